@@ -1,0 +1,65 @@
+//! A distributed lock over several independent Redis masters (the
+//! [Redlock algorithm](https://redis.io/docs/latest/develop/use/patterns/distributed-locks/)),
+//! for ordinary blocking code.
+//!
+//! A [`LockManager`] knows the nodes. [`LockManager::lock`] sends
+//! `SET resource token NX PX ttl` to every node at once and succeeds when a
+//! majority agrees within the TTL; it returns a [`LockGuard`] that releases
+//! the lock on every node when dropped. A minority of nodes may be down,
+//! hung or restarting: each costs at most the node timeout and counts as a
+//! vote against, never a hang.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_sync::{Error, LockManager};
+//!
+//! fn main() -> redlock_sync::Result<()> {
+//!     let dlm = LockManager::new([
+//!         "redis://10.0.0.1:6379",
+//!         "redis://10.0.0.2:6379",
+//!         "redis://10.0.0.3:6379",
+//!     ])?;
+//!
+//!     match dlm.lock("jobs/nightly-report", Duration::from_secs(30)) {
+//!         Ok(guard) => {
+//!             // Safe to act while the lock is valid.
+//!             assert!(guard.is_valid());
+//!             println!("locked for {:?}", guard.validity());
+//!             // ... the work ...
+//!             guard.release()?; // or just let it drop
+//!         }
+//!         Err(Error::Taken { .. }) => println!("another worker has it"),
+//!         Err(e) => return Err(e),
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # What the lock promises
+//!
+//! While [`LockGuard::is_valid`] is true, no other client can have taken
+//! the same resource through a quorum of the same nodes, provided the
+//! nodes' clocks run at about the same rate (the drift factor bounds the
+//! difference) and a node that restarts either keeps its data or stays
+//! down for longer than the longest TTL. Outside those assumptions, and
+//! when the holder pauses past its validity, two holders can overlap:
+//! protect the resource itself, too, when that matters.
+//!
+//! # Errors
+//!
+//! Every call returns [`Error`], which says whether the resource was
+//! [taken](Error::Taken) by someone else, the nodes
+//! [failed](Error::NoQuorum) (with each node and its cause), or the lock
+//! is [no longer held](Error::NotHeld).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod guard;
+mod manager;
+mod node;
+mod quorum;
+
+pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
+pub use guard::LockGuard;
+pub use manager::{Builder, LockManager, MAX_TTL};

@@ -1,0 +1,527 @@
+//! [`LockManager`], its [`Builder`], and the acquisition loop.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::node::Node;
+use crate::quorum::{self, Tally};
+
+// The defaults, in one place.
+const DEFAULT_RETRY_COUNT: u32 = 3;
+const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+const DEFAULT_MAX_IDLE_PER_NODE: usize = 8;
+
+/// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
+/// larger would risk overflowing Redis's millisecond expiry times.
+pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
+
+/// What the manager and its guards share: the nodes and the settings that
+/// every call needs.
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+}
+
+impl Shared {
+    /// Checks a TTL and returns it in whole milliseconds (what `PX` and
+    /// `PEXPIRE` take; a fraction of a millisecond is dropped).
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
+        if ttl > MAX_TTL {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} is larger than the maximum of {MAX_TTL:?}"
+            )));
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        if ttl_ms == 0 {
+            return Err(Error::invalid_argument(format!(
+                "TTL must be at least 1 ms, got {ttl:?}"
+            )));
+        }
+        let whole = Duration::from_millis(ttl_ms);
+        if quorum::validity(whole, Duration::ZERO, self.drift_factor).is_none() {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}",
+                quorum::drift(whole, self.drift_factor)
+            )));
+        }
+        Ok(ttl_ms)
+    }
+
+    /// Runs the check-and-delete script on every node.
+    pub(crate) fn unlock(&self, resource: &[u8], token: &[u8]) -> Tally {
+        Tally::count(quorum::fan_out(&self.nodes, |node| {
+            node.unlock(resource, token)
+        }))
+    }
+}
+
+/// Retry settings of one manager handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Retry {
+    count: u32,
+    max_delay: Duration,
+}
+
+impl Retry {
+    fn new(count: u32, max_delay: Duration) -> Result<Retry> {
+        if count == 0 {
+            return Err(Error::invalid_argument(
+                "retry count is the total number of attempts and must be at least 1",
+            ));
+        }
+        Ok(Retry { count, max_delay })
+    }
+}
+
+/// Takes Redlock locks over a fixed set of independent Redis masters.
+///
+/// Create one with [`LockManager::new`] or [`LockManager::builder`] and
+/// share it: it is `Clone`, `Send` and `Sync`, and clones share the nodes
+/// and their pooled connections. Each clone has its own retry settings
+/// ([`set_retry`](Self::set_retry)).
+///
+/// Every call asks all nodes at once and succeeds when a majority
+/// ([`quorum`](Self::quorum)) agrees; a node that is down, hung or failing
+/// costs at most the node timeout and counts as one vote against.
+#[derive(Clone)]
+pub struct LockManager {
+    shared: Arc<Shared>,
+    retry: Retry,
+}
+
+impl LockManager {
+    /// A manager over the nodes at `urls`, with default settings.
+    ///
+    /// URLs are read as the `redis` crate reads them:
+    /// `redis://[user][:password@]host[:port][/db]`, `unix:///path` or
+    /// `redis+unix:///path`, and `rediss://` with the `tls` feature.
+    /// No connection is opened until the first lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when `urls` is empty, a URL cannot be read,
+    /// or the same server is given twice.
+    ///
+    /// ```no_run
+    /// # fn main() -> redlock_sync::Result<()> {
+    /// let dlm = redlock_sync::LockManager::new([
+    ///     "redis://10.0.0.1:6379",
+    ///     "redis://10.0.0.2:6379",
+    ///     "redis://10.0.0.3:6379",
+    /// ])?;
+    /// assert_eq!(dlm.quorum(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn new<I, S>(urls: I) -> Result<LockManager>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        LockManager::builder().nodes(urls).build()
+    }
+
+    /// A [`Builder`] with every setting at its default.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Sets how [`lock`](Self::lock) retries: `count` attempts in all, with
+    /// a random pause drawn uniformly from `[0, max_delay]` between two
+    /// attempts. [`try_lock_for`](Self::try_lock_for) uses the same pause.
+    /// Affects this handle only, not its clones.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if `count` is 0; the settings are then
+    /// left as they were.
+    pub fn set_retry(&mut self, count: u32, max_delay: Duration) -> Result<()> {
+        self.retry = Retry::new(count, max_delay)?;
+        Ok(())
+    }
+
+    /// The retry settings: total attempts of [`lock`](Self::lock) and the
+    /// maximum random pause between attempts.
+    pub fn retry(&self) -> (u32, Duration) {
+        (self.retry.count, self.retry.max_delay)
+    }
+
+    /// How many nodes must agree: a strict majority of the nodes.
+    pub fn quorum(&self) -> usize {
+        quorum::quorum(self.shared.nodes.len())
+    }
+
+    /// The nodes' names (`host:port`, `unix:path`, with `/db` when not 0),
+    /// in the order given; these are the names that errors use.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.shared.nodes.iter().map(Node::name)
+    }
+
+    /// The time each node gets to answer one call, connecting included.
+    pub fn node_timeout(&self) -> Duration {
+        self.shared.node_timeout
+    }
+
+    /// The clock drift factor.
+    pub fn drift_factor(&self) -> f64 {
+        self.shared.drift_factor
+    }
+
+    /// Takes the lock on `resource` for `ttl`, trying up to the retry count
+    /// (see [`set_retry`](Self::set_retry)) with a random pause between
+    /// attempts.
+    ///
+    /// The returned guard releases the lock when dropped. The lock is safe
+    /// to rely on only for [`LockGuard::validity`]: the TTL less the time
+    /// the acquisition took and a clock drift allowance.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: [`Error::Taken`] when another owner holds
+    /// the resource, [`Error::NoQuorum`] when too many nodes failed,
+    /// [`Error::NoValidity`] when the round was too slow for the TTL.
+    /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
+    /// larger than [`MAX_TTL`], or too small to leave any validity.
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
+        let mut attempts_left = self.retry.count;
+        self.acquire(resource.as_ref(), ttl, |delay| {
+            attempts_left -= 1;
+            (attempts_left > 0).then_some(delay)
+        })
+    }
+
+    /// Takes the lock on `resource` for `ttl` with exactly one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the single attempt.
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
+        self.acquire(resource.as_ref(), ttl, |_| None)
+    }
+
+    /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
+    /// passed, with a random pause (at most the retry delay, and never past
+    /// the timeout) between attempts. At least one attempt is made.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the last attempt.
+    pub fn try_lock_for(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<LockGuard> {
+        let deadline = Instant::now().checked_add(timeout);
+        self.acquire(resource.as_ref(), ttl, |delay| match deadline {
+            None => Some(delay),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| delay.min(left))
+            }
+        })
+    }
+
+    /// The acquisition loop: one attempt, then `next(random delay)` says
+    /// how long to pause before the next attempt, or `None` to give up.
+    fn acquire(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        mut next: impl FnMut(Duration) -> Option<Duration>,
+    ) -> Result<LockGuard> {
+        if resource.is_empty() {
+            return Err(Error::invalid_argument("the resource name is empty"));
+        }
+        let ttl_ms = self.shared.check_ttl(ttl)?;
+        let token = crate::guard::new_token()?;
+        loop {
+            let err = match self.attempt(resource, &token, ttl_ms) {
+                Ok(valid_until) => {
+                    return Ok(LockGuard::new(
+                        self.shared.clone(),
+                        resource,
+                        token,
+                        valid_until,
+                    ));
+                }
+                Err(err) => err,
+            };
+            let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
+            match next(delay) {
+                Some(pause) => thread::sleep(pause),
+                None => return Err(err),
+            }
+        }
+    }
+
+    /// One round of `SET resource token NX PX ttl` on every node. On
+    /// success returns the instant the validity ends; on failure removes
+    /// whatever it set, from every node, before returning.
+    fn attempt(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Instant> {
+        let shared = &*self.shared;
+        let ttl = Duration::from_millis(ttl_ms);
+        let packed = redis::cmd("SET")
+            .arg(resource)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .get_packed_command();
+        let start = Instant::now();
+        let tally = Tally::count(quorum::fan_out(&shared.nodes, |node| {
+            node.set_nx(&packed)
+        }));
+        let elapsed = start.elapsed();
+        let valid_until = if tally.reached() {
+            quorum::validity(ttl, elapsed, shared.drift_factor)
+                .and_then(|validity| start.checked_add(elapsed + validity))
+        } else {
+            None
+        };
+        if let Some(valid_until) = valid_until {
+            return Ok(valid_until);
+        }
+        // Best effort: also on nodes that failed or timed out, whose SET
+        // may still have landed.
+        shared.unlock(resource, token);
+        Err(if tally.reached() {
+            Error::NoValidity {
+                resource: quorum::display(resource),
+                elapsed,
+                ttl,
+            }
+        } else {
+            tally.acquire_error(resource)
+        })
+    }
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("nodes", &self.nodes().collect::<Vec<_>>())
+            .field("quorum", &self.quorum())
+            .field("node_timeout", &self.shared.node_timeout)
+            .field("drift_factor", &self.shared.drift_factor)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// 64 random bits for a retry delay. Falls back to the clock if the
+/// system generator fails: a delay needs spread, not secrecy.
+fn random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos().into())
+    })
+}
+
+/// Configures and builds a [`LockManager`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> redlock_sync::Result<()> {
+/// let dlm = redlock_sync::LockManager::builder()
+///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+///     .retry(5, Duration::from_millis(100))
+///     .node_timeout(Duration::from_millis(20))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    urls: Vec<String>,
+    retry_count: u32,
+    retry_delay: Duration,
+    drift_factor: f64,
+    node_timeout: Duration,
+    max_idle_per_node: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            urls: Vec::new(),
+            retry_count: DEFAULT_RETRY_COUNT,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            max_idle_per_node: DEFAULT_MAX_IDLE_PER_NODE,
+        }
+    }
+}
+
+impl Builder {
+    /// Adds one node by URL (see [`LockManager::new`] for the forms).
+    /// Use independent masters, not replicas of one another: 3 or 5 is
+    /// usual.
+    ///
+    /// Defaults to no nodes; at least one is required.
+    pub fn node(mut self, url: impl AsRef<str>) -> Builder {
+        self.urls.push(url.as_ref().to_owned());
+        self
+    }
+
+    /// Adds several nodes by URL, in order.
+    ///
+    /// Defaults to no nodes; at least one is required.
+    pub fn nodes<I, S>(mut self, urls: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.urls
+            .extend(urls.into_iter().map(|url| url.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets the total number of attempts of [`LockManager::lock`] (at least
+    /// 1) and the maximum random pause between two attempts.
+    ///
+    /// Defaults to 3 attempts and 200 ms.
+    pub fn retry(mut self, count: u32, max_delay: Duration) -> Builder {
+        self.retry_count = count;
+        self.retry_delay = max_delay;
+        self
+    }
+
+    /// Sets the clock drift factor, in `[0, 1)`: the share of the TTL
+    /// assumed lost to clocks running at different rates. Each lock's
+    /// validity is cut by `ttl * factor + 2 ms`.
+    ///
+    /// Defaults to 0.01.
+    pub fn drift_factor(mut self, factor: f64) -> Builder {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Sets how long one node may take to answer one call, connecting
+    /// included. A dead or hung node costs this much per call and no more,
+    /// so keep it far below your TTLs; it must cover a connect plus a round
+    /// trip on your network, since a slower node counts as failed.
+    ///
+    /// Defaults to 50 ms: tens of round trips on a LAN or between zones of
+    /// one region, and a small fraction of the second-scale TTLs locks
+    /// usually have.
+    pub fn node_timeout(mut self, timeout: Duration) -> Builder {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Sets how many idle connections each node keeps for reuse. Calls
+    /// beyond that open and then close their own connection; 0 disables
+    /// reuse.
+    ///
+    /// Defaults to 8.
+    pub fn max_idle_per_node(mut self, max_idle: usize) -> Builder {
+        self.max_idle_per_node = max_idle;
+        self
+    }
+
+    /// Checks the settings and builds the manager. No connection is opened
+    /// yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when there are no nodes, a URL cannot be
+    /// read or needs a feature not compiled in, the same server appears
+    /// twice, the drift factor is outside `[0, 1)`, the node timeout is 0,
+    /// or the retry count is 0.
+    pub fn build(self) -> Result<LockManager> {
+        if self.urls.is_empty() {
+            return Err(Error::invalid_config("no Redis nodes were given"));
+        }
+        if !(0.0..1.0).contains(&self.drift_factor) {
+            return Err(Error::invalid_config(format!(
+                "drift factor must be in [0, 1), got {}",
+                self.drift_factor
+            )));
+        }
+        if self.node_timeout.is_zero() {
+            return Err(Error::invalid_config("node timeout must be more than 0"));
+        }
+        let retry = Retry::new(self.retry_count, self.retry_delay).map_err(|e| match e {
+            Error::InvalidArgument { reason } => Error::invalid_config(reason),
+            other => other,
+        })?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        for url in &self.urls {
+            let node = Node::open(url, self.node_timeout, self.max_idle_per_node)?;
+            if let Some(twin) = nodes.iter().find(|n| n.addr() == node.addr()) {
+                return Err(Error::invalid_config(format!(
+                    "the server {} is given twice (as {} and {}); Redlock needs independent nodes",
+                    node.addr(),
+                    twin.name(),
+                    node.name()
+                )));
+            }
+            nodes.push(node);
+        }
+        Ok(LockManager {
+            shared: Arc::new(Shared {
+                nodes,
+                drift_factor: self.drift_factor,
+                node_timeout: self.node_timeout,
+            }),
+            retry,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager(drift_factor: f64) -> LockManager {
+        LockManager::builder()
+            .node("redis://127.0.0.1:1")
+            .drift_factor(drift_factor)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn ttl_checks() {
+        let m = manager(0.01);
+        let s = &m.shared;
+        assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
+        assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
+        assert!(s.check_ttl(Duration::ZERO).is_err());
+        assert!(s.check_ttl(Duration::from_micros(999)).is_err());
+        assert!(s.check_ttl(Duration::from_millis(2)).is_err());
+        assert!(s.check_ttl(Duration::from_millis(3)).is_ok());
+        assert!(s.check_ttl(MAX_TTL).is_ok());
+        assert!(s.check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
+        assert!(s.check_ttl(Duration::MAX).is_err());
+        // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
+        let m = manager(0.5);
+        assert!(m.shared.check_ttl(Duration::from_millis(4)).is_err());
+        assert!(m.shared.check_ttl(Duration::from_millis(6)).is_ok());
+    }
+
+    #[test]
+    fn set_retry_rejects_zero_attempts_and_keeps_old_settings() {
+        let mut m = manager(0.01);
+        assert_eq!(m.retry(), (3, Duration::from_millis(200)));
+        assert!(matches!(
+            m.set_retry(0, Duration::ZERO),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert_eq!(m.retry(), (3, Duration::from_millis(200)));
+        m.set_retry(7, Duration::from_millis(5)).unwrap();
+        assert_eq!(m.retry(), (7, Duration::from_millis(5)));
+        // a clone keeps its own copy
+        let c = m.clone();
+        m.set_retry(1, Duration::ZERO).unwrap();
+        assert_eq!(c.retry(), (7, Duration::from_millis(5)));
+    }
+}

@@ -1,0 +1,306 @@
+//! One Redis node: its address, a small pool of idle connections, the node
+//! timeout, and the three commands the algorithm sends.
+
+use std::io;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisError, RedisResult, Value};
+
+use crate::error::{Error, NodeError};
+
+/// Deletes the key only while it still holds our token.
+const UNLOCK_SRC: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("DEL", KEYS[1])
+end
+return 0
+"#;
+
+/// Resets the key's expiry only while it still holds our token.
+const EXTEND_SRC: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0
+"#;
+
+// Built once: `Script` hashes its source, sends EVALSHA, and loads the
+// script after a NOSCRIPT reply (server restart, SCRIPT FLUSH).
+static UNLOCK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(UNLOCK_SRC));
+static EXTEND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(EXTEND_SRC));
+
+/// A connection and the read/write timeout currently set on its socket.
+struct Pooled {
+    con: redis::Connection,
+    timeout: Duration,
+}
+
+/// One independent Redis master.
+pub(crate) struct Node {
+    name: Arc<str>,
+    addr: ConnectionAddr,
+    client: redis::Client,
+    timeout: Duration,
+    max_idle: usize,
+    idle: Mutex<Vec<Pooled>>,
+}
+
+impl Node {
+    /// Parses `url` and prepares the node; connects lazily.
+    pub(crate) fn open(url: &str, timeout: Duration, max_idle: usize) -> Result<Node, Error> {
+        let info = url
+            .into_connection_info()
+            .map_err(|source| Error::InvalidConfig {
+                reason: format!("cannot read node URL {:?}", redact(url)),
+                source: Some(source),
+            })?;
+        if !info.addr().is_supported() {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?} needs TLS, which this build of redlock-sync does not include \
+                 (enable the `tls` feature)",
+                redact(url)
+            )));
+        }
+        let db = info.redis_settings().db();
+        let addr = info.addr().clone();
+        let name: Arc<str> = match (&addr, db) {
+            (ConnectionAddr::Unix(path), 0) => format!("unix:{}", path.display()).into(),
+            (ConnectionAddr::Unix(path), db) => format!("unix:{}/{db}", path.display()).into(),
+            (addr, 0) => addr.to_string().into(),
+            (addr, db) => format!("{addr}/{db}").into(),
+        };
+        let redis_settings = info
+            .redis_settings()
+            .clone()
+            .set_lib_name("redlock-sync", env!("CARGO_PKG_VERSION"));
+        let info = info
+            .set_redis_settings(redis_settings)
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info).map_err(|source| Error::InvalidConfig {
+            reason: format!("cannot use node URL {:?}", redact(url)),
+            source: Some(source),
+        })?;
+        Ok(Node {
+            name,
+            addr,
+            client,
+            timeout,
+            max_idle,
+            idle: Mutex::new(Vec::with_capacity(max_idle)),
+        })
+    }
+
+    /// The node's display name: `host:port`, or `unix:path`, with `/db`
+    /// when a database other than 0 is selected.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server address, for spotting the same server given twice.
+    pub(crate) fn addr(&self) -> &ConnectionAddr {
+        &self.addr
+    }
+
+    /// `SET key token NX PX ttl`, already packed: `true` if we set the key,
+    /// `false` if the key exists.
+    pub(crate) fn set_nx(&self, packed: &[u8]) -> Result<bool, NodeError> {
+        self.call(|con| match con.req_packed_command(packed)? {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            other => Err(unexpected("SET NX PX", &other)),
+        })
+    }
+
+    /// Deletes the key if it holds `token`: `true` if deleted.
+    pub(crate) fn unlock(&self, key: &[u8], token: &[u8]) -> Result<bool, NodeError> {
+        self.call(|con| {
+            let n: i64 = UNLOCK.key(key).arg(token).invoke(con)?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Sets the key's expiry to `ttl_ms` if it holds `token`: `true` if set.
+    pub(crate) fn extend(&self, key: &[u8], token: &[u8], ttl_ms: u64) -> Result<bool, NodeError> {
+        self.call(|con| {
+            let n: i64 = EXTEND.key(key).arg(token).arg(ttl_ms).invoke(con)?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Runs `op` on a pooled or new connection, all within the node timeout.
+    ///
+    /// A connection comes back to the pool only after a complete reply (a
+    /// value or an error reply); after a timeout or an I/O error it is
+    /// dropped, so a late reply can never be read as the answer to a later
+    /// command. A pooled connection found closed (the server restarted
+    /// since it was last used) empties the pool and the command is tried
+    /// once more on a new connection, in the time that is left.
+    fn call<T>(
+        &self,
+        op: impl Fn(&mut redis::Connection) -> RedisResult<T>,
+    ) -> Result<T, NodeError> {
+        let start = Instant::now();
+        let pooled = self.idle.lock().pop();
+        let mut pooled = match pooled {
+            Some(mut pooled) => match op(&mut pooled.con) {
+                Ok(v) => {
+                    self.checkin(pooled);
+                    return Ok(v);
+                }
+                Err(e) if is_reply(&e) && pooled.con.is_open() => {
+                    self.checkin(pooled);
+                    return Err(self.error(e, false));
+                }
+                Err(e) if is_stale(&e) => {
+                    self.idle.lock().clear();
+                    drop(pooled);
+                    self.connect(start)?
+                }
+                Err(e) => return Err(self.error(e, false)),
+            },
+            None => self.connect(start)?,
+        };
+        match op(&mut pooled.con) {
+            Ok(v) => {
+                self.checkin(pooled);
+                Ok(v)
+            }
+            Err(e) => {
+                if is_reply(&e) && pooled.con.is_open() {
+                    self.checkin(pooled);
+                }
+                Err(self.error(e, false))
+            }
+        }
+    }
+
+    /// Opens a connection in what is left of the node timeout since `start`,
+    /// with the socket's read and write timeouts set to what then remains.
+    fn connect(&self, start: Instant) -> Result<Pooled, NodeError> {
+        let left = self.left(start, true)?;
+        let con = self
+            .client
+            .get_connection_with_timeout(left)
+            .map_err(|e| self.error(e, true))?;
+        let left = self.left(start, true)?;
+        con.set_read_timeout(Some(left))
+            .and_then(|()| con.set_write_timeout(Some(left)))
+            .map_err(|e| self.error(e, true))?;
+        Ok(Pooled { con, timeout: left })
+    }
+
+    /// The part of the node timeout that remains since `start`, or a
+    /// timeout error when none does.
+    fn left(&self, start: Instant, connecting: bool) -> Result<Duration, NodeError> {
+        match self.timeout.checked_sub(start.elapsed()) {
+            Some(left) if !left.is_zero() => Ok(left),
+            _ => Err(self.error(
+                RedisError::from(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "node timeout elapsed",
+                )),
+                connecting,
+            )),
+        }
+    }
+
+    /// Returns a healthy connection to the pool, its socket timeouts reset
+    /// to the full node timeout.
+    fn checkin(&self, mut pooled: Pooled) {
+        if pooled.timeout != self.timeout {
+            let reset = pooled
+                .con
+                .set_read_timeout(Some(self.timeout))
+                .and_then(|()| pooled.con.set_write_timeout(Some(self.timeout)));
+            if reset.is_err() {
+                return;
+            }
+            pooled.timeout = self.timeout;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < self.max_idle {
+            idle.push(pooled);
+        }
+    }
+
+    /// The failure reported for a node whose call panicked (a bug, never
+    /// expected): counted as a failed node instead of unwinding.
+    pub(crate) fn panicked(&self) -> NodeError {
+        let e = RedisError::from((redis::ErrorKind::Client, "the call to this node panicked"));
+        self.error(e, false)
+    }
+
+    fn error(&self, e: RedisError, connecting: bool) -> NodeError {
+        NodeError::classify(self.name.clone(), e, connecting, self.timeout)
+    }
+
+    /// Connections currently idle in the pool (for tests).
+    #[cfg(test)]
+    pub(crate) fn idle_len(&self) -> usize {
+        self.idle.lock().len()
+    }
+}
+
+/// The node sent a complete error reply: the connection is still in step.
+fn is_reply(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
+}
+
+/// The connection was found closed by the peer: nothing was answered.
+fn is_stale(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_timeout()
+}
+
+fn unexpected(command: &'static str, value: &Value) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        format!("{command} answered {value:?}"),
+    ))
+}
+
+/// The URL with any credentials replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_credentials_only() {
+        assert_eq!(
+            redact("redis://user:secret@host:6379/2"),
+            "redis://***@host:6379/2"
+        );
+        assert_eq!(redact("redis://:pw@host"), "redis://***@host");
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+
+    #[test]
+    fn names_carry_address_and_database_but_no_password() {
+        let t = Duration::from_millis(50);
+        let n = Node::open("redis://:pw@127.0.0.1:7000/3", t, 1).unwrap();
+        assert_eq!(n.name(), "127.0.0.1:7000/3");
+        let n = Node::open("redis://localhost:7001", t, 1).unwrap();
+        assert_eq!(n.name(), "localhost:7001");
+        let n = Node::open("unix:///tmp/r.sock", t, 1).unwrap();
+        assert_eq!(n.name(), "unix:/tmp/r.sock");
+        assert_eq!(n.idle_len(), 0);
+    }
+}

@@ -1,0 +1,316 @@
+//! The dispatcher (one call fanned out to every node, answers tallied) and
+//! the pure arithmetic of the algorithm: quorum size, clock drift,
+//! validity and the random retry delay.
+//!
+//! Everything that decides *whether* a round succeeded lives here and is
+//! unit tested without a network; `fan_out` is the only piece that knows
+//! how calls reach the nodes, so it can be replaced on its own.
+
+use std::thread;
+use std::time::Duration;
+
+use crate::error::{Error, NodeError, NodeFailures};
+use crate::node::Node;
+
+/// Extra drift added to every lock: Redis expires keys with 1 ms
+/// precision, plus 1 ms for small TTLs (as the Redlock document does).
+pub(crate) const BASE_DRIFT: Duration = Duration::from_millis(2);
+
+/// Nodes that must agree out of `n`: a strict majority.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// The clock drift allowed for a lock of `ttl`: `ttl * factor + 2 ms`.
+pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
+    ttl.mul_f64(factor) + BASE_DRIFT
+}
+
+/// What is left of `ttl` after a round that took `elapsed`, minus the
+/// drift; `None` when nothing is left.
+pub(crate) fn validity(ttl: Duration, elapsed: Duration, factor: f64) -> Option<Duration> {
+    ttl.checked_sub(elapsed)?
+        .checked_sub(drift(ttl, factor))
+        .filter(|v| !v.is_zero())
+}
+
+/// A delay drawn uniformly from `[0, max]` using 64 random bits
+/// (`random`), with nanosecond resolution.
+pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
+    let span = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    // Multiply-shift maps the 64 random bits onto [0, span] without the
+    // bias of a modulo; span + 1 may need 65 bits, hence u128.
+    let nanos = (u128::from(random) * (u128::from(span) + 1)) >> 64;
+    Duration::from_nanos(nanos as u64)
+}
+
+/// Runs `op` on every node at once and returns the answers in node order.
+///
+/// Each node but the first gets a scoped thread; the calling thread serves
+/// the first node itself, so a single node needs no thread at all. If a
+/// thread cannot be spawned, its node is served inline after the others
+/// were started. Every `op` is bounded by the node timeout, so this returns
+/// within about one node timeout.
+pub(crate) fn fan_out<F>(nodes: &[Node], op: F) -> Vec<Result<bool, NodeError>>
+where
+    F: Fn(&Node) -> Result<bool, NodeError> + Sync,
+{
+    match nodes {
+        [] => Vec::new(),
+        [only] => vec![op(only)],
+        [first, rest @ ..] => thread::scope(|scope| {
+            let op = &op;
+            let spawned: Vec<_> = rest
+                .iter()
+                .map(|node| {
+                    thread::Builder::new()
+                        .name("redlock-node".into())
+                        .spawn_scoped(scope, move || op(node))
+                        .map_err(|_| node)
+                })
+                .collect();
+            let mut answers = Vec::with_capacity(nodes.len());
+            answers.push(op(first));
+            for (handle, node) in spawned.into_iter().zip(rest) {
+                answers.push(match handle {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| Err(node.panicked())),
+                    Err(node) => op(node),
+                });
+            }
+            answers
+        }),
+    }
+}
+
+/// The answers of one round, counted.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Nodes that did what was asked.
+    pub(crate) yes: usize,
+    /// Nodes that answered no: the key is someone else's (or gone).
+    pub(crate) no: usize,
+    /// Nodes that failed, with their causes.
+    pub(crate) failures: Vec<NodeError>,
+}
+
+impl Tally {
+    pub(crate) fn count(answers: Vec<Result<bool, NodeError>>) -> Tally {
+        let mut tally = Tally::default();
+        for answer in answers {
+            match answer {
+                Ok(true) => tally.yes += 1,
+                Ok(false) => tally.no += 1,
+                Err(e) => tally.failures.push(e),
+            }
+        }
+        tally
+    }
+
+    fn nodes(&self) -> usize {
+        self.yes + self.no + self.failures.len()
+    }
+
+    /// Whether a quorum agreed.
+    pub(crate) fn reached(&self) -> bool {
+        self.yes >= quorum(self.nodes())
+    }
+
+    /// The error for an acquisition round that did not reach a quorum:
+    /// `Taken` when the nodes held by others alone rule a quorum out,
+    /// otherwise `NoQuorum`.
+    pub(crate) fn acquire_error(self, resource: &[u8]) -> Error {
+        let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
+        if self.no > nodes - quorum {
+            Error::Taken {
+                resource: display(resource),
+                held_elsewhere: self.no,
+                nodes,
+                quorum,
+                failures: NodeFailures::new(self.failures),
+            }
+        } else {
+            self.no_quorum(resource)
+        }
+    }
+
+    /// The error for a release or extend round that did not confirm a
+    /// quorum: `NotHeld` when the nodes that lost our token alone rule a
+    /// quorum out, otherwise `NoQuorum`.
+    pub(crate) fn held_error(self, resource: &[u8]) -> Error {
+        let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
+        if self.no > nodes - quorum {
+            Error::NotHeld {
+                resource: display(resource),
+                lost_on: self.no,
+                nodes,
+            }
+        } else {
+            self.no_quorum(resource)
+        }
+    }
+
+    fn no_quorum(self, resource: &[u8]) -> Error {
+        let nodes = self.nodes();
+        Error::NoQuorum {
+            resource: display(resource),
+            agreed: self.yes,
+            nodes,
+            quorum: quorum(nodes),
+            failures: NodeFailures::new(self.failures),
+        }
+    }
+}
+
+/// A resource name for messages.
+pub(crate) fn display(resource: &[u8]) -> String {
+    String::from_utf8_lossy(resource).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        let expected = [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)];
+        for (n, q) in expected {
+            assert_eq!(quorum(n), q, "quorum({n})");
+            assert!(2 * quorum(n) > n, "two quorums of {n} must intersect");
+        }
+    }
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms_by_default() {
+        assert_eq!(drift(1000 * MS, 0.01), 12 * MS);
+        assert_eq!(drift(10 * MS, 0.0), 2 * MS);
+        assert_eq!(drift(Duration::from_secs(30), 0.01), 302 * MS);
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        assert_eq!(validity(1000 * MS, 100 * MS, 0.01), Some(888 * MS));
+        assert_eq!(validity(1000 * MS, Duration::ZERO, 0.0), Some(998 * MS));
+        // exactly exhausted, and over-exhausted, leave nothing
+        assert_eq!(validity(1000 * MS, 988 * MS, 0.01), None);
+        assert_eq!(validity(1000 * MS, 5000 * MS, 0.01), None);
+        // a TTL no larger than the drift never has validity
+        assert_eq!(validity(2 * MS, Duration::ZERO, 0.0), None);
+        assert_eq!(validity(3 * MS, Duration::ZERO, 0.0), Some(MS));
+    }
+
+    #[test]
+    fn retry_delay_spans_zero_to_max() {
+        let max = 200 * MS;
+        assert_eq!(retry_delay(max, 0), Duration::ZERO);
+        assert_eq!(retry_delay(max, u64::MAX), max);
+        let mid = retry_delay(max, u64::MAX / 2);
+        assert!(mid > 99 * MS && mid < 101 * MS, "{mid:?}");
+        assert_eq!(retry_delay(Duration::ZERO, u64::MAX), Duration::ZERO);
+        // huge maxima saturate instead of overflowing
+        assert!(retry_delay(Duration::MAX, u64::MAX) >= Duration::from_secs(500 * 365 * 86400));
+    }
+
+    #[test]
+    fn retry_delay_is_roughly_uniform() {
+        let max = 1000 * MS;
+        let mut buckets = [0u32; 10];
+        // a fixed pseudo-random sequence (splitmix64) keeps the test exact
+        let mut x: u64 = 0x1234_5678;
+        for _ in 0..10_000 {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let d = retry_delay(max, z);
+            assert!(d <= max);
+            buckets[(d.as_millis() as usize / 100).min(9)] += 1;
+        }
+        for (i, n) in buckets.iter().enumerate() {
+            assert!((850..1150).contains(n), "bucket {i} has {n} of 10000");
+        }
+    }
+
+    fn tally(yes: usize, no: usize, failed: usize) -> Tally {
+        let mut t = Tally {
+            yes,
+            no,
+            failures: Vec::new(),
+        };
+        for i in 0..failed {
+            let e = redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            ));
+            t.failures.push(NodeError::classify(
+                format!("n{i}").into(),
+                e,
+                true,
+                50 * MS,
+            ));
+        }
+        t
+    }
+
+    #[test]
+    fn reached_needs_a_majority_of_all_nodes() {
+        assert!(tally(2, 1, 0).reached());
+        assert!(tally(2, 0, 1).reached());
+        assert!(!tally(1, 1, 1).reached());
+        assert!(tally(3, 2, 0).reached());
+        assert!(!tally(2, 0, 3).reached());
+        assert!(tally(1, 0, 0).reached());
+        assert!(!tally(1, 1, 0).reached());
+    }
+
+    #[test]
+    fn taken_only_when_other_owners_alone_rule_out_a_quorum() {
+        assert!(matches!(
+            tally(0, 2, 1).acquire_error(b"r"),
+            Error::Taken {
+                held_elsewhere: 2,
+                ..
+            }
+        ));
+        // 5 nodes: 2 held elsewhere, 2 failed: answers from the failed
+        // nodes could still have made a quorum, so this is NoQuorum.
+        match tally(1, 2, 2).acquire_error(b"r") {
+            Error::NoQuorum {
+                agreed: 1,
+                nodes: 5,
+                quorum: 3,
+                failures,
+                ..
+            } => assert_eq!(failures.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            tally(1, 3, 1).acquire_error(b"r"),
+            Error::Taken { .. }
+        ));
+    }
+
+    #[test]
+    fn not_held_only_when_a_quorum_lost_the_token() {
+        assert!(matches!(
+            tally(1, 2, 0).held_error(b"r"),
+            Error::NotHeld { lost_on: 2, .. }
+        ));
+        assert!(matches!(
+            tally(1, 1, 1).held_error(b"r"),
+            Error::NoQuorum { .. }
+        ));
+    }
+
+    #[test]
+    fn messages_name_resource_and_nodes() {
+        let msg = tally(1, 0, 2).acquire_error(b"jobs/nightly").to_string();
+        assert!(msg.contains("\"jobs/nightly\""), "{msg}");
+        assert!(msg.contains("1 of 3 nodes agreed, 2 needed"), "{msg}");
+        assert!(msg.contains("n0") && msg.contains("n1"), "{msg}");
+        let err = tally(1, 0, 2).acquire_error(b"r");
+        let detail = std::error::Error::source(&err).unwrap().to_string();
+        assert_eq!(detail, "n0: connection refused; n1: connection refused");
+    }
+}
