@@ -200,7 +200,10 @@ mod tests {
         let b = new_token().unwrap();
         assert_ne!(a, b);
         for t in [a, b] {
-            assert!(t.iter().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+            assert!(
+                t.iter()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            );
         }
     }
 }

@@ -275,9 +275,7 @@ impl LockManager {
             .arg(ttl_ms)
             .get_packed_command();
         let start = Instant::now();
-        let tally = Tally::count(quorum::fan_out(&shared.nodes, |node| {
-            node.set_nx(&packed)
-        }));
+        let tally = Tally::count(quorum::fan_out(&shared.nodes, |node| node.set_nx(&packed)));
         let elapsed = start.elapsed();
         let valid_until = if tally.reached() {
             quorum::validity(ttl, elapsed, shared.drift_factor)

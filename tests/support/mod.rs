@@ -1,0 +1,53 @@
+//! Test support: real `redis-server` processes and helpers to look at them
+//! directly, bypassing the library.
+
+#![allow(dead_code)]
+
+pub mod server;
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+pub use server::{Cluster, Server};
+
+/// A direct connection to `server` for inspecting or changing its data.
+pub fn admin(server: &Server) -> redis::Connection {
+    let client = redis::Client::open(server.url()).expect("admin url");
+    let con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("admin connection");
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    con
+}
+
+/// The value stored at `key` on `server`.
+pub fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    admin(server).get(key).expect("GET")
+}
+
+/// The key's remaining time to live in ms (-2: no key, -1: no expiry).
+pub fn pttl(server: &Server, key: &[u8]) -> i64 {
+    admin(server).pttl(key).expect("PTTL")
+}
+
+/// A lock manager over `cluster` with a node timeout and no retries.
+pub fn manager(cluster: &Cluster, node_timeout: Duration) -> redlock_sync::LockManager {
+    redlock_sync::LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(node_timeout)
+        .retry(1, Duration::ZERO)
+        .build()
+        .expect("manager")
+}
+
+/// Runs `f` and returns its result with how long it took.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+/// A resource name unique to the calling test.
+pub fn resource(name: &str) -> String {
+    format!("redlock-sync-test:{name}")
+}

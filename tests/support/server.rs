@@ -1,0 +1,240 @@
+//! Throwaway `redis-server` processes on free loopback ports.
+//!
+//! Shared by the integration tests (through `tests/support/mod.rs`) and the
+//! examples (through `#[path]`). The binary is `redis-server` from `PATH`,
+//! or whatever `REDIS_SERVER_BIN` names.
+
+#![allow(dead_code)]
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The `redis-server` binary to run.
+pub fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// One `redis-server` process on 127.0.0.1, killed when dropped.
+pub struct Server {
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+impl Server {
+    /// Starts a server with no persistence on a free port.
+    pub fn start() -> io::Result<Server> {
+        Server::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (`"--name",
+    /// "value"` pairs), kept for restarts.
+    pub fn start_with(args: &[&str]) -> io::Result<Server> {
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-sync-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let mut server = Server {
+            port: 0,
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            child: None,
+            paused: false,
+        };
+        // A port found free can be taken before the server binds it:
+        // try a few.
+        let mut last = None;
+        for _ in 0..5 {
+            server.port = free_port()?;
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("redis-server did not start")))
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let bin = redis_server_bin();
+        let mut cmd = Command::new(&bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--loglevel", "warning", "--logfile", ""])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run {bin:?} ({e}); install redis-server or set REDIS_SERVER_BIN"),
+            )
+        })?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!(
+                    "redis-server on port {} exited with {status}",
+                    self.port
+                )));
+            }
+            if ping(self.port) {
+                self.child = Some(child);
+                self.paused = false;
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other(format!(
+                    "redis-server on port {} did not answer PING",
+                    self.port
+                )));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The server's TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's working directory (its dump and any socket live here).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// Stops the process with SIGSTOP: it keeps its port and accepts
+    /// connections (the kernel does), but answers nothing.
+    pub fn pause(&mut self) {
+        if let Some(pid) = self.pid() {
+            signal("-STOP", pid);
+            self.paused = true;
+        }
+    }
+
+    /// Resumes a paused process with SIGCONT.
+    pub fn resume(&mut self) {
+        if let Some(pid) = self.pid() {
+            signal("-CONT", pid);
+            self.paused = false;
+        }
+    }
+
+    /// Kills the process and starts a new one on the same port, with the
+    /// same arguments: without persistence its keys and script cache are
+    /// gone.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Starts the process again after [`kill`](Self::kill).
+    pub fn start_again(&mut self) -> io::Result<()> {
+        if self.child.is_none() {
+            self.spawn()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.paused {
+            self.resume();
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Several servers, each its own independent master.
+pub struct Cluster {
+    pub servers: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `n` servers.
+    pub fn start(n: usize) -> io::Result<Cluster> {
+        let servers = (0..n).map(|_| Server::start()).collect::<io::Result<_>>()?;
+        Ok(Cluster { servers })
+    }
+
+    /// The servers' URLs, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+}
+
+impl std::ops::Index<usize> for Cluster {
+    type Output = Server;
+    fn index(&self, i: usize) -> &Server {
+        &self.servers[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Cluster {
+    fn index_mut(&mut self, i: usize) -> &mut Server {
+        &mut self.servers[i]
+    }
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    // Any reply will do: a server with a password answers -NOAUTH.
+    let mut first = [0u8; 1];
+    s.write_all(b"PING\r\n").is_ok()
+        && s.read_exact(&mut first).is_ok()
+        && matches!(&first, b"+" | b"-")
+}
+
+fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .arg(sig)
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
