@@ -232,6 +232,9 @@ pub struct NodeError {
     connecting: bool,
     timeout: Duration,
     source: redis::RedisError,
+    /// Nothing of ours can be left on the node because of this call: no
+    /// command was sent, or the cleanup is queued behind it.
+    pub(crate) settled: bool,
 }
 
 impl NodeError {
@@ -267,6 +270,7 @@ impl NodeError {
             connecting,
             timeout,
             source,
+            settled: connecting,
         }
     }
 

@@ -112,7 +112,7 @@ impl LockGuard {
             return Err(self.not_held());
         }
         let (resource, token) = (&*self.resource, &self.token[..]);
-        let tally = Tally::count(quorum::fan_out(&shared.nodes, |node| {
+        let tally = Tally::count(quorum::fan_out(&shared.all(), |node| {
             node.extend(resource, token, ttl_ms)
         }));
         let end = Instant::now();
@@ -152,7 +152,9 @@ impl LockGuard {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let tally = self.shared.unlock(&self.resource, &self.token);
+        let tally = self
+            .shared
+            .unlock(&self.shared.all(), &self.resource, &self.token);
         if tally.reached() {
             Ok(())
         } else {
@@ -175,7 +177,9 @@ impl Drop for LockGuard {
             self.armed = false;
             // Best effort: every node deletes the key if it is still ours;
             // failures are left to the key's expiry.
-            let _ = self.shared.unlock(&self.resource, &self.token);
+            let _ = self
+                .shared
+                .unlock(&self.shared.all(), &self.resource, &self.token);
         }
     }
 }

@@ -54,11 +54,14 @@ impl Shared {
         Ok(ttl_ms)
     }
 
-    /// Runs the check-and-delete script on every node.
-    pub(crate) fn unlock(&self, resource: &[u8], token: &[u8]) -> Tally {
-        Tally::count(quorum::fan_out(&self.nodes, |node| {
-            node.unlock(resource, token)
-        }))
+    /// Every node, for a round that asks them all.
+    pub(crate) fn all(&self) -> Vec<&Node> {
+        self.nodes.iter().collect()
+    }
+
+    /// Runs the check-and-delete script on `nodes`.
+    pub(crate) fn unlock(&self, nodes: &[&Node], resource: &[u8], token: &[u8]) -> Tally {
+        Tally::count(quorum::fan_out(nodes, |node| node.unlock(resource, token)))
     }
 }
 
@@ -274,10 +277,13 @@ impl LockManager {
             .arg("PX")
             .arg(ttl_ms)
             .get_packed_command();
+        let nodes = shared.all();
         let start = Instant::now();
-        let tally = Tally::count(quorum::fan_out(&shared.nodes, |node| node.set_nx(&packed)));
+        let answers = quorum::fan_out(&nodes, |node| node.set_nx(&packed, resource, token));
         let elapsed = start.elapsed();
-        let valid_until = if tally.reached() {
+        let granted = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+        let reached = granted >= quorum::quorum(nodes.len());
+        let valid_until = if reached {
             quorum::validity(ttl, elapsed, shared.drift_factor)
                 .and_then(|validity| start.checked_add(elapsed + validity))
         } else {
@@ -286,10 +292,21 @@ impl LockManager {
         if let Some(valid_until) = valid_until {
             return Ok(valid_until);
         }
-        // Best effort: also on nodes that failed or timed out, whose SET
-        // may still have landed.
-        shared.unlock(resource, token);
-        Err(if tally.reached() {
+        // Best effort, on every node that may hold our key: those that
+        // granted it, and those that failed after the SET may have landed
+        // (unless the cleanup is already queued behind it).
+        let dirty: Vec<&Node> = nodes
+            .iter()
+            .zip(&answers)
+            .filter(|(_, answer)| match answer {
+                Ok(granted) => *granted,
+                Err(e) => !e.settled,
+            })
+            .map(|(node, _)| *node)
+            .collect();
+        shared.unlock(&dirty, resource, token);
+        let tally = Tally::count(answers);
+        Err(if reached {
             Error::NoValidity {
                 resource: quorum::display(resource),
                 elapsed,

@@ -105,28 +105,57 @@ impl Node {
 
     /// `SET key token NX PX ttl`, already packed: `true` if we set the key,
     /// `false` if the key exists.
-    pub(crate) fn set_nx(&self, packed: &[u8]) -> Result<bool, NodeError> {
-        self.call(|con| match con.req_packed_command(packed)? {
-            Value::Okay => Ok(true),
-            Value::Nil => Ok(false),
-            other => Err(unexpected("SET NX PX", &other)),
-        })
+    ///
+    /// If the node does not answer in time, the SET may still be executed
+    /// later (a paused or overloaded node works through its socket buffer
+    /// when it resumes). So before the connection is dropped, the
+    /// check-and-delete is queued behind the SET on the same connection,
+    /// where the node must execute it right after; the error is then marked
+    /// [`settled`](NodeError::settled), needing no further cleanup.
+    pub(crate) fn set_nx(
+        &self,
+        packed: &[u8],
+        key: &[u8],
+        token: &[u8],
+    ) -> Result<bool, NodeError> {
+        let on_timeout = || {
+            redis::cmd("EVAL")
+                .arg(UNLOCK_SRC)
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .get_packed_command()
+        };
+        self.call(
+            |con| match con.req_packed_command(packed)? {
+                Value::Okay => Ok(true),
+                Value::Nil => Ok(false),
+                other => Err(unexpected("SET NX PX", &other)),
+            },
+            Some(&on_timeout),
+        )
     }
 
     /// Deletes the key if it holds `token`: `true` if deleted.
     pub(crate) fn unlock(&self, key: &[u8], token: &[u8]) -> Result<bool, NodeError> {
-        self.call(|con| {
-            let n: i64 = UNLOCK.key(key).arg(token).invoke(con)?;
-            Ok(n == 1)
-        })
+        self.call(
+            |con| {
+                let n: i64 = UNLOCK.key(key).arg(token).invoke(con)?;
+                Ok(n == 1)
+            },
+            None,
+        )
     }
 
     /// Sets the key's expiry to `ttl_ms` if it holds `token`: `true` if set.
     pub(crate) fn extend(&self, key: &[u8], token: &[u8], ttl_ms: u64) -> Result<bool, NodeError> {
-        self.call(|con| {
-            let n: i64 = EXTEND.key(key).arg(token).arg(ttl_ms).invoke(con)?;
-            Ok(n == 1)
-        })
+        self.call(
+            |con| {
+                let n: i64 = EXTEND.key(key).arg(token).arg(ttl_ms).invoke(con)?;
+                Ok(n == 1)
+            },
+            None,
+        )
     }
 
     /// Runs `op` on a pooled or new connection, all within the node timeout.
@@ -137,9 +166,13 @@ impl Node {
     /// command. A pooled connection found closed (the server restarted
     /// since it was last used) empties the pool and the command is tried
     /// once more on a new connection, in the time that is left.
+    ///
+    /// When `op` times out after sending, `on_timeout` (if any) is written
+    /// to the same connection before it is dropped.
     fn call<T>(
         &self,
         op: impl Fn(&mut redis::Connection) -> RedisResult<T>,
+        on_timeout: Option<&dyn Fn() -> Vec<u8>>,
     ) -> Result<T, NodeError> {
         let start = Instant::now();
         let pooled = self.idle.lock().pop();
@@ -158,7 +191,7 @@ impl Node {
                     drop(pooled);
                     self.connect(start)?
                 }
-                Err(e) => return Err(self.error(e, false)),
+                Err(e) => return Err(self.failed(pooled, e, on_timeout)),
             },
             None => self.connect(start)?,
         };
@@ -167,13 +200,28 @@ impl Node {
                 self.checkin(pooled);
                 Ok(v)
             }
-            Err(e) => {
-                if is_reply(&e) && pooled.con.is_open() {
-                    self.checkin(pooled);
-                }
+            Err(e) if is_reply(&e) && pooled.con.is_open() => {
+                self.checkin(pooled);
                 Err(self.error(e, false))
             }
+            Err(e) => Err(self.failed(pooled, e, on_timeout)),
         }
+    }
+
+    /// The error for a command that failed without a complete reply; the
+    /// connection is dropped, after queueing `on_timeout` on it if the
+    /// command timed out.
+    fn failed(
+        &self,
+        mut pooled: Pooled,
+        e: RedisError,
+        on_timeout: Option<&dyn Fn() -> Vec<u8>>,
+    ) -> NodeError {
+        let mut error = self.error(e, false);
+        if let (true, Some(follow_up)) = (error.redis_error().is_timeout(), on_timeout) {
+            error.settled = pooled.con.send_packed_command(&follow_up()).is_ok();
+        }
+        error
     }
 
     /// Opens a connection in what is left of the node timeout since `start`,

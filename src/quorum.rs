@@ -51,7 +51,7 @@ pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
 /// thread cannot be spawned, its node is served inline after the others
 /// were started. Every `op` is bounded by the node timeout, so this returns
 /// within about one node timeout.
-pub(crate) fn fan_out<F>(nodes: &[Node], op: F) -> Vec<Result<bool, NodeError>>
+pub(crate) fn fan_out<F>(nodes: &[&Node], op: F) -> Vec<Result<bool, NodeError>>
 where
     F: Fn(&Node) -> Result<bool, NodeError> + Sync,
 {
@@ -66,7 +66,7 @@ where
                     thread::Builder::new()
                         .name("redlock-node".into())
                         .spawn_scoped(scope, move || op(node))
-                        .map_err(|_| node)
+                        .map_err(|_| *node)
                 })
                 .collect();
             let mut answers = Vec::with_capacity(nodes.len());

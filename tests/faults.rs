@@ -1,0 +1,240 @@
+//! Nodes that are dead, hung (SIGSTOP), restarted or stripped of their
+//! scripts: a minority is survived, a majority is a prompt `NoQuorum`.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_sync::{Error, NodeErrorKind};
+use support::{Cluster, get, manager, resource, timed};
+
+const TIMEOUT: Duration = Duration::from_millis(150);
+/// Generous slack for a shared, noisy 2-core machine. Without the node
+/// timeout these calls would hang forever, so any finite bound shows it.
+const SLACK: Duration = Duration::from_secs(2);
+
+#[test]
+fn one_of_three_nodes_down_still_locks_and_releases() {
+    let mut cluster = Cluster::start(3).unwrap();
+    cluster[1].kill();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("one-down");
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        get(&cluster[0], key.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    assert_eq!(
+        get(&cluster[2], key.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    let mut guard = guard;
+    guard.extend(Duration::from_secs(20)).unwrap();
+    guard.release().unwrap();
+    assert_eq!(get(&cluster[0], key.as_bytes()), None);
+    assert_eq!(get(&cluster[2], key.as_bytes()), None);
+}
+
+#[test]
+fn two_of_three_nodes_down_is_no_quorum_naming_both_nodes() {
+    let mut cluster = Cluster::start(3).unwrap();
+    cluster[0].kill();
+    cluster[2].kill();
+    let mut dlm = manager(&cluster, TIMEOUT);
+    dlm.set_retry(3, Duration::from_millis(50)).unwrap();
+    let key = resource("two-down");
+    let (result, took) = timed(|| dlm.lock(&key, Duration::from_secs(10)));
+    let err = result.unwrap_err();
+    match &err {
+        Error::NoQuorum {
+            agreed,
+            nodes,
+            quorum,
+            failures,
+            ..
+        } => {
+            assert_eq!((*agreed, *nodes, *quorum), (1, 3, 2));
+            let failed: Vec<&str> = failures.iter().map(|f| f.node()).collect();
+            assert_eq!(
+                failed,
+                [
+                    format!("127.0.0.1:{}", cluster[0].port()),
+                    format!("127.0.0.1:{}", cluster[2].port())
+                ]
+            );
+            assert!(failures.iter().all(|f| f.kind() == NodeErrorKind::Connect));
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains(&cluster[0].port().to_string()), "{msg}");
+    let cause = std::error::Error::source(&err).unwrap().to_string();
+    assert!(cause.contains("connection refused"), "{cause}");
+    // 3 attempts x (timeout + cleanup timeout + max delay), and then some.
+    assert!(
+        took < 3 * (2 * TIMEOUT + Duration::from_millis(50)) + SLACK,
+        "{took:?}"
+    );
+    // The failed attempts left nothing on the healthy node.
+    assert_eq!(get(&cluster[1], key.as_bytes()), None);
+}
+
+#[test]
+fn a_paused_node_costs_at_most_the_node_timeout() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("paused-one");
+    // Warm the pool, so the hung node's failure is a reply timeout.
+    dlm.try_lock(&key, Duration::from_secs(10))
+        .unwrap()
+        .release()
+        .unwrap();
+    cluster[2].pause();
+    let (guard, took) = timed(|| dlm.try_lock(&key, Duration::from_secs(10)));
+    let guard = guard.unwrap();
+    assert!(took >= TIMEOUT, "waited {took:?} for the paused node");
+    assert!(took < TIMEOUT + SLACK, "{took:?}");
+    let (released, took) = timed(|| guard.release());
+    released.unwrap();
+    assert!(took < TIMEOUT + SLACK, "{took:?}");
+    // A fresh connection to the paused node (connect succeeds in the
+    // kernel, the handshake hangs) is bounded the same way.
+    let fresh = manager(&cluster, TIMEOUT);
+    let (guard, took) = timed(|| fresh.try_lock(&key, Duration::from_secs(10)));
+    guard.unwrap();
+    assert!(took < TIMEOUT + SLACK, "{took:?}");
+    cluster[2].resume();
+}
+
+#[test]
+fn a_paused_majority_is_a_bounded_no_quorum_with_timeouts() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("paused-two");
+    dlm.try_lock(&key, Duration::from_secs(10))
+        .unwrap()
+        .release()
+        .unwrap();
+    cluster[0].pause();
+    cluster[1].pause();
+    let (result, took) = timed(|| dlm.try_lock(&key, Duration::from_secs(10)));
+    match result {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert_eq!(failures.len(), 2);
+            for f in &failures {
+                assert_eq!(f.kind(), NodeErrorKind::Timeout, "{f}");
+                assert!(f.to_string().contains("150ms"), "{f}");
+            }
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    // One round plus the cleanup round, each bounded by the timeout.
+    assert!(took < 2 * TIMEOUT + SLACK, "{took:?}");
+    assert_eq!(get(&cluster[2], key.as_bytes()), None);
+    cluster[0].resume();
+    cluster[1].resume();
+    // Once resumed the cluster works again (the timed-out connections were
+    // dropped, no late reply is mistaken for a new answer).
+    for _ in 0..20 {
+        let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+        }
+        guard.release().unwrap();
+    }
+}
+
+#[test]
+fn a_restarted_node_is_reconnected_and_counted_at_once() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("restart");
+    dlm.try_lock(&key, Duration::from_secs(10))
+        .unwrap()
+        .release()
+        .unwrap();
+    // The pooled connections to node 0 now lead nowhere, and its script
+    // cache is empty.
+    cluster[0].restart().unwrap();
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        get(&cluster[0], key.as_bytes()).as_deref(),
+        Some(guard.token()),
+        "the restarted node must take part in the very next lock"
+    );
+    guard.release().unwrap();
+    assert_eq!(get(&cluster[0], key.as_bytes()), None);
+}
+
+#[test]
+fn script_flush_is_survived() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("flush");
+    let mut guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    guard.extend(Duration::from_secs(10)).unwrap();
+    for server in &cluster.servers {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut support::admin(server))
+            .unwrap();
+    }
+    guard.extend(Duration::from_secs(20)).unwrap();
+    for server in &cluster.servers {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut support::admin(server))
+            .unwrap();
+    }
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn dropping_a_guard_with_every_node_dead_returns_promptly() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let guard = dlm.try_lock("drop-dead", Duration::from_secs(10)).unwrap();
+    for server in &mut cluster.servers {
+        server.kill();
+    }
+    let ((), took) = timed(|| drop(guard));
+    assert!(took < TIMEOUT + SLACK, "{took:?}");
+}
+
+#[test]
+fn dropping_a_guard_with_every_node_hung_is_bounded_by_the_node_timeout() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let guard = dlm.try_lock("drop-hung", Duration::from_secs(10)).unwrap();
+    for server in &mut cluster.servers {
+        server.pause();
+    }
+    let ((), took) = timed(|| drop(guard));
+    assert!(took >= TIMEOUT, "{took:?}");
+    assert!(took < TIMEOUT + SLACK, "{took:?}");
+    for server in &mut cluster.servers {
+        server.resume();
+    }
+}
+
+#[test]
+fn a_node_that_comes_back_is_used_again() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("back");
+    cluster[1].kill();
+    cluster[2].kill();
+    assert!(matches!(
+        dlm.try_lock(&key, Duration::from_secs(10)),
+        Err(Error::NoQuorum { .. })
+    ));
+    cluster[1].start_again().unwrap();
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        get(&cluster[1], key.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+}
