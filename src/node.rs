@@ -50,6 +50,14 @@ pub(crate) struct Node {
 impl Node {
     /// Parses `url` and prepares the node; connects lazily.
     pub(crate) fn open(url: &str, timeout: Duration, max_idle: usize) -> Result<Node, Error> {
+        let scheme = url.split("://").next().unwrap_or_default();
+        if url.contains("://") && matches!(scheme, "rediss" | "valkeys") {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?} asks for TLS, which this version of redlock-sync does not \
+                 support yet (no tls feature); use a TLS tunnel or a trusted network",
+                redact(url)
+            )));
+        }
         let info = url
             .into_connection_info()
             .map_err(|source| Error::InvalidConfig {
@@ -58,8 +66,7 @@ impl Node {
             })?;
         if !info.addr().is_supported() {
             return Err(Error::invalid_config(format!(
-                "node URL {:?} needs TLS, which this build of redlock-sync does not include \
-                 (enable the `tls` feature)",
+                "node URL {:?} names an address this platform cannot connect to",
                 redact(url)
             )));
         }
