@@ -272,7 +272,7 @@ fn connections_are_kept_and_reused() {
     }
     for server in &cluster.servers {
         let open = client_connections(server);
-        assert!(open >= 1 && open <= 2, "{open} connections open");
+        assert!((1..=2).contains(&open), "{open} connections open");
         let info: String = redis::cmd("INFO")
             .arg("stats")
             .query(&mut admin(server))
