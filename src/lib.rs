@@ -63,3 +63,8 @@ mod quorum;
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager, MAX_TTL};
+
+// The README's examples compile as doctests (they are `no_run`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
