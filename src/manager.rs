@@ -449,8 +449,8 @@ impl Builder {
     ///
     /// [`Error::InvalidConfig`] when there are no nodes, a URL cannot be
     /// read or needs a feature not compiled in, the same server appears
-    /// twice, the drift factor is outside `[0, 1)`, the node timeout is 0,
-    /// or the retry count is 0.
+    /// twice, the drift factor is outside `[0, 1)`, the node timeout is 0
+    /// or above [`MAX_TTL`], or the retry count is 0.
     pub fn build(self) -> Result<LockManager> {
         if self.urls.is_empty() {
             return Err(Error::invalid_config("no Redis nodes were given"));
@@ -461,8 +461,11 @@ impl Builder {
                 self.drift_factor
             )));
         }
-        if self.node_timeout.is_zero() {
-            return Err(Error::invalid_config("node timeout must be more than 0"));
+        if self.node_timeout.is_zero() || self.node_timeout > MAX_TTL {
+            return Err(Error::invalid_config(format!(
+                "node timeout must be more than 0 and at most {MAX_TTL:?}, got {:?}",
+                self.node_timeout
+            )));
         }
         let retry = Retry::new(self.retry_count, self.retry_delay).map_err(|e| match e {
             Error::InvalidArgument { reason } => Error::invalid_config(reason),

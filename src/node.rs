@@ -26,15 +26,91 @@ end
 return 0
 "#;
 
-// Built once: `Script` hashes its source, sends EVALSHA, and loads the
-// script after a NOSCRIPT reply (server restart, SCRIPT FLUSH).
-static UNLOCK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(UNLOCK_SRC));
-static EXTEND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(EXTEND_SRC));
+/// A Lua script: its source, and its SHA1 computed once by
+/// [`redis::Script`].
+pub(crate) struct Lua {
+    src: &'static str,
+    sha: String,
+}
+
+impl Lua {
+    fn new(src: &'static str) -> Lua {
+        Lua {
+            src,
+            sha: redis::Script::new(src).get_hash().to_owned(),
+        }
+    }
+
+    /// `EVALSHA` (or, with `load`, `EVAL` of the source) with one key.
+    fn packed(&self, load: bool, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
+        let mut cmd = if load {
+            redis::cmd("EVAL").arg(self.src).to_owned()
+        } else {
+            redis::cmd("EVALSHA").arg(&self.sha).to_owned()
+        };
+        cmd.arg(1).arg(key);
+        for arg in args {
+            cmd.arg(*arg);
+        }
+        cmd.get_packed_command()
+    }
+}
+
+static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
+static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
+
+/// Socket timeouts are lowered to what is left of a call's deadline only
+/// when they exceed it by more than this; spares a system call per command
+/// on the common path.
+const TIMEOUT_SLACK: Duration = Duration::from_millis(1);
 
 /// A connection and the read/write timeout currently set on its socket.
 struct Pooled {
     con: redis::Connection,
     timeout: Duration,
+}
+
+impl Pooled {
+    /// Sends one packed command and reads its reply, by `deadline`.
+    fn request(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<Value> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out());
+        }
+        if self.timeout > left + TIMEOUT_SLACK {
+            self.set_timeout(left)?;
+        }
+        // An error reply arrives as a value: make it the error it is.
+        self.con.req_packed_command(packed)?.extract_error()
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
+        self.con.set_read_timeout(Some(timeout))?;
+        self.con.set_write_timeout(Some(timeout))?;
+        self.timeout = timeout;
+        Ok(())
+    }
+
+    /// Runs a script by its hash, sending the source once more if the
+    /// server has not cached it (restart, `SCRIPT FLUSH`).
+    fn script(
+        &mut self,
+        lua: &Lua,
+        key: &[u8],
+        args: &[&[u8]],
+        deadline: Instant,
+    ) -> RedisResult<i64> {
+        let reply = match self.request(&lua.packed(false, key, args), deadline) {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.request(&lua.packed(true, key, args), deadline)?
+            }
+            other => other?,
+        };
+        match reply {
+            Value::Int(n) => Ok(n),
+            other => Err(unexpected("the lock script", &other)),
+        }
+    }
 }
 
 /// One independent Redis master.
@@ -118,73 +194,62 @@ impl Node {
     /// when it resumes). So before the connection is dropped, the
     /// check-and-delete is queued behind the SET on the same connection,
     /// where the node must execute it right after; the error is then marked
-    /// [`settled`](NodeError::settled), needing no further cleanup.
+    /// settled, needing no further cleanup.
     pub(crate) fn set_nx(
         &self,
         packed: &[u8],
         key: &[u8],
         token: &[u8],
     ) -> Result<bool, NodeError> {
-        let on_timeout = || {
-            redis::cmd("EVAL")
-                .arg(UNLOCK_SRC)
-                .arg(1)
-                .arg(key)
-                .arg(token)
-                .get_packed_command()
-        };
+        let cleanup = || UNLOCK.packed(true, key, &[token]);
         self.call(
-            |con| match con.req_packed_command(packed)? {
+            |con, deadline| match con.request(packed, deadline)? {
                 Value::Okay => Ok(true),
                 Value::Nil => Ok(false),
                 other => Err(unexpected("SET NX PX", &other)),
             },
-            Some(&on_timeout),
+            Some(&cleanup),
         )
     }
 
     /// Deletes the key if it holds `token`: `true` if deleted.
     pub(crate) fn unlock(&self, key: &[u8], token: &[u8]) -> Result<bool, NodeError> {
         self.call(
-            |con| {
-                let n: i64 = UNLOCK.key(key).arg(token).invoke(con)?;
-                Ok(n == 1)
-            },
+            |con, deadline| Ok(con.script(&UNLOCK, key, &[token], deadline)? == 1),
             None,
         )
     }
 
     /// Sets the key's expiry to `ttl_ms` if it holds `token`: `true` if set.
     pub(crate) fn extend(&self, key: &[u8], token: &[u8], ttl_ms: u64) -> Result<bool, NodeError> {
+        let ttl = ttl_ms.to_string();
         self.call(
-            |con| {
-                let n: i64 = EXTEND.key(key).arg(token).arg(ttl_ms).invoke(con)?;
-                Ok(n == 1)
-            },
+            |con, deadline| Ok(con.script(&EXTEND, key, &[token, ttl.as_bytes()], deadline)? == 1),
             None,
         )
     }
 
-    /// Runs `op` on a pooled or new connection, all within the node timeout.
+    /// Runs `op` on a pooled or new connection; everything, connecting
+    /// included, ends by one deadline a node timeout from now.
     ///
     /// A connection comes back to the pool only after a complete reply (a
     /// value or an error reply); after a timeout or an I/O error it is
     /// dropped, so a late reply can never be read as the answer to a later
     /// command. A pooled connection found closed (the server restarted
     /// since it was last used) empties the pool and the command is tried
-    /// once more on a new connection, in the time that is left.
+    /// once more on a new connection, by the same deadline.
     ///
     /// When `op` times out after sending, `on_timeout` (if any) is written
     /// to the same connection before it is dropped.
     fn call<T>(
         &self,
-        op: impl Fn(&mut redis::Connection) -> RedisResult<T>,
+        op: impl Fn(&mut Pooled, Instant) -> RedisResult<T>,
         on_timeout: Option<&dyn Fn() -> Vec<u8>>,
     ) -> Result<T, NodeError> {
-        let start = Instant::now();
+        let deadline = Instant::now() + self.timeout;
         let pooled = self.idle.lock().pop();
         let mut pooled = match pooled {
-            Some(mut pooled) => match op(&mut pooled.con) {
+            Some(mut pooled) => match op(&mut pooled, deadline) {
                 Ok(v) => {
                     self.checkin(pooled);
                     return Ok(v);
@@ -196,13 +261,13 @@ impl Node {
                 Err(e) if is_stale(&e) => {
                     self.idle.lock().clear();
                     drop(pooled);
-                    self.connect(start)?
+                    self.connect(deadline)?
                 }
                 Err(e) => return Err(self.failed(pooled, e, on_timeout)),
             },
-            None => self.connect(start)?,
+            None => self.connect(deadline)?,
         };
-        match op(&mut pooled.con) {
+        match op(&mut pooled, deadline) {
             Ok(v) => {
                 self.checkin(pooled);
                 Ok(v)
@@ -231,48 +296,32 @@ impl Node {
         error
     }
 
-    /// Opens a connection in what is left of the node timeout since `start`,
-    /// with the socket's read and write timeouts set to what then remains.
-    fn connect(&self, start: Instant) -> Result<Pooled, NodeError> {
-        let left = self.left(start, true)?;
+    /// Opens a connection by `deadline`, its socket timeouts set to what
+    /// then remains.
+    fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
+        let left = |connecting| match deadline.saturating_duration_since(Instant::now()) {
+            left if left.is_zero() => Err(self.error(timed_out(), connecting)),
+            left => Ok(left),
+        };
         let con = self
             .client
-            .get_connection_with_timeout(left)
+            .get_connection_with_timeout(left(true)?)
             .map_err(|e| self.error(e, true))?;
-        let left = self.left(start, true)?;
-        con.set_read_timeout(Some(left))
-            .and_then(|()| con.set_write_timeout(Some(left)))
+        let mut pooled = Pooled {
+            con,
+            timeout: Duration::ZERO,
+        };
+        pooled
+            .set_timeout(left(true)?)
             .map_err(|e| self.error(e, true))?;
-        Ok(Pooled { con, timeout: left })
-    }
-
-    /// The part of the node timeout that remains since `start`, or a
-    /// timeout error when none does.
-    fn left(&self, start: Instant, connecting: bool) -> Result<Duration, NodeError> {
-        match self.timeout.checked_sub(start.elapsed()) {
-            Some(left) if !left.is_zero() => Ok(left),
-            _ => Err(self.error(
-                RedisError::from(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "node timeout elapsed",
-                )),
-                connecting,
-            )),
-        }
+        Ok(pooled)
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset
     /// to the full node timeout.
     fn checkin(&self, mut pooled: Pooled) {
-        if pooled.timeout != self.timeout {
-            let reset = pooled
-                .con
-                .set_read_timeout(Some(self.timeout))
-                .and_then(|()| pooled.con.set_write_timeout(Some(self.timeout)));
-            if reset.is_err() {
-                return;
-            }
-            pooled.timeout = self.timeout;
+        if pooled.timeout != self.timeout && pooled.set_timeout(self.timeout).is_err() {
+            return;
         }
         let mut idle = self.idle.lock();
         if idle.len() < self.max_idle {
@@ -309,6 +358,13 @@ fn is_reply(e: &RedisError) -> bool {
 /// The connection was found closed by the peer: nothing was answered.
 fn is_stale(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_timeout()
+}
+
+fn timed_out() -> RedisError {
+    RedisError::from(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "node timeout elapsed",
+    ))
 }
 
 fn unexpected(command: &'static str, value: &Value) -> RedisError {

@@ -100,6 +100,8 @@ fn zero_node_timeout_and_zero_attempts() {
     let base = LockManager::builder().node("redis://127.0.0.1:7001");
     let reason = config_error(base.clone().node_timeout(Duration::ZERO).build());
     assert!(reason.contains("node timeout"), "{reason}");
+    let reason = config_error(base.clone().node_timeout(Duration::MAX).build());
+    assert!(reason.contains("node timeout"), "{reason}");
     let reason = config_error(base.retry(0, Duration::ZERO).build());
     assert!(reason.contains("at least 1"), "{reason}");
 }

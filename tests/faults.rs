@@ -238,3 +238,46 @@ fn a_node_that_comes_back_is_used_again() {
         Some(guard.token())
     );
 }
+
+fn config_set(server: &support::Server, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(&mut support::admin(server))
+        .unwrap();
+}
+
+#[test]
+fn error_replies_are_votes_against_with_their_code() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let key = resource("oom");
+    // Warm the pools, then make node 0 refuse writes (out of memory).
+    dlm.try_lock(&key, Duration::from_secs(10))
+        .unwrap()
+        .release()
+        .unwrap();
+    config_set(&cluster[0], "maxmemory", "1");
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    assert_eq!(get(&cluster[0], key.as_bytes()), None);
+    guard.release().unwrap();
+
+    config_set(&cluster[1], "maxmemory", "1");
+    let err = dlm.try_lock(&key, Duration::from_secs(10)).unwrap_err();
+    let failures = err.failures();
+    assert_eq!(failures.len(), 2, "{err}");
+    for f in failures {
+        assert_eq!(f.kind(), NodeErrorKind::Server, "{f}");
+        assert_eq!(f.code(), Some("OOM"), "{f}");
+        assert!(f.to_string().ends_with("error reply OOM"), "{f}");
+    }
+    assert_eq!(get(&cluster[2], key.as_bytes()), None, "cleaned up");
+    // The connections stayed in step: the next lock works everywhere.
+    config_set(&cluster[0], "maxmemory", "0");
+    config_set(&cluster[1], "maxmemory", "0");
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+    }
+}
