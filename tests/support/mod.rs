@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod faults;
+pub mod proxy;
 pub mod server;
 
 use std::time::{Duration, Instant};

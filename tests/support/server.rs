@@ -73,6 +73,7 @@ impl Server {
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .args(["--loglevel", "warning", "--logfile", ""])
+            .args(["--enable-debug-command", "local"])
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.args)
@@ -164,6 +165,17 @@ impl Server {
         self.spawn()
     }
 
+    /// Like [`restart`](Self::restart), with `extra` arguments for this
+    /// start only.
+    pub fn restart_with(&mut self, extra: &[&str]) -> io::Result<()> {
+        self.kill();
+        let kept = self.args.len();
+        self.args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let result = self.spawn();
+        self.args.truncate(kept);
+        result
+    }
+
     /// Starts the process again after [`kill`](Self::kill).
     pub fn start_again(&mut self) -> io::Result<()> {
         if self.child.is_none() {
@@ -231,10 +243,11 @@ fn ping(port: u16) -> bool {
 }
 
 fn signal(sig: &str, pid: u32) {
-    let _ = Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    use nix::sys::signal::{Signal, kill};
+    let sig = if sig == "-STOP" {
+        Signal::SIGSTOP
+    } else {
+        Signal::SIGCONT
+    };
+    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), sig);
 }

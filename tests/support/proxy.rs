@@ -1,0 +1,267 @@
+//! A TCP proxy between the client and one node whose behaviour can be
+//! switched while it runs: pass, add latency, black-hole, refuse new
+//! connections, reset connections, truncate replies.
+//!
+//! Plain std threads: one accepting, two per connection (one per
+//! direction). Every socket read has a short timeout so the threads notice
+//! a mode change or the proxy's end within a few milliseconds.
+
+#![allow(dead_code)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+/// What the proxy does to traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward both ways.
+    Pass,
+    /// Forward both ways, each chunk held back this long (so a round trip
+    /// takes twice as long more).
+    Latency(Duration),
+    /// Accept and read, never forward and never answer.
+    Blackhole,
+    /// Close the listening socket (new connections are refused by the
+    /// kernel) and reset every open connection.
+    Refuse,
+    /// Reset (TCP RST) every connection at its next byte, new ones too.
+    Reset,
+    /// Forward requests; cut each connection's next reply after this many
+    /// bytes and then stall it (nothing more either way).
+    Truncate(usize),
+}
+
+const POLL: Duration = Duration::from_millis(2);
+
+struct State {
+    mode: Mutex<Mode>,
+    /// Bumped on every mode change; connections compare to act once.
+    epoch: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// A running proxy on 127.0.0.1; stops when dropped.
+pub struct Proxy {
+    port: u16,
+    state: Arc<State>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Starts a proxy in front of `upstream` on a free port.
+    pub fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let state = Arc::new(State {
+            mode: Mutex::new(Mode::Pass),
+            epoch: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let acceptor = {
+            let state = state.clone();
+            thread::spawn(move || accept_loop(Some(listener), port, upstream, &state))
+        };
+        Ok(Proxy {
+            port,
+            state,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The proxy's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`, optionally with a password.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Switches the mode; it applies to open connections at their next
+    /// chunk of data, and to new connections.
+    pub fn set(&self, mode: Mode) {
+        *self.state.mode.lock() = mode;
+        self.state.epoch.fetch_add(1, Ordering::SeqCst);
+        // Let the acceptor close or reopen the listener.
+        thread::sleep(POLL * 5);
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        *self.state.mode.lock()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+fn accept_loop(
+    mut listener: Option<TcpListener>,
+    port: u16,
+    upstream: SocketAddr,
+    state: &Arc<State>,
+) {
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    while !state.stop.load(Ordering::SeqCst) {
+        let refuse = *state.mode.lock() == Mode::Refuse;
+        match (&listener, refuse) {
+            (Some(_), true) => listener = None,
+            (None, false) => {
+                listener = TcpListener::bind(("127.0.0.1", port)).ok();
+            }
+            _ => {}
+        }
+        let Some(l) = &listener else {
+            thread::sleep(POLL);
+            continue;
+        };
+        l.set_nonblocking(true).expect("nonblocking listener");
+        match l.accept() {
+            Ok((client, _)) => {
+                let state = state.clone();
+                connections.push(thread::spawn(move || serve(client, upstream, &state)));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
+            Err(_) => thread::sleep(POLL),
+        }
+        connections.retain(|c| !c.is_finished());
+    }
+    for c in connections {
+        let _ = c.join();
+    }
+}
+
+/// One proxied connection: pumps both ways until either side closes, the
+/// mode ends it, or the proxy stops.
+fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
+    let epoch = state.epoch.load(Ordering::SeqCst);
+    let mode = *state.mode.lock();
+    if matches!(mode, Mode::Refuse | Mode::Reset) {
+        reset(&client);
+        return;
+    }
+    let server = match TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) {
+        Ok(s) => s,
+        Err(_) => return, // the node is down: the client sees the close
+    };
+    for s in [&client, &server] {
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(POLL));
+    }
+    let conn = Conn {
+        client,
+        server,
+        done: AtomicBool::new(false),
+        stalled: AtomicBool::new(false),
+        start_epoch: epoch,
+    };
+    thread::scope(|scope| {
+        scope.spawn(|| conn.pump(true, state));
+        conn.pump(false, state);
+    });
+}
+
+struct Conn {
+    client: TcpStream,
+    server: TcpStream,
+    done: AtomicBool,
+    stalled: AtomicBool,
+    start_epoch: u64,
+}
+
+impl Conn {
+    /// Moves bytes one way: `up` is client to server.
+    fn pump(&self, up: bool, state: &State) {
+        let (mut from, mut to) = if up {
+            (&self.client, &self.server)
+        } else {
+            (&self.server, &self.client)
+        };
+        let mut buf = [0u8; 16 * 1024];
+        let mut truncated = false;
+        loop {
+            if self.done.load(Ordering::SeqCst) || state.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let mode = *state.mode.lock();
+            if mode == Mode::Refuse && state.epoch.load(Ordering::SeqCst) != self.start_epoch {
+                self.end(true);
+                break;
+            }
+            let n = match from.read(&mut buf) {
+                Ok(0) => {
+                    self.end(false);
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    continue;
+                }
+                Err(_) => {
+                    self.end(false);
+                    break;
+                }
+            };
+            if self.stalled.load(Ordering::SeqCst) {
+                continue;
+            }
+            let mode = *state.mode.lock();
+            let out: &[u8] = match mode {
+                Mode::Pass | Mode::Refuse => &buf[..n],
+                Mode::Latency(d) => {
+                    thread::sleep(d);
+                    &buf[..n]
+                }
+                Mode::Blackhole => continue,
+                Mode::Reset => {
+                    self.end(true);
+                    break;
+                }
+                Mode::Truncate(keep) if !up && !truncated => {
+                    truncated = true;
+                    self.stalled.store(true, Ordering::SeqCst);
+                    &buf[..n.min(keep)]
+                }
+                Mode::Truncate(_) => &buf[..n],
+            };
+            if to.write_all(out).is_err() {
+                self.end(false);
+                break;
+            }
+        }
+    }
+
+    /// Ends the connection: with `rst`, the client gets a TCP reset.
+    fn end(&self, rst: bool) {
+        if !self.done.swap(true, Ordering::SeqCst) {
+            if rst {
+                reset(&self.client);
+            } else {
+                let _ = self.client.shutdown(std::net::Shutdown::Both);
+            }
+            let _ = self.server.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Makes the kernel answer with RST: linger 0, then shut the socket.
+fn reset(stream: &TcpStream) {
+    let sock = socket2::SockRef::from(stream);
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    // Closing happens when the last handle drops; shutting down the read
+    // side makes the peer's next send be answered with RST too.
+    let _ = stream.shutdown(std::net::Shutdown::Read);
+}
