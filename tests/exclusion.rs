@@ -1,0 +1,396 @@
+//! The mutual-exclusion checker, and the holder that pauses past its TTL.
+//!
+//! Workers (threads here, plus child processes re-running this test
+//! binary) contend for one resource with a short critical section. Two
+//! independent checks:
+//! - intervals: each section is logged as [acquired, min(released,
+//!   acquired + validity)] on CLOCK_MONOTONIC, which all processes of the
+//!   machine share; no two may overlap;
+//! - a witness Redis outside the quorum: INCR of an occupancy key must
+//!   read 1 inside the section, and a counter updated by read-sleep-write
+//!   must end equal to the number of sections.
+//!
+//! The child processes run the ignored `worker_process` and
+//! `holder_process` tests; they do nothing unless the parent sets their
+//! environment.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlock_sync::{Error, LockManager};
+use support::{Server, admin, get, pttl};
+
+const RESOURCE: &str = "exclusion";
+const TTL: Duration = Duration::from_secs(2);
+
+fn mono_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap();
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// A small xorshift generator for section lengths and chaos choices.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        Rng(mono_ns() | 1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    intervals: Vec<(u64, u64)>,
+    sections: u64,
+    occupied: u64,
+}
+
+/// One worker: takes the lock, runs a 1-10 ms section checked against the
+/// witness, releases, until `run_for` has passed.
+fn work(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
+    let mut dlm = LockManager::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    dlm.set_retry(1, Duration::from_millis(5)).unwrap();
+    let mut witness = redis::Client::open(witness_url)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut rng = Rng::new();
+    let mut tally = Tally::default();
+    let end = Instant::now() + run_for;
+    while Instant::now() < end {
+        let guard = match dlm.try_lock_for(RESOURCE, TTL, Duration::from_millis(200)) {
+            Ok(guard) => guard,
+            Err(Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }) => {
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let acquired = mono_ns();
+        let valid_end = acquired + guard.validity().as_nanos() as u64;
+        let occupancy: i64 = witness.incr("occupancy", 1).unwrap();
+        if occupancy != 1 {
+            tally.occupied += 1;
+        }
+        let n: i64 = witness.get("counter").unwrap_or(0);
+        thread::sleep(Duration::from_millis(1 + rng.below(10)));
+        let _: () = witness.set("counter", n + 1).unwrap();
+        let _: i64 = witness.decr("occupancy", 1).unwrap();
+        let released = mono_ns();
+        tally.intervals.push((acquired, released.min(valid_end)));
+        tally.sections += 1;
+        drop(guard);
+    }
+    tally
+}
+
+/// Child process entry: runs `work` with the parent's settings and
+/// prints the results.
+#[test]
+#[ignore = "a child process of the exclusion tests, run by them"]
+fn worker_process() {
+    let Ok(urls) = std::env::var("REDLOCK_WORKER_NODES") else {
+        return;
+    };
+    let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
+    let witness = std::env::var("REDLOCK_WORKER_WITNESS").unwrap();
+    let ms: u64 = std::env::var("REDLOCK_WORKER_MS").unwrap().parse().unwrap();
+    let tally = work(&urls, &witness, Duration::from_millis(ms));
+    let mut out = std::io::stdout().lock();
+    // Start on a line of our own: the test runner's "test ... " precedes.
+    writeln!(out).unwrap();
+    for (a, b) in &tally.intervals {
+        writeln!(out, "INTERVAL {a} {b}").unwrap();
+    }
+    writeln!(out, "SECTIONS {}", tally.sections).unwrap();
+    writeln!(out, "OCCUPIED {}", tally.occupied).unwrap();
+}
+
+fn child(test: &str, envs: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        test,
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Runs `threads` thread workers and `processes` process workers for
+/// `run_for`, while `chaos` runs beside them; checks and prints the result.
+fn check_exclusion(
+    cluster: &mut support::Cluster,
+    threads: usize,
+    processes: usize,
+    run_for: Duration,
+    min_sections: u64,
+    chaos: impl FnOnce(&mut support::Cluster, &AtomicBool) + Send,
+) {
+    let witness = Server::start().unwrap();
+    let urls = cluster.urls();
+    let envs = [
+        ("REDLOCK_WORKER_NODES", urls.join(",")),
+        ("REDLOCK_WORKER_WITNESS", witness.url()),
+        ("REDLOCK_WORKER_MS", run_for.as_millis().to_string()),
+    ];
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            child("worker_process", &envs)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let stop = AtomicBool::new(false);
+    let mut tallies: Vec<Tally> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(|| work(&urls, &witness.url(), run_for)))
+            .collect();
+        let chaos = scope.spawn(|| chaos(cluster, &stop));
+        let tallies = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        stop.store(true, Ordering::SeqCst);
+        chaos.join().unwrap();
+        tallies
+    });
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "worker process failed");
+        let mut tally = Tally::default();
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            match f.as_slice() {
+                ["INTERVAL", a, b] => tally
+                    .intervals
+                    .push((a.parse().unwrap(), b.parse().unwrap())),
+                ["SECTIONS", n] => tally.sections = n.parse().unwrap(),
+                ["OCCUPIED", n] => tally.occupied = n.parse().unwrap(),
+                _ => {}
+            }
+        }
+        assert!(tally.sections > 0, "a worker process ran no section");
+        tallies.push(tally);
+    }
+
+    let sections: u64 = tallies.iter().map(|t| t.sections).sum();
+    let occupied: u64 = tallies.iter().map(|t| t.occupied).sum();
+    let mut intervals: Vec<(u64, u64)> = tallies
+        .iter()
+        .flat_map(|t| t.intervals.iter().copied())
+        .collect();
+    intervals.sort_unstable();
+    let mut overlaps = 0;
+    let mut end_so_far = 0;
+    for &(start, end) in &intervals {
+        if start < end_so_far {
+            overlaps += 1;
+        }
+        end_so_far = end_so_far.max(end);
+    }
+    let counter: i64 = admin(&witness).get("counter").unwrap();
+    eprintln!(
+        "exclusion: {threads} threads + {processes} processes, {} nodes, {run_for:?}: \
+         {sections} sections, {overlaps} overlapping intervals, {occupied} occupied \
+         entries, counter {counter}",
+        cluster.servers.len()
+    );
+    assert_eq!(intervals.len() as u64, sections);
+    assert_eq!(overlaps, 0, "two holders' validity intervals overlap");
+    assert_eq!(occupied, 0, "a section found another one under way");
+    assert_eq!(
+        counter as u64, sections,
+        "lost updates: overlapping sections"
+    );
+    assert!(
+        sections >= min_sections,
+        "only {sections} sections: the run proves little"
+    );
+}
+
+#[test]
+fn no_two_holders_on_a_healthy_cluster() {
+    let mut cluster = support::Cluster::start(5).unwrap();
+    check_exclusion(&mut cluster, 12, 3, Duration::from_secs(3), 50, |_, _| {});
+}
+
+#[test]
+fn no_two_holders_while_a_minority_is_killed_paused_or_restarted() {
+    // Persistence on, as Redlock requires of nodes that restart.
+    let servers = (0..5)
+        .map(|_| Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]))
+        .collect::<std::io::Result<Vec<_>>>()
+        .unwrap();
+    let mut cluster = support::Cluster { servers };
+    // Every round waits out a paused node's timeout, so fewer sections.
+    check_exclusion(
+        &mut cluster,
+        12,
+        3,
+        Duration::from_secs(5),
+        15,
+        |cluster: &mut support::Cluster, stop: &AtomicBool| {
+            let mut rng = Rng::new();
+            let mut faults = [0u32; 3];
+            while !stop.load(Ordering::SeqCst) {
+                // One node at a time, sometimes two: always a minority of 5.
+                let a = rng.below(5) as usize;
+                let b = (a + 1 + rng.below(4) as usize) % 5;
+                let victims: &[usize] = if rng.below(3) == 0 { &[a, b] } else { &[a] };
+                let action = rng.below(3) as usize;
+                faults[action] += 1;
+                for &v in victims {
+                    match action {
+                        0 => cluster[v].kill(),
+                        1 => cluster[v].pause(),
+                        _ => cluster[v].restart().unwrap(),
+                    }
+                }
+                thread::sleep(Duration::from_millis(100 + rng.below(200)));
+                for &v in victims {
+                    match action {
+                        0 => cluster[v].start_again().unwrap(),
+                        1 => cluster[v].resume(),
+                        _ => {}
+                    }
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!(
+                "chaos: {} kills, {} pauses, {} restarts",
+                faults[0], faults[1], faults[2]
+            );
+        },
+    );
+}
+
+/// Child process entry: takes the lock, waits for the parent's word (the
+/// parent stops it with SIGSTOP past the TTL meanwhile), then reports what
+/// its guard says and does.
+#[test]
+#[ignore = "a child process of the paused-holder test, run by it"]
+fn holder_process() {
+    let Ok(urls) = std::env::var("REDLOCK_HOLDER_NODES") else {
+        return;
+    };
+    let dlm = LockManager::new(urls.split(',')).unwrap();
+    let mut guard = dlm
+        .lock("paused-holder", Duration::from_millis(300))
+        .unwrap();
+    // Start on a line of our own: the test runner's "test ... " precedes.
+    println!();
+    println!("LOCKED {}", String::from_utf8_lossy(guard.token()));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    println!("VALID {}", guard.is_valid());
+    let extend = guard.extend(Duration::from_secs(30));
+    println!("EXTEND {}", matches!(extend, Err(Error::NotHeld { .. })));
+    let release = guard.release();
+    println!("RELEASE {}", matches!(release, Err(Error::NotHeld { .. })));
+}
+
+#[test]
+fn a_holder_paused_past_its_ttl_cannot_touch_the_next_owner() {
+    let cluster = support::Cluster::start(3).unwrap();
+    let mut holder = child(
+        "holder_process",
+        &[("REDLOCK_HOLDER_NODES", cluster.urls().join(","))],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let locked = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|l| l.starts_with("LOCKED "))
+        .expect("the holder locked");
+    let pid = nix::unistd::Pid::from_raw(holder.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    thread::sleep(Duration::from_millis(600));
+
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let owner = dlm
+        .lock("paused-holder", Duration::from_secs(30))
+        .expect("the old lock expired while its holder was stopped");
+    assert_ne!(locked.as_bytes()[7..], *owner.token());
+
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    holder.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let report: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(holder.wait().unwrap().success());
+    for expected in ["VALID false", "EXTEND true", "RELEASE true"] {
+        assert!(
+            report.iter().any(|l| l == expected),
+            "{expected}: {report:?}"
+        );
+    }
+    for server in &cluster.servers {
+        assert_eq!(
+            get(server, b"paused-holder").as_deref(),
+            Some(owner.token())
+        );
+        assert!(pttl(server, b"paused-holder") > 25_000);
+    }
+}
+
+/// The documented Redlock hazard: a node that restarts without its data
+/// can grant the lock a second time. A holds {0, 1} (node 2 was down);
+/// node 0 restarts empty and node 2 returns; B then gets {0, 2} while A's
+/// validity still runs.
+#[test]
+fn a_node_restarted_without_persistence_can_grant_a_second_holder() {
+    let mut cluster = support::Cluster::start(3).unwrap();
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    cluster[2].kill();
+    let a = dlm.lock("hazard", Duration::from_secs(30)).unwrap();
+    cluster[0].restart().unwrap();
+    cluster[2].start_again().unwrap();
+    let b = dlm.lock("hazard", Duration::from_secs(30));
+    assert!(a.is_valid());
+    assert!(
+        b.is_ok(),
+        "without persistence the second lock is granted: {b:?}"
+    );
+}
+
+/// The same sequence with persistence (AOF, fsync always): the restarted
+/// node still holds A's key, and B is refused.
+#[test]
+fn a_node_restarted_with_persistence_keeps_the_lock() {
+    let servers = (0..3)
+        .map(|_| Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]))
+        .collect::<std::io::Result<Vec<_>>>()
+        .unwrap();
+    let mut cluster = support::Cluster { servers };
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    cluster[2].kill();
+    let a = dlm.lock("hazard", Duration::from_secs(30)).unwrap();
+    cluster[0].restart().unwrap();
+    cluster[2].start_again().unwrap();
+    assert_eq!(get(&cluster[0], b"hazard").as_deref(), Some(a.token()));
+    assert!(matches!(
+        dlm.lock("hazard", Duration::from_secs(30)),
+        Err(Error::Taken { .. })
+    ));
+}
