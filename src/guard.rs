@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::manager::Shared;
-use crate::quorum::{self, Tally};
+use crate::quorum;
 
 /// Random bytes in a token: 128 bits.
 const TOKEN_BYTES: usize = 16;
@@ -111,10 +111,8 @@ impl LockGuard {
         if start >= self.valid_until {
             return Err(self.not_held());
         }
-        let (resource, token) = (&*self.resource, &self.token[..]);
-        let tally = Tally::count(quorum::fan_out(&shared.all(), |node| {
-            node.extend(resource, token, ttl_ms)
-        }));
+        let resource = &*self.resource;
+        let tally = shared.extend(resource, &self.token, ttl_ms);
         let end = Instant::now();
         if end >= self.valid_until {
             return Err(self.not_held());
@@ -152,9 +150,7 @@ impl LockGuard {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let tally = self
-            .shared
-            .unlock(&self.shared.all(), &self.resource, &self.token);
+        let tally = self.shared.unlock(None, &self.resource, &self.token);
         if tally.reached() {
             Ok(())
         } else {
@@ -177,9 +173,7 @@ impl Drop for LockGuard {
             self.armed = false;
             // Best effort: every node deletes the key if it is still ours;
             // failures are left to the key's expiry.
-            let _ = self
-                .shared
-                .unlock(&self.shared.all(), &self.resource, &self.token);
+            let _ = self.shared.unlock(None, &self.resource, &self.token);
         }
     }
 }

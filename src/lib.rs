@@ -54,6 +54,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod conn;
 mod error;
 mod guard;
 mod manager;

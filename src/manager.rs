@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::node::Node;
+use crate::node::{EXTEND, Lua, Node, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 
 // The defaults, in one place.
@@ -54,14 +54,29 @@ impl Shared {
         Ok(ttl_ms)
     }
 
-    /// Every node, for a round that asks them all.
-    pub(crate) fn all(&self) -> Vec<&Node> {
-        self.nodes.iter().collect()
+    /// Runs the check-and-delete script on the nodes `only` selects (all
+    /// when `None`).
+    pub(crate) fn unlock(&self, only: Option<&[bool]>, resource: &[u8], token: &[u8]) -> Tally {
+        self.script(&UNLOCK, only, resource, &[token])
     }
 
-    /// Runs the check-and-delete script on `nodes`.
-    pub(crate) fn unlock(&self, nodes: &[&Node], resource: &[u8], token: &[u8]) -> Tally {
-        Tally::count(quorum::fan_out(nodes, |node| node.unlock(resource, token)))
+    /// Sets the key's expiry to `ttl_ms` on every node where it holds
+    /// `token`.
+    pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        self.script(&EXTEND, None, resource, &[token, ttl.as_bytes()])
+    }
+
+    fn script(&self, lua: &Lua, only: Option<&[bool]>, key: &[u8], args: &[&[u8]]) -> Tally {
+        let packed = lua.evalsha(key, args);
+        let reload = || lua.eval(key, args);
+        let req = Request {
+            packed: &packed,
+            reply: Reply::One,
+            reload: Some(&reload),
+            on_timeout: None,
+        };
+        Tally::count(quorum::round(&self.nodes, only, &req))
     }
 }
 
@@ -270,19 +285,25 @@ impl LockManager {
     fn attempt(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Instant> {
         let shared = &*self.shared;
         let ttl = Duration::from_millis(ttl_ms);
-        let packed = redis::cmd("SET")
-            .arg(resource)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .get_packed_command();
-        let nodes = shared.all();
+        let px = ttl_ms.to_string();
+        let packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
+        // Queued behind a SET that times out: removes the key right after a
+        // late execution.
+        let cleanup = || UNLOCK.eval(resource, &[token]);
+        let req = Request {
+            packed: &packed,
+            reply: Reply::Okay,
+            reload: None,
+            on_timeout: Some(&cleanup),
+        };
         let start = Instant::now();
-        let answers = quorum::fan_out(&nodes, |node| node.set_nx(&packed, resource, token));
+        let answers = quorum::round(&shared.nodes, None, &req);
         let elapsed = start.elapsed();
-        let granted = answers.iter().filter(|a| matches!(a, Ok(true))).count();
-        let reached = granted >= quorum::quorum(nodes.len());
+        let granted = answers
+            .iter()
+            .filter(|a| matches!(a, Some(Ok(true))))
+            .count();
+        let reached = granted >= quorum::quorum(shared.nodes.len());
         let valid_until = if reached {
             quorum::validity(ttl, elapsed, shared.drift_factor)
                 .and_then(|validity| start.checked_add(elapsed + validity))
@@ -295,16 +316,17 @@ impl LockManager {
         // Best effort, on every node that may hold our key: those that
         // granted it, and those that failed after the SET may have landed
         // (unless the cleanup is already queued behind it).
-        let dirty: Vec<&Node> = nodes
+        let dirty: Vec<bool> = answers
             .iter()
-            .zip(&answers)
-            .filter(|(_, answer)| match answer {
-                Ok(granted) => *granted,
-                Err(e) => !e.settled,
+            .map(|answer| match answer {
+                Some(Ok(granted)) => *granted,
+                Some(Err(e)) => !e.settled,
+                None => false,
             })
-            .map(|(node, _)| *node)
             .collect();
-        shared.unlock(&dirty, resource, token);
+        if dirty.contains(&true) {
+            shared.unlock(Some(&dirty), resource, token);
+        }
         let tally = Tally::count(answers);
         Err(if reached {
             Error::NoValidity {

@@ -1,13 +1,20 @@
 //! One Redis node: its address, a small pool of idle connections, the node
-//! timeout, and the three commands the algorithm sends.
+//! timeout, and the requests the algorithm sends.
+//!
+//! A request goes out in two steps so that a round can write to every node
+//! before it reads any reply: [`Node::send`] writes on a pooled connection,
+//! [`Node::receive`] reads the reply by the round's deadline. A node with
+//! no usable pooled connection goes through [`Node::call`], which connects
+//! first; only that can block for long, so only that runs on its own
+//! thread (see `quorum::round`).
 
-use std::io;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionLike, IntoConnectionInfo, RedisError, RedisResult, Value};
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, RedisResult, Value};
 
+use crate::conn::Conn;
 use crate::error::{Error, NodeError};
 
 /// Deletes the key only while it still holds our token.
@@ -41,83 +48,103 @@ impl Lua {
         }
     }
 
-    /// `EVALSHA` (or, with `load`, `EVAL` of the source) with one key.
-    fn packed(&self, load: bool, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
-        let mut cmd = if load {
-            redis::cmd("EVAL").arg(self.src).to_owned()
-        } else {
-            redis::cmd("EVALSHA").arg(&self.sha).to_owned()
-        };
-        cmd.arg(1).arg(key);
-        for arg in args {
-            cmd.arg(*arg);
-        }
-        cmd.get_packed_command()
+    /// `EVALSHA sha 1 key args...`.
+    pub(crate) fn evalsha(&self, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
+        pack(&[&[b"EVALSHA", self.sha.as_bytes(), b"1", key], args].concat())
+    }
+
+    /// `EVAL source 1 key args...`: runs the script and caches it.
+    pub(crate) fn eval(&self, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
+        pack(&[&[b"EVAL", self.src.as_bytes(), b"1", key], args].concat())
     }
 }
 
-static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
-static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
+pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
+pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
 
-/// Socket timeouts are lowered to what is left of a call's deadline only
-/// when they exceed it by more than this; spares a system call per command
-/// on the common path.
-const TIMEOUT_SLACK: Duration = Duration::from_millis(1);
+/// Encodes one command in RESP.
+pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
+    let len = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
+    let mut out = Vec::with_capacity(len);
+    out.push(b'*');
+    out.extend_from_slice(args.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        out.push(b'$');
+        out.extend_from_slice(arg.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
 
-/// A connection and the read/write timeout currently set on its socket.
-struct Pooled {
-    con: redis::Connection,
-    timeout: Duration,
+/// What a reply means.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reply {
+    /// `+OK` is yes, nil is no (`SET ... NX`).
+    Okay,
+    /// `1` is yes, `0` is no (the scripts).
+    One,
+}
+
+/// One request, the same for every node of a round.
+pub(crate) struct Request<'a> {
+    /// The command, packed.
+    pub(crate) packed: &'a [u8],
+    /// How to read its reply.
+    pub(crate) reply: Reply,
+    /// For a script sent by hash: the command that sends its source, for a
+    /// node that answers `NOSCRIPT`.
+    pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+    /// Written behind the command on the same connection when its reply
+    /// does not come in time, before the connection is dropped.
+    pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+/// A connection, between uses kept in a node's pool.
+pub(crate) struct Pooled {
+    con: Conn,
 }
 
 impl Pooled {
-    /// Sends one packed command and reads its reply, by `deadline`.
-    fn request(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<Value> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(timed_out());
-        }
-        if self.timeout > left + TIMEOUT_SLACK {
-            self.set_timeout(left)?;
-        }
-        // An error reply arrives as a value: make it the error it is.
-        self.con.req_packed_command(packed)?.extract_error()
-    }
-
-    fn set_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
-        self.con.set_read_timeout(Some(timeout))?;
-        self.con.set_write_timeout(Some(timeout))?;
-        self.timeout = timeout;
-        Ok(())
-    }
-
-    /// Runs a script by its hash, sending the source once more if the
-    /// server has not cached it (restart, `SCRIPT FLUSH`).
-    fn script(
-        &mut self,
-        lua: &Lua,
-        key: &[u8],
-        args: &[&[u8]],
-        deadline: Instant,
-    ) -> RedisResult<i64> {
-        let reply = match self.request(&lua.packed(false, key, args), deadline) {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.request(&lua.packed(true, key, args), deadline)?
+    /// Reads the reply to `req` (already written), sending the script's
+    /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
+    fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> RedisResult<bool> {
+        let reply = match (self.con.read(deadline), req.reload) {
+            (Err(e), Some(reload)) if is_noscript(&e) => {
+                self.con.write(&reload(), deadline)?;
+                self.con.read(deadline)?
             }
-            other => other?,
+            (reply, _) => reply?,
         };
-        match reply {
-            Value::Int(n) => Ok(n),
-            other => Err(unexpected("the lock script", &other)),
+        match (req.reply, reply) {
+            (Reply::Okay, Value::Okay) | (Reply::One, Value::Int(1)) => Ok(true),
+            (Reply::Okay, Value::Nil) | (Reply::One, Value::Int(0)) => Ok(false),
+            (_, other) => Err(unexpected(&other)),
         }
     }
+}
+
+/// What reading a reply on a pooled connection gave.
+pub(crate) enum Received {
+    /// An answer, or a failure of this node.
+    Done(Result<bool, NodeError>),
+    /// The connection was found closed before any reply (the server
+    /// restarted since it was last used): try again on a new one.
+    Stale,
 }
 
 /// One independent Redis master.
 pub(crate) struct Node {
     name: Arc<str>,
     addr: ConnectionAddr,
-    client: redis::Client,
+
+    /// Sent on every new connection: AUTH and SELECT (`required` of them,
+    /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of both
+    /// scripts (which may fail).
+    handshake: Vec<Vec<u8>>,
+    required: usize,
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
@@ -146,7 +173,31 @@ impl Node {
                 redact(url)
             )));
         }
-        let db = info.redis_settings().db();
+        let settings = info.redis_settings();
+        let db = settings.db();
+        let mut handshake = Vec::new();
+        match (settings.username(), settings.password()) {
+            (Some(user), Some(pw)) => {
+                handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]))
+            }
+            (None, Some(pw)) => handshake.push(pack(&[b"AUTH", pw.as_bytes()])),
+            _ => {}
+        }
+        if db != 0 {
+            handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
+        }
+        let required = handshake.len();
+        // Loading the scripts here saves a NOSCRIPT round trip at first use
+        // after a restart, which a multiplexed round could not spare.
+        handshake.push(pack(&[b"SCRIPT", b"LOAD", UNLOCK.src.as_bytes()]));
+        handshake.push(pack(&[b"SCRIPT", b"LOAD", EXTEND.src.as_bytes()]));
+        handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
+        handshake.push(pack(&[
+            b"CLIENT",
+            b"SETINFO",
+            b"LIB-VER",
+            env!("CARGO_PKG_VERSION").as_bytes(),
+        ]));
         let addr = info.addr().clone();
         let name: Arc<str> = match (&addr, db) {
             (ConnectionAddr::Unix(path), 0) => format!("unix:{}", path.display()).into(),
@@ -154,21 +205,11 @@ impl Node {
             (addr, 0) => addr.to_string().into(),
             (addr, db) => format!("{addr}/{db}").into(),
         };
-        let redis_settings = info
-            .redis_settings()
-            .clone()
-            .set_lib_name("redlock-sync", env!("CARGO_PKG_VERSION"));
-        let info = info
-            .set_redis_settings(redis_settings)
-            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info).map_err(|source| Error::InvalidConfig {
-            reason: format!("cannot use node URL {:?}", redact(url)),
-            source: Some(source),
-        })?;
         Ok(Node {
             name,
             addr,
-            client,
+            handshake,
+            required,
             timeout,
             max_idle,
             idle: Mutex::new(Vec::with_capacity(max_idle)),
@@ -186,141 +227,114 @@ impl Node {
         &self.addr
     }
 
-    /// `SET key token NX PX ttl`, already packed: `true` if we set the key,
-    /// `false` if the key exists.
-    ///
-    /// If the node does not answer in time, the SET may still be executed
-    /// later (a paused or overloaded node works through its socket buffer
-    /// when it resumes). So before the connection is dropped, the
-    /// check-and-delete is queued behind the SET on the same connection,
-    /// where the node must execute it right after; the error is then marked
-    /// settled, needing no further cleanup.
-    pub(crate) fn set_nx(
+    /// The node timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Writes `req` on a pooled connection. `None` when there is no pooled
+    /// connection or it was found broken: then use [`call`](Self::call).
+    pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
+        let mut pooled = self.idle.lock().pop()?;
+        match pooled.con.write(req.packed, deadline) {
+            Ok(()) => Some(pooled),
+            Err(_) => {
+                // A write fails on a connection the server has closed; the
+                // others in the pool are likely closed too.
+                self.idle.lock().clear();
+                None
+            }
+        }
+    }
+
+    /// Reads the reply to `req` written by [`send`](Self::send).
+    pub(crate) fn receive(
         &self,
-        packed: &[u8],
-        key: &[u8],
-        token: &[u8],
-    ) -> Result<bool, NodeError> {
-        let cleanup = || UNLOCK.packed(true, key, &[token]);
-        self.call(
-            |con, deadline| match con.request(packed, deadline)? {
-                Value::Okay => Ok(true),
-                Value::Nil => Ok(false),
-                other => Err(unexpected("SET NX PX", &other)),
-            },
-            Some(&cleanup),
-        )
+        mut pooled: Pooled,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Received {
+        match pooled.finish(req, deadline) {
+            Ok(v) => {
+                self.checkin(pooled);
+                Received::Done(Ok(v))
+            }
+            Err(e) if is_reply(&e) => {
+                self.checkin(pooled);
+                Received::Done(Err(self.error(e, false)))
+            }
+            Err(e) if is_stale(&e) => {
+                self.idle.lock().clear();
+                Received::Stale
+            }
+            Err(e) => Received::Done(Err(self.failed(pooled, e, req))),
+        }
     }
 
-    /// Deletes the key if it holds `token`: `true` if deleted.
-    pub(crate) fn unlock(&self, key: &[u8], token: &[u8]) -> Result<bool, NodeError> {
-        self.call(
-            |con, deadline| Ok(con.script(&UNLOCK, key, &[token], deadline)? == 1),
-            None,
-        )
-    }
-
-    /// Sets the key's expiry to `ttl_ms` if it holds `token`: `true` if set.
-    pub(crate) fn extend(&self, key: &[u8], token: &[u8], ttl_ms: u64) -> Result<bool, NodeError> {
-        let ttl = ttl_ms.to_string();
-        self.call(
-            |con, deadline| Ok(con.script(&EXTEND, key, &[token, ttl.as_bytes()], deadline)? == 1),
-            None,
-        )
-    }
-
-    /// Runs `op` on a pooled or new connection; everything, connecting
-    /// included, ends by one deadline a node timeout from now.
-    ///
-    /// A connection comes back to the pool only after a complete reply (a
-    /// value or an error reply); after a timeout or an I/O error it is
-    /// dropped, so a late reply can never be read as the answer to a later
-    /// command. A pooled connection found closed (the server restarted
-    /// since it was last used) empties the pool and the command is tried
-    /// once more on a new connection, by the same deadline.
-    ///
-    /// When `op` times out after sending, `on_timeout` (if any) is written
-    /// to the same connection before it is dropped.
-    fn call<T>(
-        &self,
-        op: impl Fn(&mut Pooled, Instant) -> RedisResult<T>,
-        on_timeout: Option<&dyn Fn() -> Vec<u8>>,
-    ) -> Result<T, NodeError> {
-        let deadline = Instant::now() + self.timeout;
-        let pooled = self.idle.lock().pop();
-        let mut pooled = match pooled {
-            Some(mut pooled) => match op(&mut pooled, deadline) {
-                Ok(v) => {
-                    self.checkin(pooled);
-                    return Ok(v);
-                }
-                Err(e) if is_reply(&e) && pooled.con.is_open() => {
-                    self.checkin(pooled);
-                    return Err(self.error(e, false));
-                }
-                Err(e) if is_stale(&e) => {
-                    self.idle.lock().clear();
-                    drop(pooled);
-                    self.connect(deadline)?
-                }
-                Err(e) => return Err(self.failed(pooled, e, on_timeout)),
-            },
-            None => self.connect(deadline)?,
-        };
-        match op(&mut pooled, deadline) {
+    /// Runs `req` on a new connection, everything by `deadline`.
+    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<bool, NodeError> {
+        let mut pooled = self.connect(deadline)?;
+        let result = pooled
+            .con
+            .write(req.packed, deadline)
+            .and_then(|()| pooled.finish(req, deadline));
+        match result {
             Ok(v) => {
                 self.checkin(pooled);
                 Ok(v)
             }
-            Err(e) if is_reply(&e) && pooled.con.is_open() => {
+            Err(e) if is_reply(&e) => {
                 self.checkin(pooled);
                 Err(self.error(e, false))
             }
-            Err(e) => Err(self.failed(pooled, e, on_timeout)),
+            Err(e) => Err(self.failed(pooled, e, req)),
         }
     }
 
-    /// The error for a command that failed without a complete reply; the
-    /// connection is dropped, after queueing `on_timeout` on it if the
-    /// command timed out.
-    fn failed(
-        &self,
-        mut pooled: Pooled,
-        e: RedisError,
-        on_timeout: Option<&dyn Fn() -> Vec<u8>>,
-    ) -> NodeError {
+    /// The error for a request that got no complete reply. The connection
+    /// is dropped, never reused: a late reply must never be read as the
+    /// answer to a later command. If the request timed out, its
+    /// `on_timeout` follow-up is written on the connection first, so that
+    /// the node executes it right after a late execution of the request.
+    fn failed(&self, mut pooled: Pooled, e: RedisError, req: &Request<'_>) -> NodeError {
         let mut error = self.error(e, false);
-        if let (true, Some(follow_up)) = (error.redis_error().is_timeout(), on_timeout) {
-            error.settled = pooled.con.send_packed_command(&follow_up()).is_ok();
+        if let (true, Some(follow_up)) = (error.redis_error().is_timeout(), req.on_timeout) {
+            error.settled = pooled.con.write_now(&follow_up()).is_ok();
         }
         error
     }
 
-    /// Opens a connection by `deadline`, its socket timeouts set to what
-    /// then remains.
+    /// Opens a connection and runs the handshake, all by `deadline`.
     fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
-        let left = |connecting| match deadline.saturating_duration_since(Instant::now()) {
-            left if left.is_zero() => Err(self.error(timed_out(), connecting)),
-            left => Ok(left),
-        };
-        let con = self
-            .client
-            .get_connection_with_timeout(left(true)?)
+        let mut pooled = Conn::open(&self.addr, deadline)
+            .map(|con| Pooled { con })
             .map_err(|e| self.error(e, true))?;
-        let mut pooled = Pooled {
-            con,
-            timeout: Duration::ZERO,
-        };
-        pooled
-            .set_timeout(left(true)?)
+        self.handshake(&mut pooled, deadline)
             .map_err(|e| self.error(e, true))?;
         Ok(pooled)
+    }
+
+    /// Sends the handshake at once, then reads each reply by `deadline`.
+    /// AUTH or SELECT failing fails the connection; the rest may fail
+    /// (CLIENT SETINFO on old servers, SCRIPT LOAD while loading) without
+    /// harm.
+    fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> RedisResult<()> {
+        pooled.con.write(&self.handshake.concat(), deadline)?;
+        for i in 0..self.handshake.len() {
+            match pooled.con.read(deadline) {
+                Err(e) if i >= self.required && is_reply(&e) => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset
     /// to the full node timeout.
     fn checkin(&self, mut pooled: Pooled) {
-        if pooled.timeout != self.timeout && pooled.set_timeout(self.timeout).is_err() {
+        if pooled.con.set_timeout(self.timeout).is_err() {
             return;
         }
         let mut idle = self.idle.lock();
@@ -355,23 +369,20 @@ fn is_reply(e: &RedisError) -> bool {
     )
 }
 
+fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 /// The connection was found closed by the peer: nothing was answered.
 fn is_stale(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_timeout()
 }
 
-fn timed_out() -> RedisError {
-    RedisError::from(io::Error::new(
-        io::ErrorKind::TimedOut,
-        "node timeout elapsed",
-    ))
-}
-
-fn unexpected(command: &'static str, value: &Value) -> RedisError {
+fn unexpected(value: &Value) -> RedisError {
     RedisError::from((
         redis::ErrorKind::UnexpectedReturnType,
         "unexpected reply",
-        format!("{command} answered {value:?}"),
+        format!("{value:?}"),
     ))
 }
 
@@ -413,5 +424,27 @@ mod tests {
         let n = Node::open("unix:///tmp/r.sock", t, 1).unwrap();
         assert_eq!(n.name(), "unix:/tmp/r.sock");
         assert_eq!(n.idle_len(), 0);
+    }
+
+    #[test]
+    fn handshake_authenticates_and_selects() {
+        let t = Duration::from_millis(50);
+        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", t, 1).unwrap();
+        assert_eq!(
+            n.handshake[0],
+            b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
+        );
+        assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
+        assert_eq!((n.required, n.handshake.len()), (2, 6));
+        let n = Node::open("redis://127.0.0.1:7000", t, 1).unwrap();
+        assert_eq!((n.required, n.handshake.len()), (0, 4));
+    }
+
+    #[test]
+    fn pack_is_resp() {
+        assert_eq!(
+            pack(&[b"SET", b"k", b"", b"NX"]),
+            b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nNX\r\n"
+        );
     }
 }

@@ -3,14 +3,14 @@
 //! validity and the random retry delay.
 //!
 //! Everything that decides *whether* a round succeeded lives here and is
-//! unit tested without a network; `fan_out` is the only piece that knows
+//! unit tested without a network; `round` is the only piece that knows
 //! how calls reach the nodes, so it can be replaced on its own.
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeError, NodeFailures};
-use crate::node::Node;
+use crate::node::{Node, Pooled, Received, Request};
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -44,42 +44,75 @@ pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
     Duration::from_nanos(nanos as u64)
 }
 
-/// Runs `op` on every node at once and returns the answers in node order.
+/// Sends `req` to the nodes that `only` selects (all when `None`) and
+/// returns their answers in node order (`None` for the others).
 ///
-/// Each node but the first gets a scoped thread; the calling thread serves
-/// the first node itself, so a single node needs no thread at all. If a
-/// thread cannot be spawned, its node is served inline after the others
-/// were started. Every `op` is bounded by the node timeout, so this returns
-/// within about one node timeout.
-pub(crate) fn fan_out<F>(nodes: &[&Node], op: F) -> Vec<Result<bool, NodeError>>
-where
-    F: Fn(&Node) -> Result<bool, NodeError> + Sync,
-{
-    match nodes {
-        [] => Vec::new(),
-        [only] => vec![op(only)],
-        [first, rest @ ..] => thread::scope(|scope| {
-            let op = &op;
-            let spawned: Vec<_> = rest
-                .iter()
-                .map(|node| {
-                    thread::Builder::new()
-                        .name("redlock-node".into())
-                        .spawn_scoped(scope, move || op(node))
-                        .map_err(|_| *node)
-                })
-                .collect();
-            let mut answers = Vec::with_capacity(nodes.len());
-            answers.push(op(first));
-            for (handle, node) in spawned.into_iter().zip(rest) {
-                answers.push(match handle {
-                    Ok(handle) => handle.join().unwrap_or_else(|_| Err(node.panicked())),
-                    Err(node) => op(node),
-                });
-            }
-            answers
-        }),
+/// Multiplexed: the request is written on every node's pooled connection
+/// first, then the replies are read in turn, all by one deadline a node
+/// timeout away. A round therefore costs about the slowest node's round
+/// trip, with no thread. Only nodes that need a new connection (none
+/// pooled, or the pooled one found closed) get a scoped thread each,
+/// since connecting can block until the deadline; with a single node the
+/// calling thread does it. Every step ends by the deadline, so a round
+/// returns within about one node timeout.
+pub(crate) fn round(
+    nodes: &[Node],
+    only: Option<&[bool]>,
+    req: &Request<'_>,
+) -> Vec<Option<Result<bool, NodeError>>> {
+    let Some(first) = nodes.first() else {
+        return Vec::new();
+    };
+    let deadline = Instant::now() + first.timeout();
+    let selected = |i: usize| only.is_none_or(|only| only[i]);
+    let sent: Vec<Option<Pooled>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| selected(i).then(|| node.send(req, deadline)).flatten())
+        .collect();
+    let mut answers: Vec<Option<Result<bool, NodeError>>> = nodes.iter().map(|_| None).collect();
+    if nodes.len() == 1 {
+        if selected(0) {
+            answers[0] = Some(match sent.into_iter().next().flatten() {
+                Some(pooled) => match first.receive(pooled, req, deadline) {
+                    Received::Done(answer) => answer,
+                    Received::Stale => first.call(req, deadline),
+                },
+                None => first.call(req, deadline),
+            });
+        }
+        return answers;
     }
+    thread::scope(|scope| {
+        let connect = |i: usize| {
+            let node = &nodes[i];
+            thread::Builder::new()
+                .name("redlock-connect".into())
+                .spawn_scoped(scope, move || node.call(req, deadline))
+                .map_err(|_| i)
+        };
+        let mut connecting = Vec::new();
+        for (i, pooled) in sent.iter().enumerate() {
+            if pooled.is_none() && selected(i) {
+                connecting.push((i, connect(i)));
+            }
+        }
+        for (i, pooled) in sent.into_iter().enumerate() {
+            let Some(pooled) = pooled else { continue };
+            match nodes[i].receive(pooled, req, deadline) {
+                Received::Done(answer) => answers[i] = Some(answer),
+                Received::Stale => connecting.push((i, connect(i))),
+            }
+        }
+        for (i, handle) in connecting {
+            answers[i] = Some(match handle {
+                Ok(handle) => handle.join().unwrap_or_else(|_| Err(nodes[i].panicked())),
+                // No thread to be had: connect here, by the same deadline.
+                Err(i) => nodes[i].call(req, deadline),
+            });
+        }
+    });
+    answers
 }
 
 /// The answers of one round, counted.
@@ -94,9 +127,11 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn count(answers: Vec<Result<bool, NodeError>>) -> Tally {
+    pub(crate) fn count(
+        answers: impl IntoIterator<Item = Option<Result<bool, NodeError>>>,
+    ) -> Tally {
         let mut tally = Tally::default();
-        for answer in answers {
+        for answer in answers.into_iter().flatten() {
             match answer {
                 Ok(true) => tally.yes += 1,
                 Ok(false) => tally.no += 1,

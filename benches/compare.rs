@@ -1,0 +1,379 @@
+//! Side-by-side benchmark: redlock-sync against the `redlock` crate and two
+//! raw floors on persistent `redis` connections, on 1, 3 and 5 local
+//! `redis-server` nodes, directly and through a 250 µs-each-way delay
+//! proxy; throughput with several threads; acquire latency with a hung
+//! node.
+//!
+//! ```text
+//! cargo bench --bench compare            # full run, a few minutes
+//! cargo bench --bench compare -- --quick # fewer samples
+//! ```
+//!
+//! Prints a table and writes the same figures to
+//! `target/bench-compare.json`. Speed is compared as ratios within one run,
+//! so the machine's noise mostly cancels.
+
+#[path = "../tests/support/proxy.rs"]
+mod proxy;
+#[path = "../tests/support/server.rs"]
+mod server;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, Value};
+use redlock_sync::LockManager;
+
+const TTL: Duration = Duration::from_secs(10);
+const DELAY: Duration = Duration::from_micros(250);
+
+const UNLOCK_SRC: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    return redis.call("DEL", KEYS[1])
+end
+return 0
+"#;
+
+/// Raw persistent connections: the floors.
+struct Raw {
+    cons: Vec<redis::Connection>,
+    set: Vec<u8>,
+    unlock: Vec<u8>,
+}
+
+impl Raw {
+    fn new(urls: &[String], key: &str) -> Raw {
+        let cons: Vec<redis::Connection> = urls
+            .iter()
+            .map(|u| {
+                redis::Client::open(u.as_str())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap()
+            })
+            .collect();
+        let token = "0123456789abcdef0123456789abcdef";
+        let set = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .get_packed_command();
+        let script = redis::Script::new(UNLOCK_SRC);
+        let mut raw = Raw {
+            cons,
+            set,
+            unlock: redis::cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .get_packed_command(),
+        };
+        for con in &mut raw.cons {
+            script.load(con).unwrap();
+        }
+        raw
+    }
+
+    /// SET NX PX to each node in turn, then the unlock script to each.
+    fn sequential(&mut self) {
+        for con in &mut self.cons {
+            assert_eq!(con.req_packed_command(&self.set).unwrap(), Value::Okay);
+        }
+        for con in &mut self.cons {
+            assert_eq!(con.req_packed_command(&self.unlock).unwrap(), Value::Int(1));
+        }
+    }
+
+    /// SET to every node, then every reply; the same for the script.
+    fn multiplexed(&mut self) {
+        for con in &mut self.cons {
+            con.send_packed_command(&self.set).unwrap();
+        }
+        for con in &mut self.cons {
+            assert_eq!(con.recv_response().unwrap(), Value::Okay);
+        }
+        for con in &mut self.cons {
+            con.send_packed_command(&self.unlock).unwrap();
+        }
+        for con in &mut self.cons {
+            assert_eq!(con.recv_response().unwrap(), Value::Int(1));
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort_unstable();
+    Stats {
+        median: samples[samples.len() / 2],
+        p99: samples[(samples.len() * 99 / 100).min(samples.len() - 1)],
+    }
+}
+
+/// Times `n` cycles of each implementation, interleaved in small batches
+/// so that drift in the machine's load hits them all alike.
+fn race(n: usize, impls: &mut [(&str, &mut dyn FnMut())]) -> Vec<(String, Stats)> {
+    for (_, f) in impls.iter_mut() {
+        for _ in 0..20 {
+            f();
+        }
+    }
+    let mut samples: Vec<Vec<Duration>> = impls.iter().map(|_| Vec::with_capacity(n)).collect();
+    let batch = 10;
+    for _ in 0..n.div_ceil(batch) {
+        for (i, (_, f)) in impls.iter_mut().enumerate() {
+            for _ in 0..batch {
+                let start = Instant::now();
+                f();
+                samples[i].push(start.elapsed());
+            }
+        }
+    }
+    impls
+        .iter()
+        .zip(samples)
+        .map(|((name, _), s)| (name.to_string(), stats(s)))
+        .collect()
+}
+
+fn manager(urls: &[String]) -> LockManager {
+    LockManager::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(50))
+        .max_idle_per_node(32)
+        .build()
+        .unwrap()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+struct Report {
+    text: String,
+    json: String,
+}
+
+impl Report {
+    fn line(&mut self, s: String) {
+        println!("{s}");
+        self.text.push_str(&s);
+        self.text.push('\n');
+    }
+}
+
+fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_rival: bool) {
+    let key = format!("bench:{network}:{}", urls.len());
+    let dlm = manager(urls);
+    let mut raw_seq = Raw::new(urls, &format!("{key}:seq"));
+    let mut raw_mux = Raw::new(urls, &format!("{key}:mux"));
+    let rival = redlock::RedLock::new(urls.to_vec());
+    let mut ours = || dlm.lock(&key, TTL).unwrap().release().unwrap();
+    let mut seq = || raw_seq.sequential();
+    let mut mux = || raw_mux.multiplexed();
+    let rival_key = format!("{key}:rival");
+    let mut theirs = || {
+        let lock = rival
+            .lock(rival_key.as_bytes(), TTL.as_millis() as usize)
+            .unwrap()
+            .unwrap();
+        rival.unlock(&lock);
+    };
+    let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
+        ("redlock-sync", &mut ours),
+        ("multiplexed floor", &mut mux),
+        ("sequential floor", &mut seq),
+    ];
+    if with_rival {
+        impls.push(("redlock 2.0", &mut theirs));
+    }
+    let results = race(n, &mut impls);
+    let floor = results[1].1.median;
+    for (name, s) in &results {
+        report.line(format!(
+            "| {network:<9} | {:>5} | {name:<18} | {:>9.1} | {:>9.1} | {:>6.2} |",
+            urls.len(),
+            us(s.median),
+            us(s.p99),
+            s.median.as_secs_f64() / floor.as_secs_f64()
+        ));
+        let _ = write!(
+            report.json,
+            "{{\"kind\":\"cycle\",\"network\":\"{network}\",\"nodes\":{},\"impl\":\"{name}\",\
+             \"median_us\":{:.1},\"p99_us\":{:.1},\"vs_multiplexed\":{:.3}}},",
+            urls.len(),
+            us(s.median),
+            us(s.p99),
+            s.median.as_secs_f64() / floor.as_secs_f64()
+        );
+    }
+}
+
+/// Lock+release cycles per second with `threads` threads, each on its own
+/// key (or all on one key when `contended`); also each thread's count.
+fn throughput(urls: &[String], threads: usize, contended: bool, run: Duration) -> (f64, Vec<u64>) {
+    let mut dlm = manager(urls);
+    dlm.set_retry(1, Duration::ZERO).unwrap();
+    let stop = AtomicBool::new(false);
+    let total = AtomicU64::new(0);
+    let per_thread: Vec<u64> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (dlm, stop, total) = (&dlm, &stop, &total);
+                s.spawn(move || {
+                    let key = if contended {
+                        "bench:contended".to_owned()
+                    } else {
+                        format!("bench:thread:{t}")
+                    };
+                    let mut wins = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok(guard) = dlm.try_lock(&key, TTL) {
+                            guard.release().unwrap();
+                            wins += 1;
+                        }
+                    }
+                    total.fetch_add(wins, Ordering::Relaxed);
+                    wins
+                })
+            })
+            .collect();
+        thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    (
+        total.load(Ordering::Relaxed) as f64 / run.as_secs_f64(),
+        per_thread,
+    )
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let samples = if quick { 300 } else { 2000 };
+    let proxied_samples = if quick { 100 } else { 400 };
+    let run = Duration::from_millis(if quick { 500 } else { 2000 });
+
+    let mut cluster = server::Cluster::start(5).expect("redis-server nodes");
+    let proxies: Vec<proxy::Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| {
+            let p = proxy::Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))).unwrap();
+            p.set(proxy::Mode::Latency(DELAY));
+            p
+        })
+        .collect();
+    let direct = cluster.urls();
+    let delayed: Vec<String> = proxies.iter().map(proxy::Proxy::url).collect();
+
+    let mut report = Report {
+        text: String::new(),
+        json: String::from("["),
+    };
+    report.line(format!(
+        "redlock-sync {} compare bench ({} samples per cell, {} through the proxy)",
+        env!("CARGO_PKG_VERSION"),
+        samples,
+        proxied_samples
+    ));
+    report.line(String::new());
+    report.line("Uncontended lock+release cycle".into());
+    report.line(String::new());
+    report
+        .line("| network   | nodes | implementation     | median µs | p99 µs    | × mux  |".into());
+    report
+        .line("|-----------|------:|--------------------|----------:|----------:|-------:|".into());
+    for n in [1, 3, 5] {
+        cycles(&mut report, &direct[..n], "loopback", samples, true);
+    }
+    for n in [1, 3, 5] {
+        cycles(&mut report, &delayed[..n], "250µs", proxied_samples, true);
+    }
+
+    report.line(String::new());
+    report.line("Throughput on 5 loopback nodes (lock+release cycles per second)".into());
+    report.line(String::new());
+    report
+        .line("| threads | keys     | cycles/s | × 1 thread | wins per thread (min..max) |".into());
+    report
+        .line("|--------:|----------|---------:|-----------:|----------------------------|".into());
+    let mut single = 0.0;
+    for (threads, contended) in [(1, false), (4, false), (16, false), (8, true)] {
+        let (rate, per) = throughput(&direct, threads, contended, run);
+        if threads == 1 {
+            single = rate;
+        }
+        let (min, max) = (per.iter().min().unwrap(), per.iter().max().unwrap());
+        report.line(format!(
+            "| {threads:>7} | {:<8} | {rate:>8.0} | {:>10.2} | {min}..{max} |",
+            if contended { "one" } else { "distinct" },
+            rate / single
+        ));
+        let _ = write!(
+            report.json,
+            "{{\"kind\":\"throughput\",\"threads\":{threads},\"contended\":{contended},\
+             \"per_second\":{rate:.0},\"vs_one_thread\":{:.3},\"min_wins\":{min},\"max_wins\":{max}}},",
+            rate / single
+        );
+    }
+
+    // Acquire latency with one of five nodes hung (SIGSTOP).
+    let healthy = {
+        let dlm = manager(&direct);
+        let mut v = Vec::new();
+        for _ in 0..200 {
+            let start = Instant::now();
+            dlm.lock("bench:hung", TTL).unwrap().release().unwrap();
+            v.push(start.elapsed());
+        }
+        stats(v).median
+    };
+    cluster.servers[4].pause();
+    let dlm = manager(&direct);
+    let mut acquires = Vec::new();
+    for _ in 0..(if quick { 10 } else { 30 }) {
+        let start = Instant::now();
+        let guard = dlm.lock("bench:hung", TTL).unwrap();
+        acquires.push(start.elapsed());
+        drop(guard);
+    }
+    cluster.servers[4].resume();
+    let hung = stats(acquires);
+    let timeout = dlm.node_timeout();
+    report.line(String::new());
+    report.line(format!(
+        "Acquire with 1 of 5 nodes hung: median {:.1} ms, p99 {:.1} ms \
+         (node timeout {} ms; healthy cycle {:.0} µs; bound timeout + 2 × cycle = {:.1} ms)",
+        hung.median.as_secs_f64() * 1e3,
+        hung.p99.as_secs_f64() * 1e3,
+        timeout.as_millis(),
+        us(healthy),
+        (timeout + 2 * healthy).as_secs_f64() * 1e3
+    ));
+    let _ = write!(
+        report.json,
+        "{{\"kind\":\"hung\",\"median_ms\":{:.2},\"p99_ms\":{:.2},\"timeout_ms\":{},\"healthy_cycle_us\":{:.1}}}]",
+        hung.median.as_secs_f64() * 1e3,
+        hung.p99.as_secs_f64() * 1e3,
+        timeout.as_millis(),
+        us(healthy)
+    );
+
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let path = std::path::Path::new(&target).join("bench-compare.json");
+    std::fs::write(&path, &report.json).unwrap();
+    std::fs::write(path.with_extension("txt"), &report.text).unwrap();
+    println!("\nwrote {}", path.display());
+}
