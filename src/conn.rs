@@ -1,6 +1,6 @@
-//! One connection to a node: a TCP or Unix socket of our own, replies
-//! parsed with the `redis` crate's parser, and every wait bounded by a
-//! deadline.
+//! One connection to a node: a TCP or Unix socket of our own, a small
+//! RESP2 reply reader (the few reply types our commands get), and every
+//! wait bounded by a deadline.
 //!
 //! Owning the socket lets a round read a reply that is already buffered
 //! without waiting at all once its deadline has passed (a non-blocking
@@ -77,7 +77,9 @@ impl Write for Stream {
 /// An open connection to one node.
 pub(crate) struct Conn {
     stream: Stream,
-    parser: redis::Parser,
+    /// Bytes received and not parsed yet, from `start` on.
+    input: Vec<u8>,
+    start: usize,
     /// The read and write timeout currently set on the socket.
     timeout: Duration,
 }
@@ -124,7 +126,8 @@ impl Conn {
         };
         Ok(Conn {
             stream,
-            parser: redis::Parser::new(),
+            input: Vec::with_capacity(256),
+            start: 0,
             timeout: Duration::MAX,
         })
     }
@@ -163,17 +166,110 @@ impl Conn {
     /// Past the deadline, takes only a reply already received, without
     /// waiting.
     pub(crate) fn read(&mut self, deadline: Instant) -> RedisResult<Value> {
-        let value = if left(deadline).is_some() {
+        loop {
+            if let Some((reply, used)) = parse(&self.input[self.start..])? {
+                self.start += used;
+                if self.start == self.input.len() {
+                    self.input.clear();
+                    self.start = 0;
+                }
+                return reply;
+            }
+            self.fill(deadline)?;
+        }
+    }
+
+    /// Receives more bytes: waiting until `deadline`, or past it only
+    /// taking what has arrived.
+    fn fill(&mut self, deadline: Instant) -> RedisResult<()> {
+        let mut chunk = [0u8; 512];
+        let n = if left(deadline).is_some() {
             self.by(deadline)?;
-            self.parser.parse_value(&mut self.stream)?
+            self.stream.read(&mut chunk)
         } else {
             self.stream.set_nonblocking(true)?;
-            let value = self.parser.parse_value(&mut self.stream);
+            let n = self.stream.read(&mut chunk);
             self.stream.set_nonblocking(false)?;
-            value?
-        };
-        value.extract_error()
+            n
+        }?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+        self.input.extend_from_slice(&chunk[..n]);
+        Ok(())
     }
+}
+
+/// Parses one RESP2 reply at the start of `input`: `None` if it is not
+/// complete yet, else the reply (an error reply as an `Err`) and the bytes
+/// it took.
+fn parse(input: &[u8]) -> RedisResult<Option<(RedisResult<Value>, usize)>> {
+    let Some(end) = input.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let (kind, line) = match input.split_first() {
+        Some((kind, rest)) => (*kind, &rest[..end - 1]),
+        None => return Ok(None),
+    };
+    let after = end + 2;
+    let text = || String::from_utf8_lossy(line).into_owned();
+    let number = || -> RedisResult<i64> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol("a malformed number", text()))
+    };
+    Ok(Some(match kind {
+        b'+' if line == b"OK" => (Ok(Value::Okay), after),
+        b'+' => (Ok(Value::SimpleString(text())), after),
+        b'-' => {
+            let text = text();
+            let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
+            let error = redis::make_extension_error(code.to_owned(), Some(detail.to_owned()));
+            (Err(error), after)
+        }
+        b':' => (Ok(Value::Int(number()?)), after),
+        b'$' => match number()? {
+            -1 => (Ok(Value::Nil), after),
+            len if len >= 0 => {
+                let len = len as usize;
+                if input.len() < after + len + 2 {
+                    return Ok(None);
+                }
+                let bytes = input[after..after + len].to_vec();
+                (Ok(Value::BulkString(bytes)), after + len + 2)
+            }
+            _ => return Err(protocol("a negative length", text())),
+        },
+        b'*' => match number()? {
+            -1 => (Ok(Value::Nil), after),
+            count if count >= 0 => {
+                let mut used = after;
+                let mut items = Vec::with_capacity(count.min(64) as usize);
+                for _ in 0..count {
+                    match parse(&input[used..])? {
+                        None => return Ok(None),
+                        Some((item, n)) => {
+                            items.push(item.unwrap_or(Value::Nil));
+                            used += n;
+                        }
+                    }
+                }
+                (Ok(Value::Array(items)), used)
+            }
+            _ => return Err(protocol("a negative length", text())),
+        },
+        other => {
+            return Err(protocol(
+                "an unknown reply type",
+                format!("{:?}", other as char),
+            ));
+        }
+    }))
+}
+
+fn protocol(what: &'static str, detail: String) -> RedisError {
+    RedisError::from((redis::ErrorKind::Parse, what, detail))
 }
 
 /// What is left until `deadline`, if anything.
@@ -186,4 +282,46 @@ pub(crate) fn timed_out() -> RedisError {
         io::ErrorKind::TimedOut,
         "node timeout elapsed",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(input: &[u8]) -> (RedisResult<Value>, usize) {
+        parse(input).unwrap().expect("complete")
+    }
+
+    #[test]
+    fn parses_the_replies_our_commands_get() {
+        assert_eq!(one(b"+OK\r\n").0.unwrap(), Value::Okay);
+        assert_eq!(one(b":1\r\n:0\r\n"), (Ok(Value::Int(1)), 4));
+        assert_eq!(one(b"$-1\r\n").0.unwrap(), Value::Nil);
+        assert_eq!(
+            one(b"$3\r\nabc\r\n"),
+            (Ok(Value::BulkString(b"abc".to_vec())), 9)
+        );
+        assert_eq!(
+            one(b"*2\r\n:1\r\n$1\r\nx\r\n").0.unwrap(),
+            Value::Array(vec![Value::Int(1), Value::BulkString(b"x".to_vec())])
+        );
+        let (err, used) = one(b"-NOSCRIPT No matching script.\r\n+OK\r\n");
+        let err = err.unwrap_err();
+        assert_eq!(err.code(), Some("NOSCRIPT"));
+        assert_eq!(used, 31);
+    }
+
+    #[test]
+    fn incomplete_replies_wait_for_more() {
+        for partial in [&b""[..], b"+O", b"+OK\r", b"$3\r\nab", b"*2\r\n:1\r\n"] {
+            assert!(parse(partial).unwrap().is_none(), "{partial:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error() {
+        assert!(parse(b"?x\r\n").is_err());
+        assert!(parse(b":abc\r\n").is_err());
+        assert!(parse(b"$-5\r\n").is_err());
+    }
 }

@@ -370,7 +370,7 @@ fn is_reply(e: &RedisError) -> bool {
 }
 
 fn is_noscript(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+    e.code() == Some("NOSCRIPT")
 }
 
 /// The connection was found closed by the peer: nothing was answered.
