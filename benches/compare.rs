@@ -151,7 +151,6 @@ fn manager(urls: &[String]) -> LockManager {
     LockManager::builder()
         .nodes(urls)
         .node_timeout(Duration::from_millis(50))
-        .max_idle_per_node(32)
         .build()
         .unwrap()
 }

@@ -15,7 +15,7 @@ const DEFAULT_RETRY_COUNT: u32 = 3;
 const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
-const DEFAULT_MAX_IDLE_PER_NODE: usize = 8;
+const DEFAULT_MAX_IDLE_PER_NODE: usize = 16;
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
 /// larger would risk overflowing Redis's millisecond expiry times.
@@ -454,11 +454,11 @@ impl Builder {
         self
     }
 
-    /// Sets how many idle connections each node keeps for reuse. Calls
-    /// beyond that open and then close their own connection; 0 disables
-    /// reuse.
+    /// Sets how many idle connections each node keeps for reuse: as many
+    /// as threads that lock at once. Calls beyond that open and then close
+    /// their own connection; 0 disables reuse.
     ///
-    /// Defaults to 8.
+    /// Defaults to 16.
     pub fn max_idle_per_node(mut self, max_idle: usize) -> Builder {
         self.max_idle_per_node = max_idle;
         self
