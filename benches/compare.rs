@@ -219,27 +219,24 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     }
 }
 
-/// Lock+release cycles per second with `threads` threads, each on its own
-/// key (or all on one key when `contended`); also each thread's count.
-fn throughput(urls: &[String], threads: usize, contended: bool, run: Duration) -> (f64, Vec<u64>) {
-    let mut dlm = manager(urls);
-    dlm.set_retry(1, Duration::ZERO).unwrap();
+/// Cycles per second with `threads` threads, each running its own cycle
+/// (made by `make(thread)`, returning whether it won) until `run` is over;
+/// also each thread's wins.
+fn throughput<F>(threads: usize, run: Duration, make: F) -> (f64, Vec<u64>)
+where
+    F: Fn(usize) -> Box<dyn FnMut() -> bool + Send> + Sync,
+{
     let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
     let per_thread: Vec<u64> = thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (dlm, stop, total) = (&dlm, &stop, &total);
+                let (stop, total, make) = (&stop, &total, &make);
                 s.spawn(move || {
-                    let key = if contended {
-                        "bench:contended".to_owned()
-                    } else {
-                        format!("bench:thread:{t}")
-                    };
+                    let mut cycle = make(t);
                     let mut wins = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        if let Ok(guard) = dlm.try_lock(&key, TTL) {
-                            guard.release().unwrap();
+                        if cycle() {
                             wins += 1;
                         }
                     }
@@ -304,27 +301,58 @@ fn main() {
     report.line(String::new());
     report.line("Throughput on 5 loopback nodes (lock+release cycles per second)".into());
     report.line(String::new());
-    report
-        .line("| threads | keys     | cycles/s | × 1 thread | wins per thread (min..max) |".into());
-    report
-        .line("|--------:|----------|---------:|-----------:|----------------------------|".into());
+    report.line(
+        "| threads | keys     | cycles/s | × 1 thread | floor cycles/s | × floor | wins per thread (min..max) |"
+            .into(),
+    );
+    report.line(
+        "|--------:|----------|---------:|-----------:|---------------:|--------:|----------------------------|"
+            .into(),
+    );
+    let mut dlm = manager(&direct);
+    dlm.set_retry(1, Duration::ZERO).unwrap();
     let mut single = 0.0;
     for (threads, contended) in [(1, false), (4, false), (16, false), (8, true)] {
-        let (rate, per) = throughput(&direct, threads, contended, run);
+        let key = |t: usize| {
+            if contended {
+                "bench:contended".to_owned()
+            } else {
+                format!("bench:thread:{t}")
+            }
+        };
+        let (rate, per) = throughput(threads, run, |t| {
+            let (dlm, key) = (dlm.clone(), key(t));
+            Box::new(move || dlm.try_lock(&key, TTL).map(|g| g.release().unwrap()).is_ok())
+        });
+        // The multiplexed floor, each thread on connections of its own.
+        let (floor, _) = if contended {
+            (f64::NAN, Vec::new())
+        } else {
+            throughput(threads, run, |t| {
+                let mut raw = Raw::new(&direct, &format!("bench:floor:{t}"));
+                Box::new(move || {
+                    raw.multiplexed();
+                    true
+                })
+            })
+        };
         if threads == 1 {
             single = rate;
         }
         let (min, max) = (per.iter().min().unwrap(), per.iter().max().unwrap());
         report.line(format!(
-            "| {threads:>7} | {:<8} | {rate:>8.0} | {:>10.2} | {min}..{max} |",
+            "| {threads:>7} | {:<8} | {rate:>8.0} | {:>10.2} | {floor:>14.0} | {:>7.2} | {min}..{max} |",
             if contended { "one" } else { "distinct" },
-            rate / single
+            rate / single,
+            rate / floor,
         ));
         let _ = write!(
             report.json,
             "{{\"kind\":\"throughput\",\"threads\":{threads},\"contended\":{contended},\
-             \"per_second\":{rate:.0},\"vs_one_thread\":{:.3},\"min_wins\":{min},\"max_wins\":{max}}},",
-            rate / single
+             \"per_second\":{rate:.0},\"vs_one_thread\":{:.3},\"floor_per_second\":{},\
+             \"min_wins\":{min},\"max_wins\":{max}}},",
+            rate / single,
+            if floor.is_nan() { "null".to_owned() } else { format!("{floor:.0}") }
         );
     }
 
