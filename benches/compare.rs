@@ -322,7 +322,11 @@ fn main() {
         };
         let (rate, per) = throughput(threads, run, |t| {
             let (dlm, key) = (dlm.clone(), key(t));
-            Box::new(move || dlm.try_lock(&key, TTL).map(|g| g.release().unwrap()).is_ok())
+            Box::new(move || {
+                dlm.try_lock(&key, TTL)
+                    .map(|g| g.release().unwrap())
+                    .is_ok()
+            })
         });
         // The multiplexed floor, each thread on connections of its own.
         let (floor, _) = if contended {
@@ -340,11 +344,15 @@ fn main() {
             single = rate;
         }
         let (min, max) = (per.iter().min().unwrap(), per.iter().max().unwrap());
+        let (floor_cell, ratio_cell) = if contended {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (format!("{floor:.0}"), format!("{:.2}", rate / floor))
+        };
         report.line(format!(
-            "| {threads:>7} | {:<8} | {rate:>8.0} | {:>10.2} | {floor:>14.0} | {:>7.2} | {min}..{max} |",
+            "| {threads:>7} | {:<8} | {rate:>8.0} | {:>10.2} | {floor_cell:>14} | {ratio_cell:>7} | {min}..{max} |",
             if contended { "one" } else { "distinct" },
             rate / single,
-            rate / floor,
         ));
         let _ = write!(
             report.json,
@@ -352,7 +360,11 @@ fn main() {
              \"per_second\":{rate:.0},\"vs_one_thread\":{:.3},\"floor_per_second\":{},\
              \"min_wins\":{min},\"max_wins\":{max}}},",
             rate / single,
-            if floor.is_nan() { "null".to_owned() } else { format!("{floor:.0}") }
+            if floor.is_nan() {
+                "null".to_owned()
+            } else {
+                format!("{floor:.0}")
+            }
         );
     }
 
