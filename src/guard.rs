@@ -2,7 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::manager::Shared;
@@ -29,6 +33,146 @@ pub(crate) fn new_token() -> Result<Token> {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// What a guard and its keep-alive thread share.
+struct State {
+    shared: Arc<Shared>,
+    resource: Box<[u8]>,
+    token: Token,
+    ttl: Duration,
+    fencing: u64,
+    valid_until: Mutex<Instant>,
+    /// A renewal found the lock gone, or could not renew it in time.
+    lost: AtomicBool,
+}
+
+impl State {
+    fn valid_until(&self) -> Instant {
+        *self.valid_until.lock()
+    }
+
+    fn not_held(&self, lost_on: usize) -> Error {
+        Error::NotHeld {
+            resource: quorum::display(&self.resource),
+            lost_on,
+            nodes: self.shared.nodes.len(),
+        }
+    }
+
+    /// One extend round; see [`LockGuard::extend`].
+    fn extend(&self, ttl: Duration) -> Result<()> {
+        let shared = &*self.shared;
+        let ttl_ms = shared.check_ttl(ttl)?;
+        let ttl = Duration::from_millis(ttl_ms);
+        let start = Instant::now();
+        let deadline = self.valid_until();
+        if start >= deadline {
+            return Err(self.not_held(0));
+        }
+        let tally = shared.extend(&self.resource, &self.token, ttl_ms);
+        let end = Instant::now();
+        if end >= deadline {
+            return Err(self.not_held(0));
+        }
+        if !tally.reached() {
+            return Err(tally.held_error(&self.resource));
+        }
+        let elapsed = end - start;
+        match quorum::validity(ttl, elapsed, shared.drift_factor)
+            .and_then(|validity| start.checked_add(elapsed + validity))
+        {
+            Some(valid_until) => {
+                *self.valid_until.lock() = valid_until;
+                Ok(())
+            }
+            None => Err(Error::NoValidity {
+                resource: quorum::display(&self.resource),
+                elapsed,
+                ttl,
+            }),
+        }
+    }
+
+    fn ensure_held(&self) -> Result<()> {
+        if self.lost.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
+            Err(self.not_held(0))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The keep-alive thread and the flag that stops it.
+struct Keeper {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Keeper {
+    fn start(state: Arc<State>, limit: Option<Duration>) -> std::io::Result<Keeper> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let stop = stop.clone();
+            thread::Builder::new()
+                .name("redlock-keep-alive".into())
+                .spawn(move || keep_alive(&state, &stop, limit))?
+        };
+        Ok(Keeper { stop, thread })
+    }
+
+    /// Tells the thread to stop; it ends after any round under way.
+    fn signal(&self) {
+        let (stopped, wake) = &*self.stop;
+        *stopped.lock() = true;
+        wake.notify_all();
+    }
+}
+
+/// Waits `pause` or until stopped; true when stopped.
+fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
+    let (stopped, wake) = stop;
+    let mut stopped = stopped.lock();
+    if !*stopped {
+        let _ = wake.wait_for(&mut stopped, pause);
+    }
+    *stopped
+}
+
+/// The keep-alive loop: every TTL/3 an extend round with the guard's TTL;
+/// a failed round is retried every TTL/12 while validity remains. A lost
+/// lock (`NotHeld`, or validity run out) sets `lost` and ends the loop;
+/// so does `limit`, after which the lock is left to expire.
+fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Duration>) {
+    let started = Instant::now();
+    let period = state.ttl / 3;
+    let retry = (state.ttl / 12).max(Duration::from_millis(1));
+    let mut pause = period;
+    loop {
+        if pause_or_stop(stop, pause) {
+            return;
+        }
+        if limit.is_some_and(|limit| started.elapsed() >= limit) {
+            return;
+        }
+        match state.extend(state.ttl) {
+            Ok(()) => pause = period,
+            Err(Error::NotHeld { .. }) => {
+                state.lost.store(true, Ordering::Release);
+                return;
+            }
+            Err(_) => {
+                let left = state
+                    .valid_until()
+                    .saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    state.lost.store(true, Ordering::Release);
+                    return;
+                }
+                pause = retry.min(left / 2).max(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
 /// A lock held on a quorum of nodes.
 ///
 /// Dropping the guard releases the lock on every node, best effort and
@@ -36,14 +180,15 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// reports how it went. If the holder dies, the keys expire after the TTL.
 ///
 /// The lock protects you only while [`validity`](Self::validity) is above
-/// zero: check [`is_valid`](Self::is_valid) before acting on shared state,
-/// and [`extend`](Self::extend) for long work.
+/// zero: check [`is_valid`](Self::is_valid) (or
+/// [`ensure_held`](Self::ensure_held)) before acting on shared state, and
+/// [`extend`](Self::extend) or [`keep_alive`](Self::keep_alive) for long
+/// work. Pass [`fencing_token`](Self::fencing_token) to the storage you
+/// protect, so that it can reject a holder that lost the lock.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard {
-    shared: Arc<Shared>,
-    resource: Box<[u8]>,
-    token: Token,
-    valid_until: Instant,
+    state: Arc<State>,
+    keeper: Option<Keeper>,
     /// Cleared by `release`, so that `Drop` has nothing left to do.
     armed: bool,
 }
@@ -53,37 +198,101 @@ impl LockGuard {
         shared: Arc<Shared>,
         resource: &[u8],
         token: Token,
+        ttl: Duration,
+        fencing: u64,
         valid_until: Instant,
     ) -> LockGuard {
         LockGuard {
-            shared,
-            resource: resource.into(),
-            token,
-            valid_until,
+            state: Arc::new(State {
+                shared,
+                resource: resource.into(),
+                token,
+                ttl,
+                fencing,
+                valid_until: Mutex::new(valid_until),
+                lost: AtomicBool::new(false),
+            }),
+            keeper: None,
             armed: true,
         }
     }
 
     /// The locked resource (the Redis key).
     pub fn resource(&self) -> &[u8] {
-        &self.resource
+        &self.state.resource
     }
 
     /// The random token stored as the key's value: 32 lowercase hex
     /// characters, new for every acquisition.
     pub fn token(&self) -> &[u8] {
-        &self.token
+        &self.state.token
+    }
+
+    /// The fencing token of this acquisition: strictly greater than every
+    /// fencing token handed out before for the same resource, as long as
+    /// the nodes keep their data (see the crate docs). Give it to the
+    /// storage the lock protects with every write, and have the storage
+    /// reject a token lower than the highest it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.state.fencing
     }
 
     /// How long the lock is still safe to rely on, measured on this
     /// process's monotonic clock; zero once it has run out.
     pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.state
+            .valid_until()
+            .saturating_duration_since(Instant::now())
     }
 
     /// Whether any validity is left.
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.valid_until
+        Instant::now() < self.state.valid_until()
+    }
+
+    /// Fails closed: `Ok` only while the lock is certainly held, that is
+    /// while validity remains and no renewal has found it lost. No network
+    /// call, so it is cheap enough to call in a loop, and it fails in time
+    /// even when every node is unreachable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] once the validity has run out or a keep-alive
+    /// renewal lost the quorum.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.state.ensure_held()
+    }
+
+    /// Keeps the lock alive in the background until the guard is dropped
+    /// or released: a thread extends it with its TTL every TTL/3, using the
+    /// same quorum and validity rules as [`extend`](Self::extend), and
+    /// retries a failed round while validity remains. Watch
+    /// [`ensure_held`](Self::ensure_held) for a loss.
+    ///
+    /// Consumes and returns the guard, so that the thread's lifetime is the
+    /// guard's: dropping it stops the thread and releases the lock.
+    /// Calling it on a guard that already keeps alive changes nothing.
+    pub fn keep_alive(self) -> LockGuard {
+        self.keep_alive_with(None)
+    }
+
+    /// As [`keep_alive`](Self::keep_alive), but renewals stop once `limit`
+    /// has passed, so that a stuck worker cannot hold the lock forever: the
+    /// lock then expires within one TTL and `ensure_held` fails.
+    pub fn keep_alive_for(self, limit: Duration) -> LockGuard {
+        self.keep_alive_with(Some(limit))
+    }
+
+    fn keep_alive_with(mut self, limit: Option<Duration>) -> LockGuard {
+        if self.keeper.is_none() {
+            match Keeper::start(self.state.clone(), limit) {
+                Ok(keeper) => self.keeper = Some(keeper),
+                // No thread to be had: nothing renews, ensure_held will
+                // fail when the validity runs out.
+                Err(_) => self.state.lost.store(true, Ordering::Release),
+            }
+        }
+        self
     }
 
     /// Extends the lock so that it lasts `ttl` from now.
@@ -104,36 +313,7 @@ impl LockGuard {
     /// when the round took the whole new TTL. [`Error::InvalidArgument`]
     /// for a TTL that `lock` would reject.
     pub fn extend(&mut self, ttl: Duration) -> Result<()> {
-        let shared = &*self.shared;
-        let ttl_ms = shared.check_ttl(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let start = Instant::now();
-        if start >= self.valid_until {
-            return Err(self.not_held());
-        }
-        let resource = &*self.resource;
-        let tally = shared.extend(resource, &self.token, ttl_ms);
-        let end = Instant::now();
-        if end >= self.valid_until {
-            return Err(self.not_held());
-        }
-        if !tally.reached() {
-            return Err(tally.held_error(resource));
-        }
-        let elapsed = end - start;
-        match quorum::validity(ttl, elapsed, shared.drift_factor)
-            .and_then(|validity| start.checked_add(elapsed + validity))
-        {
-            Some(valid_until) => {
-                self.valid_until = valid_until;
-                Ok(())
-            }
-            None => Err(Error::NoValidity {
-                resource: quorum::display(resource),
-                elapsed,
-                ttl,
-            }),
-        }
+        self.state.extend(ttl)
     }
 
     /// Releases the lock on every node and reports the outcome; `Drop`
@@ -150,20 +330,29 @@ impl LockGuard {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let tally = self.shared.unlock(None, &self.resource, &self.token);
+        let tally = self.unlock();
         if tally.reached() {
             Ok(())
         } else {
-            Err(tally.held_error(&self.resource))
+            Err(tally.held_error(&self.state.resource))
         }
     }
 
-    fn not_held(&self) -> Error {
-        Error::NotHeld {
-            resource: quorum::display(&self.resource),
-            lost_on: 0,
-            nodes: self.shared.nodes.len(),
+    /// Stops the keep-alive thread, runs the unlock round, then joins the
+    /// thread. A renewal under way may run beside the unlock: the scripts
+    /// only act on our token, so in either order the key ends deleted, and
+    /// the whole takes about one node timeout, not two.
+    fn unlock(&mut self) -> quorum::Tally {
+        let keeper = self.keeper.take();
+        if let Some(keeper) = &keeper {
+            keeper.signal();
         }
+        let state = &self.state;
+        let tally = state.shared.unlock(None, &state.resource, &state.token);
+        if let Some(keeper) = keeper {
+            let _ = keeper.thread.join();
+        }
+        tally
     }
 }
 
@@ -173,7 +362,7 @@ impl Drop for LockGuard {
             self.armed = false;
             // Best effort: every node deletes the key if it is still ours;
             // failures are left to the key's expiry.
-            let _ = self.shared.unlock(None, &self.resource, &self.token);
+            let _ = self.unlock();
         }
     }
 }
@@ -181,9 +370,11 @@ impl Drop for LockGuard {
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("resource", &String::from_utf8_lossy(&self.resource))
-            .field("token", &String::from_utf8_lossy(&self.token))
+            .field("resource", &String::from_utf8_lossy(self.resource()))
+            .field("token", &String::from_utf8_lossy(self.token()))
+            .field("fencing_token", &self.fencing_token())
             .field("validity", &self.validity())
+            .field("keep_alive", &self.keeper.is_some())
             .finish()
     }
 }

@@ -63,7 +63,7 @@ mod quorum;
 
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
-pub use manager::{Builder, LockManager, MAX_TTL};
+pub use manager::{Builder, FENCE_PREFIX, LockManager, MAX_TTL};
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

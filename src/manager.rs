@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeError, Result};
 use crate::guard::LockGuard;
-use crate::node::{EXTEND, Lua, Node, Reply, Request, UNLOCK, pack};
+use crate::node::{ACQUIRE, EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK};
 use crate::quorum::{self, Tally};
 
 // The defaults, in one place.
@@ -57,26 +57,33 @@ impl Shared {
     /// Runs the check-and-delete script on the nodes `only` selects (all
     /// when `None`).
     pub(crate) fn unlock(&self, only: Option<&[bool]>, resource: &[u8], token: &[u8]) -> Tally {
-        self.script(&UNLOCK, only, resource, &[token])
+        Tally::count(self.script(&UNLOCK, only, &[resource], &[token]))
     }
 
     /// Sets the key's expiry to `ttl_ms` on every node where it holds
     /// `token`.
     pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
-        self.script(&EXTEND, None, resource, &[token, ttl.as_bytes()])
+        Tally::count(self.script(&EXTEND, None, &[resource], &[token, ttl.as_bytes()]))
     }
 
-    fn script(&self, lua: &Lua, only: Option<&[bool]>, key: &[u8], args: &[&[u8]]) -> Tally {
-        let packed = lua.evalsha(key, args);
-        let reload = || lua.eval(key, args);
+    /// Runs a script that answers 1 or 0 on the nodes `only` selects.
+    fn script(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let packed = lua.evalsha(keys, args);
+        let reload = || lua.eval(keys, args);
         let req = Request {
             packed: &packed,
             reply: Reply::One,
             reload: Some(&reload),
             on_timeout: None,
         };
-        Tally::count(quorum::round(&self.nodes, only, &req))
+        quorum::round(&self.nodes, only, &req)
     }
 }
 
@@ -257,15 +264,23 @@ impl LockManager {
         if resource.is_empty() {
             return Err(Error::invalid_argument("the resource name is empty"));
         }
+        if resource.starts_with(FENCE_PREFIX) {
+            return Err(Error::invalid_argument(format!(
+                "resource names starting with {:?} are reserved for fencing counters",
+                String::from_utf8_lossy(FENCE_PREFIX)
+            )));
+        }
         let ttl_ms = self.shared.check_ttl(ttl)?;
         let token = crate::guard::new_token()?;
         loop {
             let err = match self.attempt(resource, &token, ttl_ms) {
-                Ok(valid_until) => {
+                Ok((valid_until, fencing)) => {
                     return Ok(LockGuard::new(
                         self.shared.clone(),
                         resource,
                         token,
+                        Duration::from_millis(ttl_ms),
+                        fencing,
                         valid_until,
                     ));
                 }
@@ -279,47 +294,80 @@ impl LockManager {
         }
     }
 
-    /// One round of `SET resource token NX PX ttl` on every node. On
-    /// success returns the instant the validity ends; on failure removes
-    /// whatever it set, from every node, before returning.
-    fn attempt(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Instant> {
+    /// One attempt: on every node, `SET resource token NX PX ttl` and,
+    /// where that succeeded, an increment of the resource's fencing
+    /// counter (one script). Then the granting nodes whose counter is
+    /// below the highest are raised to it, so that a quorum holds the
+    /// highest value and any later quorum, which shares a node with it,
+    /// counts past it. On success returns the end of validity and the
+    /// fencing token; on failure removes whatever it set, from every node,
+    /// before returning.
+    fn attempt(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<(Instant, u64)> {
         let shared = &*self.shared;
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
-        let packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
-        // Queued behind a SET that times out: removes the key right after a
-        // late execution.
-        let cleanup = || UNLOCK.eval(resource, &[token]);
+        let fence = fence_key(resource);
+        let keys: [&[u8]; 2] = [resource, &fence];
+        let args: [&[u8]; 2] = [token, px.as_bytes()];
+        let packed = ACQUIRE.evalsha(&keys, &args);
+        let reload = || ACQUIRE.eval(&keys, &args);
+        // Queued behind an acquisition that times out: removes the key
+        // right after a late execution.
+        let cleanup = || UNLOCK.eval(&[resource], &[token]);
         let req = Request {
             packed: &packed,
-            reply: Reply::Okay,
-            reload: None,
+            reply: Reply::Count,
+            reload: Some(&reload),
             on_timeout: Some(&cleanup),
         };
         let start = Instant::now();
         let answers = quorum::round(&shared.nodes, None, &req);
+        let quorum = quorum::quorum(shared.nodes.len());
+        let counts = || {
+            answers
+                .iter()
+                .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
+        };
+        let granted = counts().filter(|&c| c > 0).count();
+        let fencing = counts().max().unwrap_or(0);
+        let mut failed = None;
+        if granted >= quorum {
+            let lagging: Vec<bool> = answers
+                .iter()
+                .map(|a| matches!(a, Some(Ok(c)) if *c > 0 && *c < fencing))
+                .collect();
+            let mut fenced = granted - lagging.iter().filter(|l| **l).count();
+            if fenced < granted {
+                let max = fencing.to_string();
+                let raised = Tally::count(shared.script(
+                    &RAISE,
+                    Some(&lagging),
+                    &[&fence],
+                    &[max.as_bytes()],
+                ));
+                fenced += raised.yes;
+                if fenced < quorum {
+                    failed = Some(raised);
+                }
+            }
+        }
         let elapsed = start.elapsed();
-        let granted = answers
-            .iter()
-            .filter(|a| matches!(a, Some(Ok(true))))
-            .count();
-        let reached = granted >= quorum::quorum(shared.nodes.len());
-        let valid_until = if reached {
+        let valid_until = if granted >= quorum && failed.is_none() {
             quorum::validity(ttl, elapsed, shared.drift_factor)
                 .and_then(|validity| start.checked_add(elapsed + validity))
         } else {
             None
         };
         if let Some(valid_until) = valid_until {
-            return Ok(valid_until);
+            return Ok((valid_until, fencing));
         }
         // Best effort, on every node that may hold our key: those that
-        // granted it, and those that failed after the SET may have landed
+        // granted it, and those that failed after the script may have run
         // (unless the cleanup is already queued behind it).
         let dirty: Vec<bool> = answers
             .iter()
             .map(|answer| match answer {
-                Some(Ok(granted)) => *granted,
+                Some(Ok(count)) => *count > 0,
                 Some(Err(e)) => !e.settled,
                 None => false,
             })
@@ -327,18 +375,54 @@ impl LockManager {
         if dirty.contains(&true) {
             shared.unlock(Some(&dirty), resource, token);
         }
-        let tally = Tally::count(answers);
-        Err(if reached {
-            Error::NoValidity {
+        Err(match failed {
+            // The counters could not be brought to a quorum: the failures
+            // of the raising round say why.
+            Some(raised) => raised.acquire_error(resource),
+            None if granted >= quorum => Error::NoValidity {
                 resource: quorum::display(resource),
                 elapsed,
                 ttl,
-            }
-        } else {
-            tally.acquire_error(resource)
+            },
+            None => Tally::count(answers).acquire_error(resource),
         })
     }
+
+    /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive
+    /// (see [`LockGuard::keep_alive`]) while `work` runs, then releases
+    /// it. A panic in `work` still releases the lock (as the guard drops
+    /// while unwinding).
+    ///
+    /// # Errors
+    ///
+    /// [`lock`](Self::lock)'s errors when the lock cannot be taken, and
+    /// [`Error::NotHeld`] when the lock was lost while `work` ran (its
+    /// validity ran out or a renewal found it taken over): `work` then ran
+    /// at least partly unprotected, and its result is dropped. A failure to
+    /// release after `work` is not reported: the keys expire with their
+    /// TTL.
+    pub fn with_lock<T>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        work: impl FnOnce(&LockGuard) -> T,
+    ) -> Result<T> {
+        let guard = self.lock(resource, ttl)?.keep_alive();
+        let out = work(&guard);
+        let held = guard.ensure_held();
+        let _ = guard.release();
+        held.map(|()| out)
+    }
 }
+
+/// The key of a resource's fencing counter. It never expires.
+pub(crate) fn fence_key(resource: &[u8]) -> Vec<u8> {
+    [FENCE_PREFIX, resource].concat()
+}
+
+/// Prefix of the fencing counter keys; resource names starting with it
+/// are reserved.
+pub const FENCE_PREFIX: &[u8] = b"redlock-sync:fence:";
 
 impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -48,19 +48,46 @@ impl Lua {
         }
     }
 
-    /// `EVALSHA sha 1 key args...`.
-    pub(crate) fn evalsha(&self, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
-        pack(&[&[b"EVALSHA", self.sha.as_bytes(), b"1", key], args].concat())
+    /// `EVALSHA sha numkeys keys... args...`.
+    pub(crate) fn evalsha(&self, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+        self.command(b"EVALSHA", self.sha.as_bytes(), keys, args)
     }
 
-    /// `EVAL source 1 key args...`: runs the script and caches it.
-    pub(crate) fn eval(&self, key: &[u8], args: &[&[u8]]) -> Vec<u8> {
-        pack(&[&[b"EVAL", self.src.as_bytes(), b"1", key], args].concat())
+    /// `EVAL source numkeys keys... args...`: runs the script and caches it.
+    pub(crate) fn eval(&self, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+        self.command(b"EVAL", self.src.as_bytes(), keys, args)
+    }
+
+    fn command(&self, verb: &[u8], script: &[u8], keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+        let numkeys = keys.len().to_string();
+        let head: [&[u8]; 3] = [verb, script, numkeys.as_bytes()];
+        pack(&[&head[..], keys, args].concat())
     }
 }
 
+/// Sets the key if it is free and, only then, increments the resource's
+/// fencing counter (a second key that never expires): returns the new
+/// counter value, or 0 when the key was taken.
+const ACQUIRE_SRC: &str = r#"
+if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return redis.call("INCR", KEYS[2])
+end
+return 0
+"#;
+
+/// Raises the fencing counter to at least ARGV[1].
+const RAISE_SRC: &str = r#"
+local seen = tonumber(redis.call("GET", KEYS[1]) or "0")
+if seen < tonumber(ARGV[1]) then
+    redis.call("SET", KEYS[1], ARGV[1])
+end
+return 1
+"#;
+
 pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
+pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| Lua::new(ACQUIRE_SRC));
+pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new(RAISE_SRC));
 
 /// Encodes one command in RESP.
 pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
@@ -79,13 +106,13 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// What a reply means.
+/// What a reply means. Every answer is a number: 0 is no, more is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
-    /// `+OK` is yes, nil is no (`SET ... NX`).
-    Okay,
-    /// `1` is yes, `0` is no (the scripts).
+    /// `1` is yes, `0` is no (unlock, extend, raise).
     One,
+    /// A count: 0 is no, more is yes and the count (acquire).
+    Count,
 }
 
 /// One request, the same for every node of a round.
@@ -110,7 +137,7 @@ pub(crate) struct Pooled {
 impl Pooled {
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
-    fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> RedisResult<bool> {
+    fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> RedisResult<u64> {
         let reply = match (self.con.read(deadline), req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
                 self.con.write(&reload(), deadline)?;
@@ -119,8 +146,9 @@ impl Pooled {
             (reply, _) => reply?,
         };
         match (req.reply, reply) {
-            (Reply::Okay, Value::Okay) | (Reply::One, Value::Int(1)) => Ok(true),
-            (Reply::Okay, Value::Nil) | (Reply::One, Value::Int(0)) => Ok(false),
+            (Reply::One, Value::Int(1)) => Ok(1),
+            (Reply::One | Reply::Count, Value::Int(0)) => Ok(0),
+            (Reply::Count, Value::Int(n)) if n > 0 => Ok(n as u64),
             (_, other) => Err(unexpected(&other)),
         }
     }
@@ -129,7 +157,7 @@ impl Pooled {
 /// What reading a reply on a pooled connection gave.
 pub(crate) enum Received {
     /// An answer, or a failure of this node.
-    Done(Result<bool, NodeError>),
+    Done(Result<u64, NodeError>),
     /// The connection was found closed before any reply (the server
     /// restarted since it was last used): try again on a new one.
     Stale,
@@ -189,8 +217,9 @@ impl Node {
         let required = handshake.len();
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
-        handshake.push(pack(&[b"SCRIPT", b"LOAD", UNLOCK.src.as_bytes()]));
-        handshake.push(pack(&[b"SCRIPT", b"LOAD", EXTEND.src.as_bytes()]));
+        for lua in [&*ACQUIRE, &*UNLOCK, &*EXTEND, &*RAISE] {
+            handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.src.as_bytes()]));
+        }
         handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
         handshake.push(pack(&[
             b"CLIENT",
@@ -272,7 +301,7 @@ impl Node {
     }
 
     /// Runs `req` on a new connection, everything by `deadline`.
-    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<bool, NodeError> {
+    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
         let mut pooled = self.connect(deadline)?;
         let result = pooled
             .con
@@ -435,9 +464,9 @@ mod tests {
             b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
-        assert_eq!((n.required, n.handshake.len()), (2, 6));
+        assert_eq!((n.required, n.handshake.len()), (2, 8));
         let n = Node::open("redis://127.0.0.1:7000", t, 1).unwrap();
-        assert_eq!((n.required, n.handshake.len()), (0, 4));
+        assert_eq!((n.required, n.handshake.len()), (0, 6));
     }
 
     #[test]

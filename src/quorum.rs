@@ -59,7 +59,7 @@ pub(crate) fn round(
     nodes: &[Node],
     only: Option<&[bool]>,
     req: &Request<'_>,
-) -> Vec<Option<Result<bool, NodeError>>> {
+) -> Vec<Option<Result<u64, NodeError>>> {
     let Some(first) = nodes.first() else {
         return Vec::new();
     };
@@ -70,7 +70,7 @@ pub(crate) fn round(
         .enumerate()
         .map(|(i, node)| selected(i).then(|| node.send(req, deadline)).flatten())
         .collect();
-    let mut answers: Vec<Option<Result<bool, NodeError>>> = nodes.iter().map(|_| None).collect();
+    let mut answers: Vec<Option<Result<u64, NodeError>>> = nodes.iter().map(|_| None).collect();
     if nodes.len() == 1 {
         if selected(0) {
             answers[0] = Some(match sent.into_iter().next().flatten() {
@@ -128,13 +128,13 @@ pub(crate) struct Tally {
 
 impl Tally {
     pub(crate) fn count(
-        answers: impl IntoIterator<Item = Option<Result<bool, NodeError>>>,
+        answers: impl IntoIterator<Item = Option<Result<u64, NodeError>>>,
     ) -> Tally {
         let mut tally = Tally::default();
         for answer in answers.into_iter().flatten() {
             match answer {
-                Ok(true) => tally.yes += 1,
-                Ok(false) => tally.no += 1,
+                Ok(0) => tally.no += 1,
+                Ok(_) => tally.yes += 1,
                 Err(e) => tally.failures.push(e),
             }
         }
