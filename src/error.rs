@@ -72,18 +72,26 @@ pub enum Error {
         ttl: Duration,
     },
 
-    /// The lock is no longer ours: its validity ran out, or a quorum of
+    /// The lock is no longer ours: its validity ran out, a quorum of
     /// nodes no longer holds our token (expired or taken over by another
-    /// owner). Nothing belonging to another owner was touched.
-    #[error("the lock on {resource:?} is no longer held: {}", not_held_reason(*lost_on, *nodes))]
+    /// owner), or (from [`LockGuard::ensure_held`](crate::LockGuard::ensure_held))
+    /// the latest keep-alive renewal did not reach a quorum. Nothing
+    /// belonging to another owner was touched.
+    #[error(
+        "the lock on {resource:?} is no longer held: {}",
+        not_held_reason(*lost_on, *nodes, renewal.as_deref())
+    )]
     NotHeld {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
         /// Nodes that answered that they no longer hold our token; 0 when
-        /// the local validity ran out.
+        /// the local validity ran out or a renewal failed.
         lost_on: usize,
         /// Number of nodes in the manager.
         nodes: usize,
+        /// When the latest keep-alive renewal did not reach a quorum (and
+        /// validity remains): that renewal's error, as text.
+        renewal: Option<String>,
     },
 
     /// The manager's configuration is unusable.
@@ -144,8 +152,10 @@ fn failed_suffix(failures: &NodeFailures) -> String {
     format!(" (failed: {})", names.join(", "))
 }
 
-fn not_held_reason(lost_on: usize, nodes: usize) -> String {
-    if lost_on == 0 {
+fn not_held_reason(lost_on: usize, nodes: usize, renewal: Option<&str>) -> String {
+    if let Some(renewal) = renewal {
+        format!("its latest renewal did not reach a quorum ({renewal})")
+    } else if lost_on == 0 {
         "its validity ran out".to_owned()
     } else {
         format!("{lost_on} of {nodes} nodes no longer hold its token (expired or taken over)")

@@ -42,7 +42,12 @@ struct State {
     fencing: u64,
     valid_until: Mutex<Instant>,
     /// A renewal found the lock gone, or could not renew it in time.
+    /// Final: the keep-alive thread has stopped.
     lost: AtomicBool,
+    /// The latest renewal round did not reach a quorum, and why; cleared
+    /// when a retry does. Until then the lock is not known to be held.
+    unconfirmed: AtomicBool,
+    renewal_error: Mutex<Option<String>>,
 }
 
 impl State {
@@ -55,6 +60,7 @@ impl State {
             resource: quorum::display(&self.resource),
             lost_on,
             nodes: self.shared.nodes.len(),
+            renewal: None,
         }
     }
 
@@ -94,10 +100,19 @@ impl State {
 
     fn ensure_held(&self) -> Result<()> {
         if self.lost.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
-            Err(self.not_held(0))
-        } else {
-            Ok(())
+            return Err(self.not_held(0));
         }
+        if self.unconfirmed.load(Ordering::Acquire)
+            && let Some(why) = self.renewal_error.lock().clone()
+        {
+            return Err(Error::NotHeld {
+                resource: quorum::display(&self.resource),
+                lost_on: 0,
+                nodes: self.shared.nodes.len(),
+                renewal: Some(why),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -137,10 +152,12 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
     *stopped
 }
 
-/// The keep-alive loop: every TTL/3 an extend round with the guard's TTL;
-/// a failed round is retried every TTL/12 while validity remains. A lost
-/// lock (`NotHeld`, or validity run out) sets `lost` and ends the loop;
-/// so does `limit`, after which the lock is left to expire.
+/// The keep-alive loop: every TTL/3 an extend round with the guard's TTL.
+/// A round that misses the quorum sets `unconfirmed` (so `ensure_held`
+/// fails closed at once) and is retried every TTL/12 while validity
+/// remains; a retry that succeeds clears it. A lost lock (`NotHeld`, or
+/// validity run out) sets `lost` and ends the loop; so does `limit`, after
+/// which the lock is left to expire.
 fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Duration>) {
     let started = Instant::now();
     let period = state.ttl / 3;
@@ -154,12 +171,18 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
             return;
         }
         match state.extend(state.ttl) {
-            Ok(()) => pause = period,
+            Ok(()) => {
+                state.unconfirmed.store(false, Ordering::Release);
+                *state.renewal_error.lock() = None;
+                pause = period;
+            }
             Err(Error::NotHeld { .. }) => {
                 state.lost.store(true, Ordering::Release);
                 return;
             }
-            Err(_) => {
+            Err(err) => {
+                *state.renewal_error.lock() = Some(err.to_string());
+                state.unconfirmed.store(true, Ordering::Release);
                 let left = state
                     .valid_until()
                     .saturating_duration_since(Instant::now());
@@ -211,6 +234,8 @@ impl LockGuard {
                 fencing,
                 valid_until: Mutex::new(valid_until),
                 lost: AtomicBool::new(false),
+                unconfirmed: AtomicBool::new(false),
+                renewal_error: Mutex::new(None),
             }),
             keeper: None,
             armed: true,
@@ -250,15 +275,21 @@ impl LockGuard {
         Instant::now() < self.state.valid_until()
     }
 
-    /// Fails closed: `Ok` only while the lock is certainly held, that is
-    /// while validity remains and no renewal has found it lost. No network
-    /// call, so it is cheap enough to call in a loop, and it fails in time
-    /// even when every node is unreachable.
+    /// Fails closed: `Ok` only while the lock is known to be held, that is
+    /// while validity remains and the latest keep-alive renewal (if any)
+    /// reached a quorum. No network call (an atomic load and a clock
+    /// read), so it is cheap enough to call in a loop, and it fails in
+    /// time even when every node is unreachable.
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] once the validity has run out or a keep-alive
-    /// renewal lost the quorum.
+    /// [`Error::NotHeld`] once the validity has run out, or from the first
+    /// keep-alive renewal that did not reach a quorum. The keep-alive
+    /// thread retries that renewal while validity remains, and `Ok` comes
+    /// back if a retry succeeds; but treat an error as the end of the
+    /// lock: stop the protected work and drop the guard. After a renewal
+    /// found the lock taken over, or the validity ran out, it never
+    /// succeeds again.
     pub fn ensure_held(&self) -> Result<()> {
         self.state.ensure_held()
     }

@@ -178,6 +178,7 @@ impl Tally {
                 resource: display(resource),
                 lost_on: self.no,
                 nodes,
+                renewal: None,
             }
         } else {
             self.no_quorum(resource)
