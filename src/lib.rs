@@ -45,6 +45,21 @@
 //! when the holder pauses past its validity, two holders can overlap:
 //! protect the resource itself, too, when that matters.
 //!
+//! # Long work and fencing
+//!
+//! [`LockGuard::keep_alive`] renews the lock every TTL/3 in a background
+//! thread until the guard is dropped; [`LockGuard::ensure_held`] fails
+//! closed (no network call) once the validity has run out or a renewal
+//! missed the quorum; [`LockManager::with_lock`] wraps all of it around a
+//! closure. [`LockGuard::fencing_token`] is a number strictly greater than
+//! every earlier one for the same resource, as long as the nodes keep their
+//! data (a node restarted without persistence forgets its counters): pass
+//! it with every write and have the storage reject a lower one than it has
+//! seen. Each node keeps the counter at `FENCE_PREFIX + resource`
+//! ([`FENCE_PREFIX`]), increments it in the same script that sets the lock
+//! key, and the granting nodes are raised to the largest value before the
+//! guard is returned, so every later quorum counts past it.
+//!
 //! # Errors
 //!
 //! Every call returns [`Error`], which says whether the resource was
