@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeError, Result};
 use crate::guard::LockGuard;
-use crate::node::{ACQUIRE, EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK};
+use crate::node::{EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 
 // The defaults, in one place.
@@ -294,9 +294,9 @@ impl LockManager {
         }
     }
 
-    /// One attempt: on every node, `SET resource token NX PX ttl` and,
-    /// where that succeeded, an increment of the resource's fencing
-    /// counter (one script). Then the granting nodes whose counter is
+    /// One attempt: on every node, `SET resource token NX PX ttl` and an
+    /// increment of the resource's fencing counter, pipelined; the token is
+    /// the largest count among the nodes that set the key. Then the granting nodes whose counter is
     /// below the highest are raised to it, so that a quorum holds the
     /// highest value and any later quorum, which shares a node with it,
     /// counts past it. On success returns the end of validity and the
@@ -307,17 +307,19 @@ impl LockManager {
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
         let fence = fence_key(resource);
-        let keys: [&[u8]; 2] = [resource, &fence];
-        let args: [&[u8]; 2] = [token, px.as_bytes()];
-        let packed = ACQUIRE.evalsha(&keys, &args);
-        let reload = || ACQUIRE.eval(&keys, &args);
+        // Two commands in one write, no script: the counter is incremented
+        // on every node asked, whether or not it set the key. Only the
+        // counts of nodes that set it make the token; the others' counts
+        // just grow, which keeps every counter monotonic.
+        let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
+        packed.extend_from_slice(&pack(&[b"INCR", &fence]));
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution.
         let cleanup = || UNLOCK.eval(&[resource], &[token]);
         let req = Request {
             packed: &packed,
-            reply: Reply::Count,
-            reload: Some(&reload),
+            reply: Reply::SetCount,
+            reload: None,
             on_timeout: Some(&cleanup),
         };
         let start = Instant::now();

@@ -65,16 +65,6 @@ impl Lua {
     }
 }
 
-/// Sets the key if it is free and, only then, increments the resource's
-/// fencing counter (a second key that never expires): returns the new
-/// counter value, or 0 when the key was taken.
-const ACQUIRE_SRC: &str = r#"
-if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-    return redis.call("INCR", KEYS[2])
-end
-return 0
-"#;
-
 /// Raises the fencing counter to at least ARGV[1].
 const RAISE_SRC: &str = r#"
 local seen = tonumber(redis.call("GET", KEYS[1]) or "0")
@@ -86,7 +76,6 @@ return 1
 
 pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
-pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| Lua::new(ACQUIRE_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new(RAISE_SRC));
 
 /// Encodes one command in RESP.
@@ -111,8 +100,9 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
 pub(crate) enum Reply {
     /// `1` is yes, `0` is no (unlock, extend, raise).
     One,
-    /// A count: 0 is no, more is yes and the count (acquire).
-    Count,
+    /// Two replies, of `SET ... NX` then `INCR` (acquire): nil then any
+    /// count is no (0); `OK` then a count is yes, and the count.
+    SetCount,
 }
 
 /// One request, the same for every node of a round.
@@ -138,6 +128,9 @@ impl Pooled {
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
     fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> RedisResult<u64> {
+        if let Reply::SetCount = req.reply {
+            return self.finish_set_count(deadline);
+        }
         let reply = match (self.con.read(deadline), req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
                 self.con.write(&reload(), deadline)?;
@@ -145,11 +138,28 @@ impl Pooled {
             }
             (reply, _) => reply?,
         };
-        match (req.reply, reply) {
-            (Reply::One, Value::Int(1)) => Ok(1),
-            (Reply::One | Reply::Count, Value::Int(0)) => Ok(0),
-            (Reply::Count, Value::Int(n)) if n > 0 => Ok(n as u64),
-            (_, other) => Err(unexpected(&other)),
+        match reply {
+            Value::Int(1) => Ok(1),
+            Value::Int(0) => Ok(0),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Reads both replies of `SET ... NX` + `INCR`, whatever the first, so
+    /// that the connection stays in step; a broken connection wins over an
+    /// error reply.
+    fn finish_set_count(&mut self, deadline: Instant) -> RedisResult<u64> {
+        let set = self.con.read(deadline);
+        if let Err(e) = &set
+            && !is_reply(e)
+        {
+            return set.map(|_| 0);
+        }
+        let count = self.con.read(deadline);
+        match (set?, count?) {
+            (Value::Okay, Value::Int(n)) if n > 0 => Ok(n as u64),
+            (Value::Nil, Value::Int(_)) => Ok(0),
+            (Value::Okay | Value::Nil, other) | (other, _) => Err(unexpected(&other)),
         }
     }
 }
@@ -169,7 +179,7 @@ pub(crate) struct Node {
     addr: ConnectionAddr,
 
     /// Sent on every new connection: AUTH and SELECT (`required` of them,
-    /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of both
+    /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of the
     /// scripts (which may fail).
     handshake: Vec<Vec<u8>>,
     required: usize,
@@ -217,7 +227,7 @@ impl Node {
         let required = handshake.len();
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
-        for lua in [&*ACQUIRE, &*UNLOCK, &*EXTEND, &*RAISE] {
+        for lua in [&*UNLOCK, &*EXTEND, &*RAISE] {
             handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.src.as_bytes()]));
         }
         handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
@@ -464,9 +474,9 @@ mod tests {
             b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
-        assert_eq!((n.required, n.handshake.len()), (2, 8));
+        assert_eq!((n.required, n.handshake.len()), (2, 7));
         let n = Node::open("redis://127.0.0.1:7000", t, 1).unwrap();
-        assert_eq!((n.required, n.handshake.len()), (0, 6));
+        assert_eq!((n.required, n.handshake.len()), (0, 5));
     }
 
     #[test]
