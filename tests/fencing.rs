@@ -237,3 +237,40 @@ fn refused_acquisitions_never_set_back_the_next_token() {
         assert_eq!(counter(server, &key), Some(next));
     }
 }
+
+#[test]
+fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(cluster.urls(), Duration::from_millis(500));
+    let key = resource("fence-wrongtype");
+    // Someone stored a hash where node 0 keeps the counter: INCR fails
+    // there, after SET set the lock key.
+    let _: () = admin(&cluster.servers[0])
+        .hset(fence_key(&key), "field", "value")
+        .unwrap();
+    let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
+    assert!(guard.fencing_token() >= 1);
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(support::get(server, key.as_bytes()), None);
+    }
+    // On a majority, the lock fails, naming the nodes and the cause, and
+    // removes the keys it set.
+    let mut node1 = admin(&cluster.servers[1]);
+    let _: () = node1.del(fence_key(&key)).unwrap();
+    let _: () = node1.hset(fence_key(&key), "field", "value").unwrap();
+    match dlm.lock(&key, Duration::from_secs(10)) {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert_eq!(failures.len(), 2);
+            for (failure, server) in failures.iter().zip(&cluster.servers) {
+                let text = failure.to_string();
+                assert!(text.contains("WRONGTYPE"), "{text}");
+                assert!(text.contains(&server.port().to_string()), "{text}");
+            }
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    for server in &cluster.servers {
+        assert_eq!(support::get(server, key.as_bytes()), None);
+    }
+}
