@@ -162,7 +162,12 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     let started = Instant::now();
     let period = state.ttl / 3;
     let retry = (state.ttl / 12).max(Duration::from_millis(1));
-    let mut pause = period;
+    // The first renewal comes sooner when the guard was kept alive late,
+    // with less than 2/3 of its validity left.
+    let left = state
+        .valid_until()
+        .saturating_duration_since(Instant::now());
+    let mut pause = period.min(left / 2);
     loop {
         if pause_or_stop(stop, pause) {
             return;

@@ -300,3 +300,21 @@ fn dropping_a_kept_alive_guard_with_every_node_hung_is_bounded() {
         server.resume();
     }
 }
+
+#[test]
+fn a_guard_kept_alive_late_in_its_validity_is_renewed_in_time() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster);
+    let key = resource("keep-alive-late");
+    let ttl = Duration::from_millis(900);
+    let guard = dlm.lock(&key, ttl).unwrap();
+    // 2/3 of the TTL gone: a first renewal a full TTL/3 later would come
+    // after the validity has run out.
+    thread::sleep(Duration::from_millis(600));
+    let guard = guard.keep_alive();
+    thread::sleep(Duration::from_millis(1_200));
+    guard.ensure_held().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+    }
+}
