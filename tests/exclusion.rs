@@ -54,6 +54,11 @@ struct Tally {
     intervals: Vec<(u64, u64)>,
     sections: u64,
     occupied: u64,
+    /// Sections whose fencing token was not above the last one written.
+    stale: u64,
+    /// Kept-alive sections: steps done, and sections cut short by a loss.
+    steps: u64,
+    lost: u64,
 }
 
 /// One worker: takes the lock, runs a 1-10 ms section checked against the
@@ -86,12 +91,75 @@ fn work(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
         if occupancy != 1 {
             tally.occupied += 1;
         }
+        // The storage-side fencing check: tokens must only grow.
+        let last_fence: u64 = witness.get("fence").unwrap_or(0);
+        if guard.fencing_token() <= last_fence {
+            tally.stale += 1;
+        }
+        let _: () = witness.set("fence", guard.fencing_token()).unwrap();
         let n: i64 = witness.get("counter").unwrap_or(0);
         thread::sleep(Duration::from_millis(1 + rng.below(10)));
         let _: () = witness.set("counter", n + 1).unwrap();
         let _: i64 = witness.decr("occupancy", 1).unwrap();
         let released = mono_ns();
         tally.intervals.push((acquired, released.min(valid_end)));
+        tally.sections += 1;
+        tally.steps += 1;
+        drop(guard);
+    }
+    tally
+}
+
+/// A worker whose sections outlast the TTL: the lock is kept alive, and
+/// every step of the section first checks `ensure_held`; the section's
+/// interval ends at its last successful check.
+fn work_kept_alive(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
+    let mut dlm = LockManager::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    dlm.set_retry(1, Duration::from_millis(5)).unwrap();
+    let mut witness = redis::Client::open(witness_url)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let ttl = Duration::from_millis(300);
+    let mut tally = Tally::default();
+    let end = Instant::now() + run_for;
+    while Instant::now() < end {
+        let guard = match dlm.try_lock_for(RESOURCE, ttl, Duration::from_millis(200)) {
+            Ok(guard) => guard.keep_alive(),
+            Err(Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }) => {
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let acquired = mono_ns();
+        let occupancy: i64 = witness.incr("occupancy", 1).unwrap();
+        if occupancy != 1 {
+            tally.occupied += 1;
+        }
+        let last_fence: u64 = witness.get("fence").unwrap_or(0);
+        if guard.fencing_token() <= last_fence {
+            tally.stale += 1;
+        }
+        let _: () = witness.set("fence", guard.fencing_token()).unwrap();
+        let mut last_ok = acquired;
+        // Five steps of 100 ms: 500 ms, beyond the 300 ms TTL.
+        for _ in 0..5 {
+            if guard.ensure_held().is_err() {
+                tally.lost += 1;
+                break;
+            }
+            last_ok = mono_ns();
+            let n: i64 = witness.get("counter").unwrap_or(0);
+            thread::sleep(Duration::from_millis(100));
+            let _: () = witness.set("counter", n + 1).unwrap();
+            tally.steps += 1;
+        }
+        let _: i64 = witness.decr("occupancy", 1).unwrap();
+        tally.intervals.push((acquired, last_ok));
         tally.sections += 1;
         drop(guard);
     }
@@ -118,6 +186,8 @@ fn worker_process() {
     }
     writeln!(out, "SECTIONS {}", tally.sections).unwrap();
     writeln!(out, "OCCUPIED {}", tally.occupied).unwrap();
+    writeln!(out, "STALE {}", tally.stale).unwrap();
+    writeln!(out, "STEPS {}", tally.steps).unwrap();
 }
 
 fn child(test: &str, envs: &[(&str, String)]) -> Command {
@@ -140,6 +210,7 @@ fn child(test: &str, envs: &[(&str, String)]) -> Command {
 /// `run_for`, while `chaos` runs beside them; checks and prints the result.
 fn check_exclusion(
     cluster: &mut support::Cluster,
+    worker: fn(&[String], &str, Duration) -> Tally,
     threads: usize,
     processes: usize,
     run_for: Duration,
@@ -165,7 +236,7 @@ fn check_exclusion(
     let stop = AtomicBool::new(false);
     let mut tallies: Vec<Tally> = thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|_| scope.spawn(|| work(&urls, &witness.url(), run_for)))
+            .map(|_| scope.spawn(|| worker(&urls, &witness.url(), run_for)))
             .collect();
         let chaos = scope.spawn(|| chaos(cluster, &stop));
         let tallies = workers.into_iter().map(|w| w.join().unwrap()).collect();
@@ -185,6 +256,8 @@ fn check_exclusion(
                     .push((a.parse().unwrap(), b.parse().unwrap())),
                 ["SECTIONS", n] => tally.sections = n.parse().unwrap(),
                 ["OCCUPIED", n] => tally.occupied = n.parse().unwrap(),
+                ["STALE", n] => tally.stale = n.parse().unwrap(),
+                ["STEPS", n] => tally.steps = n.parse().unwrap(),
                 _ => {}
             }
         }
@@ -198,6 +271,9 @@ fn check_exclusion(
 
     let sections: u64 = tallies.iter().map(|t| t.sections).sum();
     let occupied: u64 = tallies.iter().map(|t| t.occupied).sum();
+    let stale: u64 = tallies.iter().map(|t| t.stale).sum();
+    let steps: u64 = tallies.iter().map(|t| t.steps).sum();
+    let lost: u64 = tallies.iter().map(|t| t.lost).sum();
     let mut intervals: Vec<(u64, u64)> = tallies
         .iter()
         .flat_map(|t| t.intervals.iter().copied())
@@ -215,16 +291,15 @@ fn check_exclusion(
     eprintln!(
         "exclusion: {threads} threads + {processes} processes, {} nodes, {run_for:?}: \
          {sections} sections ({by_processes} by processes), {overlaps} overlapping intervals, {occupied} occupied \
-         entries, counter {counter}",
+         entries, {stale} stale fencing tokens, {steps} steps, {lost} sections cut short \
+         by a loss, counter {counter}",
         cluster.servers.len()
     );
     assert_eq!(intervals.len() as u64, sections);
     assert_eq!(overlaps, 0, "two holders' validity intervals overlap");
     assert_eq!(occupied, 0, "a section found another one under way");
-    assert_eq!(
-        counter as u64, sections,
-        "lost updates: overlapping sections"
-    );
+    assert_eq!(stale, 0, "a fencing token did not exceed the previous one");
+    assert_eq!(counter as u64, steps, "lost updates: overlapping sections");
     assert!(
         sections >= min_sections,
         "only {sections} sections: the run proves little"
@@ -232,9 +307,33 @@ fn check_exclusion(
 }
 
 #[test]
+fn kept_alive_holders_never_overlap_while_a_minority_fails() {
+    // Sections of 500 ms under a 300 ms TTL, kept alive through kills,
+    // pauses and restarts of up to two of five nodes.
+    let mut cluster = persistent_cluster();
+    check_exclusion(
+        &mut cluster,
+        work_kept_alive,
+        6,
+        0,
+        Duration::from_secs(5),
+        5,
+        chaos,
+    );
+}
+
+#[test]
 fn no_two_holders_on_a_healthy_cluster() {
     let mut cluster = support::Cluster::start(5).unwrap();
-    check_exclusion(&mut cluster, 12, 3, Duration::from_secs(3), 50, |_, _| {});
+    check_exclusion(
+        &mut cluster,
+        work,
+        12,
+        3,
+        Duration::from_secs(3),
+        50,
+        |_, _| {},
+    );
 }
 
 /// Kills, pauses or restarts one or two random nodes of 5 (always a
@@ -285,7 +384,7 @@ fn persistent_cluster() -> support::Cluster {
 fn no_two_holders_while_a_minority_is_killed_paused_or_restarted() {
     // Every round waits out a paused node's timeout, so fewer sections.
     let mut cluster = persistent_cluster();
-    check_exclusion(&mut cluster, 12, 3, Duration::from_secs(5), 15, chaos);
+    check_exclusion(&mut cluster, work, 12, 3, Duration::from_secs(5), 15, chaos);
 }
 
 /// The same, for longer: `REDLOCK_SOAK_SECS` seconds (default 60).
@@ -301,6 +400,7 @@ fn soak_no_two_holders_under_chaos() {
     let mut cluster = persistent_cluster();
     check_exclusion(
         &mut cluster,
+        work,
         16,
         4,
         Duration::from_secs(secs),
