@@ -20,6 +20,16 @@ use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 /// path.
 const TIMEOUT_SLACK: Duration = Duration::from_millis(1);
 
+/// The kernel rounds socket timeouts up to its timer tick (4 ms at HZ=250,
+/// 10 ms at HZ=100), so a read blocked until a deadline returns up to two
+/// ticks late. Blocking reads therefore stop this long before a deadline
+/// (or half the node timeout, if less), and the rest is waited out by
+/// polling, so that a hung node costs the node timeout and not a tick more.
+const TAIL_MAX: Duration = Duration::from_millis(10);
+
+/// The pause between two polls in the tail before a deadline.
+const POLL_STEP: Duration = Duration::from_micros(200);
+
 enum Stream {
     Tcp(TcpStream),
     #[cfg(unix)]
@@ -82,11 +92,21 @@ pub(crate) struct Conn {
     start: usize,
     /// The read and write timeout currently set on the socket.
     timeout: Duration,
+    /// How long before a deadline blocking reads stop (see `TAIL_MAX`).
+    tail: Duration,
+    /// The timeout a connection rests with in the pool: short enough that
+    /// a round's reads never need to lower it (no system call), and long
+    /// enough for a reply that comes.
+    resting: Duration,
 }
 
 impl Conn {
-    /// Connects to `addr` by `deadline`.
-    pub(crate) fn open(addr: &ConnectionAddr, deadline: Instant) -> RedisResult<Conn> {
+    /// Connects to `addr` by `deadline`, for calls of `node_timeout`.
+    pub(crate) fn open(
+        addr: &ConnectionAddr,
+        deadline: Instant,
+        node_timeout: Duration,
+    ) -> RedisResult<Conn> {
         let stream = match addr {
             ConnectionAddr::Tcp(host, port) => {
                 let mut last = None;
@@ -124,19 +144,23 @@ impl Conn {
                 )));
             }
         };
+        let tail = (node_timeout / 2).min(TAIL_MAX);
         Ok(Conn {
             stream,
             input: Vec::with_capacity(256),
             start: 0,
             timeout: Duration::MAX,
+            tail,
+            resting: ((node_timeout - tail) / 2).max(Duration::from_micros(100)),
         })
     }
 
-    /// Sets the socket timeouts to `timeout` if they are not already.
-    pub(crate) fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        if self.timeout != timeout {
-            self.stream.set_timeouts(timeout)?;
-            self.timeout = timeout;
+    /// Sets the socket timeouts to the resting value, if they are not
+    /// already: before a connection goes back to the pool.
+    pub(crate) fn rest(&mut self) -> io::Result<()> {
+        if self.timeout != self.resting {
+            self.stream.set_timeouts(self.resting)?;
+            self.timeout = self.resting;
         }
         Ok(())
     }
@@ -180,24 +204,65 @@ impl Conn {
     }
 
     /// Receives more bytes: waiting until `deadline`, or past it only
-    /// taking what has arrived.
+    /// taking what has arrived. Blocks in the socket until the tail before
+    /// the deadline, then polls (see `TAIL_MAX`).
     fn fill(&mut self, deadline: Instant) -> RedisResult<()> {
         let mut chunk = [0u8; 512];
-        let n = if left(deadline).is_some() {
-            self.by(deadline)?;
-            self.stream.read(&mut chunk)
-        } else {
-            self.stream.set_nonblocking(true)?;
-            let n = self.stream.read(&mut chunk);
-            self.stream.set_nonblocking(false)?;
-            n
-        }?;
+        let n = loop {
+            match left(deadline) {
+                Some(left) if left > self.tail => {
+                    let wait = left - self.tail;
+                    if self.timeout > wait {
+                        self.stream.set_timeouts(wait)?;
+                        self.timeout = wait;
+                    }
+                    match self.stream.read(&mut chunk) {
+                        Err(e) if is_would_block(&e) => continue,
+                        n => break n?,
+                    }
+                }
+                left => {
+                    self.stream.set_nonblocking(true)?;
+                    let n = self.poll_until(&mut chunk, deadline, left.is_some());
+                    self.stream.set_nonblocking(false)?;
+                    break n?;
+                }
+            }
+        };
         if n == 0 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
         self.input.extend_from_slice(&chunk[..n]);
         Ok(())
     }
+}
+
+impl Conn {
+    /// On a non-blocking socket: reads what has arrived, polling every
+    /// `POLL_STEP` until `deadline` if `wait`, else once.
+    fn poll_until(
+        &mut self,
+        chunk: &mut [u8],
+        deadline: Instant,
+        wait: bool,
+    ) -> RedisResult<usize> {
+        loop {
+            match self.stream.read(chunk) {
+                Err(e) if is_would_block(&e) => match left(deadline).filter(|_| wait) {
+                    Some(left) => std::thread::sleep(left.min(POLL_STEP)),
+                    None => return Err(timed_out()),
+                },
+                n => return Ok(n?),
+            }
+        }
+    }
+}
+
+fn is_would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Parses one RESP2 reply at the start of `input`: `None` if it is not
@@ -309,6 +374,31 @@ mod tests {
         let err = err.unwrap_err();
         assert_eq!(err.code(), Some("NOSCRIPT"));
         assert_eq!(used, 31);
+    }
+
+    /// A peer that accepts and never answers (a silent socket, not Redis).
+    fn silent_peer() -> (std::net::TcpListener, ConnectionAddr) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (listener, ConnectionAddr::Tcp("127.0.0.1".into(), port))
+    }
+
+    #[test]
+    fn a_read_with_no_reply_times_out_at_the_deadline_not_before() {
+        let (_listener, addr) = silent_peer();
+        let timeout = Duration::from_millis(40);
+        let mut con = Conn::open(&addr, Instant::now() + timeout, timeout).unwrap();
+        let start = Instant::now();
+        let err = con.read(start + timeout).unwrap_err();
+        let took = start.elapsed();
+        assert!(err.is_timeout(), "{err:?}");
+        assert!(took >= timeout, "{took:?}");
+        // Generous: the bench measures the precision (about 0.2 ms).
+        assert!(took < timeout + Duration::from_millis(500), "{took:?}");
+        // Past the deadline: no wait at all.
+        let start = Instant::now();
+        assert!(con.read(start).unwrap_err().is_timeout());
+        assert!(start.elapsed() < Duration::from_millis(500));
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl Node {
 
     /// Opens a connection and runs the handshake, all by `deadline`.
     fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
-        let mut pooled = Conn::open(&self.addr, deadline)
+        let mut pooled = Conn::open(&self.addr, deadline, self.timeout)
             .map(|con| Pooled { con })
             .map_err(|e| self.error(e, true))?;
         self.handshake(&mut pooled, deadline)
@@ -371,9 +371,9 @@ impl Node {
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset
-    /// to the full node timeout.
+    /// to their resting value.
     fn checkin(&self, mut pooled: Pooled) {
-        if pooled.con.set_timeout(self.timeout).is_err() {
+        if pooled.con.rest().is_err() {
             return;
         }
         let mut idle = self.idle.lock();
