@@ -398,9 +398,12 @@ impl LockManager {
     /// # Errors
     ///
     /// [`lock`](Self::lock)'s errors when the lock cannot be taken, and
-    /// [`Error::NotHeld`] when the lock was lost while `work` ran (its
-    /// validity ran out or a renewal found it taken over): `work` then ran
-    /// at least partly unprotected, and its result is dropped. A failure to
+    /// [`Error::NotHeld`] when the lock was not held any more when `work`
+    /// returned (its validity ran out, a renewal found it taken over, or
+    /// the latest renewal missed the quorum; see
+    /// [`LockGuard::ensure_held`]): `work` then ran at least partly
+    /// unprotected, and its result is dropped. Call `ensure_held` inside
+    /// `work` to stop early. A failure to
     /// release after `work` is not reported: the keys expire with their
     /// TTL.
     pub fn with_lock<T>(
