@@ -48,6 +48,10 @@ struct State {
     /// when a retry does. Until then the lock is not known to be held.
     unconfirmed: AtomicBool,
     renewal_error: Mutex<Option<String>>,
+    /// Held for the whole of an extend round, so that a manual `extend`
+    /// and a keep-alive renewal never overlap: the validity set is always
+    /// that of the round the nodes executed last.
+    extending: Mutex<()>,
 }
 
 impl State {
@@ -68,6 +72,7 @@ impl State {
     fn extend(&self, ttl: Duration) -> Result<()> {
         let shared = &*self.shared;
         let ttl_ms = shared.check_ttl(ttl)?;
+        let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
         let deadline = self.valid_until();
@@ -241,6 +246,7 @@ impl LockGuard {
                 lost: AtomicBool::new(false),
                 unconfirmed: AtomicBool::new(false),
                 renewal_error: Mutex::new(None),
+                extending: Mutex::new(()),
             }),
             keeper: None,
             armed: true,
@@ -338,6 +344,10 @@ impl LockGuard {
     /// validity runs out; the validity is then `ttl` less the round's
     /// duration and the drift allowance. On error the validity is left as
     /// it was.
+    ///
+    /// With [`keep_alive`](Self::keep_alive) on, waits for a renewal under
+    /// way (at most about one node timeout), so that the two never overlap;
+    /// the next renewal extends with the guard's original TTL again.
     ///
     /// # Errors
     ///
