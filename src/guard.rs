@@ -44,9 +44,8 @@ struct State {
     /// A renewal found the lock gone, or could not renew it in time.
     /// Final: the keep-alive thread has stopped.
     lost: AtomicBool,
-    /// The latest renewal round did not reach a quorum, and why; cleared
-    /// when a retry does. Until then the lock is not known to be held.
-    unconfirmed: AtomicBool,
+    /// Why the latest renewal round did not reach a quorum; cleared when
+    /// a retry does. While set, the lock is not known to be held.
     renewal_error: Mutex<Option<String>>,
     /// Held for the whole of an extend round, so that a manual `extend`
     /// and a keep-alive renewal never overlap: the validity set is always
@@ -59,12 +58,14 @@ impl State {
         *self.valid_until.lock()
     }
 
-    fn not_held(&self, lost_on: usize) -> Error {
+    /// `NotHeld` decided locally: the validity ran out, or (with
+    /// `renewal`) the latest renewal missed the quorum.
+    fn not_held(&self, renewal: Option<String>) -> Error {
         Error::NotHeld {
             resource: quorum::display(&self.resource),
-            lost_on,
+            lost_on: 0,
             nodes: self.shared.nodes.len(),
-            renewal: None,
+            renewal,
         }
     }
 
@@ -77,12 +78,12 @@ impl State {
         let start = Instant::now();
         let deadline = self.valid_until();
         if start >= deadline {
-            return Err(self.not_held(0));
+            return Err(self.not_held(None));
         }
         let tally = shared.extend(&self.resource, &self.token, ttl_ms);
         let end = Instant::now();
         if end >= deadline {
-            return Err(self.not_held(0));
+            return Err(self.not_held(None));
         }
         if !tally.reached() {
             return Err(tally.held_error(&self.resource));
@@ -105,19 +106,12 @@ impl State {
 
     fn ensure_held(&self) -> Result<()> {
         if self.lost.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
-            return Err(self.not_held(0));
+            return Err(self.not_held(None));
         }
-        if self.unconfirmed.load(Ordering::Acquire)
-            && let Some(why) = self.renewal_error.lock().clone()
-        {
-            return Err(Error::NotHeld {
-                resource: quorum::display(&self.resource),
-                lost_on: 0,
-                nodes: self.shared.nodes.len(),
-                renewal: Some(why),
-            });
+        match self.renewal_error.lock().clone() {
+            Some(why) => Err(self.not_held(Some(why))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -158,7 +152,7 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
 }
 
 /// The keep-alive loop: every TTL/3 an extend round with the guard's TTL.
-/// A round that misses the quorum sets `unconfirmed` (so `ensure_held`
+/// A round that misses the quorum sets `renewal_error` (so `ensure_held`
 /// fails closed at once) and is retried every TTL/12 while validity
 /// remains; a retry that succeeds clears it. A lost lock (`NotHeld`, or
 /// validity run out) sets `lost` and ends the loop; so does `limit`, after
@@ -182,7 +176,6 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         }
         match state.extend(state.ttl) {
             Ok(()) => {
-                state.unconfirmed.store(false, Ordering::Release);
                 *state.renewal_error.lock() = None;
                 pause = period;
             }
@@ -192,7 +185,6 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
             }
             Err(err) => {
                 *state.renewal_error.lock() = Some(err.to_string());
-                state.unconfirmed.store(true, Ordering::Release);
                 let left = state
                     .valid_until()
                     .saturating_duration_since(Instant::now());
@@ -244,7 +236,6 @@ impl LockGuard {
                 fencing,
                 valid_until: Mutex::new(valid_until),
                 lost: AtomicBool::new(false),
-                unconfirmed: AtomicBool::new(false),
                 renewal_error: Mutex::new(None),
                 extending: Mutex::new(()),
             }),
@@ -288,9 +279,9 @@ impl LockGuard {
 
     /// Fails closed: `Ok` only while the lock is known to be held, that is
     /// while validity remains and the latest keep-alive renewal (if any)
-    /// reached a quorum. No network call (an atomic load and a clock
-    /// read), so it is cheap enough to call in a loop, and it fails in
-    /// time even when every node is unreachable.
+    /// reached a quorum. No network call (a flag, two uncontended locks
+    /// and a clock read), so it is cheap enough to call in a loop, and it
+    /// fails in time even when every node is unreachable.
     ///
     /// # Errors
     ///
