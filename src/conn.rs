@@ -168,9 +168,15 @@ impl Conn {
     /// Lowers the socket timeouts to what is left until `deadline`.
     fn by(&mut self, deadline: Instant) -> RedisResult<()> {
         let left = left(deadline).ok_or_else(timed_out)?;
-        if self.timeout > left + TIMEOUT_SLACK {
-            self.stream.set_timeouts(left)?;
-            self.timeout = left;
+        Ok(self.cap_timeout(left, TIMEOUT_SLACK)?)
+    }
+
+    /// Lowers the socket timeouts to `cap` if they exceed it by more than
+    /// `slack`.
+    fn cap_timeout(&mut self, cap: Duration, slack: Duration) -> io::Result<()> {
+        if self.timeout > cap + slack {
+            self.stream.set_timeouts(cap)?;
+            self.timeout = cap;
         }
         Ok(())
     }
@@ -211,11 +217,7 @@ impl Conn {
         let n = loop {
             match left(deadline) {
                 Some(left) if left > self.tail => {
-                    let wait = left - self.tail;
-                    if self.timeout > wait {
-                        self.stream.set_timeouts(wait)?;
-                        self.timeout = wait;
-                    }
+                    self.cap_timeout(left - self.tail, Duration::ZERO)?;
                     match self.stream.read(&mut chunk) {
                         Err(e) if is_would_block(&e) => continue,
                         n => break n?,
@@ -235,9 +237,7 @@ impl Conn {
         self.input.extend_from_slice(&chunk[..n]);
         Ok(())
     }
-}
 
-impl Conn {
     /// On a non-blocking socket: reads what has arrived, polling every
     /// `POLL_STEP` until `deadline` if `wait`, else once.
     fn poll_until(
