@@ -23,7 +23,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlock_sync::{Error, LockManager};
+use redlock_sync::{Error, LockGuard, LockManager};
 use support::{Server, admin, get, pttl};
 
 const RESOURCE: &str = "exclusion";
@@ -61,109 +61,130 @@ struct Tally {
     lost: u64,
 }
 
+/// What both kinds of worker share: a lock manager making one attempt per
+/// call, a connection to the witness, and the tally of what it saw.
+struct Worker {
+    dlm: LockManager,
+    witness: redis::Connection,
+    tally: Tally,
+}
+
+impl Worker {
+    fn new(urls: &[String], witness_url: &str, node_timeout: Duration) -> Worker {
+        let mut dlm = LockManager::builder()
+            .nodes(urls)
+            .node_timeout(node_timeout)
+            .build()
+            .unwrap();
+        dlm.set_retry(1, Duration::from_millis(5)).unwrap();
+        let witness = redis::Client::open(witness_url)
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        Worker {
+            dlm,
+            witness,
+            tally: Tally::default(),
+        }
+    }
+
+    /// Tries for up to 200 ms; `None` when the lock stayed taken or the
+    /// nodes failed, both expected under contention and chaos.
+    fn acquire(&self, ttl: Duration) -> Option<LockGuard> {
+        match self
+            .dlm
+            .try_lock_for(RESOURCE, ttl, Duration::from_millis(200))
+        {
+            Ok(guard) => Some(guard),
+            Err(Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Enters a section: counts it if another one is under way, and if its
+    /// fencing token is not above the last one written (the storage-side
+    /// fencing check: tokens must only grow).
+    fn enter(&mut self, guard: &LockGuard) {
+        let occupancy: i64 = self.witness.incr("occupancy", 1).unwrap();
+        if occupancy != 1 {
+            self.tally.occupied += 1;
+        }
+        let last_fence: u64 = self.witness.get("fence").unwrap_or(0);
+        if guard.fencing_token() <= last_fence {
+            self.tally.stale += 1;
+        }
+        let _: () = self.witness.set("fence", guard.fencing_token()).unwrap();
+    }
+
+    /// A read-sleep-write of the witness counter: sections that overlap
+    /// lose updates.
+    fn step(&mut self, pause: Duration) {
+        let n: i64 = self.witness.get("counter").unwrap_or(0);
+        thread::sleep(pause);
+        let _: () = self.witness.set("counter", n + 1).unwrap();
+        self.tally.steps += 1;
+    }
+
+    /// Leaves a section that began at `acquired`; its interval ends now,
+    /// or at `protected_until` if that came first.
+    fn leave(&mut self, acquired: u64, protected_until: u64) {
+        let _: i64 = self.witness.decr("occupancy", 1).unwrap();
+        let released = mono_ns();
+        self.tally
+            .intervals
+            .push((acquired, released.min(protected_until)));
+        self.tally.sections += 1;
+    }
+}
+
 /// One worker: takes the lock, runs a 1-10 ms section checked against the
 /// witness, releases, until `run_for` has passed.
 fn work(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
-    let mut dlm = LockManager::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_millis(100))
-        .build()
-        .unwrap();
-    dlm.set_retry(1, Duration::from_millis(5)).unwrap();
-    let mut witness = redis::Client::open(witness_url)
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut worker = Worker::new(urls, witness_url, Duration::from_millis(100));
     let mut rng = Rng::new();
-    let mut tally = Tally::default();
     let end = Instant::now() + run_for;
     while Instant::now() < end {
-        let guard = match dlm.try_lock_for(RESOURCE, TTL, Duration::from_millis(200)) {
-            Ok(guard) => guard,
-            Err(Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }) => {
-                continue;
-            }
-            Err(e) => panic!("{e}"),
+        let Some(guard) = worker.acquire(TTL) else {
+            continue;
         };
         let acquired = mono_ns();
         let valid_end = acquired + guard.validity().as_nanos() as u64;
-        let occupancy: i64 = witness.incr("occupancy", 1).unwrap();
-        if occupancy != 1 {
-            tally.occupied += 1;
-        }
-        // The storage-side fencing check: tokens must only grow.
-        let last_fence: u64 = witness.get("fence").unwrap_or(0);
-        if guard.fencing_token() <= last_fence {
-            tally.stale += 1;
-        }
-        let _: () = witness.set("fence", guard.fencing_token()).unwrap();
-        let n: i64 = witness.get("counter").unwrap_or(0);
-        thread::sleep(Duration::from_millis(1 + rng.below(10)));
-        let _: () = witness.set("counter", n + 1).unwrap();
-        let _: i64 = witness.decr("occupancy", 1).unwrap();
-        let released = mono_ns();
-        tally.intervals.push((acquired, released.min(valid_end)));
-        tally.sections += 1;
-        tally.steps += 1;
+        worker.enter(&guard);
+        worker.step(Duration::from_millis(1 + rng.below(10)));
+        worker.leave(acquired, valid_end);
         drop(guard);
     }
-    tally
+    worker.tally
 }
 
 /// A worker whose sections outlast the TTL: the lock is kept alive, and
 /// every step of the section first checks `ensure_held`; the section's
 /// interval ends at its last successful check.
 fn work_kept_alive(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
-    let mut dlm = LockManager::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    dlm.set_retry(1, Duration::from_millis(5)).unwrap();
-    let mut witness = redis::Client::open(witness_url)
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut worker = Worker::new(urls, witness_url, Duration::from_millis(50));
     let ttl = Duration::from_millis(300);
-    let mut tally = Tally::default();
     let end = Instant::now() + run_for;
     while Instant::now() < end {
-        let guard = match dlm.try_lock_for(RESOURCE, ttl, Duration::from_millis(200)) {
-            Ok(guard) => guard.keep_alive(),
-            Err(Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }) => {
-                continue;
-            }
-            Err(e) => panic!("{e}"),
+        let Some(guard) = worker.acquire(ttl) else {
+            continue;
         };
+        let guard = guard.keep_alive();
         let acquired = mono_ns();
-        let occupancy: i64 = witness.incr("occupancy", 1).unwrap();
-        if occupancy != 1 {
-            tally.occupied += 1;
-        }
-        let last_fence: u64 = witness.get("fence").unwrap_or(0);
-        if guard.fencing_token() <= last_fence {
-            tally.stale += 1;
-        }
-        let _: () = witness.set("fence", guard.fencing_token()).unwrap();
+        worker.enter(&guard);
         let mut last_ok = acquired;
         // Five steps of 100 ms: 500 ms, beyond the 300 ms TTL.
         for _ in 0..5 {
             if guard.ensure_held().is_err() {
-                tally.lost += 1;
+                worker.tally.lost += 1;
                 break;
             }
             last_ok = mono_ns();
-            let n: i64 = witness.get("counter").unwrap_or(0);
-            thread::sleep(Duration::from_millis(100));
-            let _: () = witness.set("counter", n + 1).unwrap();
-            tally.steps += 1;
+            worker.step(Duration::from_millis(100));
         }
-        let _: i64 = witness.decr("occupancy", 1).unwrap();
-        tally.intervals.push((acquired, last_ok));
-        tally.sections += 1;
+        worker.leave(acquired, last_ok);
         drop(guard);
     }
-    tally
+    worker.tally
 }
 
 /// Child process entry: runs `work` with the parent's settings and
@@ -310,7 +331,7 @@ fn check_exclusion(
 fn kept_alive_holders_never_overlap_while_a_minority_fails() {
     // Sections of 500 ms under a 300 ms TTL, kept alive through kills,
     // pauses and restarts of up to two of five nodes.
-    let mut cluster = persistent_cluster();
+    let mut cluster = support::Cluster::persistent(5).unwrap();
     check_exclusion(
         &mut cluster,
         work_kept_alive,
@@ -370,20 +391,10 @@ fn chaos(cluster: &mut support::Cluster, stop: &AtomicBool) {
     );
 }
 
-/// Five nodes with persistence on (AOF, fsync always), as Redlock requires
-/// of nodes that restart.
-fn persistent_cluster() -> support::Cluster {
-    let servers = (0..5)
-        .map(|_| Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]))
-        .collect::<std::io::Result<Vec<_>>>()
-        .unwrap();
-    support::Cluster { servers }
-}
-
 #[test]
 fn no_two_holders_while_a_minority_is_killed_paused_or_restarted() {
     // Every round waits out a paused node's timeout, so fewer sections.
-    let mut cluster = persistent_cluster();
+    let mut cluster = support::Cluster::persistent(5).unwrap();
     check_exclusion(&mut cluster, work, 12, 3, Duration::from_secs(5), 15, chaos);
 }
 
@@ -397,7 +408,7 @@ fn soak_no_two_holders_under_chaos() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    let mut cluster = persistent_cluster();
+    let mut cluster = support::Cluster::persistent(5).unwrap();
     check_exclusion(
         &mut cluster,
         work,
@@ -504,11 +515,7 @@ fn a_node_restarted_without_persistence_can_grant_a_second_holder() {
 /// node still holds A's key, and B is refused.
 #[test]
 fn a_node_restarted_with_persistence_keeps_the_lock() {
-    let servers = (0..3)
-        .map(|_| Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]))
-        .collect::<std::io::Result<Vec<_>>>()
-        .unwrap();
-    let mut cluster = support::Cluster { servers };
+    let mut cluster = support::Cluster::persistent(3).unwrap();
     let dlm = support::manager(&cluster, Duration::from_millis(500));
     cluster[2].kill();
     let a = dlm.lock("hazard", Duration::from_secs(30)).unwrap();

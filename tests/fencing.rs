@@ -8,17 +8,8 @@ use std::thread;
 use std::time::Duration;
 
 use redis::Commands;
-use redlock_sync::{Error, FENCE_PREFIX, LockManager};
-use support::{Cluster, Server, admin, resource};
-
-fn manager(urls: Vec<String>, node_timeout: Duration) -> LockManager {
-    LockManager::builder()
-        .nodes(urls)
-        .node_timeout(node_timeout)
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap()
-}
+use redlock_sync::{Error, FENCE_PREFIX};
+use support::{Cluster, Server, admin, manager, resource};
 
 fn fence_key(resource: &str) -> Vec<u8> {
     [FENCE_PREFIX, resource.as_bytes()].concat()
@@ -46,7 +37,7 @@ fn assert_strictly_increasing(tokens: &[u64]) {
 #[test]
 fn sequential_acquisitions_get_strictly_increasing_tokens() {
     let cluster = Cluster::start(3).unwrap();
-    let dlm = manager(cluster.urls(), Duration::from_millis(500));
+    let dlm = manager(&cluster, Duration::from_millis(500));
     let key = resource("fence-seq");
     let mut tokens = Vec::new();
     for i in 0..200 {
@@ -81,7 +72,7 @@ fn contending_threads_get_tokens_increasing_in_the_order_they_held_the_lock() {
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let mut dlm = manager(cluster.urls(), Duration::from_millis(500));
+            let mut dlm = manager(&cluster, Duration::from_millis(500));
             dlm.set_retry(1, Duration::from_millis(10)).unwrap();
             let (key, order, start) = (key.clone(), order.clone(), start.clone());
             thread::spawn(move || {
@@ -117,7 +108,7 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
             set_counter(server, &key, value);
         }
     }
-    let dlm = manager(cluster.urls(), Duration::from_millis(50));
+    let dlm = manager(&cluster, Duration::from_millis(50));
     // Nodes 3 and 4 hang: the quorum is 0, 1, 2, and only node 0 knows 100.
     cluster.servers[3].pause();
     cluster.servers[4].pause();
@@ -174,18 +165,16 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
 
 #[test]
 fn tokens_survive_a_minority_restart_with_persistence() {
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut servers: Vec<Server> = (0..3).map(|_| Server::start_with(&aof).unwrap()).collect();
+    let mut cluster = Cluster::persistent(3).unwrap();
     let key = resource("fence-restart");
-    let urls = servers.iter().map(Server::url).collect();
-    let dlm = manager(urls, Duration::from_millis(200));
+    let dlm = manager(&cluster, Duration::from_millis(200));
     let take = || {
         dlm.lock(&key, Duration::from_secs(10))
             .unwrap()
             .fencing_token()
     };
     let mut tokens = Vec::new();
-    for server in &mut servers {
+    for server in &mut cluster.servers {
         tokens.extend((0..5).map(|_| take()));
         server.kill();
         tokens.extend((0..5).map(|_| take()));
@@ -198,7 +187,7 @@ fn tokens_survive_a_minority_restart_with_persistence() {
 #[test]
 fn fencing_counter_names_are_reserved() {
     let cluster = Cluster::start(1).unwrap();
-    let dlm = manager(cluster.urls(), Duration::from_millis(500));
+    let dlm = manager(&cluster, Duration::from_millis(500));
     let reserved = [FENCE_PREFIX, b"orders"].concat();
     match dlm.lock(&reserved, Duration::from_secs(1)) {
         Err(Error::InvalidArgument { reason }) => assert!(reason.contains("reserved"), "{reason}"),
@@ -215,7 +204,7 @@ fn fencing_counter_names_are_reserved() {
 #[test]
 fn refused_acquisitions_never_set_back_the_next_token() {
     let cluster = Cluster::start(3).unwrap();
-    let dlm = manager(cluster.urls(), Duration::from_millis(500));
+    let dlm = manager(&cluster, Duration::from_millis(500));
     let key = resource("fence-refused");
     let held = dlm.lock(&key, Duration::from_secs(10)).unwrap();
     for _ in 0..5 {
@@ -241,7 +230,7 @@ fn refused_acquisitions_never_set_back_the_next_token() {
 #[test]
 fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
     let cluster = Cluster::start(3).unwrap();
-    let dlm = manager(cluster.urls(), Duration::from_millis(500));
+    let dlm = manager(&cluster, Duration::from_millis(500));
     let key = resource("fence-wrongtype");
     // Someone stored a hash where node 0 keeps the counter: INCR fails
     // there, after SET set the lock key.

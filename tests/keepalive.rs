@@ -10,31 +10,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlock_sync::{Error, LockManager};
-use support::{Cluster, admin, get, pttl, resource, timed};
+use redlock_sync::Error;
+use support::{Cluster, admin, get, pttl, resource, timed, wait_for};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
-fn manager(cluster: &Cluster) -> LockManager {
-    LockManager::builder()
-        .nodes(cluster.urls())
-        .node_timeout(NODE_TIMEOUT)
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap()
-}
-
-/// Polls `f` every 5 ms until it is true or `limit` passes; returns how
-/// long it took, or `None`.
-fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f() {
-            return Some(start.elapsed());
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    None
+fn manager(cluster: &Cluster) -> redlock_sync::LockManager {
+    support::manager(cluster, NODE_TIMEOUT)
 }
 
 #[test]

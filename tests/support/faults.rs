@@ -14,6 +14,7 @@ use redlock_sync::{Error, LockManager, NodeErrorKind};
 
 use super::proxy::{Mode, Proxy};
 use super::server::Server;
+use super::timed;
 
 /// The node timeout of the fault scenarios.
 pub const TIMEOUT: Duration = Duration::from_millis(100);
@@ -299,18 +300,9 @@ impl Fault {
     }
 }
 
-fn wait_until(mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !ok() {
-        assert!(Instant::now() < end, "condition not reached in 10 s");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let start = Instant::now();
-    let out = f();
-    (out, start.elapsed())
+fn wait_until(ok: impl FnMut() -> bool) {
+    let reached = super::wait_for(Duration::from_secs(10), ok);
+    assert!(reached.is_some(), "condition not reached in 10 s");
 }
 
 /// Locks and releases once so that every node has a pooled connection.

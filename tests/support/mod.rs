@@ -49,6 +49,19 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (out, start.elapsed())
 }
 
+/// Polls `f` every 5 ms until it is true or `limit` passes; returns how
+/// long it took, or `None`.
+pub fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
 /// A resource name unique to the calling test.
 pub fn resource(name: &str) -> String {
     format!("redlock-sync-test:{name}")

@@ -203,7 +203,20 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` servers.
     pub fn start(n: usize) -> io::Result<Cluster> {
-        let servers = (0..n).map(|_| Server::start()).collect::<io::Result<_>>()?;
+        Cluster::start_with(n, &[])
+    }
+
+    /// Starts `n` servers with persistence on (AOF, fsync always), as
+    /// Redlock requires of nodes that restart: a restart keeps their keys.
+    pub fn persistent(n: usize) -> io::Result<Cluster> {
+        Cluster::start_with(n, &["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Starts `n` servers with extra `redis-server` arguments.
+    pub fn start_with(n: usize, args: &[&str]) -> io::Result<Cluster> {
+        let servers = (0..n)
+            .map(|_| Server::start_with(args))
+            .collect::<io::Result<_>>()?;
         Ok(Cluster { servers })
     }
 
