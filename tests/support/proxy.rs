@@ -220,7 +220,14 @@ impl Conn {
             }
             let mode = *state.mode.lock();
             let out: &[u8] = match mode {
-                Mode::Pass | Mode::Refuse => &buf[..n],
+                Mode::Pass => &buf[..n],
+                // Bytes that raced the switch to Refuse are not forwarded:
+                // the connection is reset, as the mode says, without the
+                // node executing what it carried.
+                Mode::Refuse => {
+                    self.end(true);
+                    break;
+                }
                 Mode::Latency(d) => {
                     thread::sleep(d);
                     &buf[..n]
