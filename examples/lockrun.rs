@@ -125,11 +125,14 @@ fn main() -> ExitCode {
             });
         }
     };
-    let child = Command::new(&args.command[0])
+    let mut command = Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
-        .env("REDLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
-        .env("REDLOCK_RESOURCE", &args.resource)
-        .spawn();
+        .env("REDLOCK_RESOURCE", &args.resource);
+    if let Some(token) = guard.fencing_token() {
+        command.env("REDLOCK_FENCING_TOKEN", token.to_string());
+    }
+    let child = command.spawn();
     match child {
         Ok(child) => supervise(child, guard),
         Err(e) => {

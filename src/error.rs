@@ -72,11 +72,12 @@ pub enum Error {
         ttl: Duration,
     },
 
-    /// The lock is no longer ours: its validity ran out, a quorum of
-    /// nodes no longer holds our token (expired or taken over by another
-    /// owner), or (from [`LockGuard::ensure_held`](crate::LockGuard::ensure_held))
-    /// the latest keep-alive renewal did not reach a quorum. Nothing
-    /// belonging to another owner was touched.
+    /// The lock is no longer ours: its validity ran out (`lost_on` is 0
+    /// and `renewal` is `None`), it was taken over (`lost_on` nodes answered
+    /// that they no longer hold our token: another owner's, or none), or
+    /// (from [`LockGuard::ensure_held`](crate::LockGuard::ensure_held))
+    /// the latest keep-alive renewal did not reach a quorum (`renewal`).
+    /// Nothing belonging to another owner was touched.
     #[error(
         "the lock on {resource:?} is no longer held: {}",
         not_held_reason(*lost_on, *nodes, renewal.as_deref())
@@ -84,8 +85,8 @@ pub enum Error {
     NotHeld {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
-        /// Nodes that answered that they no longer hold our token; 0 when
-        /// the local validity ran out or a renewal failed.
+        /// Nodes that answered that they no longer hold our token (taken
+        /// over); 0 when the local validity ran out or a renewal failed.
         lost_on: usize,
         /// Number of nodes in the manager.
         nodes: usize,
@@ -158,7 +159,10 @@ fn not_held_reason(lost_on: usize, nodes: usize, renewal: Option<&str>) -> Strin
     } else if lost_on == 0 {
         "its validity ran out".to_owned()
     } else {
-        format!("{lost_on} of {nodes} nodes no longer hold its token (expired or taken over)")
+        format!(
+            "it was taken over: {lost_on} of {nodes} nodes no longer hold its token \
+             (they hold another owner's, or none)"
+        )
     }
 }
 
@@ -224,8 +228,13 @@ pub enum NodeErrorKind {
     Timeout,
     /// The connection broke while the command was under way.
     Disconnected,
-    /// The node refused our credentials, or demands credentials we lack.
+    /// The node refused our credentials, or demands credentials we lack
+    /// (`WRONGPASS`, `NOAUTH`).
     Auth,
+    /// The node's ACL refused a command or key to our user (`NOPERM`, or
+    /// a script's command refused by the ACL); see
+    /// [`NodeError::command`] for what was refused.
+    Permission,
     /// The node answered with an error reply (`OOM`, `READONLY`, `LOADING`,
     /// `WRONGTYPE`, ...); see [`NodeError::code`].
     Server,
@@ -242,6 +251,8 @@ pub struct NodeError {
     connecting: bool,
     timeout: Duration,
     source: redis::RedisError,
+    /// The command (and key) an error reply answered.
+    command: Option<String>,
     /// Nothing of ours can be left on the node because of this call: no
     /// command was sent, or the cleanup is queued behind it.
     pub(crate) settled: bool,
@@ -258,8 +269,10 @@ impl NodeError {
     ) -> Self {
         let kind = if source.is_timeout() {
             NodeErrorKind::Timeout
+        } else if is_permission(&source) {
+            NodeErrorKind::Permission
         } else if source.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(source.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+            || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
         {
             NodeErrorKind::Auth
         } else if matches!(
@@ -280,8 +293,22 @@ impl NodeError {
             connecting,
             timeout,
             source,
+            command: None,
             settled: connecting,
         }
+    }
+
+    /// Names the command (and key) that the error reply answered.
+    pub(crate) fn about(mut self, command: String) -> Self {
+        self.command = Some(command);
+        self
+    }
+
+    /// For an error reply: the command and key it answered, as
+    /// `INCR "lock:job:redlock-fence"` or `the unlock script on
+    /// "lock:job"`.
+    pub fn command(&self) -> Option<&str> {
+        self.command.as_deref()
     }
 
     /// The node, as `host:port` (or the socket path), with any database
@@ -321,12 +348,41 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Timeout => write!(f, "{node}: no answer within {:?}", self.timeout),
             NodeErrorKind::Disconnected => write!(f, "{node}: connection lost"),
             NodeErrorKind::Auth => write!(f, "{node}: authentication failed"),
-            NodeErrorKind::Server => match self.code() {
-                Some(code) => write!(f, "{node}: error reply {code}"),
-                None => write!(f, "{node}: error reply"),
-            },
+            NodeErrorKind::Permission => {
+                write!(f, "{node}: permission denied")?;
+                if let Some(command) = &self.command {
+                    write!(f, " for {command}")?;
+                }
+                let code = self.code().unwrap_or("NOPERM");
+                match self.source.detail() {
+                    Some(detail) => write!(f, " ({code} {detail})"),
+                    None => write!(f, " ({code})"),
+                }
+            }
+            NodeErrorKind::Server => {
+                match self.code() {
+                    Some(code) => write!(f, "{node}: error reply {code}")?,
+                    None => write!(f, "{node}: error reply")?,
+                }
+                match &self.command {
+                    Some(command) => write!(f, " to {command}"),
+                    None => Ok(()),
+                }
+            }
             NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply"),
         }
+    }
+}
+
+/// An ACL refusal: `NOPERM`, or (Redis 7.0, inside a script) an `ERR`
+/// saying the script's user cannot run a command or access a key.
+fn is_permission(e: &redis::RedisError) -> bool {
+    match e.code() {
+        Some("NOPERM") => true,
+        Some("ERR") => e
+            .detail()
+            .is_some_and(|d| d.starts_with("The user executing the script can't")),
+        _ => false,
     }
 }
 

@@ -2,98 +2,99 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::cluster::{Cluster, Granted, Token};
 use crate::error::{Error, Result};
-use crate::manager::Shared;
 use crate::quorum;
-
-/// Random bytes in a token: 128 bits.
-const TOKEN_BYTES: usize = 16;
-
-/// A token: the random bytes, hex encoded so that it reads well in
-/// `redis-cli`.
-pub(crate) type Token = [u8; 2 * TOKEN_BYTES];
-
-/// Draws a fresh token from the operating system's generator.
-pub(crate) fn new_token() -> Result<Token> {
-    let mut raw = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut raw).map_err(|source| Error::Entropy { source })?;
-    let mut token = [0u8; 2 * TOKEN_BYTES];
-    for (pair, byte) in token.chunks_exact_mut(2).zip(raw) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0xf)];
-    }
-    Ok(token)
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// What a guard and its keep-alive thread share.
 struct State {
-    shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
     resource: Box<[u8]>,
     token: Token,
     ttl: Duration,
-    fencing: u64,
-    valid_until: Mutex<Instant>,
-    /// A renewal found the lock gone, or could not renew it in time.
-    /// Final: the keep-alive thread has stopped.
-    lost: AtomicBool,
-    /// Why the latest renewal round did not reach a quorum; cleared when
-    /// a retry does. While set, the lock is not known to be held.
-    renewal_error: Mutex<Option<String>>,
+    fencing: Option<u64>,
+    status: Mutex<Status>,
     /// Held for the whole of an extend round, so that a manual `extend`
     /// and a keep-alive renewal never overlap: the validity set is always
     /// that of the round the nodes executed last.
     extending: Mutex<()>,
 }
 
+/// What is known of the lock.
+struct Status {
+    /// The end of the validity; moved to the moment of a takeover when
+    /// one is found.
+    valid_until: Instant,
+    /// Set (final) once a round found the lock taken over: how many nodes
+    /// no longer held our token.
+    taken_over: Option<usize>,
+    /// Why the latest renewal round did not reach a quorum; cleared when
+    /// a retry does. While set, the lock is not known to be held.
+    renewal_error: Option<String>,
+}
+
 impl State {
     fn valid_until(&self) -> Instant {
-        *self.valid_until.lock()
+        self.status.lock().valid_until
     }
 
-    /// `NotHeld` decided locally: the validity ran out, or (with
-    /// `renewal`) the latest renewal missed the quorum.
-    fn not_held(&self, renewal: Option<String>) -> Error {
+    /// The error for a lock known to be lost or in doubt: taken over (as
+    /// counted by the round that found it), else the validity ran out, or
+    /// (with `renewal`) the latest renewal missed the quorum.
+    fn not_held(&self, taken_over: Option<usize>, renewal: Option<String>) -> Error {
         Error::NotHeld {
             resource: quorum::display(&self.resource),
-            lost_on: 0,
-            nodes: self.shared.nodes.len(),
-            renewal,
+            lost_on: taken_over.unwrap_or(0),
+            nodes: self.cluster.nodes.len(),
+            renewal: if taken_over.is_some() { None } else { renewal },
         }
+    }
+
+    /// Records that a round found the lock taken over on `lost_on` nodes:
+    /// no validity is left, for good.
+    fn taken_over(&self, lost_on: usize) {
+        let mut status = self.status.lock();
+        status.taken_over.get_or_insert(lost_on);
+        status.valid_until = status.valid_until.min(Instant::now());
     }
 
     /// One extend round; see [`LockGuard::extend`].
     fn extend(&self, ttl: Duration) -> Result<()> {
-        let shared = &*self.shared;
-        let ttl_ms = shared.check_ttl(ttl)?;
+        let cluster = &*self.cluster;
+        let ttl_ms = cluster.check_ttl(ttl)?;
         let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
-        let deadline = self.valid_until();
-        if start >= deadline {
-            return Err(self.not_held(None));
+        let (deadline, taken_over) = {
+            let status = self.status.lock();
+            (status.valid_until, status.taken_over)
+        };
+        if taken_over.is_some() || start >= deadline {
+            return Err(self.not_held(taken_over, None));
         }
-        let tally = shared.extend(&self.resource, &self.token, ttl_ms);
+        let tally = cluster.extend(&self.resource, &self.token, ttl_ms);
         let end = Instant::now();
         if end >= deadline {
-            return Err(self.not_held(None));
+            return Err(self.not_held(None, None));
         }
         if !tally.reached() {
-            return Err(tally.held_error(&self.resource));
+            let err = tally.held_error(&self.resource);
+            if let Error::NotHeld { lost_on, .. } = &err {
+                self.taken_over(*lost_on);
+            }
+            return Err(err);
         }
         let elapsed = end - start;
-        match quorum::validity(ttl, elapsed, shared.drift_factor)
+        match quorum::validity(ttl, elapsed, cluster.drift_factor)
             .and_then(|validity| start.checked_add(elapsed + validity))
         {
             Some(valid_until) => {
-                *self.valid_until.lock() = valid_until;
+                self.status.lock().valid_until = valid_until;
                 Ok(())
             }
             None => Err(Error::NoValidity {
@@ -105,13 +106,19 @@ impl State {
     }
 
     fn ensure_held(&self) -> Result<()> {
-        if self.lost.load(Ordering::Acquire) || Instant::now() >= self.valid_until() {
-            return Err(self.not_held(None));
+        let status = self.status.lock();
+        if status.taken_over.is_some() || Instant::now() >= status.valid_until {
+            return Err(self.not_held(status.taken_over, None));
         }
-        match self.renewal_error.lock().clone() {
-            Some(why) => Err(self.not_held(Some(why))),
+        match &status.renewal_error {
+            Some(why) => Err(self.not_held(None, Some(why.clone()))),
             None => Ok(()),
         }
+    }
+
+    /// Records the outcome of a renewal round.
+    fn renewed(&self, error: Option<String>) {
+        self.status.lock().renewal_error = error;
     }
 }
 
@@ -154,9 +161,9 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
 /// The keep-alive loop: every TTL/3 an extend round with the guard's TTL.
 /// A round that misses the quorum sets `renewal_error` (so `ensure_held`
 /// fails closed at once) and is retried every TTL/12 while validity
-/// remains; a retry that succeeds clears it. A lost lock (`NotHeld`, or
-/// validity run out) sets `lost` and ends the loop; so does `limit`, after
-/// which the lock is left to expire.
+/// remains; a retry that succeeds clears it. A lost lock (taken over, or
+/// validity run out) ends the loop; so does `limit`, after which the lock
+/// is left to expire.
 fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Duration>) {
     let started = Instant::now();
     let period = state.ttl / 3;
@@ -167,6 +174,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         .valid_until()
         .saturating_duration_since(Instant::now());
     let mut pause = period.min(left / 2);
+    let mut failing = false;
     loop {
         if pause_or_stop(stop, pause) {
             return;
@@ -176,20 +184,45 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         }
         match state.extend(state.ttl) {
             Ok(()) => {
-                *state.renewal_error.lock() = None;
+                if failing {
+                    crate::log!(
+                        info,
+                        "redlock_sync::keepalive",
+                        "lock on {:?} renewed again",
+                        quorum::display(&state.resource)
+                    );
+                }
+                state.renewed(None);
+                failing = false;
                 pause = period;
             }
-            Err(Error::NotHeld { .. }) => {
-                state.lost.store(true, Ordering::Release);
+            Err(err @ Error::NotHeld { .. }) => {
+                crate::log!(
+                    error,
+                    "redlock_sync::keepalive",
+                    "kept-alive lock lost: {err}"
+                );
                 return;
             }
             Err(err) => {
-                *state.renewal_error.lock() = Some(err.to_string());
                 let left = state
                     .valid_until()
                     .saturating_duration_since(Instant::now());
+                crate::log!(
+                    warn,
+                    "redlock_sync::keepalive",
+                    "renewal missed the quorum, {left:?} of validity left: {err}: {}",
+                    std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string())
+                );
+                state.renewed(Some(err.to_string()));
+                failing = true;
                 if left.is_zero() {
-                    state.lost.store(true, Ordering::Release);
+                    crate::log!(
+                        error,
+                        "redlock_sync::keepalive",
+                        "kept-alive lock on {:?} lost: its validity ran out while renewals failed",
+                        quorum::display(&state.resource)
+                    );
                     return;
                 }
                 pause = retry.min(left / 2).max(Duration::from_millis(1));
@@ -220,23 +253,24 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        cluster: Arc<Cluster>,
         resource: &[u8],
         token: Token,
         ttl: Duration,
-        fencing: u64,
-        valid_until: Instant,
+        granted: Granted,
     ) -> LockGuard {
         LockGuard {
             state: Arc::new(State {
-                shared,
+                cluster,
                 resource: resource.into(),
                 token,
                 ttl,
-                fencing,
-                valid_until: Mutex::new(valid_until),
-                lost: AtomicBool::new(false),
-                renewal_error: Mutex::new(None),
+                fencing: granted.fencing,
+                status: Mutex::new(Status {
+                    valid_until: granted.valid_until,
+                    taken_over: None,
+                    renewal_error: None,
+                }),
                 extending: Mutex::new(()),
             }),
             keeper: None,
@@ -255,24 +289,28 @@ impl LockGuard {
         &self.state.token
     }
 
-    /// The fencing token of this acquisition: strictly greater than every
-    /// fencing token handed out before for the same resource, as long as
-    /// the nodes keep their data (see the crate docs). Give it to the
-    /// storage the lock protects with every write, and have the storage
-    /// reject a token lower than the highest it has seen.
-    pub fn fencing_token(&self) -> u64 {
+    /// The fencing token of this acquisition, `None` when the manager
+    /// has fencing off ([`Builder::fencing`](crate::Builder::fencing)):
+    /// strictly greater than every fencing token handed out before for the
+    /// same resource, under the assumptions in the crate docs. Give it to
+    /// the storage the lock protects with every write, and have the
+    /// storage reject a token lower than the highest it has seen. Always
+    /// below 2^53, so exact in JSON and JavaScript numbers.
+    pub fn fencing_token(&self) -> Option<u64> {
         self.state.fencing
     }
 
     /// How long the lock is still safe to rely on, measured on this
-    /// process's monotonic clock; zero once it has run out.
+    /// process's monotonic clock; zero once it has run out, and from the
+    /// moment an extend or a keep-alive renewal found it taken over.
     pub fn validity(&self) -> Duration {
         self.state
             .valid_until()
             .saturating_duration_since(Instant::now())
     }
 
-    /// Whether any validity is left.
+    /// Whether any validity is left: false once it ran out or the lock was
+    /// found taken over.
     pub fn is_valid(&self) -> bool {
         Instant::now() < self.state.valid_until()
     }
@@ -285,13 +323,14 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] once the validity has run out, or from the first
-    /// keep-alive renewal that did not reach a quorum. The keep-alive
+    /// [`Error::NotHeld`] once the validity has run out (`lost_on` 0), once
+    /// an extend or renewal found the lock taken over (`lost_on`: the
+    /// nodes that no longer hold our token), or from the first keep-alive
+    /// renewal that did not reach a quorum (`renewal`: why). The keep-alive
     /// thread retries that renewal while validity remains, and `Ok` comes
     /// back if a retry succeeds; but treat an error as the end of the
-    /// lock: stop the protected work and drop the guard. After a renewal
-    /// found the lock taken over, or the validity ran out, it never
-    /// succeeds again.
+    /// lock: stop the protected work and drop the guard. After a takeover,
+    /// or once the validity ran out, it never succeeds again.
     pub fn ensure_held(&self) -> Result<()> {
         self.state.ensure_held()
     }
@@ -320,9 +359,11 @@ impl LockGuard {
         if self.keeper.is_none() {
             match Keeper::start(self.state.clone(), limit) {
                 Ok(keeper) => self.keeper = Some(keeper),
-                // No thread to be had: nothing renews, ensure_held will
-                // fail when the validity runs out.
-                Err(_) => self.state.lost.store(true, Ordering::Release),
+                // No thread to be had: nothing renews; ensure_held says so
+                // from now on.
+                Err(e) => self.state.renewed(Some(format!(
+                    "the keep-alive thread could not be started: {e}"
+                ))),
             }
         }
         self
@@ -343,8 +384,10 @@ impl LockGuard {
     /// # Errors
     ///
     /// [`Error::NotHeld`] when the validity had run out (before or during
-    /// the round) or a quorum of nodes no longer holds our token: the
-    /// lock is lost and nothing was extended on the new owner's behalf.
+    /// the round) or a quorum of nodes no longer holds our token (taken
+    /// over: from then on the guard has no validity and
+    /// [`ensure_held`](Self::ensure_held) says so): the lock is lost and
+    /// nothing was extended on the new owner's behalf.
     /// [`Error::NoQuorum`] when too many nodes failed; the lock may still
     /// be held until its current validity ends. [`Error::NoValidity`]
     /// when the round took the whole new TTL. [`Error::InvalidArgument`]
@@ -385,7 +428,7 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state.shared.unlock(None, &state.resource, &state.token);
+        let tally = state.cluster.unlock(None, &state.resource, &state.token);
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }
@@ -409,27 +452,9 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("resource", &String::from_utf8_lossy(self.resource()))
             .field("token", &String::from_utf8_lossy(self.token()))
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing_token", &self.state.fencing)
             .field("validity", &self.validity())
             .field("keep_alive", &self.keeper.is_some())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_hex_and_distinct() {
-        let a = new_token().unwrap();
-        let b = new_token().unwrap();
-        assert_ne!(a, b);
-        for t in [a, b] {
-            assert!(
-                t.iter()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-            );
-        }
     }
 }

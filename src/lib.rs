@@ -52,13 +52,31 @@
 //! closed (no network call) once the validity has run out or a renewal
 //! missed the quorum; [`LockManager::with_lock`] wraps all of it around a
 //! closure. [`LockGuard::fencing_token`] is a number strictly greater than
-//! every earlier one for the same resource, as long as the nodes keep their
-//! data (a node restarted without persistence forgets its counters): pass
-//! it with every write and have the storage reject a lower one than it has
-//! seen. Each node keeps the counter at `FENCE_PREFIX + resource`
-//! ([`FENCE_PREFIX`]), increments it in the same script that sets the lock
-//! key, and the granting nodes are raised to the largest value before the
-//! guard is returned, so every later quorum counts past it.
+//! every earlier one for the same resource: pass it with every write and
+//! have the storage reject a lower one than it has seen. Each node keeps a
+//! counter at the resource's name followed by [`FENCE_SUFFIX`] (so an ACL
+//! key pattern covering the resources covers it too), incremented in the
+//! same write that sets the lock key; the granting nodes are raised to the
+//! largest value before the guard is returned, so every later quorum
+//! counts past it. Counters expire after an idle period
+//! ([`Builder::fencing_expiry`], 10 minutes by default); one created anew
+//! starts from the clock in microseconds, so tokens keep growing across an
+//! expiry or a node restarted empty, as long as the clocks of the machines
+//! taking the lock do not disagree by more than the time since the lost
+//! counter was created. [`Builder::fencing`]`(false)` turns all of it off:
+//! an acquisition then writes only the lock key.
+//!
+//! # Logging
+//!
+//! With the `log` feature, the crate logs through the [`log`
+//! facade](https://docs.rs/log) (choose any backend):
+//!
+//! | target | level | what |
+//! | --- | --- | --- |
+//! | `redlock_sync::keepalive` | `warn` | a renewal missed the quorum (each node and cause) |
+//! | `redlock_sync::keepalive` | `error` | a kept-alive lock was lost (taken over, or its validity ran out) |
+//! | `redlock_sync::keepalive` | `info` | renewals succeed again after a miss |
+//! | `redlock_sync::node` | `debug` | each node failure in a round; each new connection, and a pooled one found closed |
 //!
 //! # Errors
 //!
@@ -69,6 +87,21 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// Logs through the `log` facade with the `log` feature; compiles to
+/// nothing (the arguments are not evaluated) without it.
+macro_rules! log {
+    ($level:ident, $target:expr, $($arg:tt)+) => {{
+        #[cfg(feature = "log")]
+        ::log::$level!(target: $target, $($arg)+);
+        #[cfg(not(feature = "log"))]
+        if false {
+            let _ = ($target, format_args!($($arg)+));
+        }
+    }};
+}
+pub(crate) use log;
+
+mod cluster;
 mod conn;
 mod error;
 mod guard;
@@ -76,9 +109,10 @@ mod manager;
 mod node;
 mod quorum;
 
+pub use cluster::{FENCE_SUFFIX, MAX_TTL};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
-pub use manager::{Builder, FENCE_PREFIX, LockManager, MAX_TTL};
+pub use manager::{Builder, LockManager};
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, NodeError, Result};
+use crate::cluster::{Cluster, MAX_TTL, new_token};
+use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::node::{EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
-use crate::quorum::{self, Tally};
+use crate::node::Node;
+use crate::quorum;
 
 // The defaults, in one place.
 const DEFAULT_RETRY_COUNT: u32 = 3;
@@ -16,76 +17,8 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 const DEFAULT_MAX_IDLE_PER_NODE: usize = 16;
-
-/// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
-/// larger would risk overflowing Redis's millisecond expiry times.
-pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
-
-/// What the manager and its guards share: the nodes and the settings that
-/// every call needs.
-pub(crate) struct Shared {
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) drift_factor: f64,
-    pub(crate) node_timeout: Duration,
-}
-
-impl Shared {
-    /// Checks a TTL and returns it in whole milliseconds (what `PX` and
-    /// `PEXPIRE` take; a fraction of a millisecond is dropped).
-    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
-        if ttl > MAX_TTL {
-            return Err(Error::invalid_argument(format!(
-                "TTL {ttl:?} is larger than the maximum of {MAX_TTL:?}"
-            )));
-        }
-        let ttl_ms = ttl.as_millis() as u64;
-        if ttl_ms == 0 {
-            return Err(Error::invalid_argument(format!(
-                "TTL must be at least 1 ms, got {ttl:?}"
-            )));
-        }
-        let whole = Duration::from_millis(ttl_ms);
-        if quorum::validity(whole, Duration::ZERO, self.drift_factor).is_none() {
-            return Err(Error::invalid_argument(format!(
-                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}",
-                quorum::drift(whole, self.drift_factor)
-            )));
-        }
-        Ok(ttl_ms)
-    }
-
-    /// Runs the check-and-delete script on the nodes `only` selects (all
-    /// when `None`).
-    pub(crate) fn unlock(&self, only: Option<&[bool]>, resource: &[u8], token: &[u8]) -> Tally {
-        Tally::count(self.script(&UNLOCK, only, &[resource], &[token]))
-    }
-
-    /// Sets the key's expiry to `ttl_ms` on every node where it holds
-    /// `token`.
-    pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
-        let ttl = ttl_ms.to_string();
-        Tally::count(self.script(&EXTEND, None, &[resource], &[token, ttl.as_bytes()]))
-    }
-
-    /// Runs a script that answers 1 or 0 on the nodes `only` selects.
-    fn script(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        keys: &[&[u8]],
-        args: &[&[u8]],
-    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        let packed = lua.evalsha(keys, args);
-        let reload = || lua.eval(keys, args);
-        let req = Request {
-            packed: &packed,
-            reply: Reply::One,
-            reload: Some(&reload),
-            on_timeout: None,
-        };
-        quorum::round(&self.nodes, only, &req)
-    }
-}
+const DEFAULT_FENCING: bool = true;
+const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +50,7 @@ impl Retry {
 /// costs at most the node timeout and counts as one vote against.
 #[derive(Clone)]
 pub struct LockManager {
-    shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
     retry: Retry,
 }
 
@@ -179,23 +112,29 @@ impl LockManager {
 
     /// How many nodes must agree: a strict majority of the nodes.
     pub fn quorum(&self) -> usize {
-        quorum::quorum(self.shared.nodes.len())
+        quorum::quorum(self.cluster.nodes.len())
+    }
+
+    /// Whether acquisitions carry a fencing token (see
+    /// [`Builder::fencing`]).
+    pub fn fencing(&self) -> bool {
+        self.cluster.fencing_expiry_ms.is_some()
     }
 
     /// The nodes' names (`host:port`, `unix:path`, with `/db` when not 0),
     /// in the order given; these are the names that errors use.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
-        self.shared.nodes.iter().map(Node::name)
+        self.cluster.nodes.iter().map(Node::name)
     }
 
     /// The time each node gets to answer one call, connecting included.
     pub fn node_timeout(&self) -> Duration {
-        self.shared.node_timeout
+        self.cluster.node_timeout
     }
 
     /// The clock drift factor.
     pub fn drift_factor(&self) -> f64 {
-        self.shared.drift_factor
+        self.cluster.drift_factor
     }
 
     /// Takes the lock on `resource` for `ttl`, trying up to the retry count
@@ -261,27 +200,18 @@ impl LockManager {
         ttl: Duration,
         mut next: impl FnMut(Duration) -> Option<Duration>,
     ) -> Result<LockGuard> {
-        if resource.is_empty() {
-            return Err(Error::invalid_argument("the resource name is empty"));
-        }
-        if resource.starts_with(FENCE_PREFIX) {
-            return Err(Error::invalid_argument(format!(
-                "resource names starting with {:?} are reserved for fencing counters",
-                String::from_utf8_lossy(FENCE_PREFIX)
-            )));
-        }
-        let ttl_ms = self.shared.check_ttl(ttl)?;
-        let token = crate::guard::new_token()?;
+        Cluster::check_resource(resource)?;
+        let ttl_ms = self.cluster.check_ttl(ttl)?;
+        let token = new_token()?;
         loop {
-            let err = match self.attempt(resource, &token, ttl_ms) {
-                Ok((valid_until, fencing)) => {
+            let err = match self.cluster.acquire(resource, &token, ttl_ms) {
+                Ok(granted) => {
                     return Ok(LockGuard::new(
-                        self.shared.clone(),
+                        self.cluster.clone(),
                         resource,
                         token,
                         Duration::from_millis(ttl_ms),
-                        fencing,
-                        valid_until,
+                        granted,
                     ));
                 }
                 Err(err) => err,
@@ -292,102 +222,6 @@ impl LockManager {
                 None => return Err(err),
             }
         }
-    }
-
-    /// One attempt: on every node, `SET resource token NX PX ttl` and an
-    /// increment of the resource's fencing counter, pipelined; the token is
-    /// the largest count among the nodes that set the key. Then the granting nodes whose counter is
-    /// below the highest are raised to it, so that a quorum holds the
-    /// highest value and any later quorum, which shares a node with it,
-    /// counts past it. On success returns the end of validity and the
-    /// fencing token; on failure removes whatever it set, from every node,
-    /// before returning.
-    fn attempt(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<(Instant, u64)> {
-        let shared = &*self.shared;
-        let ttl = Duration::from_millis(ttl_ms);
-        let px = ttl_ms.to_string();
-        let fence = fence_key(resource);
-        // Two commands in one write, no script: the counter is incremented
-        // on every node asked, whether or not it set the key. Only the
-        // counts of nodes that set it make the token; the others' counts
-        // just grow, which keeps every counter monotonic.
-        let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
-        packed.extend_from_slice(&pack(&[b"INCR", &fence]));
-        // Queued behind an acquisition that times out: removes the key
-        // right after a late execution.
-        let cleanup = || UNLOCK.eval(&[resource], &[token]);
-        let req = Request {
-            packed: &packed,
-            reply: Reply::SetCount,
-            reload: None,
-            on_timeout: Some(&cleanup),
-        };
-        let start = Instant::now();
-        let answers = quorum::round(&shared.nodes, None, &req);
-        let quorum = quorum::quorum(shared.nodes.len());
-        let counts = || {
-            answers
-                .iter()
-                .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
-        };
-        let granted = counts().filter(|&c| c > 0).count();
-        let fencing = counts().max().unwrap_or(0);
-        let mut failed = None;
-        if granted >= quorum {
-            let lagging: Vec<bool> = answers
-                .iter()
-                .map(|a| matches!(a, Some(Ok(c)) if *c > 0 && *c < fencing))
-                .collect();
-            let mut fenced = granted - lagging.iter().filter(|l| **l).count();
-            if fenced < granted {
-                let max = fencing.to_string();
-                let raised = Tally::count(shared.script(
-                    &RAISE,
-                    Some(&lagging),
-                    &[&fence],
-                    &[max.as_bytes()],
-                ));
-                fenced += raised.yes;
-                if fenced < quorum {
-                    failed = Some(raised);
-                }
-            }
-        }
-        let elapsed = start.elapsed();
-        let valid_until = if granted >= quorum && failed.is_none() {
-            quorum::validity(ttl, elapsed, shared.drift_factor)
-                .and_then(|validity| start.checked_add(elapsed + validity))
-        } else {
-            None
-        };
-        if let Some(valid_until) = valid_until {
-            return Ok((valid_until, fencing));
-        }
-        // Best effort, on every node that may hold our key: those that
-        // granted it, and those that failed after the script may have run
-        // (unless the cleanup is already queued behind it).
-        let dirty: Vec<bool> = answers
-            .iter()
-            .map(|answer| match answer {
-                Some(Ok(count)) => *count > 0,
-                Some(Err(e)) => !e.settled,
-                None => false,
-            })
-            .collect();
-        if dirty.contains(&true) {
-            shared.unlock(Some(&dirty), resource, token);
-        }
-        Err(match failed {
-            // The counters could not be brought to a quorum: the failures
-            // of the raising round say why.
-            Some(raised) => raised.acquire_error(resource),
-            None if granted >= quorum => Error::NoValidity {
-                resource: quorum::display(resource),
-                elapsed,
-                ttl,
-            },
-            None => Tally::count(answers).acquire_error(resource),
-        })
     }
 
     /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive
@@ -420,22 +254,14 @@ impl LockManager {
     }
 }
 
-/// The key of a resource's fencing counter. It never expires.
-pub(crate) fn fence_key(resource: &[u8]) -> Vec<u8> {
-    [FENCE_PREFIX, resource].concat()
-}
-
-/// Prefix of the fencing counter keys; resource names starting with it
-/// are reserved.
-pub const FENCE_PREFIX: &[u8] = b"redlock-sync:fence:";
-
 impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
             .field("nodes", &self.nodes().collect::<Vec<_>>())
             .field("quorum", &self.quorum())
-            .field("node_timeout", &self.shared.node_timeout)
-            .field("drift_factor", &self.shared.drift_factor)
+            .field("node_timeout", &self.cluster.node_timeout)
+            .field("drift_factor", &self.cluster.drift_factor)
+            .field("fencing_expiry_ms", &self.cluster.fencing_expiry_ms)
             .field("retry", &self.retry)
             .finish()
     }
@@ -471,6 +297,8 @@ pub struct Builder {
     drift_factor: f64,
     node_timeout: Duration,
     max_idle_per_node: usize,
+    fencing: bool,
+    fencing_expiry: Duration,
 }
 
 impl Default for Builder {
@@ -482,6 +310,8 @@ impl Default for Builder {
             drift_factor: DEFAULT_DRIFT_FACTOR,
             node_timeout: DEFAULT_NODE_TIMEOUT,
             max_idle_per_node: DEFAULT_MAX_IDLE_PER_NODE,
+            fencing: DEFAULT_FENCING,
+            fencing_expiry: DEFAULT_FENCING_EXPIRY,
         }
     }
 }
@@ -553,6 +383,46 @@ impl Builder {
         self
     }
 
+    /// Sets whether acquisitions carry a fencing token
+    /// ([`LockGuard::fencing_token`]). On, each node keeps a counter per
+    /// resource (at the resource's name followed by
+    /// [`FENCE_SUFFIX`](crate::FENCE_SUFFIX)), incremented in the same
+    /// write that sets the lock key and expiring after
+    /// [`fencing_expiry`](Self::fencing_expiry). Off, an acquisition writes
+    /// nothing but the lock key (`SET NX PX`) and guards have no fencing
+    /// token.
+    ///
+    /// Defaults to on.
+    pub fn fencing(mut self, on: bool) -> Builder {
+        self.fencing = on;
+        self
+    }
+
+    /// Sets how long a resource's fencing counter is kept after the last
+    /// acquisition or renewal of a lock on it (never less than that lock's
+    /// TTL, so the counter outlives every lock taken on it). Any positive
+    /// duration, in whole milliseconds (rounded up).
+    ///
+    /// While a counter lives, every token is larger than the last one
+    /// whatever the clocks say. A counter created anew (after this idle
+    /// period, or on a node that restarted empty) starts from this
+    /// machine's clock in microseconds, so its tokens are still larger
+    /// provided the clocks of the machines taking the lock do not
+    /// disagree by more than the time since the lost counter was created:
+    /// after an expiry, at least this period. A longer period tolerates
+    /// larger clock errors and keeps a key (about 100 bytes) per resource
+    /// used within it on every node.
+    ///
+    /// Defaults to 10 minutes: thousands of times any sane clock error
+    /// between NTP-synchronized machines and longer than almost any lock's
+    /// TTL, while a service that locks per entity keeps only the entities
+    /// of the last 10 minutes (1,000 new entities a second: about 600,000
+    /// keys, 60 MB per node).
+    pub fn fencing_expiry(mut self, idle: Duration) -> Builder {
+        self.fencing_expiry = idle;
+        self
+    }
+
     /// Checks the settings and builds the manager. No connection is opened
     /// yet.
     ///
@@ -560,8 +430,9 @@ impl Builder {
     ///
     /// [`Error::InvalidConfig`] when there are no nodes, a URL cannot be
     /// read or needs a feature not compiled in, the same server appears
-    /// twice, the drift factor is outside `[0, 1)`, the node timeout is 0
-    /// or above [`MAX_TTL`], or the retry count is 0.
+    /// twice, the drift factor is outside `[0, 1)`, the node timeout or
+    /// the fencing expiry is 0 or above [`MAX_TTL`], or the retry count is
+    /// 0.
     pub fn build(self) -> Result<LockManager> {
         if self.urls.is_empty() {
             return Err(Error::invalid_config("no Redis nodes were given"));
@@ -578,6 +449,14 @@ impl Builder {
                 self.node_timeout
             )));
         }
+        if self.fencing_expiry.is_zero() || self.fencing_expiry > MAX_TTL {
+            return Err(Error::invalid_config(format!(
+                "fencing expiry must be more than 0 and at most {MAX_TTL:?}, got {:?}",
+                self.fencing_expiry
+            )));
+        }
+        // Whole milliseconds, rounded up: any positive duration is kept.
+        let expiry_ms = self.fencing_expiry.as_nanos().div_ceil(1_000_000) as u64;
         let retry = Retry::new(self.retry_count, self.retry_delay).map_err(|e| match e {
             Error::InvalidArgument { reason } => Error::invalid_config(reason),
             other => other,
@@ -596,10 +475,11 @@ impl Builder {
             nodes.push(node);
         }
         Ok(LockManager {
-            shared: Arc::new(Shared {
+            cluster: Arc::new(Cluster {
                 nodes,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
+                fencing_expiry_ms: self.fencing.then_some(expiry_ms),
             }),
             retry,
         })
@@ -621,7 +501,7 @@ mod tests {
     #[test]
     fn ttl_checks() {
         let m = manager(0.01);
-        let s = &m.shared;
+        let s = &m.cluster;
         assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
         assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
         assert!(s.check_ttl(Duration::ZERO).is_err());
@@ -633,8 +513,8 @@ mod tests {
         assert!(s.check_ttl(Duration::MAX).is_err());
         // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
         let m = manager(0.5);
-        assert!(m.shared.check_ttl(Duration::from_millis(4)).is_err());
-        assert!(m.shared.check_ttl(Duration::from_millis(6)).is_ok());
+        assert!(m.cluster.check_ttl(Duration::from_millis(4)).is_err());
+        assert!(m.cluster.check_ttl(Duration::from_millis(6)).is_ok());
     }
 
     #[test]

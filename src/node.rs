@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, RedisResult, Value};
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::Conn;
 use crate::error::{Error, NodeError};
@@ -25,27 +25,60 @@ end
 return 0
 "#;
 
-/// Resets the key's expiry only while it still holds our token.
+/// Resets the key's expiry (ARGV[2] ms) only while it still holds our
+/// token. With a second key (the resource's fencing counter), also keeps
+/// the counter alive longer than the lock: when it has less than the new
+/// TTL left, its expiry is reset to ARGV[3] ms (a counter with no expiry,
+/// or none at all, is left alone).
 const EXTEND_SRC: &str = r#"
 if redis.call("GET", KEYS[1]) == ARGV[1] then
+    if KEYS[2] then
+        local left = redis.call("PTTL", KEYS[2])
+        if left >= 0 and left < tonumber(ARGV[2]) then
+            redis.call("PEXPIRE", KEYS[2], ARGV[3])
+        end
+    end
     return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0
 "#;
 
-/// A Lua script: its source, and its SHA1 computed once by
-/// [`redis::Script`].
+/// Raises the fencing counter to at least ARGV[1], keeping its expiry; a
+/// counter that expired meanwhile is created with the expiry ARGV[2].
+const RAISE_SRC: &str = r#"
+local seen = redis.call("GET", KEYS[1])
+if not seen then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+elseif tonumber(seen) < tonumber(ARGV[1]) then
+    redis.call("SET", KEYS[1], ARGV[1], "KEEPTTL")
+end
+return 1
+"#;
+
+/// A Lua script: its name for messages, its source, and its SHA1 computed
+/// once by [`redis::Script`].
 pub(crate) struct Lua {
+    name: &'static str,
     src: &'static str,
     sha: String,
 }
 
 impl Lua {
-    fn new(src: &'static str) -> Lua {
+    fn new(name: &'static str, src: &'static str) -> Lua {
         Lua {
+            name,
             src,
             sha: redis::Script::new(src).get_hash().to_owned(),
         }
+    }
+
+    /// What a failure of this script on `key` concerns, for messages.
+    pub(crate) fn describe(&self, key: &[u8]) -> String {
+        format!(
+            "the {} script on {:?}",
+            self.name,
+            String::from_utf8_lossy(key)
+        )
     }
 
     /// `EVALSHA sha numkeys keys... args...`.
@@ -65,18 +98,9 @@ impl Lua {
     }
 }
 
-/// Raises the fencing counter to at least ARGV[1].
-const RAISE_SRC: &str = r#"
-local seen = tonumber(redis.call("GET", KEYS[1]) or "0")
-if seen < tonumber(ARGV[1]) then
-    redis.call("SET", KEYS[1], ARGV[1])
-end
-return 1
-"#;
-
-pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new(UNLOCK_SRC));
-pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new(EXTEND_SRC));
-pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new(RAISE_SRC));
+pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UNLOCK_SRC));
+pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
+pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 
 /// Encodes one command in RESP.
 pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
@@ -100,23 +124,53 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
 pub(crate) enum Reply {
     /// `1` is yes, `0` is no (unlock, extend, raise).
     One,
-    /// Two replies, of `SET ... NX` then `INCR` (acquire): nil then any
-    /// count is no (0); `OK` then a count is yes, and the count.
+    /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
+    /// (1), nil is no.
+    Set,
+    /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
+    /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
+    /// fencing): nil first is no (0); `OK` first is yes, and the count.
     SetCount,
+}
+
+impl Reply {
+    /// How many replies the request gets.
+    fn replies(self) -> usize {
+        match self {
+            Reply::One | Reply::Set => 1,
+            Reply::SetCount => 4,
+        }
+    }
 }
 
 /// One request, the same for every node of a round.
 pub(crate) struct Request<'a> {
-    /// The command, packed.
+    /// The command(s), packed.
     pub(crate) packed: &'a [u8],
     /// How to read its reply.
     pub(crate) reply: Reply,
+    /// Names the command (by its index among the request's commands) and
+    /// key that an error reply concerns, for messages.
+    pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// Written behind the command on the same connection when its reply
     /// does not come in time, before the connection is dropped.
     pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+/// A request that got no useful answer: the error, and which of the
+/// request's commands it belongs to (for an error reply).
+struct Failure {
+    error: RedisError,
+    at: usize,
+}
+
+impl From<RedisError> for Failure {
+    fn from(error: RedisError) -> Failure {
+        Failure { error, at: 0 }
+    }
 }
 
 /// A connection, between uses kept in a node's pool.
@@ -127,9 +181,17 @@ pub(crate) struct Pooled {
 impl Pooled {
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
-    fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> RedisResult<u64> {
-        if let Reply::SetCount = req.reply {
-            return self.finish_set_count(deadline);
+    fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        match req.reply {
+            Reply::One => {}
+            Reply::Set => {
+                return match self.con.read(deadline)? {
+                    Value::Okay => Ok(1),
+                    Value::Nil => Ok(0),
+                    other => Err(unexpected(&other).into()),
+                };
+            }
+            Reply::SetCount => return self.finish_set_count(req, deadline),
         }
         let reply = match (self.con.read(deadline), req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
@@ -141,25 +203,32 @@ impl Pooled {
         match reply {
             Value::Int(1) => Ok(1),
             Value::Int(0) => Ok(0),
-            other => Err(unexpected(&other)),
+            other => Err(unexpected(&other).into()),
         }
     }
 
-    /// Reads both replies of `SET ... NX` + `INCR`, whatever the first, so
-    /// that the connection stays in step; a broken connection wins over an
-    /// error reply.
-    fn finish_set_count(&mut self, deadline: Instant) -> RedisResult<u64> {
-        let set = self.con.read(deadline);
-        if let Err(e) = &set
-            && !is_reply(e)
-        {
-            return set.map(|_| 0);
+    /// Reads every reply of the acquisition pipeline, whatever the earlier
+    /// ones, so that the connection stays in step; a broken connection
+    /// wins over an error reply, and the first error reply over the rest.
+    fn finish_set_count(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        let mut replies = [Value::Nil, Value::Nil, Value::Nil, Value::Nil];
+        let mut refused = None;
+        for (at, slot) in replies.iter_mut().enumerate().take(req.reply.replies()) {
+            match self.con.read(deadline) {
+                Ok(value) => *slot = value,
+                Err(error) if is_reply(&error) => {
+                    refused.get_or_insert(Failure { error, at });
+                }
+                Err(error) => return Err(Failure { error, at }),
+            }
         }
-        let count = self.con.read(deadline);
-        match (set?, count?) {
-            (Value::Okay, Value::Int(n)) if n > 0 => Ok(n as u64),
-            (Value::Nil, Value::Int(_)) => Ok(0),
-            (Value::Okay | Value::Nil, other) | (other, _) => Err(unexpected(&other)),
+        if let Some(failure) = refused {
+            return Err(failure);
+        }
+        match replies {
+            [Value::Okay, _, Value::Int(n), _] if n > 0 => Ok(n as u64),
+            [Value::Nil, _, Value::Int(_), _] => Ok(0),
+            [Value::Okay | Value::Nil, _, other, _] | [other, ..] => Err(unexpected(&other).into()),
         }
     }
 }
@@ -182,6 +251,8 @@ pub(crate) struct Node {
     /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of the
     /// scripts (which may fail).
     handshake: Vec<Vec<u8>>,
+    /// The required commands' names, for messages.
+    required_names: Vec<&'static str>,
     required: usize,
     timeout: Duration,
     max_idle: usize,
@@ -214,15 +285,21 @@ impl Node {
         let settings = info.redis_settings();
         let db = settings.db();
         let mut handshake = Vec::new();
+        let mut required_names = Vec::new();
         match (settings.username(), settings.password()) {
             (Some(user), Some(pw)) => {
-                handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]))
+                handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]));
+                required_names.push("AUTH");
             }
-            (None, Some(pw)) => handshake.push(pack(&[b"AUTH", pw.as_bytes()])),
+            (None, Some(pw)) => {
+                handshake.push(pack(&[b"AUTH", pw.as_bytes()]));
+                required_names.push("AUTH");
+            }
             _ => {}
         }
         if db != 0 {
             handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
+            required_names.push("SELECT");
         }
         let required = handshake.len();
         // Loading the scripts here saves a NOSCRIPT round trip at first use
@@ -248,6 +325,7 @@ impl Node {
             name,
             addr,
             handshake,
+            required_names,
             required,
             timeout,
             max_idle,
@@ -298,36 +376,47 @@ impl Node {
                 self.checkin(pooled);
                 Received::Done(Ok(v))
             }
-            Err(e) if is_reply(&e) => {
+            Err(f) if is_reply(&f.error) => {
                 self.checkin(pooled);
-                Received::Done(Err(self.error(e, false)))
+                Received::Done(Err(self.refused(f, req)))
             }
-            Err(e) if is_stale(&e) => {
+            Err(f) if is_stale(&f.error) => {
                 self.idle.lock().clear();
+                crate::log!(
+                    debug,
+                    "redlock_sync::node",
+                    "{}: pooled connection found closed; reconnecting",
+                    self.name
+                );
                 Received::Stale
             }
-            Err(e) => Received::Done(Err(self.failed(pooled, e, req))),
+            Err(f) => Received::Done(Err(self.failed(pooled, f.error, req))),
         }
     }
 
     /// Runs `req` on a new connection, everything by `deadline`.
     pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
         let mut pooled = self.connect(deadline)?;
-        let result = pooled
-            .con
-            .write(req.packed, deadline)
-            .and_then(|()| pooled.finish(req, deadline));
+        let result = match pooled.con.write(req.packed, deadline) {
+            Ok(()) => pooled.finish(req, deadline),
+            Err(e) => Err(e.into()),
+        };
         match result {
             Ok(v) => {
                 self.checkin(pooled);
                 Ok(v)
             }
-            Err(e) if is_reply(&e) => {
+            Err(f) if is_reply(&f.error) => {
                 self.checkin(pooled);
-                Err(self.error(e, false))
+                Err(self.refused(f, req))
             }
-            Err(e) => Err(self.failed(pooled, e, req)),
+            Err(f) => Err(self.failed(pooled, f.error, req)),
         }
+    }
+
+    /// The error for an error reply, naming the command it answered.
+    fn refused(&self, f: Failure, req: &Request<'_>) -> NodeError {
+        self.error(f.error, false).about((req.describe)(f.at))
     }
 
     /// The error for a request that got no complete reply. The connection
@@ -345,29 +434,44 @@ impl Node {
 
     /// Opens a connection and runs the handshake, all by `deadline`.
     fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
+        crate::log!(
+            debug,
+            "redlock_sync::node",
+            "{}: opening a connection",
+            self.name
+        );
         let mut pooled = Conn::open(&self.addr, deadline, self.timeout)
             .map(|con| Pooled { con })
             .map_err(|e| self.error(e, true))?;
-        self.handshake(&mut pooled, deadline)
-            .map_err(|e| self.error(e, true))?;
+        self.handshake(&mut pooled, deadline).map_err(|f| {
+            let e = self.error(f.error, true);
+            match self.required_names.get(f.at) {
+                Some(name) if is_reply(e.redis_error()) => e.about((*name).to_owned()),
+                _ => e,
+            }
+        })?;
         Ok(pooled)
     }
 
     /// Sends the handshake at once, then reads each reply by `deadline`.
     /// AUTH or SELECT failing fails the connection; the rest may fail
-    /// (CLIENT SETINFO on old servers, SCRIPT LOAD while loading) without
-    /// harm.
-    fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> RedisResult<()> {
+    /// (CLIENT SETINFO on old servers, SCRIPT LOAD while loading or
+    /// refused by an ACL) without harm.
+    fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> Result<(), Failure> {
         pooled.con.write(&self.handshake.concat(), deadline)?;
-        for i in 0..self.handshake.len() {
+        let mut refused = None;
+        for at in 0..self.handshake.len() {
             match pooled.con.read(deadline) {
-                Err(e) if i >= self.required && is_reply(&e) => {}
-                other => {
-                    other?;
+                Ok(_) => {}
+                Err(e) if is_reply(&e) => {
+                    if at < self.required {
+                        refused.get_or_insert(Failure { error: e, at });
+                    }
                 }
+                Err(error) => return Err(Failure { error, at }),
             }
         }
-        Ok(())
+        refused.map_or(Ok(()), Err)
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset

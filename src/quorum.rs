@@ -81,6 +81,7 @@ pub(crate) fn round(
                 None => first.call(req, deadline),
             });
         }
+        log_failures(nodes, &answers);
         return answers;
     }
     thread::scope(|scope| {
@@ -112,7 +113,23 @@ pub(crate) fn round(
             });
         }
     });
+    log_failures(nodes, &answers);
     answers
+}
+
+/// Logs each node's failure in a round (at debug level: the round's
+/// outcome is what callers see and report).
+fn log_failures(nodes: &[Node], answers: &[Option<Result<u64, NodeError>>]) {
+    for (node, answer) in nodes.iter().zip(answers) {
+        if let Some(Err(e)) = answer {
+            crate::log!(
+                debug,
+                "redlock_sync::node",
+                "{} failed in a round: {e}",
+                node.name()
+            );
+        }
+    }
 }
 
 /// The answers of one round, counted.

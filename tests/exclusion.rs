@@ -110,10 +110,11 @@ impl Worker {
             self.tally.occupied += 1;
         }
         let last_fence: u64 = self.witness.get("fence").unwrap_or(0);
-        if guard.fencing_token() <= last_fence {
+        let token = guard.fencing_token().expect("fencing is on by default");
+        if token <= last_fence {
             self.tally.stale += 1;
         }
-        let _: () = self.witness.set("fence", guard.fencing_token()).unwrap();
+        let _: () = self.witness.set("fence", token).unwrap();
     }
 
     /// A read-sleep-write of the witness counter: sections that overlap

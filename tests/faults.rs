@@ -270,7 +270,10 @@ fn error_replies_are_votes_against_with_their_code() {
     for f in failures {
         assert_eq!(f.kind(), NodeErrorKind::Server, "{f}");
         assert_eq!(f.code(), Some("OOM"), "{f}");
-        assert!(f.to_string().ends_with("error reply OOM"), "{f}");
+        // The message names the command and key refused.
+        let expected = format!("error reply OOM to SET {key:?}");
+        assert!(f.to_string().ends_with(&expected), "{f}");
+        assert_eq!(f.command(), Some(&format!("SET {key:?}")[..]), "{f}");
     }
     assert_eq!(get(&cluster[2], key.as_bytes()), None, "cleaned up");
     // The connections stayed in step: the next lock works everywhere.

@@ -1,18 +1,46 @@
 //! Fencing tokens: strictly increasing per resource, across sequential and
-//! contending acquisitions, with a minority of nodes down or lagging.
+//! contending acquisitions, with a minority of nodes down or lagging,
+//! across counters that expire, are deleted or are lost with their nodes;
+//! and what the library leaves on the nodes.
 
 mod support;
 
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Commands;
-use redlock_sync::{Error, FENCE_PREFIX};
-use support::{Cluster, Server, admin, manager, resource};
+use redlock_sync::{Error, FENCE_SUFFIX, LockGuard, LockManager};
+use support::{Cluster, Server, admin, manager, resource, wait_for};
 
 fn fence_key(resource: &str) -> Vec<u8> {
-    [FENCE_PREFIX, resource.as_bytes()].concat()
+    [resource.as_bytes(), FENCE_SUFFIX].concat()
+}
+
+/// The fencing token of a guard from a manager with fencing on.
+fn token(guard: &LockGuard) -> u64 {
+    guard.fencing_token().expect("fencing is on")
+}
+
+/// Microseconds since the epoch, as counters created anew start from.
+fn clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// Every key on `server`, with its PTTL.
+fn keys_with_pttl(server: &Server) -> Vec<(Vec<u8>, i64)> {
+    let mut con = admin(server);
+    let keys: Vec<Vec<u8>> = con.scan().unwrap().collect::<Result<_, _>>().unwrap();
+    keys.into_iter()
+        .map(|k| {
+            let left: i64 = con.pttl(&k).unwrap();
+            (k, left)
+        })
+        .filter(|(_, left)| *left != -2)
+        .collect()
 }
 
 fn counter(server: &Server, resource: &str) -> Option<u64> {
@@ -40,26 +68,37 @@ fn sequential_acquisitions_get_strictly_increasing_tokens() {
     let dlm = manager(&cluster, Duration::from_millis(500));
     let key = resource("fence-seq");
     let mut tokens = Vec::new();
+    let before = clock_us();
     for i in 0..200 {
         let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-        tokens.push(guard.fencing_token());
+        tokens.push(token(&guard));
         // Alternate release and drop: both end the lock.
         if i % 2 == 0 {
             guard.release().unwrap();
         }
     }
-    assert!(tokens[0] >= 1);
+    // A counter created anew starts from the clock in microseconds.
+    assert!(
+        tokens[0] > before && tokens[0] < clock_us(),
+        "{}",
+        tokens[0]
+    );
+    assert!(tokens[199] < 1 << 53);
     assert_strictly_increasing(&tokens);
-    // The counter never expires and every node holds the last token.
+    // Every node holds the last token, in a counter that expires after
+    // the default idle period (10 minutes).
     for server in &cluster.servers {
         assert_eq!(counter(server, &key), tokens.last().copied());
-        assert_eq!(admin(server).pttl::<_, i64>(fence_key(&key)).unwrap(), -1);
+        let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        assert!(left > 590_000 && left <= 600_000, "PTTL {left}");
     }
     // Another resource has its own counter.
-    let other = dlm
-        .lock(resource("fence-seq-other"), Duration::from_secs(10))
-        .unwrap();
-    assert_eq!(other.fencing_token(), 1);
+    let other_key = resource("fence-seq-other");
+    let other = dlm.lock(&other_key, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        counter(&cluster.servers[0], &other_key),
+        Some(token(&other))
+    );
 }
 
 #[test]
@@ -83,7 +122,7 @@ fn contending_threads_get_tokens_increasing_in_the_order_they_held_the_lock() {
                         .unwrap();
                     // Recorded while holding: the record order is the
                     // order in which the lock was held.
-                    order.lock().unwrap().push(guard.fencing_token());
+                    order.lock().unwrap().push(token(&guard));
                     guard.release().unwrap();
                 }
             })
@@ -102,22 +141,26 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
     let mut cluster = Cluster::start(5).unwrap();
     let key = resource("fence-lagging");
     // A state a real history can leave: a quorum (nodes 0, 3, 4) saw
-    // token 100; nodes 1 and 2 missed acquisitions while unreachable.
-    for (server, value) in cluster.servers.iter().zip([100, 0, 0, 100, 100]) {
-        if value > 0 {
-            set_counter(server, &key, value);
-        }
+    // token B; nodes 1 and 2 missed acquisitions while unreachable, and
+    // their counters expired. B is far ahead of the clock, so that a
+    // counter created anew (from the clock) starts below it.
+    let b = clock_us() + 1_000_000_000_000;
+    for i in [0, 3, 4] {
+        set_counter(&cluster.servers[i], &key, b);
     }
     let dlm = manager(&cluster, Duration::from_millis(50));
-    // Nodes 3 and 4 hang: the quorum is 0, 1, 2, and only node 0 knows 100.
+    // Nodes 3 and 4 hang: the quorum is 0, 1, 2, and only node 0 knows B.
     cluster.servers[3].pause();
     cluster.servers[4].pause();
     let first = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-    assert_eq!(first.fencing_token(), 101);
+    assert_eq!(token(&first), b + 1);
     drop(first);
-    // The lagging nodes that granted the lock were raised to the token.
+    // The lagging nodes that granted the lock were raised to the token,
+    // and their counters kept an expiry.
     for server in &cluster.servers[..3] {
-        assert_eq!(counter(server, &key), Some(101));
+        assert_eq!(counter(server, &key), Some(b + 1));
+        let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        assert!(left > 0, "PTTL {left}");
     }
     cluster.servers[3].resume();
     cluster.servers[4].resume();
@@ -126,12 +169,12 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
     cluster.servers[0].pause();
     cluster.servers[1].pause();
     let second = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-    assert_eq!(second.fencing_token(), 102);
+    assert_eq!(token(&second), b + 2);
     drop(second);
     cluster.servers[0].resume();
     cluster.servers[1].resume();
 
-    let mut tokens = vec![101, 102];
+    let mut tokens = vec![b + 1, b + 2];
     // Each round, a different minority hangs (its counters fall behind)
     // or dies (and comes back with its data, from an append-only file).
     for round in 0..5 {
@@ -141,7 +184,7 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
         }
         for _ in 0..6 {
             let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-            tokens.push(guard.fencing_token());
+            tokens.push(token(&guard));
         }
         for &i in &down {
             cluster.servers[i].resume();
@@ -151,7 +194,7 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
         assert!(seen.iter().any(|c| *c != seen[0]), "{seen:?}");
         for _ in 0..3 {
             let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-            tokens.push(guard.fencing_token());
+            tokens.push(token(&guard));
         }
     }
     println!(
@@ -168,11 +211,7 @@ fn tokens_survive_a_minority_restart_with_persistence() {
     let mut cluster = Cluster::persistent(3).unwrap();
     let key = resource("fence-restart");
     let dlm = manager(&cluster, Duration::from_millis(200));
-    let take = || {
-        dlm.lock(&key, Duration::from_secs(10))
-            .unwrap()
-            .fencing_token()
-    };
+    let take = || token(&dlm.lock(&key, Duration::from_secs(10)).unwrap());
     let mut tokens = Vec::new();
     for server in &mut cluster.servers {
         tokens.extend((0..5).map(|_| take()));
@@ -188,7 +227,7 @@ fn tokens_survive_a_minority_restart_with_persistence() {
 fn fencing_counter_names_are_reserved() {
     let cluster = Cluster::start(1).unwrap();
     let dlm = manager(&cluster, Duration::from_millis(500));
-    let reserved = [FENCE_PREFIX, b"orders"].concat();
+    let reserved = fence_key("orders");
     match dlm.lock(&reserved, Duration::from_secs(1)) {
         Err(Error::InvalidArgument { reason }) => assert!(reason.contains("reserved"), "{reason}"),
         other => panic!("expected InvalidArgument, got {other:?}"),
@@ -213,15 +252,12 @@ fn refused_acquisitions_never_set_back_the_next_token() {
             Err(Error::Taken { .. })
         ));
     }
-    let token = held.fencing_token();
+    let last = token(&held);
     drop(held);
     // Refusals may advance the counters (each attempt increments them), but
     // never reset or lower them, and never hand out a token.
-    let next = dlm
-        .lock(&key, Duration::from_secs(10))
-        .unwrap()
-        .fencing_token();
-    assert!(next > token, "{next} after {token}");
+    let next = token(&dlm.lock(&key, Duration::from_secs(10)).unwrap());
+    assert!(next > last, "{next} after {last}");
     for server in &cluster.servers {
         assert_eq!(counter(server, &key), Some(next));
     }
@@ -238,7 +274,7 @@ fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
         .hset(fence_key(&key), "field", "value")
         .unwrap();
     let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
-    assert!(guard.fencing_token() >= 1);
+    assert!(token(&guard) >= 1);
     guard.release().unwrap();
     for server in &cluster.servers {
         assert_eq!(support::get(server, key.as_bytes()), None);
@@ -254,6 +290,8 @@ fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
             for (failure, server) in failures.iter().zip(&cluster.servers) {
                 let text = failure.to_string();
                 assert!(text.contains("WRONGTYPE"), "{text}");
+                // The command and key refused are named.
+                assert!(text.contains(":redlock-fence"), "{text}");
                 assert!(text.contains(&server.port().to_string()), "{text}");
             }
         }
@@ -262,4 +300,205 @@ fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
     for server in &cluster.servers {
         assert_eq!(support::get(server, key.as_bytes()), None);
     }
+}
+
+fn fencing_manager(cluster: &Cluster, expiry: Duration) -> LockManager {
+    LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fencing_expiry(expiry)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn distinct_resources_leave_no_key_without_an_expiry() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    for i in 0..300 {
+        let guard = dlm
+            .lock(resource(&format!("order:{i}")), Duration::from_secs(5))
+            .unwrap();
+        if i % 2 == 0 {
+            guard.release().unwrap();
+        }
+    }
+    for server in &cluster.servers {
+        let keys = keys_with_pttl(server);
+        // The lock keys are gone; one counter per resource is left, each
+        // with an expiry.
+        assert_eq!(keys.len(), 300, "{} keys", keys.len());
+        for (key, left) in &keys {
+            assert!(key.ends_with(FENCE_SUFFIX), "{key:?}");
+            assert!(
+                *left > 0,
+                "{:?} has PTTL {left}",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+}
+
+#[test]
+fn counters_expire_after_the_idle_period_and_the_next_token_is_still_larger() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = fencing_manager(&cluster, Duration::from_secs(1));
+    let names: Vec<String> = (0..20).map(|i| resource(&format!("idle:{i}"))).collect();
+    let mut last = Vec::new();
+    for name in &names {
+        let mut t = 0;
+        for _ in 0..3 {
+            let guard = dlm.lock(name, Duration::from_millis(500)).unwrap();
+            t = token(&guard);
+        }
+        last.push(t);
+    }
+    let last_acquisition = Instant::now();
+    // The counters live 1 s after the last acquisition: 2 s after it, no
+    // node holds any key of ours.
+    thread::sleep(Duration::from_secs(2).saturating_sub(last_acquisition.elapsed()));
+    for server in &cluster.servers {
+        let left = keys_with_pttl(server);
+        assert!(left.is_empty(), "{} keys left: {left:?}", left.len());
+    }
+    // Created anew from the clock, the counters give larger tokens.
+    for (name, last) in names.iter().zip(&last) {
+        let next = token(&dlm.lock(name, Duration::from_millis(500)).unwrap());
+        assert!(next > *last, "{name}: {next} after {last}");
+    }
+}
+
+#[test]
+fn counters_deleted_or_lost_with_a_majority_restarted_empty_still_give_larger_tokens() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    let key = resource("fence-lost");
+    let mut tokens = Vec::new();
+    for _ in 0..5 {
+        tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
+    }
+    // Deleted on every node.
+    for server in &cluster.servers {
+        let _: () = admin(server).del(fence_key(&key)).unwrap();
+    }
+    for _ in 0..5 {
+        tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
+    }
+    // A majority restarted without persistence: its counters are gone,
+    // and the third node's is behind what they had seen... but not by
+    // the clock.
+    cluster.servers[0].restart().unwrap();
+    cluster.servers[1].restart().unwrap();
+    tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
+    // Every node restarted empty.
+    for server in &mut cluster.servers {
+        server.restart().unwrap();
+    }
+    for _ in 0..5 {
+        tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
+    }
+    assert_strictly_increasing(&tokens);
+}
+
+#[test]
+fn counters_from_earlier_versions_keep_working() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    let key = resource("fence-legacy");
+    for server in &cluster.servers {
+        // Versions before 0.2 counted from 1 under another name, with no
+        // expiry; a counter at today's name with a small value and no
+        // expiry (set by hand, say) is counted on from.
+        let mut con = admin(server);
+        let _: () = con
+            .set([b"redlock-sync:fence:", key.as_bytes()].concat(), 147)
+            .unwrap();
+        let _: () = con.set(fence_key(&key), 41).unwrap();
+    }
+    let first = token(&dlm.lock(&key, Duration::from_secs(5)).unwrap());
+    assert_eq!(first, 42);
+    let second = token(&dlm.lock(&key, Duration::from_secs(5)).unwrap());
+    assert_eq!(second, 43);
+    for server in &cluster.servers {
+        // From now on it expires.
+        let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        assert!(left > 0, "PTTL {left}");
+    }
+}
+
+#[test]
+fn renewals_keep_the_counter_alive_longer_than_the_lock() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = fencing_manager(&cluster, Duration::from_millis(200));
+    let key = resource("fence-outlives");
+    let mut guard = dlm.lock(&key, Duration::from_secs(2)).unwrap();
+    // Never shorter than the lock's TTL...
+    for server in &cluster.servers {
+        let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        assert!(left > 1_000 && left <= 2_000, "PTTL {left}");
+    }
+    // ...also after an extension past it.
+    guard.extend(Duration::from_secs(5)).unwrap();
+    for server in &cluster.servers {
+        // Read first, so a counter expiring with the lock reads no lower.
+        let counter_left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        let lock_left: i64 = admin(server).pttl(&key).unwrap();
+        assert!(counter_left >= lock_left, "{counter_left} < {lock_left}");
+    }
+}
+
+#[test]
+fn fencing_off_writes_only_the_lock_key_and_gives_no_token() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .fencing(false)
+        .build()
+        .unwrap();
+    assert!(!dlm.fencing());
+    let key = resource("fence-off");
+    let mut guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    assert_eq!(guard.fencing_token(), None);
+    guard.extend(Duration::from_secs(10)).unwrap();
+    for server in &cluster.servers {
+        let keys = keys_with_pttl(server);
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        assert_eq!(keys[0].0, key.as_bytes());
+        assert!(keys[0].1 > 5_000, "{keys:?}");
+    }
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert!(keys_with_pttl(server).is_empty());
+    }
+    // Kept alive, too.
+    let guard = dlm
+        .lock(&key, Duration::from_millis(300))
+        .unwrap()
+        .keep_alive();
+    thread::sleep(Duration::from_millis(700));
+    guard.ensure_held().unwrap();
+    drop(guard);
+    let gone = wait_for(Duration::from_secs(2), || {
+        cluster.servers.iter().all(|s| keys_with_pttl(s).is_empty())
+    });
+    assert!(gone.is_some());
+}
+
+#[test]
+fn a_zero_fencing_expiry_is_refused_and_a_sub_millisecond_one_accepted() {
+    let build = |expiry| {
+        LockManager::builder()
+            .node("redis://127.0.0.1:1")
+            .fencing_expiry(expiry)
+            .build()
+    };
+    match build(Duration::ZERO) {
+        Err(Error::InvalidConfig { reason, .. }) => {
+            assert!(reason.contains("fencing expiry"), "{reason}")
+        }
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    assert!(build(Duration::from_micros(1)).is_ok());
 }

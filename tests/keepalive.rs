@@ -143,10 +143,30 @@ fn a_lock_taken_over_stops_the_keep_alive_and_fails_for_good() {
         let _: () = admin(server).set(&key, "someone-else").unwrap();
     }
     wait_for(Duration::from_secs(3), || guard.ensure_held().is_err()).expect("loss not seen");
+    // Found by the first renewal (at TTL/3), long before the validity
+    // would have run out: the guard says so, and has no validity left.
     match guard.ensure_held() {
-        Err(Error::NotHeld { renewal: None, .. }) => {}
+        Err(e @ Error::NotHeld { renewal: None, .. }) => {
+            assert!(
+                matches!(
+                    e,
+                    Error::NotHeld {
+                        lost_on: 3,
+                        nodes: 3,
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            let text = e.to_string();
+            assert!(text.contains("taken over"), "{text}");
+            assert!(text.contains("3 of 3 nodes"), "{text}");
+            assert!(!text.contains("validity ran out"), "{text}");
+        }
         other => panic!("expected a final NotHeld, got {other:?}"),
     }
+    assert!(!guard.is_valid());
+    assert_eq!(guard.validity(), Duration::ZERO);
     // The other owner's keys were never extended nor deleted.
     drop(guard);
     for server in &cluster.servers {
@@ -186,7 +206,7 @@ fn keep_alive_for_stops_renewing_after_its_limit() {
     });
     assert!(free.is_some(), "keys outlived the cap");
     let next = manager(&cluster).try_lock(&key, ttl).unwrap();
-    assert!(next.fencing_token() > guard.fencing_token());
+    assert!(next.fencing_token().unwrap() > guard.fencing_token().unwrap());
 }
 
 #[test]
@@ -205,7 +225,7 @@ fn with_lock_runs_the_work_under_the_lock_and_releases() {
             guard.fencing_token()
         })
         .unwrap();
-    assert!(out > 0);
+    assert!(out.unwrap() > 0);
     for server in &cluster.servers {
         assert_eq!(get(server, key.as_bytes()), None);
     }
@@ -299,4 +319,49 @@ fn a_guard_kept_alive_late_in_its_validity_is_renewed_in_time() {
     for server in &cluster.servers {
         assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
     }
+}
+
+#[test]
+fn a_manual_extend_that_finds_the_lock_taken_over_leaves_no_validity() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster);
+    let key = resource("extend-taken");
+    let mut guard = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    // Overwritten on two of three nodes (as after a wipe and a new owner).
+    for server in &cluster.servers[..2] {
+        let _: () = admin(server).set(&key, "someone-else").unwrap();
+    }
+    assert!(guard.is_valid());
+    match guard.extend(Duration::from_secs(30)) {
+        Err(Error::NotHeld {
+            lost_on: 2,
+            nodes: 3,
+            renewal: None,
+            ..
+        }) => {}
+        other => panic!("expected NotHeld on 2 of 3 nodes, got {other:?}"),
+    }
+    assert!(!guard.is_valid());
+    assert_eq!(guard.validity(), Duration::ZERO);
+    let held = guard.ensure_held().unwrap_err();
+    assert!(
+        held.to_string().contains("taken over: 2 of 3 nodes"),
+        "{held}"
+    );
+    // Final: a second extend does not try again, and says the same.
+    let again = guard.extend(Duration::from_secs(30)).unwrap_err();
+    assert!(
+        matches!(again, Error::NotHeld { lost_on: 2, .. }),
+        "{again:?}"
+    );
+    // Our key on the third node is still ours until released; the others'
+    // are left alone.
+    drop(guard);
+    for server in &cluster.servers[..2] {
+        assert_eq!(
+            get(server, key.as_bytes()).as_deref(),
+            Some(&b"someone-else"[..])
+        );
+    }
+    assert_eq!(get(&cluster.servers[2], key.as_bytes()), None);
 }

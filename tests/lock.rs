@@ -238,16 +238,17 @@ fn lock_makes_exactly_the_configured_number_of_attempts() {
     let mut dlm = manager(&cluster, SLOW_OK);
     let key = resource("attempts");
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
-    let before = calls(&cluster[0], "set");
+    // Each attempt increments the fencing counter once.
+    let before = calls(&cluster[0], "incr");
     dlm.set_retry(4, Duration::from_millis(10)).unwrap();
     assert!(matches!(
         dlm.lock(&key, Duration::from_secs(30)),
         Err(Error::Taken { .. })
     ));
-    assert_eq!(calls(&cluster[0], "set") - before, 4);
-    let before = calls(&cluster[0], "set");
+    assert_eq!(calls(&cluster[0], "incr") - before, 4);
+    let before = calls(&cluster[0], "incr");
     assert!(dlm.try_lock(&key, Duration::from_secs(30)).is_err());
-    assert_eq!(calls(&cluster[0], "set") - before, 1);
+    assert_eq!(calls(&cluster[0], "incr") - before, 1);
 }
 
 /// Connections from clients other than the one asking, from CLIENT LIST.

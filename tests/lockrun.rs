@@ -122,7 +122,14 @@ fn passes_the_token_and_exits_with_the_commands_status() {
         "echo \"$REDLOCK_RESOURCE $REDLOCK_FENCING_TOKEN\"; exit 3",
     ));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{key} 1\n"));
+    // The token is the fencing counter every node now holds.
+    let counter = get(
+        &cluster.servers[0],
+        format!("{key}:redlock-fence").as_bytes(),
+    )
+    .unwrap();
+    let expected = format!("{key} {}\n", String::from_utf8_lossy(&counter));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     for server in &cluster.servers {
         assert_eq!(get(server, key.as_bytes()), None);
     }

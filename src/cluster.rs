@@ -1,0 +1,346 @@
+//! The node set and the rounds run on it: acquire (with the resource's
+//! fencing counter), extend, unlock and raise. Shared by the manager, which
+//! acquires, and the guards, which extend and release.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, NodeError, Result};
+use crate::node::{EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
+use crate::quorum::{self, Tally};
+
+/// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
+/// larger would risk overflowing Redis's millisecond expiry times.
+pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
+
+/// Suffix of the fencing counter keys: the counter of resource `R` is
+/// `R` followed by this suffix, so that an ACL key pattern that covers the
+/// resource names (`~lock:*`) covers their counters too. Resource names
+/// ending with it are reserved.
+pub const FENCE_SUFFIX: &[u8] = b":redlock-fence";
+
+/// The key of a resource's fencing counter.
+pub(crate) fn fence_key(resource: &[u8]) -> Vec<u8> {
+    [resource, FENCE_SUFFIX].concat()
+}
+
+/// Random bytes in a token: 128 bits.
+const TOKEN_BYTES: usize = 16;
+
+/// A token: the random bytes, hex encoded so that it reads well in
+/// `redis-cli`.
+pub(crate) type Token = [u8; 2 * TOKEN_BYTES];
+
+/// Draws a fresh token from the operating system's generator.
+pub(crate) fn new_token() -> Result<Token> {
+    let mut raw = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut raw).map_err(|source| Error::Entropy { source })?;
+    let mut token = [0u8; 2 * TOKEN_BYTES];
+    for (pair, byte) in token.chunks_exact_mut(2).zip(raw) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
+    }
+    Ok(token)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The value a fencing counter created anew starts from: microseconds
+/// since the Unix epoch on this machine's clock (0 if the clock is before
+/// 1970). A node cannot count faster than one increment per microsecond,
+/// so a counter's value stays below the clock, and one created later
+/// starts above every value an earlier one reached (see the README's
+/// fencing section for the exact assumption). Stays below 2^53 until the
+/// year 2255.
+fn counter_start() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// A granted acquisition.
+pub(crate) struct Granted {
+    /// The end of the validity.
+    pub(crate) valid_until: Instant,
+    /// The fencing token; `None` with fencing off.
+    pub(crate) fencing: Option<u64>,
+}
+
+/// The nodes and the settings every round needs.
+pub(crate) struct Cluster {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    /// With fencing on: how long, in ms, a counter lives after its last
+    /// acquisition or renewal. `None`: fencing off.
+    pub(crate) fencing_expiry_ms: Option<u64>,
+}
+
+impl Cluster {
+    /// Checks a resource name: not empty, and not a fencing counter's.
+    pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
+        if resource.is_empty() {
+            return Err(Error::invalid_argument("the resource name is empty"));
+        }
+        if resource.ends_with(FENCE_SUFFIX) {
+            return Err(Error::invalid_argument(format!(
+                "resource names ending with {:?} are reserved for fencing counters",
+                String::from_utf8_lossy(FENCE_SUFFIX)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a TTL and returns it in whole milliseconds (what `PX` and
+    /// `PEXPIRE` take; a fraction of a millisecond is dropped).
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
+        if ttl > MAX_TTL {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} is larger than the maximum of {MAX_TTL:?}"
+            )));
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        if ttl_ms == 0 {
+            return Err(Error::invalid_argument(format!(
+                "TTL must be at least 1 ms, got {ttl:?}"
+            )));
+        }
+        let whole = Duration::from_millis(ttl_ms);
+        if quorum::validity(whole, Duration::ZERO, self.drift_factor).is_none() {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}",
+                quorum::drift(whole, self.drift_factor)
+            )));
+        }
+        Ok(ttl_ms)
+    }
+
+    /// How long a counter is kept after an acquisition or renewal with
+    /// `ttl_ms`: the idle expiry, and never less than the lock's TTL.
+    fn counter_keep_ms(&self, expiry_ms: u64, ttl_ms: u64) -> u64 {
+        expiry_ms.max(ttl_ms)
+    }
+
+    /// One acquisition attempt on every node.
+    ///
+    /// Fencing off: `SET resource token NX PX ttl`, nothing else.
+    ///
+    /// Fencing on: the same, pipelined in one write with three commands on
+    /// the resource's counter: `SET counter <clock µs> NX PX keep` (a
+    /// counter created anew starts from the clock), `INCR counter` and
+    /// `PEXPIRE counter keep`. The token is the largest count among the
+    /// nodes that set the lock key. Then the granting nodes whose counter
+    /// is below it are raised to it (keeping their expiry), so that a
+    /// quorum holds the token and any later quorum, which shares a node
+    /// with it, counts past it.
+    ///
+    /// On failure removes whatever it set, from every node, before
+    /// returning.
+    pub(crate) fn acquire(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Granted> {
+        let ttl = Duration::from_millis(ttl_ms);
+        let px = ttl_ms.to_string();
+        let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
+        let fence = fence_key(resource);
+        let keep = self
+            .fencing_expiry_ms
+            .map(|expiry_ms| self.counter_keep_ms(expiry_ms, ttl_ms).to_string());
+        let reply = match &keep {
+            None => Reply::Set,
+            Some(keep) => {
+                // The counter is incremented on every node asked, whether
+                // or not it set the lock key: only the counts of nodes that
+                // set it make the token; the others' counts just grow,
+                // which keeps every counter monotonic.
+                let start = counter_start().to_string();
+                let keep = keep.as_bytes();
+                packed.extend_from_slice(&pack(&[
+                    b"SET",
+                    &fence,
+                    start.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    keep,
+                ]));
+                packed.extend_from_slice(&pack(&[b"INCR", &fence]));
+                packed.extend_from_slice(&pack(&[b"PEXPIRE", &fence, keep]));
+                Reply::SetCount
+            }
+        };
+        let describe = |at: usize| {
+            let (verb, key) = match at {
+                0 => ("SET", resource),
+                1 => ("SET", &fence[..]),
+                2 => ("INCR", &fence[..]),
+                _ => ("PEXPIRE", &fence[..]),
+            };
+            format!("{verb} {:?}", String::from_utf8_lossy(key))
+        };
+        // Queued behind an acquisition that times out: removes the key
+        // right after a late execution.
+        let cleanup = || UNLOCK.eval(&[resource], &[token]);
+        let req = Request {
+            packed: &packed,
+            reply,
+            describe: &describe,
+            reload: None,
+            on_timeout: Some(&cleanup),
+        };
+        let start = Instant::now();
+        let answers = quorum::round(&self.nodes, None, &req);
+        let quorum = quorum::quorum(self.nodes.len());
+        let counts = || {
+            answers
+                .iter()
+                .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
+        };
+        let granted = counts().filter(|&c| c > 0).count();
+        let highest = counts().max().unwrap_or(0);
+        let mut failed = None;
+        if let (true, Some(keep)) = (granted >= quorum, &keep) {
+            let lagging: Vec<bool> = answers
+                .iter()
+                .map(|a| matches!(a, Some(Ok(c)) if *c > 0 && *c < highest))
+                .collect();
+            let mut fenced = granted - lagging.iter().filter(|l| **l).count();
+            if fenced < granted {
+                let raised = self.raise(&lagging, &fence, highest, keep);
+                fenced += raised.yes;
+                if fenced < quorum {
+                    failed = Some(raised);
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        let valid_until = if granted >= quorum && failed.is_none() {
+            quorum::validity(ttl, elapsed, self.drift_factor)
+                .and_then(|validity| start.checked_add(elapsed + validity))
+        } else {
+            None
+        };
+        if let Some(valid_until) = valid_until {
+            return Ok(Granted {
+                valid_until,
+                fencing: keep.is_some().then_some(highest),
+            });
+        }
+        // Best effort, on every node that may hold our key: those that
+        // granted it, and those that failed after the command may have run
+        // (unless the cleanup is already queued behind it).
+        let dirty: Vec<bool> = answers
+            .iter()
+            .map(|answer| match answer {
+                Some(Ok(count)) => *count > 0,
+                Some(Err(e)) => !e.settled,
+                None => false,
+            })
+            .collect();
+        if dirty.contains(&true) {
+            self.unlock(Some(&dirty), resource, token);
+        }
+        Err(match failed {
+            // The counters could not be brought to a quorum: the failures
+            // of the raising round say why.
+            Some(raised) => raised.acquire_error(resource),
+            None if granted >= quorum => Error::NoValidity {
+                resource: quorum::display(resource),
+                elapsed,
+                ttl,
+            },
+            None => Tally::count(answers).acquire_error(resource),
+        })
+    }
+
+    /// Raises the counter to `to` on the nodes `only` selects, keeping its
+    /// expiry (or creating it with `keep` ms if it expired meanwhile).
+    fn raise(&self, only: &[bool], fence: &[u8], to: u64, keep: &str) -> Tally {
+        let to = to.to_string();
+        Tally::count(self.script(
+            &RAISE,
+            Some(only),
+            &[fence],
+            &[to.as_bytes(), keep.as_bytes()],
+        ))
+    }
+
+    /// Runs the check-and-delete script on the nodes `only` selects (all
+    /// when `None`).
+    pub(crate) fn unlock(&self, only: Option<&[bool]>, resource: &[u8], token: &[u8]) -> Tally {
+        Tally::count(self.script(&UNLOCK, only, &[resource], &[token]))
+    }
+
+    /// Sets the key's expiry to `ttl_ms` on every node where it holds
+    /// `token`; with fencing on, also keeps the counter alive at least as
+    /// long (raising its expiry to the idle period when it has less than
+    /// the TTL left).
+    pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        match self.fencing_expiry_ms {
+            None => Tally::count(self.script(&EXTEND, None, &[resource], &[token, ttl.as_bytes()])),
+            Some(expiry_ms) => {
+                let fence = fence_key(resource);
+                let keep = self.counter_keep_ms(expiry_ms, ttl_ms).to_string();
+                Tally::count(self.script(
+                    &EXTEND,
+                    None,
+                    &[resource, &fence],
+                    &[token, ttl.as_bytes(), keep.as_bytes()],
+                ))
+            }
+        }
+    }
+
+    /// Runs a script that answers 1 or 0 on the nodes `only` selects.
+    fn script(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let packed = lua.evalsha(keys, args);
+        let reload = || lua.eval(keys, args);
+        let describe = |_: usize| lua.describe(keys[0]);
+        let req = Request {
+            packed: &packed,
+            reply: Reply::One,
+            describe: &describe,
+            reload: Some(&reload),
+            on_timeout: None,
+        };
+        quorum::round(&self.nodes, only, &req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_hex_and_distinct() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert_ne!(a, b);
+        for t in [a, b] {
+            assert!(
+                t.iter()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            );
+        }
+    }
+
+    #[test]
+    fn counters_start_from_the_clock_in_microseconds_below_2_pow_53() {
+        let start = counter_start();
+        // After 2026-01-01 and far below 2^53 (exact in a JSON number).
+        assert!(start > 1_767_225_600_000_000, "{start}");
+        assert!(start < (1 << 53) / 4, "{start}");
+        assert!(counter_start() >= start);
+    }
+
+    #[test]
+    fn counter_keys_end_with_the_reserved_suffix() {
+        assert_eq!(fence_key(b"lock:job"), b"lock:job:redlock-fence");
+        assert!(Cluster::check_resource(b"lock:job").is_ok());
+        assert!(Cluster::check_resource(&fence_key(b"lock:job")).is_err());
+        assert!(Cluster::check_resource(b"").is_err());
+    }
+}
