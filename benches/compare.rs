@@ -148,9 +148,14 @@ fn race(n: usize, impls: &mut [(&str, &mut dyn FnMut())]) -> Vec<(String, Stats)
 }
 
 fn manager(urls: &[String]) -> LockManager {
+    manager_with(urls, true)
+}
+
+fn manager_with(urls: &[String], fencing: bool) -> LockManager {
     LockManager::builder()
         .nodes(urls)
         .node_timeout(Duration::from_millis(50))
+        .fencing(fencing)
         .build()
         .unwrap()
 }
@@ -175,10 +180,13 @@ impl Report {
 fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_rival: bool) {
     let key = format!("bench:{network}:{}", urls.len());
     let dlm = manager(urls);
+    let plain = manager_with(urls, false);
+    let plain_key = format!("{key}:nofence");
     let mut raw_seq = Raw::new(urls, &format!("{key}:seq"));
     let mut raw_mux = Raw::new(urls, &format!("{key}:mux"));
     let rival = redlock::RedLock::new(urls.to_vec());
     let mut ours = || dlm.lock(&key, TTL).unwrap().release().unwrap();
+    let mut ours_plain = || plain.lock(&plain_key, TTL).unwrap().release().unwrap();
     let mut seq = || raw_seq.sequential();
     let mut mux = || raw_mux.multiplexed();
     let rival_key = format!("{key}:rival");
@@ -193,6 +201,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
         ("redlock-sync", &mut ours),
         ("multiplexed floor", &mut mux),
         ("sequential floor", &mut seq),
+        ("fencing off", &mut ours_plain),
     ];
     if with_rival {
         impls.push(("redlock 2.0", &mut theirs));

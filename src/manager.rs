@@ -410,14 +410,14 @@ impl Builder {
     /// provided the clocks of the machines taking the lock do not
     /// disagree by more than the time since the lost counter was created:
     /// after an expiry, at least this period. A longer period tolerates
-    /// larger clock errors and keeps a key (about 100 bytes) per resource
-    /// used within it on every node.
+    /// larger clock errors and keeps a key (about 150 bytes of server
+    /// memory) per resource used within it on every node.
     ///
     /// Defaults to 10 minutes: thousands of times any sane clock error
     /// between NTP-synchronized machines and longer than almost any lock's
     /// TTL, while a service that locks per entity keeps only the entities
     /// of the last 10 minutes (1,000 new entities a second: about 600,000
-    /// keys, 60 MB per node).
+    /// keys, 90 MB per node).
     pub fn fencing_expiry(mut self, idle: Duration) -> Builder {
         self.fencing_expiry = idle;
         self

@@ -502,3 +502,81 @@ fn a_zero_fencing_expiry_is_refused_and_a_sub_millisecond_one_accepted() {
     }
     assert!(build(Duration::from_micros(1)).is_ok());
 }
+
+/// Keys and `used_memory` on a node.
+fn footprint(server: &Server) -> (u64, u64) {
+    let mut con = admin(server);
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
+    let used = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (keys, used)
+}
+
+/// What 20,000 per-entity locks leave on a node. Prints figures; run with
+/// `cargo test --release --test fencing footprint -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn footprint_of_20000_distinct_resources() {
+    let cluster = Cluster::start(3).unwrap();
+    let node = &cluster.servers[0];
+    let (_, empty) = footprint(node);
+    println!("empty node: used_memory {empty}");
+    let run = |dlm: &LockManager, prefix: &str| {
+        for i in 0..20_000 {
+            dlm.lock(format!("{prefix}:{i}"), Duration::from_secs(5))
+                .unwrap()
+                .release()
+                .unwrap();
+        }
+    };
+    // Default settings (10 minute idle period).
+    run(&manager(&cluster, Duration::from_millis(500)), "order");
+    let (keys, used) = footprint(node);
+    println!(
+        "default settings, right after: {keys} keys, used_memory {used} (+{} B, {} B a key)",
+        used - empty,
+        (used - empty) / keys.max(1)
+    );
+    let ttl: i64 = admin(node).pttl(fence_key("order:0")).unwrap();
+    println!("  counter PTTL {ttl} ms");
+    for server in &cluster.servers {
+        let _: () = redis::cmd("FLUSHALL").query(&mut admin(server)).unwrap();
+    }
+    // A 2 s idle period, to see the counters go.
+    let dlm = fencing_manager(&cluster, Duration::from_secs(2));
+    run(&dlm, "order");
+    let (keys, used) = footprint(node);
+    println!("2 s idle period, right after: {keys} keys, used_memory {used}");
+    let logical = |n: &Server| {
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut admin(n)).unwrap();
+        keys.len()
+    };
+    thread::sleep(Duration::from_millis(2100));
+    println!(
+        "2.1 s after the last acquisition: {} live keys (KEYS *)",
+        logical(node)
+    );
+    let gone = wait_for(Duration::from_secs(30), || footprint(node).0 == 0);
+    let (keys, used) = footprint(node);
+    println!(
+        "2 s idle period: memory reclaimed by active expiry {:?} later: {keys} keys, used_memory {used}",
+        gone.unwrap_or_default()
+    );
+    assert_eq!(keys, 0);
+    // Fencing off: nothing is left at all.
+    let off = LockManager::builder()
+        .nodes(cluster.urls())
+        .fencing(false)
+        .build()
+        .unwrap();
+    run(&off, "plain");
+    let (keys, used) = footprint(node);
+    println!("fencing off, right after: {keys} keys, used_memory {used}");
+    assert_eq!(keys, 0);
+}

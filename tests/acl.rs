@@ -1,0 +1,215 @@
+//! ACL-scoped users: the README's minimal rule for a lock-only user runs
+//! the whole lifecycle; a user whose key pattern misses the resource or
+//! its counter gets a permission error naming the command and key.
+
+mod support;
+
+use std::thread;
+use std::time::Duration;
+
+use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind};
+use support::{Cluster, Server, admin, get, pttl};
+
+/// The README's "Permissions" rule, for a user `name` whose resources
+/// match `pattern`.
+fn create_user(server: &Server, name: &str, pattern: &str) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(name)
+        .arg("on")
+        .arg(">s3cret")
+        .arg("resetkeys")
+        .arg(format!("~{pattern}"))
+        .arg("resetchannels")
+        .arg("-@all")
+        .arg("+set")
+        .arg("+incr")
+        .arg("+pexpire")
+        .arg("+eval")
+        .arg("+evalsha")
+        .arg("+get")
+        .arg("+del")
+        .arg("+pttl")
+        .arg("+script|load")
+        .query(&mut admin(server))
+        .unwrap();
+}
+
+fn manager_as(cluster: &Cluster, user: &str) -> LockManager {
+    LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn counter_key(resource: &str) -> Vec<u8> {
+    [resource.as_bytes(), FENCE_SUFFIX].concat()
+}
+
+#[test]
+fn a_lock_only_user_runs_the_whole_lifecycle() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let key = "lock:job";
+
+    // lock, extend, release
+    let mut guard = dlm.lock(key, Duration::from_secs(5)).unwrap();
+    let first = guard.fencing_token().unwrap();
+    guard.extend(Duration::from_secs(20)).unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+        assert!(pttl(server, key.as_bytes()) > 15_000);
+        assert!(pttl(server, &counter_key(key)) > 0);
+    }
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+
+    // keep-alive past the TTL, then drop
+    let guard = dlm
+        .lock(key, Duration::from_millis(300))
+        .unwrap()
+        .keep_alive();
+    let second = guard.fencing_token().unwrap();
+    assert!(second > first, "{second} after {first}");
+    thread::sleep(Duration::from_millis(800));
+    guard.ensure_held().unwrap();
+    drop(guard);
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+
+    // with_lock, and a contender told it is taken
+    let third = dlm
+        .with_lock(key, Duration::from_secs(5), |guard| {
+            assert!(matches!(
+                dlm.try_lock(key, Duration::from_secs(5)),
+                Err(Error::Taken { .. })
+            ));
+            guard.fencing_token().unwrap()
+        })
+        .unwrap();
+    assert!(third > second);
+
+    // After a script cache flush the scripts are reloaded with EVAL.
+    for server in &cluster.servers {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut admin(server))
+            .unwrap();
+    }
+    dlm.lock(key, Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_user_whose_pattern_misses_the_resource_gets_a_permission_error() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "other", "other:*");
+    }
+    let dlm = manager_as(&cluster, "other");
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { agreed: 0, .. }), "{err:?}");
+    let failures = err.failures();
+    assert_eq!(failures.len(), 3, "{err}");
+    for (f, server) in failures.iter().zip(&cluster.servers) {
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        assert_eq!(f.code(), Some("NOPERM"), "{f}");
+        assert_eq!(f.command(), Some("SET \"lock:job\""), "{f}");
+        let text = f.to_string();
+        assert!(text.contains(&server.port().to_string()), "{text}");
+        assert!(
+            text.contains("permission denied for SET \"lock:job\""),
+            "{text}"
+        );
+        assert!(!text.contains("authentication"), "{text}");
+    }
+}
+
+#[test]
+fn a_user_whose_pattern_misses_the_counter_gets_a_permission_error_and_keeps_no_key() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        // Exactly the resource: its counter is not covered.
+        create_user(server, "exact", "lock:job");
+    }
+    let dlm = manager_as(&cluster, "exact");
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    for f in err.failures() {
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        assert_eq!(f.command(), Some("SET \"lock:job:redlock-fence\""), "{f}");
+    }
+    assert_eq!(err.failures().len(), 3, "{err}");
+    // The lock keys that were set are removed again.
+    for server in &cluster.servers {
+        assert_eq!(get(server, b"lock:job"), None);
+    }
+    // With fencing off, that user can lock.
+    let dlm = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://exact:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .fencing(false)
+        .build()
+        .unwrap();
+    dlm.lock("lock:job", Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_script_command_refused_by_the_acl_is_a_permission_error() {
+    let cluster = Cluster::start(1).unwrap();
+    let server = &cluster.servers[0];
+    create_user(server, "nopttl", "lock:*");
+    // Without PTTL, the extend script (which checks the counter's expiry)
+    // is refused inside the script.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nopttl")
+        .arg("-pttl")
+        .query(&mut admin(server))
+        .unwrap();
+    let dlm = manager_as(&cluster, "nopttl");
+    let mut guard = dlm.lock("lock:x", Duration::from_secs(5)).unwrap();
+    let err = guard.extend(Duration::from_secs(10)).unwrap_err();
+    let f = &err.failures()[0];
+    assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+    assert_eq!(f.command(), Some("the extend script on \"lock:x\""), "{f}");
+}
+
+#[test]
+fn a_wrong_password_is_still_an_authentication_error() {
+    let cluster = Cluster::start(1).unwrap();
+    create_user(&cluster.servers[0], "locker", "lock:*");
+    let dlm = LockManager::builder()
+        .node(format!(
+            "redis://locker:wrong@127.0.0.1:{}",
+            cluster.servers[0].port()
+        ))
+        .retry(1, Duration::ZERO)
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    assert_eq!(err.failures()[0].kind(), NodeErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("failed"), "{err}");
+}
