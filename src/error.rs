@@ -374,14 +374,17 @@ impl fmt::Display for NodeError {
     }
 }
 
-/// An ACL refusal: `NOPERM`, or (Redis 7.0, inside a script) an `ERR`
-/// saying the script's user cannot run a command or access a key.
+/// An ACL refusal: `NOPERM`, or, inside a script, an `ERR` saying the
+/// script's user cannot run a command or access a key ("The user
+/// executing the script can't ..." on Redis 6.2 and 7.0, "ACL failure in
+/// script: ..." on Redis 7.2+ and Valkey).
 fn is_permission(e: &redis::RedisError) -> bool {
     match e.code() {
         Some("NOPERM") => true,
-        Some("ERR") => e
-            .detail()
-            .is_some_and(|d| d.starts_with("The user executing the script can't")),
+        Some("ERR") => e.detail().is_some_and(|d| {
+            d.contains("The user executing the script can't")
+                || d.starts_with("ACL failure in script")
+        }),
         _ => false,
     }
 }

@@ -19,6 +19,35 @@ pub fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
+/// The server binary's name and version, from `--version` (`"Redis"`,
+/// `(7, 0)`; `"Valkey"`, `(8, 1)`), read once.
+pub fn server_version() -> &'static (String, (u32, u32)) {
+    static VERSION: std::sync::OnceLock<(String, (u32, u32))> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        let out = Command::new(redis_server_bin())
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        // "Redis server v=7.0.15 sha=..." / "Valkey server v=8.1.8 ..."
+        let name = out.split_whitespace().next().unwrap_or("Redis").to_owned();
+        let version = out
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or("0.0");
+        let mut parts = version.split('.').map(|p| p.parse().unwrap_or(0));
+        let major = parts.next().unwrap_or(0);
+        let minor = parts.next().unwrap_or(0);
+        (name, (major, minor))
+    })
+}
+
+/// Whether the server is at least `major.minor` (Valkey 8 counts as the
+/// Redis 7.2 it forked from, and above).
+pub fn server_at_least(major: u32, minor: u32) -> bool {
+    server_version().1 >= (major, minor)
+}
+
 /// One `redis-server` process on 127.0.0.1, killed when dropped.
 pub struct Server {
     port: u16,
@@ -72,9 +101,13 @@ impl Server {
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--loglevel", "warning", "--logfile", ""])
-            .args(["--enable-debug-command", "local"])
-            .arg("--dir")
+            .args(["--loglevel", "warning", "--logfile", ""]);
+        // DEBUG is off by default from Redis 7 on (and the option unknown
+        // before it).
+        if server_at_least(7, 0) {
+            cmd.args(["--enable-debug-command", "local"]);
+        }
+        cmd.arg("--dir")
             .arg(&self.dir)
             .args(&self.args)
             .stdin(Stdio::null())
