@@ -8,12 +8,27 @@
 //! not make replies that came in time look late, nor let late ones in.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, RedisError, RedisResult, Value};
+
+use crate::error::{TLS_DETAIL_PREFIX, TlsFailure};
+use crate::resolve::Resolver;
+
+/// What a TLS connection needs: the client configuration and the name to
+/// verify.
+#[cfg(feature = "tls")]
+pub(crate) struct Tls {
+    pub(crate) config: std::sync::Arc<rustls::ClientConfig>,
+    pub(crate) name: rustls::pki_types::ServerName<'static>,
+}
+
+/// Without the `tls` feature no node can ask for TLS.
+#[cfg(not(feature = "tls"))]
+pub(crate) enum Tls {}
 
 /// Socket timeouts are lowered to what is left of a deadline only when
 /// they exceed it by more than this; spares system calls on the common
@@ -32,6 +47,8 @@ const POLL_STEP: Duration = Duration::from_micros(200);
 
 enum Stream {
     Tcp(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::tls::TlsStream>),
     #[cfg(unix)]
     Unix(UnixStream),
 }
@@ -42,6 +59,11 @@ impl Stream {
             Stream::Tcp(s) => {
                 s.set_read_timeout(Some(timeout))?;
                 s.set_write_timeout(Some(timeout))
+            }
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => {
+                s.tcp.set_read_timeout(Some(timeout))?;
+                s.tcp.set_write_timeout(Some(timeout))
             }
             #[cfg(unix)]
             Stream::Unix(s) => {
@@ -54,6 +76,8 @@ impl Stream {
     fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nonblocking(on),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.tcp.set_nonblocking(on),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_nonblocking(on),
         }
@@ -64,6 +88,8 @@ impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.read(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
         }
@@ -74,6 +100,8 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.write(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.write(buf),
         }
@@ -101,17 +129,20 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Connects to `addr` by `deadline`, for calls of `node_timeout`.
+    /// Connects to `addr` by `deadline` (name resolution, TCP connect and
+    /// any TLS handshake included), for calls of `node_timeout`.
     pub(crate) fn open(
         addr: &ConnectionAddr,
+        resolver: Option<&Resolver>,
+        tls: Option<&Tls>,
         deadline: Instant,
         node_timeout: Duration,
     ) -> RedisResult<Conn> {
-        let stream = match addr {
-            ConnectionAddr::Tcp(host, port) => {
+        let stream = match (addr, resolver) {
+            (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
                 let mut last = None;
                 let mut stream = None;
-                for sa in (host.as_str(), *port).to_socket_addrs()? {
+                for sa in resolver.resolve(deadline).map_err(from_io)? {
                     let left = left(deadline).ok_or_else(timed_out)?;
                     match TcpStream::connect_timeout(&sa, left) {
                         Ok(s) => {
@@ -133,10 +164,24 @@ impl Conn {
                     }
                 };
                 stream.set_nodelay(true)?;
-                Stream::Tcp(stream)
+                match tls {
+                    None => Stream::Tcp(stream),
+                    #[cfg(feature = "tls")]
+                    Some(tls) => Stream::Tls(Box::new(
+                        crate::tls::TlsStream::connect(
+                            tls.config.clone(),
+                            tls.name.clone(),
+                            stream,
+                            deadline,
+                        )
+                        .map_err(from_io)?,
+                    )),
+                    #[cfg(not(feature = "tls"))]
+                    Some(never) => match *never {},
+                }
             }
             #[cfg(unix)]
-            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
+            (ConnectionAddr::Unix(path), _) => Stream::Unix(UnixStream::connect(path)?),
             _ => {
                 return Err(RedisError::from((
                     redis::ErrorKind::InvalidClientConfig,
@@ -184,12 +229,12 @@ impl Conn {
     /// Writes a packed command by `deadline`.
     pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<()> {
         self.by(deadline)?;
-        Ok(self.stream.write_all(packed)?)
+        self.stream.write_all(packed).map_err(from_io)
     }
 
     /// Writes a packed command within the socket's current timeout.
     pub(crate) fn write_now(&mut self, packed: &[u8]) -> RedisResult<()> {
-        Ok(self.stream.write_all(packed)?)
+        self.stream.write_all(packed).map_err(from_io)
     }
 
     /// Reads one reply by `deadline`; an error reply becomes an error.
@@ -220,7 +265,7 @@ impl Conn {
                     self.cap_timeout(left - self.tail, Duration::ZERO)?;
                     match self.stream.read(&mut chunk) {
                         Err(e) if is_would_block(&e) => continue,
-                        n => break n?,
+                        n => break n.map_err(from_io)?,
                     }
                 }
                 left => {
@@ -252,7 +297,7 @@ impl Conn {
                     Some(left) => std::thread::sleep(left.min(POLL_STEP)),
                     None => return Err(timed_out()),
                 },
-                n => return Ok(n?),
+                n => return n.map_err(from_io),
             }
         }
     }
@@ -337,6 +382,22 @@ fn protocol(what: &'static str, detail: String) -> RedisError {
     RedisError::from((redis::ErrorKind::Parse, what, detail))
 }
 
+/// An I/O error as a Redis error; a TLS failure becomes one that names
+/// itself (see [`TLS_DETAIL_PREFIX`]).
+fn from_io(e: io::Error) -> RedisError {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<TlsFailure>())
+    {
+        Some(TlsFailure(why)) => RedisError::from((
+            redis::ErrorKind::Client,
+            "TLS failed",
+            format!("{TLS_DETAIL_PREFIX}{why}"),
+        )),
+        None => e.into(),
+    }
+}
+
 /// What is left until `deadline`, if anything.
 fn left(deadline: Instant) -> Option<Duration> {
     Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
@@ -376,6 +437,13 @@ mod tests {
         assert_eq!(used, 31);
     }
 
+    fn resolver(addr: &ConnectionAddr) -> Resolver {
+        let ConnectionAddr::Tcp(host, port) = addr else {
+            unreachable!()
+        };
+        Resolver::new(host, *port, std::sync::Arc::new(crate::resolve::system))
+    }
+
     /// A peer that accepts and never answers (a silent socket, not Redis).
     fn silent_peer() -> (std::net::TcpListener, ConnectionAddr) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -387,7 +455,15 @@ mod tests {
     fn a_read_with_no_reply_times_out_at_the_deadline_not_before() {
         let (_listener, addr) = silent_peer();
         let timeout = Duration::from_millis(40);
-        let mut con = Conn::open(&addr, Instant::now() + timeout, timeout).unwrap();
+        let resolver = resolver(&addr);
+        let mut con = Conn::open(
+            &addr,
+            Some(&resolver),
+            None,
+            Instant::now() + timeout,
+            timeout,
+        )
+        .unwrap();
         let start = Instant::now();
         let err = con.read(start + timeout).unwrap_err();
         let took = start.elapsed();

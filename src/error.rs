@@ -7,6 +7,22 @@ use std::time::Duration;
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A TLS failure (handshake, certificate, alert), carried inside an
+/// `io::Error` from the TLS stream to the connection layer.
+#[derive(Debug)]
+pub(crate) struct TlsFailure(pub(crate) String);
+
+impl fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsFailure {}
+
+/// How a TLS failure's detail starts in the Redis error that carries it.
+pub(crate) const TLS_DETAIL_PREFIX: &str = "TLS: ";
+
 /// Everything that can go wrong when taking, extending or releasing a lock.
 ///
 /// Variants that come from a round of calls to the nodes name the resource
@@ -240,6 +256,10 @@ pub enum NodeErrorKind {
     Server,
     /// The node answered something the protocol does not allow here.
     Protocol,
+    /// TLS failed: the certificate could not be verified, the server
+    /// demands a client certificate we lack, it does not speak TLS, or it
+    /// sent a TLS alert.
+    Tls,
 }
 
 /// One node's failure: which node, what kind of failure, and the Redis
@@ -269,6 +289,8 @@ impl NodeError {
     ) -> Self {
         let kind = if source.is_timeout() {
             NodeErrorKind::Timeout
+        } else if tls_detail(&source).is_some() {
+            NodeErrorKind::Tls
         } else if is_permission(&source) {
             NodeErrorKind::Permission
         } else if source.kind() == redis::ErrorKind::AuthenticationFailed
@@ -348,6 +370,11 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Timeout => write!(f, "{node}: no answer within {:?}", self.timeout),
             NodeErrorKind::Disconnected => write!(f, "{node}: connection lost"),
             NodeErrorKind::Auth => write!(f, "{node}: authentication failed"),
+            NodeErrorKind::Tls => write!(
+                f,
+                "{node}: TLS failed: {}",
+                tls_detail(&self.source).unwrap_or("unknown")
+            ),
             NodeErrorKind::Permission => {
                 write!(f, "{node}: permission denied")?;
                 if let Some(command) = &self.command {
@@ -372,6 +399,14 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply"),
         }
     }
+}
+
+/// The detail of a TLS failure.
+fn tls_detail(e: &redis::RedisError) -> Option<&str> {
+    if e.kind() != redis::ErrorKind::Client {
+        return None;
+    }
+    e.detail()?.strip_prefix(TLS_DETAIL_PREFIX)
 }
 
 /// An ACL refusal: `NOPERM`, or, inside a script, an `ERR` saying the

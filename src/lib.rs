@@ -108,6 +108,9 @@ mod guard;
 mod manager;
 mod node;
 mod quorum;
+mod resolve;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use cluster::{FENCE_SUFFIX, MAX_TTL};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};

@@ -1,6 +1,7 @@
 //! [`LockManager`], its [`Builder`], and the acquisition loop.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -8,8 +9,9 @@ use std::time::{Duration, Instant};
 use crate::cluster::{Cluster, MAX_TTL, new_token};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::node::Node;
+use crate::node::{Node, Setup, redact};
 use crate::quorum;
+use crate::resolve::ResolveFn;
 
 // The defaults, in one place.
 const DEFAULT_RETRY_COUNT: u32 = 3;
@@ -289,7 +291,7 @@ fn random_u64() -> u64 {
 ///     .build()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Builder {
     urls: Vec<String>,
     retry_count: u32,
@@ -299,6 +301,30 @@ pub struct Builder {
     max_idle_per_node: usize,
     fencing: bool,
     fencing_expiry: Duration,
+    resolver: Option<Arc<ResolveFn>>,
+    #[cfg(feature = "tls")]
+    tls: crate::tls::TlsOptions,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Builder");
+        d.field(
+            "nodes",
+            &self.urls.iter().map(|u| redact(u)).collect::<Vec<_>>(),
+        )
+        .field("retry_count", &self.retry_count)
+        .field("retry_delay", &self.retry_delay)
+        .field("drift_factor", &self.drift_factor)
+        .field("node_timeout", &self.node_timeout)
+        .field("max_idle_per_node", &self.max_idle_per_node)
+        .field("fencing", &self.fencing)
+        .field("fencing_expiry", &self.fencing_expiry)
+        .field("custom_resolver", &self.resolver.is_some());
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls);
+        d.finish()
+    }
 }
 
 impl Default for Builder {
@@ -312,6 +338,9 @@ impl Default for Builder {
             max_idle_per_node: DEFAULT_MAX_IDLE_PER_NODE,
             fencing: DEFAULT_FENCING,
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
+            resolver: None,
+            #[cfg(feature = "tls")]
+            tls: Default::default(),
         }
     }
 }
@@ -423,6 +452,52 @@ impl Builder {
         self
     }
 
+    /// Sets how host names in node URLs are turned into addresses. It is
+    /// called on a helper thread for every new connection to a node given
+    /// by name (not for IP addresses), and waited for at most until the
+    /// node timeout; while it has not answered, further connections to
+    /// that node wait for the same answer instead of asking again. Nothing
+    /// is cached, so a name that moves to a new address (a failover) is
+    /// followed by the next connection.
+    ///
+    /// Defaults to the system resolver (`getaddrinfo`, as
+    /// `std::net::ToSocketAddrs`).
+    pub fn resolver<F>(mut self, resolve: F) -> Builder
+    where
+        F: Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>> + Send + Sync + 'static,
+    {
+        self.resolver = Some(Arc::new(resolve));
+        self
+    }
+
+    /// Trusts the PEM root certificate(s) in `pem` for `rediss://` nodes
+    /// (a private CA), instead of the bundled Mozilla roots; may be called
+    /// more than once. Server names are verified against the host in the
+    /// URL, IP addresses included.
+    ///
+    /// Defaults to Mozilla's roots (the `webpki-roots` crate), which is
+    /// what managed services' certificates chain to.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_cert(mut self, pem: impl AsRef<[u8]>) -> Builder {
+        self.tls.roots.push(pem.as_ref().to_vec());
+        self
+    }
+
+    /// Presents a client certificate (mutual TLS) to `rediss://` nodes:
+    /// `cert_pem` holds the certificate chain, `key_pem` its private key
+    /// (PKCS#8, PKCS#1 or SEC1 PEM).
+    ///
+    /// Defaults to no client certificate.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl AsRef<[u8]>,
+        key_pem: impl AsRef<[u8]>,
+    ) -> Builder {
+        self.tls.client = Some((cert_pem.as_ref().to_vec(), key_pem.as_ref().to_vec()));
+        self
+    }
+
     /// Checks the settings and builds the manager. No connection is opened
     /// yet.
     ///
@@ -461,9 +536,29 @@ impl Builder {
             Error::InvalidArgument { reason } => Error::invalid_config(reason),
             other => other,
         })?;
+        #[cfg(feature = "tls")]
+        let tls = crate::tls::Configs::new(self.tls.clone());
+        // Certificate material is checked now, whether or not a node uses
+        // TLS yet.
+        #[cfg(feature = "tls")]
+        if !self.tls.roots.is_empty() || self.tls.client.is_some() {
+            tls.config(false)?;
+        }
+        let setup = Setup {
+            timeout: self.node_timeout,
+            max_idle: self.max_idle_per_node,
+            resolve: self
+                .resolver
+                .clone()
+                .unwrap_or_else(|| Arc::new(crate::resolve::system)),
+            #[cfg(feature = "tls")]
+            tls: &tls,
+            #[cfg(not(feature = "tls"))]
+            tls: std::marker::PhantomData,
+        };
         let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
         for url in &self.urls {
-            let node = Node::open(url, self.node_timeout, self.max_idle_per_node)?;
+            let node = Node::open(url, &setup)?;
             if let Some(twin) = nodes.iter().find(|n| n.addr() == node.addr()) {
                 return Err(Error::invalid_config(format!(
                     "the server {} is given twice (as {} and {}); Redlock needs independent nodes",

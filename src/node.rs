@@ -14,8 +14,40 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Tls};
 use crate::error::{Error, NodeError};
+use crate::resolve::{ResolveFn, Resolver};
+
+/// What every node of a manager is opened with.
+pub(crate) struct Setup<'a> {
+    pub(crate) timeout: Duration,
+    pub(crate) max_idle: usize,
+    pub(crate) resolve: Arc<ResolveFn>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: &'a crate::tls::Configs,
+    #[cfg(not(feature = "tls"))]
+    pub(crate) tls: std::marker::PhantomData<&'a ()>,
+}
+
+/// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
+/// `redis` crate reads and whether certificate checks are off
+/// (`#insecure`); `None` for a plain URL.
+fn tls_scheme(url: &str) -> (String, Option<bool>) {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return (url.to_owned(), None),
+    };
+    let plain = match scheme {
+        "rediss" => "redis",
+        "valkeys" => "valkey",
+        _ => return (url.to_owned(), None),
+    };
+    let (rest, insecure) = match rest.rsplit_once('#') {
+        Some((rest, "insecure")) => (rest, true),
+        _ => (rest, false),
+    };
+    (format!("{plain}://{rest}"), Some(insecure))
+}
 
 /// Deletes the key only while it still holds our token.
 const UNLOCK_SRC: &str = r#"
@@ -246,6 +278,10 @@ pub(crate) enum Received {
 pub(crate) struct Node {
     name: Arc<str>,
     addr: ConnectionAddr,
+    /// Resolves the host for each new connection (TCP nodes).
+    resolver: Option<Resolver>,
+    /// For `rediss://` nodes.
+    tls: Option<Tls>,
 
     /// Sent on every new connection: AUTH and SELECT (`required` of them,
     /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of the
@@ -261,16 +297,19 @@ pub(crate) struct Node {
 
 impl Node {
     /// Parses `url` and prepares the node; connects lazily.
-    pub(crate) fn open(url: &str, timeout: Duration, max_idle: usize) -> Result<Node, Error> {
-        let scheme = url.split("://").next().unwrap_or_default();
-        if url.contains("://") && matches!(scheme, "rediss" | "valkeys") {
+    pub(crate) fn open(url: &str, setup: &Setup<'_>) -> Result<Node, Error> {
+        let (timeout, max_idle) = (setup.timeout, setup.max_idle);
+        let (plain_url, tls_mode) = tls_scheme(url);
+        #[cfg(not(feature = "tls"))]
+        if tls_mode.is_some() {
             return Err(Error::invalid_config(format!(
-                "node URL {:?} asks for TLS, which this version of redlock-sync does not \
-                 support yet (no tls feature); use a TLS tunnel or a trusted network",
+                "node URL {:?} asks for TLS, which needs redlock-sync's `tls` feature \
+                 (features = [\"tls\"] in Cargo.toml)",
                 redact(url)
             )));
         }
-        let info = url
+        let info = plain_url
+            .as_str()
             .into_connection_info()
             .map_err(|source| Error::InvalidConfig {
                 reason: format!("cannot read node URL {:?}", redact(url)),
@@ -315,6 +354,26 @@ impl Node {
             env!("CARGO_PKG_VERSION").as_bytes(),
         ]));
         let addr = info.addr().clone();
+        let resolver = match &addr {
+            ConnectionAddr::Tcp(host, port) => {
+                Some(Resolver::new(host, *port, setup.resolve.clone()))
+            }
+            _ => None,
+        };
+        let tls = match (tls_mode, &addr) {
+            (None, _) => None,
+            #[cfg(feature = "tls")]
+            (Some(insecure), ConnectionAddr::Tcp(host, _)) => Some(Tls {
+                config: setup.tls.config(insecure)?,
+                name: crate::tls::server_name(host)?,
+            }),
+            (Some(_), _) => {
+                return Err(Error::invalid_config(format!(
+                    "node URL {:?}: TLS needs a TCP address",
+                    redact(url)
+                )));
+            }
+        };
         let name: Arc<str> = match (&addr, db) {
             (ConnectionAddr::Unix(path), 0) => format!("unix:{}", path.display()).into(),
             (ConnectionAddr::Unix(path), db) => format!("unix:{}/{db}", path.display()).into(),
@@ -324,6 +383,8 @@ impl Node {
         Ok(Node {
             name,
             addr,
+            resolver,
+            tls,
             handshake,
             required_names,
             required,
@@ -440,9 +501,15 @@ impl Node {
             "{}: opening a connection",
             self.name
         );
-        let mut pooled = Conn::open(&self.addr, deadline, self.timeout)
-            .map(|con| Pooled { con })
-            .map_err(|e| self.error(e, true))?;
+        let mut pooled = Conn::open(
+            &self.addr,
+            self.resolver.as_ref(),
+            self.tls.as_ref(),
+            deadline,
+            self.timeout,
+        )
+        .map(|con| Pooled { con })
+        .map_err(|e| self.error(e, true))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             let e = self.error(f.error, true);
             match self.required_names.get(f.at) {
@@ -557,29 +624,66 @@ mod tests {
         assert_eq!(redact("not a url"), "not a url");
     }
 
+    #[cfg(feature = "tls")]
+    fn setup() -> Setup<'static> {
+        static CONFIGS: LazyLock<crate::tls::Configs> = LazyLock::new(Default::default);
+        Setup {
+            timeout: Duration::from_millis(50),
+            max_idle: 1,
+            resolve: Arc::new(crate::resolve::system),
+            tls: &CONFIGS,
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn setup() -> Setup<'static> {
+        Setup {
+            timeout: Duration::from_millis(50),
+            max_idle: 1,
+            resolve: Arc::new(crate::resolve::system),
+            tls: std::marker::PhantomData,
+        }
+    }
+
+    #[test]
+    fn tls_urls_are_read_as_plain_ones_with_a_flag() {
+        assert_eq!(tls_scheme("redis://h:1"), ("redis://h:1".into(), None));
+        assert_eq!(
+            tls_scheme("rediss://h:1/2"),
+            ("redis://h:1/2".into(), Some(false))
+        );
+        assert_eq!(
+            tls_scheme("rediss://u:p@h:1#insecure"),
+            ("redis://u:p@h:1".into(), Some(true))
+        );
+        assert_eq!(
+            tls_scheme("valkeys://h"),
+            ("valkey://h".into(), Some(false))
+        );
+        assert_eq!(tls_scheme("unix:///tmp/s"), ("unix:///tmp/s".into(), None));
+    }
+
     #[test]
     fn names_carry_address_and_database_but_no_password() {
-        let t = Duration::from_millis(50);
-        let n = Node::open("redis://:pw@127.0.0.1:7000/3", t, 1).unwrap();
+        let n = Node::open("redis://:pw@127.0.0.1:7000/3", &setup()).unwrap();
         assert_eq!(n.name(), "127.0.0.1:7000/3");
-        let n = Node::open("redis://localhost:7001", t, 1).unwrap();
+        let n = Node::open("redis://localhost:7001", &setup()).unwrap();
         assert_eq!(n.name(), "localhost:7001");
-        let n = Node::open("unix:///tmp/r.sock", t, 1).unwrap();
+        let n = Node::open("unix:///tmp/r.sock", &setup()).unwrap();
         assert_eq!(n.name(), "unix:/tmp/r.sock");
         assert_eq!(n.idle_len(), 0);
     }
 
     #[test]
     fn handshake_authenticates_and_selects() {
-        let t = Duration::from_millis(50);
-        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", t, 1).unwrap();
+        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", &setup()).unwrap();
         assert_eq!(
             n.handshake[0],
             b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!((n.required, n.handshake.len()), (2, 7));
-        let n = Node::open("redis://127.0.0.1:7000", t, 1).unwrap();
+        let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert_eq!((n.required, n.handshake.len()), (0, 5));
     }
 

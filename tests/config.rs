@@ -55,9 +55,33 @@ fn url_errors_hide_passwords() {
 }
 
 #[test]
-fn tls_urls_are_refused_with_an_explanation() {
+#[cfg(not(feature = "tls"))]
+fn tls_urls_are_refused_with_an_explanation_without_the_tls_feature() {
     let reason = config_error(LockManager::new(["rediss://127.0.0.1:6380"]));
     assert!(reason.contains("TLS"), "{reason}");
+    assert!(reason.contains("`tls` feature"), "{reason}");
+}
+
+#[test]
+#[cfg(feature = "tls")]
+fn unreadable_tls_material_is_a_config_error() {
+    let reason = config_error(
+        LockManager::builder()
+            .node("rediss://127.0.0.1:6380")
+            .tls_root_cert("not a certificate")
+            .build(),
+    );
+    assert!(reason.contains("tls_root_cert"), "{reason}");
+    let reason = config_error(
+        LockManager::builder()
+            .node("redis://127.0.0.1:6380")
+            .tls_client_cert(
+                "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                "",
+            )
+            .build(),
+    );
+    assert!(reason.contains("tls_client_cert"), "{reason}");
 }
 
 #[test]

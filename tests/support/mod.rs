@@ -6,6 +6,8 @@
 pub mod faults;
 pub mod proxy;
 pub mod server;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::time::{Duration, Instant};
 
