@@ -7,6 +7,7 @@
 //! ```text
 //! cargo bench --bench compare            # full run, a few minutes
 //! cargo bench --bench compare -- --quick # fewer samples
+//! cargo bench --bench compare --features tls # adds TLS against plain
 //! ```
 //!
 //! Prints a table and writes the same figures to
@@ -17,6 +18,10 @@
 mod proxy;
 #[path = "../tests/support/server.rs"]
 mod server;
+#[cfg(feature = "tls")]
+#[path = "../tests/support/tls.rs"]
+#[allow(dead_code)]
+mod tls;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -412,16 +417,71 @@ fn main() {
     ));
     let _ = write!(
         report.json,
-        "{{\"kind\":\"hung\",\"median_ms\":{:.2},\"p99_ms\":{:.2},\"timeout_ms\":{},\"healthy_cycle_us\":{:.1}}}]",
+        "{{\"kind\":\"hung\",\"median_ms\":{:.2},\"p99_ms\":{:.2},\"timeout_ms\":{},\"healthy_cycle_us\":{:.1}}}",
         hung.median.as_secs_f64() * 1e3,
         hung.p99.as_secs_f64() * 1e3,
         timeout.as_millis(),
         us(healthy)
     );
 
+    #[cfg(feature = "tls")]
+    tls_cycles(&mut report, samples);
+    report.json.push(']');
+
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let path = std::path::Path::new(&target).join("bench-compare.json");
     std::fs::write(&path, &report.json).unwrap();
     std::fs::write(path.with_extension("txt"), &report.text).unwrap();
     println!("\nwrote {}", path.display());
+}
+
+/// The cycle over TLS beside the plain one, on the same servers (each has
+/// a plain and a TLS port), pooled connections on both.
+#[cfg(feature = "tls")]
+fn tls_cycles(report: &mut Report, samples: usize) {
+    report.line(String::new());
+    report.line("TLS against plain TCP on the same loopback servers (lock+release cycle)".into());
+    report.line(String::new());
+    let certs = tls::Certs::make();
+    let Some((cluster, ports)) = tls::tls_cluster(&certs, 5, false) else {
+        report.line("skipped: this redis-server has no TLS".into());
+        return;
+    };
+    report.line(
+        "| nodes | plain median µs | TLS median µs | plain p99 µs | TLS p99 µs | TLS × plain |"
+            .into(),
+    );
+    report.line(
+        "|------:|----------------:|--------------:|-------------:|-----------:|------------:|"
+            .into(),
+    );
+    for n in [3, 5] {
+        let plain = manager(&cluster.urls()[..n]);
+        let secure = LockManager::builder()
+            .nodes(ports[..n].iter().map(|p| tls::tls_url(*p)))
+            .node_timeout(Duration::from_millis(50))
+            .tls_root_cert(certs.read("ca.pem"))
+            .build()
+            .unwrap();
+        let key = format!("bench:tls:{n}");
+        let mut p = || plain.lock(&key, TTL).unwrap().release().unwrap();
+        let tls_key = format!("{key}:tls");
+        let mut t = || secure.lock(&tls_key, TTL).unwrap().release().unwrap();
+        let results = race(samples, &mut [("plain", &mut p), ("tls", &mut t)]);
+        let (plain_s, tls_s) = (&results[0].1, &results[1].1);
+        let ratio = tls_s.median.as_secs_f64() / plain_s.median.as_secs_f64();
+        report.line(format!(
+            "| {n:>5} | {:>15.1} | {:>13.1} | {:>12.1} | {:>10.1} | {ratio:>11.2} |",
+            us(plain_s.median),
+            us(tls_s.median),
+            us(plain_s.p99),
+            us(tls_s.p99)
+        ));
+        let _ = write!(
+            report.json,
+            ",{{\"kind\":\"tls\",\"nodes\":{n},\"plain_median_us\":{:.1},\"tls_median_us\":{:.1},\"ratio\":{ratio:.3}}}",
+            us(plain_s.median),
+            us(tls_s.median)
+        );
+    }
 }

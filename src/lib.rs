@@ -66,6 +66,14 @@
 //! counter was created. [`Builder::fencing`]`(false)` turns all of it off:
 //! an acquisition then writes only the lock key.
 //!
+//! # TLS
+//!
+//! With the `tls` feature, `rediss://` URLs connect over TLS (rustls, its
+//! `ring` provider passed explicitly; Mozilla's roots unless
+//! `Builder::tls_root_cert` gives others; client certificates with
+//! `Builder::tls_client_cert`; `#insecure` skips verification, for
+//! development only). Failures are [`NodeErrorKind::Tls`].
+//!
 //! # Logging
 //!
 //! With the `log` feature, the crate logs through the [`log`
