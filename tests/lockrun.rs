@@ -1,27 +1,22 @@
-//! The `lockrun` example, run as users run it: as a separate process
-//! around a shell command, against real servers.
+//! The `lockrun` command (feature `cli`), run as users run it: the built
+//! binary as a separate process around a shell command, against real
+//! servers; signals sent to it as supervisors send them.
+#![cfg(feature = "cli")]
 
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{Cluster, get, resource};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use support::{Cluster, get, resource, wait_for};
 
-/// `target/<profile>/examples/lockrun`, which `cargo test` builds beside
-/// the test binaries (in `target/<profile>/deps`).
+/// The binary cargo built for this test run.
 fn lockrun_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let bin = profile_dir.join("examples").join("lockrun");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test` (which builds examples)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_lockrun"))
 }
 
 fn lockrun(cluster: &Cluster, flags: &[&str], resource: &str, script: &str) -> Command {
@@ -230,5 +225,324 @@ fn bad_command_lines_exit_64() {
         let out = Command::new(&bin).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("lockrun:"), "{args:?}");
+    }
+}
+
+#[test]
+fn help_lists_every_option_the_environment_and_the_exit_statuses() {
+    let out = Command::new(lockrun_bin()).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--nodes",
+        "--ttl",
+        "[30s]",
+        "--wait",
+        "[10s]",
+        "--node-timeout",
+        "[50ms]",
+        "--no-fencing",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--quiet",
+        "--verbose",
+        "--version",
+        "REDLOCK_NODES",
+        "REDLOCK_FENCING_TOKEN",
+        "REDLOCK_RESOURCE",
+        "SIGTERM",
+        "SIGKILL",
+        "64",
+        "69",
+        "75",
+        "76",
+        "126",
+        "127",
+        "143",
+        "130",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    let out = Command::new(lockrun_bin())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn a_command_that_cannot_run_exits_127_or_126_and_releases() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-norun");
+    let mut cmd = Command::new(lockrun_bin());
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .args([&key, "--", "/nonexistent/command"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    let not_executable = scratch("not-executable");
+    std::fs::write(&not_executable, "data").unwrap();
+    let mut cmd = Command::new(lockrun_bin());
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .arg(&key)
+        .arg("--")
+        .arg(&not_executable);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn no_fencing_passes_no_token_and_verbose_logs_the_steps() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-nofence");
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--no-fencing", "-v"],
+        &key,
+        "echo \"token=${REDLOCK_FENCING_TOKEN-none}\"",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "token=none");
+    let err = stderr(&out);
+    assert!(err.contains("lockrun: locked"), "{err}");
+    assert!(err.contains("lockrun: released"), "{err}");
+    // Quiet by default: nothing on stderr when all goes well.
+    let out = run(&mut lockrun(&cluster, &[], &key, "true"));
+    assert_eq!(stderr(&out), "");
+}
+
+/// Waits until the command has written its pid to `pidfile`.
+fn command_pid(pidfile: &std::path::Path) -> i32 {
+    let seen = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert!(seen.is_some(), "the command never started");
+    std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn start_section(
+    cluster: &Cluster,
+    key: &str,
+    name: &str,
+    flags: &[&str],
+) -> (Child, PathBuf, PathBuf) {
+    let pidfile = scratch(&format!("{name}.pid"));
+    let marker = scratch(&format!("{name}.trap"));
+    // The command records its pid, traps TERM/INT/HUP (recording which)
+    // and otherwise runs for a minute.
+    let script = format!(
+        "trap 'echo TERM > {m}; kill $!; exit 0' TERM; \
+         trap 'echo INT > {m}; kill $!; exit 0' INT; \
+         trap 'echo HUP > {m}; kill $!; exit 0' HUP; \
+         sleep 60 & echo $$ > {p}; wait $!",
+        m = marker.display(),
+        p = pidfile.display()
+    );
+    let child = lockrun(cluster, flags, key, &script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, pidfile, marker)
+}
+
+#[test]
+fn sigterm_sigint_and_sighup_end_the_command_release_at_once_and_exit_128_plus_n() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-signals");
+    for (signal, status, name) in [
+        (Signal::SIGTERM, 143, "TERM"),
+        (Signal::SIGINT, 130, "INT"),
+        (Signal::SIGHUP, 129, "HUP"),
+    ] {
+        // A long TTL: a release that waited for it would show.
+        let (child, pidfile, marker) = start_section(&cluster, &key, name, &["--ttl", "60s"]);
+        let pid = command_pid(&pidfile);
+        let sent = Instant::now();
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let took = sent.elapsed();
+        println!(
+            "{name}: lockrun exited {:?} {took:?} after the signal",
+            out.status.code()
+        );
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        // The command got the signal and ended.
+        assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), name);
+        assert!(ended(pid), "the command is still running");
+        // Released at once: no key left, and the next lockrun runs
+        // without waiting.
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None, "{name}: key left");
+        }
+        let out = run(&mut lockrun(&cluster, &["--wait", "0s"], &key, "true"));
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_second_signal_does_not_skip_the_release() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-two-signals");
+    let pidfile = scratch("slow.pid");
+    // A command that takes 300 ms to exit after TERM.
+    let script = format!(
+        "trap 'sleep 0.3; kill $!; exit 0' TERM; sleep 60 & echo $$ > {p}; wait $!",
+        p = pidfile.display()
+    );
+    let child = lockrun(&cluster, &["--ttl", "60s"], &key, &script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    command_pid(&pidfile);
+    let lockrun_pid = Pid::from_raw(child.id() as i32);
+    kill(lockrun_pid, Signal::SIGTERM).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    kill(lockrun_pid, Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn a_signal_while_waiting_for_the_lock_exits_without_running_the_command() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-signal-waiting");
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let child = lockrun(&cluster, &["--wait", "30s"], &key, "echo ran")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let (out, took) = support::timed(|| child.wait_with_output().unwrap());
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn sigkill_of_lockrun_ends_the_command_within_about_a_second() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-sigkill");
+    let pidfile = scratch("orphan.pid");
+    let script = format!("echo $$ > {p}; exec sleep 60", p = pidfile.display());
+    let mut child = lockrun(&cluster, &["--ttl", "1s"], &key, &script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = command_pid(&pidfile);
+    // `exec`: the pid written is the sleep's.
+    thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(5), || ended(pid));
+    println!("SIGKILL of lockrun: the command ended {gone:?} later");
+    let gone = gone.expect("the command outlived lockrun");
+    assert!(gone < Duration::from_secs(2), "{gone:?}");
+    // The lock is left to expire with its TTL.
+    let free = wait_for(Duration::from_secs(5), || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| get(s, key.as_bytes()).is_none())
+    });
+    assert!(free.is_some());
+}
+
+#[test]
+fn lockruns_killed_by_term_or_kill_never_overlap_the_next_holder() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-killed-overlap");
+    let log = scratch("killed-overlap.log");
+    // Each command logs "start PID", a tick every 20 ms, and "end PID".
+    let script = format!(
+        "echo start $$ >> {l}; trap 'echo end $$ >> {l}; exit 0' TERM; \
+         i=0; while [ $i -lt 100 ]; do echo tick $$ >> {l}; sleep 0.02; i=$((i+1)); done; \
+         echo end $$ >> {l}",
+        l = log.display()
+    );
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        let _ = std::fs::remove_file(&log);
+        let first = lockrun(&cluster, &["--ttl", "1s"], &key, &script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = wait_for(Duration::from_secs(10), || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("tick"))
+        });
+        assert!(started.is_some());
+        // Two more wait for the lock while the first is killed mid-run.
+        let waiters: Vec<Child> = (0..2)
+            .map(|_| {
+                lockrun(&cluster, &["--ttl", "1s", "--wait", "30s"], &key, &script)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(300));
+        kill(Pid::from_raw(first.id() as i32), signal).unwrap();
+        let _ = first.wait_with_output();
+        for w in waiters {
+            let out = w.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+        // One section at a time: after "start P", only P's lines until
+        // P's last line (its "end", or its last tick when SIGKILL ended it).
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<(&str, &str)> = text.lines().map(|l| l.split_once(' ').unwrap()).collect();
+        let mut current: Option<&str> = None;
+        let mut sections = 0;
+        for (i, (what, pid)) in lines.iter().enumerate() {
+            match (*what, current) {
+                ("start", _) => {
+                    // The previous holder must never write again.
+                    if let Some(prev) = current {
+                        assert!(
+                            lines[i..].iter().all(|(_, p)| *p != prev),
+                            "{signal:?}: {prev} wrote after {pid} started:\n{text}"
+                        );
+                    }
+                    current = Some(pid);
+                    sections += 1;
+                }
+                (_, Some(holder)) => assert_eq!(*pid, holder, "{signal:?}: overlap:\n{text}"),
+                (_, None) => panic!("{signal:?}: a line before any start:\n{text}"),
+            }
+        }
+        assert_eq!(sections, 3, "{signal:?}:\n{text}");
     }
 }

@@ -57,7 +57,13 @@ fn locks_never_panic_and_guards_have_validity_within_the_ttl() {
                         prop_assert!(guard.extend(ttl).is_ok() || !guard.is_valid());
                         prop_assert!(guard.validity() <= ttl);
                     }
-                    prop_assert!(guard.release().is_ok());
+                    match guard.release() {
+                        Ok(()) => {}
+                        // A TTL of a few ms can run out before the release
+                        // reaches the nodes: then the key is gone already.
+                        Err(Error::NotHeld { .. }) if ttl < Duration::from_secs(1) => {}
+                        Err(e) => return Err(TestCaseError::fail(format!("release: {e}"))),
+                    }
                 }
                 Err(Error::InvalidArgument { .. }) => {
                     prop_assert!(

@@ -1,0 +1,513 @@
+//! `lockrun`: run a command under a distributed lock, like `flock(1)`
+//! across machines. Built with the `cli` feature:
+//! `cargo install redlock-sync --features cli`. `lockrun --help` says
+//! everything; the README has cron and systemd examples.
+//!
+//! One `unsafe` block: `CommandExt::pre_exec`, to ask Linux to kill the
+//! command if lockrun itself dies (the parent-death signal). The closure
+//! only makes two system calls (`prctl`, `getppid`), both safe between
+//! `fork` and `exec`.
+
+use std::io::ErrorKind;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redlock_sync::{Error, LockGuard, LockManager};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::low_level::siginfo::{Cause, Origin};
+
+/// The signals received, from the thread that receives them.
+type Signals = mpsc::Receiver<Origin>;
+
+const EX_USAGE: u8 = 64;
+const EX_UNAVAILABLE: u8 = 69;
+const EX_TEMPFAIL: u8 = 75;
+const EX_LOST: u8 = 76;
+const EX_CANNOT_RUN: u8 = 126;
+const EX_NOT_FOUND: u8 = 127;
+
+/// How long COMMAND gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(10);
+/// How often the lock and the child are checked.
+const POLL: Duration = Duration::from_millis(10);
+
+const HELP: &str = "\
+lockrun: run a command while holding a distributed lock (Redlock over
+several independent Redis masters), like flock(1) across machines.
+
+USAGE:
+    lockrun [OPTIONS] RESOURCE -- COMMAND [ARGS...]
+
+The lock on RESOURCE (a Redis key) is taken, kept alive while COMMAND runs,
+and released as soon as COMMAND exits; lockrun then exits with COMMAND's
+status.
+
+OPTIONS:
+    --nodes URL,...       Redis masters, comma-separated (redis://, rediss://);
+                          default: $REDLOCK_NODES
+    --ttl DURATION        lock TTL, renewed every TTL/3 while COMMAND runs [30s]
+    --wait DURATION       how long to wait for a lock held by someone else [10s]
+    --node-timeout DUR    time each node gets per call [50ms]
+    --no-fencing          do not keep a fencing counter (no REDLOCK_FENCING_TOKEN)
+    --tls-ca FILE         trust this PEM CA for rediss:// nodes [Mozilla's roots]
+    --tls-cert FILE       client certificate (PEM) for rediss:// nodes
+    --tls-key FILE        its private key (PEM); with --tls-cert
+    -q, --quiet           errors only
+    -v, --verbose         also say what happens (waiting, taken, released)
+    -h, --help            this text
+    -V, --version         the version
+
+    DURATION: 500ms, 30s, 2m, 1h, or plain seconds.
+
+ENVIRONMENT:
+    REDLOCK_NODES           the nodes, when --nodes is not given
+    COMMAND receives:
+    REDLOCK_RESOURCE        the resource
+    REDLOCK_FENCING_TOKEN   the lock's fencing token (unless --no-fencing): pass it
+                            to the storage COMMAND writes to
+
+SIGNALS:
+    SIGTERM, SIGINT, SIGHUP sent to lockrun are passed to COMMAND (a terminal's
+    Ctrl-C already reaches COMMAND and is not sent twice); lockrun waits for it
+    to exit (SIGKILL after 10s), releases the lock at once and exits with
+    128 + the signal's number. Received while waiting for the lock: lockrun
+    exits at once the same way. If lockrun is killed (SIGKILL), Linux kills
+    COMMAND too (the parent-death signal); the lock expires with its TTL.
+
+EXIT STATUS:
+    COMMAND's    COMMAND ran under the lock (128 + N if signal N ended it)
+    64           bad command line or configuration
+    69           too many nodes unreachable or failing
+    75           the lock is held by someone else and --wait ran out
+    76           the lock was lost while COMMAND ran; COMMAND was terminated
+    126          COMMAND could not be started
+    127          COMMAND was not found
+    128 + N      lockrun got signal N (SIGTERM: 143, SIGINT: 130, SIGHUP: 129)
+";
+
+/// 0: errors only, 1: warnings too (the default), 2: everything.
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+
+macro_rules! say {
+    ($level:expr, $($arg:tt)+) => {
+        if VERBOSITY.load(Ordering::Relaxed) >= $level {
+            eprintln!("lockrun: {}", format_args!($($arg)+));
+        }
+    };
+}
+const ERROR: u8 = 0;
+const WARN: u8 = 1;
+const INFO: u8 = 2;
+
+struct Args {
+    nodes: Vec<String>,
+    ttl: Duration,
+    wait: Duration,
+    node_timeout: Duration,
+    fencing: bool,
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    resource: String,
+    command: Vec<std::ffi::OsString>,
+}
+
+enum Parsed {
+    Run(Box<Args>),
+    Exit(ExitCode),
+}
+
+fn main() -> ExitCode {
+    // Signals are taken from the start: one that comes while waiting for
+    // the lock ends lockrun cleanly, before COMMAND starts.
+    let signals = match SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT, SIGHUP]) {
+        Ok(signals) => signals,
+        Err(e) => {
+            say!(ERROR, "cannot handle signals: {e}");
+            return ExitCode::from(EX_UNAVAILABLE);
+        }
+    };
+    let (tx, received) = mpsc::channel();
+    let handle = signals.handle();
+    thread::spawn(move || {
+        let mut signals = signals;
+        for origin in signals.forever() {
+            if tx.send(origin).is_err() {
+                break;
+            }
+        }
+    });
+    let code = match parse() {
+        Ok(Parsed::Run(args)) => run(&args, &received),
+        Ok(Parsed::Exit(code)) => code,
+        Err(msg) => {
+            say!(ERROR, "{msg}");
+            eprintln!("usage: lockrun [OPTIONS] RESOURCE -- COMMAND [ARGS...]  (see --help)");
+            ExitCode::from(EX_USAGE)
+        }
+    };
+    handle.close();
+    code
+}
+
+fn run(args: &Args, signals: &Signals) -> ExitCode {
+    let mut builder = LockManager::builder()
+        .nodes(&args.nodes)
+        .node_timeout(args.node_timeout)
+        .fencing(args.fencing)
+        .retry(1, Duration::from_millis(100));
+    if let Some(ca) = &args.tls_ca {
+        match std::fs::read(ca) {
+            Ok(pem) => builder = builder.tls_root_cert(pem),
+            Err(e) => return usage_error(format!("--tls-ca {ca}: {e}")),
+        }
+    }
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match (std::fs::read(cert), std::fs::read(key)) {
+            (Ok(cert), Ok(key)) => builder = builder.tls_client_cert(cert, key),
+            (Err(e), _) => return usage_error(format!("--tls-cert {cert}: {e}")),
+            (_, Err(e)) => return usage_error(format!("--tls-key {key}: {e}")),
+        },
+        (None, None) => {}
+        _ => return usage_error("--tls-cert and --tls-key go together".into()),
+    }
+    let dlm = match builder.build() {
+        Ok(dlm) => dlm,
+        Err(e) => return usage_error(e.to_string()),
+    };
+    say!(
+        INFO,
+        "waiting up to {:?} for {:?}",
+        args.wait,
+        args.resource
+    );
+    let guard = match acquire(&dlm, args, signals) {
+        Acquired::Signal(sig) => return ExitCode::from(128u8.saturating_add(sig as u8)),
+        Acquired::Lock(Ok(guard)) => guard.keep_alive(),
+        Acquired::Lock(Err(e)) => {
+            say!(ERROR, "cannot lock {:?}: {e}", args.resource);
+            return ExitCode::from(match e {
+                Error::Taken { .. } => EX_TEMPFAIL,
+                Error::InvalidArgument { .. } => EX_USAGE,
+                _ => EX_UNAVAILABLE,
+            });
+        }
+    };
+    match guard.fencing_token() {
+        Some(token) => say!(INFO, "locked {:?} (fencing token {token})", args.resource),
+        None => say!(INFO, "locked {:?}", args.resource),
+    }
+    let mut command = Command::new(&args.command[0]);
+    command
+        .args(&args.command[1..])
+        .env("REDLOCK_RESOURCE", &args.resource);
+    if let Some(token) = guard.fencing_token() {
+        command.env("REDLOCK_FENCING_TOKEN", token.to_string());
+    }
+    die_with_parent(&mut command);
+    match command.spawn() {
+        Ok(child) => supervise(child, guard, signals),
+        Err(e) => {
+            say!(ERROR, "cannot run {:?}: {e}", args.command[0]);
+            release(guard);
+            ExitCode::from(if e.kind() == ErrorKind::NotFound {
+                EX_NOT_FOUND
+            } else {
+                EX_CANNOT_RUN
+            })
+        }
+    }
+}
+
+/// How waiting for the lock ended.
+enum Acquired {
+    Lock(Result<LockGuard, Error>),
+    /// A signal came first.
+    Signal(i32),
+}
+
+/// Takes the lock within `--wait`, in attempts of at most 100 ms so that
+/// a signal is seen promptly.
+fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
+    let deadline = Instant::now() + args.wait;
+    let mut announced = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let slice = left.min(Duration::from_millis(100));
+        let result = dlm.try_lock_for(&args.resource, args.ttl, slice);
+        match &result {
+            Err(Error::InvalidArgument { .. }) | Ok(_) => return Acquired::Lock(result),
+            Err(e) if left > slice => {
+                if !announced {
+                    say!(INFO, "cannot lock {:?} yet ({e}); waiting", args.resource);
+                    announced = true;
+                }
+            }
+            Err(_) => return Acquired::Lock(result),
+        }
+        if let Ok(origin) = signals.try_recv() {
+            say!(
+                WARN,
+                "got signal {} while waiting for the lock; giving up",
+                origin.signal
+            );
+            return Acquired::Signal(origin.signal);
+        }
+    }
+}
+
+/// On Linux, COMMAND gets SIGKILL when lockrun dies, however it dies, so
+/// that it never runs on unprotected. Elsewhere there is no such signal:
+/// if lockrun is killed with SIGKILL, COMMAND keeps running (and the lock
+/// expires with its TTL).
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes two system calls
+    // (prctl and getppid) and allocates nothing on success.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // lockrun died before prctl took effect: do not start at all.
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                return Err(std::io::Error::from(ErrorKind::BrokenPipe));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// Waits for the child while watching the lock and the signals; releases
+/// the lock once the child has exited.
+fn supervise(mut child: Child, guard: LockGuard, signals: &Signals) -> ExitCode {
+    let pid = Pid::from_raw(child.id() as i32);
+    let mut signalled: Option<i32> = None;
+    let mut term_deadline: Option<Instant> = None;
+    let mut renewal_warned = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                release(guard);
+                if let Some(sig) = signalled {
+                    return ExitCode::from(128u8.saturating_add(sig as u8));
+                }
+                let code = status
+                    .code()
+                    .or_else(|| status.signal().map(|sig| 128 + sig))
+                    .unwrap_or(1);
+                return ExitCode::from(u8::try_from(code).unwrap_or(1));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                say!(ERROR, "cannot wait for the command: {e}");
+                return ExitCode::from(EX_CANNOT_RUN);
+            }
+        }
+        while let Ok(origin) = signals.try_recv() {
+            // A terminal's signal (from the kernel) already reached the
+            // command, which shares lockrun's process group.
+            let from_terminal = matches!(origin.cause, Cause::Kernel);
+            say!(
+                INFO,
+                "got signal {}; {}waiting for the command to exit",
+                origin.signal,
+                if from_terminal { "" } else { "passing it on, " }
+            );
+            if !from_terminal && let Ok(sig) = Signal::try_from(origin.signal) {
+                let _ = kill(pid, sig);
+            }
+            signalled.get_or_insert(origin.signal);
+            term_deadline.get_or_insert(Instant::now() + TERM_GRACE);
+        }
+        if term_deadline.is_some_and(|d| Instant::now() >= d) {
+            say!(
+                WARN,
+                "the command did not exit within {TERM_GRACE:?}; killing it"
+            );
+            let _ = child.kill();
+            term_deadline = None;
+        }
+        match guard.ensure_held() {
+            Ok(()) => renewal_warned = false,
+            Err(Error::NotHeld {
+                renewal: Some(why), ..
+            }) => {
+                if !renewal_warned {
+                    say!(WARN, "a renewal missed the quorum: {why}");
+                    renewal_warned = true;
+                }
+            }
+            Err(e) => {
+                say!(ERROR, "{e}; terminating the command");
+                terminate(&mut child);
+                return ExitCode::from(EX_LOST);
+            }
+        }
+        thread::sleep(POLL);
+    }
+}
+
+fn release(guard: LockGuard) {
+    let resource = String::from_utf8_lossy(guard.resource()).into_owned();
+    match guard.release() {
+        Ok(()) => say!(INFO, "released {resource:?}"),
+        Err(e) => say!(WARN, "release: {e} (what is left expires with the TTL)"),
+    }
+}
+
+/// SIGTERM, then SIGKILL if the child is still there after the grace time.
+fn terminate(child: &mut Child) {
+    let pid = Pid::from_raw(child.id() as i32);
+    let _ = kill(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + TERM_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(POLL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn usage_error(msg: String) -> ExitCode {
+    say!(ERROR, "{msg}");
+    ExitCode::from(EX_USAGE)
+}
+
+fn split_urls(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn parse() -> Result<Parsed, String> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_env();
+    let mut nodes = None;
+    let mut args = Args {
+        nodes: Vec::new(),
+        ttl: Duration::from_secs(30),
+        wait: Duration::from_secs(10),
+        node_timeout: Duration::from_millis(50),
+        fencing: true,
+        tls_ca: None,
+        tls_cert: None,
+        tls_key: None,
+        resource: String::new(),
+        command: Vec::new(),
+    };
+    let mut resource = None;
+    let text = |v: std::ffi::OsString, name: &str| {
+        v.into_string()
+            .map_err(|_| format!("{name}: not valid UTF-8"))
+    };
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("nodes") => {
+                nodes = Some(split_urls(&text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--nodes",
+                )?))
+            }
+            Long("ttl") => {
+                args.ttl = duration(&text(parser.value().map_err(|e| e.to_string())?, "--ttl")?)?
+            }
+            Long("wait") => {
+                args.wait = duration(&text(parser.value().map_err(|e| e.to_string())?, "--wait")?)?
+            }
+            Long("node-timeout") => {
+                args.node_timeout = duration(&text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--node-timeout",
+                )?)?
+            }
+            Long("no-fencing") => args.fencing = false,
+            Long("tls-ca") => {
+                args.tls_ca = Some(text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--tls-ca",
+                )?)
+            }
+            Long("tls-cert") => {
+                args.tls_cert = Some(text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--tls-cert",
+                )?)
+            }
+            Long("tls-key") => {
+                args.tls_key = Some(text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--tls-key",
+                )?)
+            }
+            Short('q') | Long("quiet") => VERBOSITY.store(ERROR, Ordering::Relaxed),
+            Short('v') | Long("verbose") => VERBOSITY.store(INFO, Ordering::Relaxed),
+            Short('h') | Long("help") => {
+                print!("{HELP}");
+                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+            }
+            Short('V') | Long("version") => {
+                println!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"));
+                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+            }
+            Value(v) if resource.is_none() => resource = Some(text(v, "RESOURCE")?),
+            Value(v) => {
+                // COMMAND without `--`: it and everything after it.
+                args.command.push(v);
+                args.command
+                    .extend(parser.raw_args().map_err(|e| e.to_string())?);
+                break;
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    // `--` ends the options: lexopt gives what follows as values.
+    args.resource = resource.ok_or("no RESOURCE given")?;
+    if args.command.is_empty() {
+        return Err("no COMMAND given after `--`".into());
+    }
+    args.nodes = match nodes {
+        Some(nodes) => nodes,
+        None => std::env::var("REDLOCK_NODES")
+            .map(|list| split_urls(&list))
+            .unwrap_or_default(),
+    };
+    if args.nodes.is_empty() {
+        return Err("no nodes: give --nodes URL,... or set REDLOCK_NODES".into());
+    }
+    Ok(Parsed::Run(Box::new(args)))
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain (possibly fractional) seconds.
+fn duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 30s or 500ms)"))?;
+    let seconds = match unit {
+        "ms" => number / 1000.0,
+        "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+}
