@@ -31,6 +31,14 @@ fn lockrun(cluster: &Cluster, flags: &[&str], resource: &str, script: &str) -> C
     cmd
 }
 
+/// Starts `cmd` with its output captured.
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lockrun starts")
+}
+
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("lockrun runs")
 }
@@ -178,11 +186,7 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
         "sleep 60 & trap 'echo term > {m}; kill $!; exit 143' TERM; wait",
         m = marker.display()
     );
-    let child = lockrun(&cluster, &["--ttl", "1500ms"], &key, &script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&mut lockrun(&cluster, &["--ttl", "1500ms"], &key, &script));
     // Wait for the command to run, then kill the majority.
     let deadline = Instant::now() + Duration::from_secs(10);
     while get(&cluster.servers[2], key.as_bytes()).is_none() {
@@ -362,11 +366,7 @@ fn start_section(
         m = marker.display(),
         p = pidfile.display()
     );
-    let child = lockrun(cluster, flags, key, &script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&mut lockrun(cluster, flags, key, &script));
     (child, pidfile, marker)
 }
 
@@ -414,11 +414,7 @@ fn a_second_signal_does_not_skip_the_release() {
         "trap 'sleep 0.3; kill $!; exit 0' TERM; sleep 60 & echo $$ > {p}; wait $!",
         p = pidfile.display()
     );
-    let child = lockrun(&cluster, &["--ttl", "60s"], &key, &script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&mut lockrun(&cluster, &["--ttl", "60s"], &key, &script));
     command_pid(&pidfile);
     let lockrun_pid = Pid::from_raw(child.id() as i32);
     kill(lockrun_pid, Signal::SIGTERM).unwrap();
@@ -437,11 +433,7 @@ fn a_signal_while_waiting_for_the_lock_exits_without_running_the_command() {
     let key = resource("lockrun-signal-waiting");
     let dlm = support::manager(&cluster, Duration::from_millis(500));
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
-    let child = lockrun(&cluster, &["--wait", "30s"], &key, "echo ran")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&mut lockrun(&cluster, &["--wait", "30s"], &key, "echo ran"));
     thread::sleep(Duration::from_millis(300));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let (out, took) = support::timed(|| child.wait_with_output().unwrap());

@@ -30,6 +30,22 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new P-256 key in `name`.
+fn ec_key(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            name,
+        ],
+    );
+}
+
 impl Certs {
     pub fn make() -> Certs {
         let dir = std::env::temp_dir().join(format!(
@@ -40,18 +56,7 @@ impl Certs {
         std::fs::create_dir_all(&dir).unwrap();
         let d = &dir;
         for ca in ["ca", "other-ca"] {
-            openssl(
-                d,
-                &[
-                    "ecparam",
-                    "-name",
-                    "prime256v1",
-                    "-genkey",
-                    "-noout",
-                    "-out",
-                    &format!("{ca}.key"),
-                ],
-            );
+            ec_key(d, &format!("{ca}.key"));
             openssl(
                 d,
                 &[
@@ -81,18 +86,7 @@ impl Certs {
         )
         .unwrap();
         for (who, cn) in [("server", "redis.test"), ("client", "locker")] {
-            openssl(
-                d,
-                &[
-                    "ecparam",
-                    "-name",
-                    "prime256v1",
-                    "-genkey",
-                    "-noout",
-                    "-out",
-                    &format!("{who}.ec"),
-                ],
-            );
+            ec_key(d, &format!("{who}.ec"));
             // PKCS#8, as most tools write keys today.
             openssl(
                 d,
