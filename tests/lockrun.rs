@@ -21,8 +21,11 @@ fn lockrun_bin() -> PathBuf {
 
 fn lockrun(cluster: &Cluster, flags: &[&str], resource: &str, script: &str) -> Command {
     let mut cmd = Command::new(lockrun_bin());
+    // A generous node timeout: the machine is shared, and a renewal that
+    // misses it several times in a row would end the lock (as it should).
     cmd.arg("--nodes")
         .arg(cluster.urls().join(","))
+        .args(["--node-timeout", "500ms"])
         .args(flags)
         .arg(resource)
         .args(["--", "sh", "-c", script])
@@ -486,7 +489,7 @@ fn lockruns_killed_by_term_or_kill_never_overlap_the_next_holder() {
     );
     for signal in [Signal::SIGTERM, Signal::SIGKILL] {
         let _ = std::fs::remove_file(&log);
-        let first = lockrun(&cluster, &["--ttl", "1s"], &key, &script)
+        let first = lockrun(&cluster, &["--ttl", "3s"], &key, &script)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -498,7 +501,7 @@ fn lockruns_killed_by_term_or_kill_never_overlap_the_next_holder() {
         // Two more wait for the lock while the first is killed mid-run.
         let waiters: Vec<Child> = (0..2)
             .map(|_| {
-                lockrun(&cluster, &["--ttl", "1s", "--wait", "30s"], &key, &script)
+                lockrun(&cluster, &["--ttl", "3s", "--wait", "30s"], &key, &script)
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped())
                     .spawn()
