@@ -51,7 +51,7 @@ impl State {
             resource: quorum::display(&self.resource),
             lost_on: taken_over.unwrap_or(0),
             nodes: self.cluster.nodes.len(),
-            renewal: if taken_over.is_some() { None } else { renewal },
+            renewal,
         }
     }
 
@@ -116,9 +116,10 @@ impl State {
         }
     }
 
-    /// Records the outcome of a renewal round.
-    fn renewed(&self, error: Option<String>) {
-        self.status.lock().renewal_error = error;
+    /// Records the outcome of a renewal round; true if the round before
+    /// had missed the quorum.
+    fn renewed(&self, error: Option<String>) -> bool {
+        std::mem::replace(&mut self.status.lock().renewal_error, error).is_some()
     }
 }
 
@@ -174,7 +175,6 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         .valid_until()
         .saturating_duration_since(Instant::now());
     let mut pause = period.min(left / 2);
-    let mut failing = false;
     loop {
         if pause_or_stop(stop, pause) {
             return;
@@ -184,7 +184,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         }
         match state.extend(state.ttl) {
             Ok(()) => {
-                if failing {
+                if state.renewed(None) {
                     crate::log!(
                         info,
                         "redlock_sync::keepalive",
@@ -192,8 +192,6 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         quorum::display(&state.resource)
                     );
                 }
-                state.renewed(None);
-                failing = false;
                 pause = period;
             }
             Err(err @ Error::NotHeld { .. }) => {
@@ -215,7 +213,6 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                     std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string())
                 );
                 state.renewed(Some(err.to_string()));
-                failing = true;
                 if left.is_zero() {
                     crate::log!(
                         error,
@@ -361,9 +358,11 @@ impl LockGuard {
                 Ok(keeper) => self.keeper = Some(keeper),
                 // No thread to be had: nothing renews; ensure_held says so
                 // from now on.
-                Err(e) => self.state.renewed(Some(format!(
-                    "the keep-alive thread could not be started: {e}"
-                ))),
+                Err(e) => {
+                    self.state.renewed(Some(format!(
+                        "the keep-alive thread could not be started: {e}"
+                    )));
+                }
             }
         }
         self

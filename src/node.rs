@@ -165,16 +165,6 @@ pub(crate) enum Reply {
     SetCount,
 }
 
-impl Reply {
-    /// How many replies the request gets.
-    fn replies(self) -> usize {
-        match self {
-            Reply::One | Reply::Set => 1,
-            Reply::SetCount => 4,
-        }
-    }
-}
-
 /// One request, the same for every node of a round.
 pub(crate) struct Request<'a> {
     /// The command(s), packed.
@@ -223,7 +213,7 @@ impl Pooled {
                     other => Err(unexpected(&other).into()),
                 };
             }
-            Reply::SetCount => return self.finish_set_count(req, deadline),
+            Reply::SetCount => return self.finish_set_count(deadline),
         }
         let reply = match (self.con.read(deadline), req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
@@ -239,13 +229,31 @@ impl Pooled {
         }
     }
 
-    /// Reads every reply of the acquisition pipeline, whatever the earlier
-    /// ones, so that the connection stays in step; a broken connection
-    /// wins over an error reply, and the first error reply over the rest.
-    fn finish_set_count(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+    /// Reads the four replies of the acquisition pipeline; the first error
+    /// reply fails it.
+    fn finish_set_count(&mut self, deadline: Instant) -> Result<u64, Failure> {
         let mut replies = [Value::Nil, Value::Nil, Value::Nil, Value::Nil];
+        if let Some(refused) = self.read_replies(&mut replies, deadline)? {
+            return Err(refused);
+        }
+        match replies {
+            [Value::Okay, _, Value::Int(n), _] if n > 0 => Ok(n as u64),
+            [Value::Nil, _, Value::Int(_), _] => Ok(0),
+            [Value::Okay | Value::Nil, _, other, _] | [other, ..] => Err(unexpected(&other).into()),
+        }
+    }
+
+    /// Reads one reply into each slot, whatever the earlier ones were, so
+    /// that the connection stays in step after an error reply. A broken
+    /// connection ends it at once (`Err`); otherwise returns the first
+    /// error reply, if any (its slot is left as it was).
+    fn read_replies(
+        &mut self,
+        slots: &mut [Value],
+        deadline: Instant,
+    ) -> Result<Option<Failure>, Failure> {
         let mut refused = None;
-        for (at, slot) in replies.iter_mut().enumerate().take(req.reply.replies()) {
+        for (at, slot) in slots.iter_mut().enumerate() {
             match self.con.read(deadline) {
                 Ok(value) => *slot = value,
                 Err(error) if is_reply(&error) => {
@@ -254,14 +262,7 @@ impl Pooled {
                 Err(error) => return Err(Failure { error, at }),
             }
         }
-        if let Some(failure) = refused {
-            return Err(failure);
-        }
-        match replies {
-            [Value::Okay, _, Value::Int(n), _] if n > 0 => Ok(n as u64),
-            [Value::Nil, _, Value::Int(_), _] => Ok(0),
-            [Value::Okay | Value::Nil, _, other, _] | [other, ..] => Err(unexpected(&other).into()),
-        }
+        Ok(refused)
     }
 }
 
@@ -283,13 +284,12 @@ pub(crate) struct Node {
     /// For `rediss://` nodes.
     tls: Option<Tls>,
 
-    /// Sent on every new connection: AUTH and SELECT (`required` of them,
-    /// which must succeed), then CLIENT SETINFO and SCRIPT LOAD of the
-    /// scripts (which may fail).
+    /// Sent on every new connection: AUTH and SELECT (the first
+    /// `required_names.len()`, which must succeed), then CLIENT SETINFO and
+    /// SCRIPT LOAD of the scripts (which may fail).
     handshake: Vec<Vec<u8>>,
     /// The required commands' names, for messages.
     required_names: Vec<&'static str>,
-    required: usize,
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
@@ -340,7 +340,6 @@ impl Node {
             handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
             required_names.push("SELECT");
         }
-        let required = handshake.len();
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
         for lua in [&*UNLOCK, &*EXTEND, &*RAISE] {
@@ -387,7 +386,6 @@ impl Node {
             tls,
             handshake,
             required_names,
-            required,
             timeout,
             max_idle,
             idle: Mutex::new(Vec::with_capacity(max_idle)),
@@ -526,19 +524,13 @@ impl Node {
     /// refused by an ACL) without harm.
     fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> Result<(), Failure> {
         pooled.con.write(&self.handshake.concat(), deadline)?;
-        let mut refused = None;
-        for at in 0..self.handshake.len() {
-            match pooled.con.read(deadline) {
-                Ok(_) => {}
-                Err(e) if is_reply(&e) => {
-                    if at < self.required {
-                        refused.get_or_insert(Failure { error: e, at });
-                    }
-                }
-                Err(error) => return Err(Failure { error, at }),
-            }
+        let mut replies = vec![Value::Nil; self.handshake.len()];
+        // The required commands come first: the first error reply is
+        // theirs if any of theirs failed.
+        match pooled.read_replies(&mut replies, deadline)? {
+            Some(refused) if refused.at < self.required_names.len() => Err(refused),
+            _ => Ok(()),
         }
-        refused.map_or(Ok(()), Err)
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset
@@ -682,9 +674,11 @@ mod tests {
             b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
-        assert_eq!((n.required, n.handshake.len()), (2, 7));
+        assert_eq!(n.required_names, ["AUTH", "SELECT"]);
+        assert_eq!(n.handshake.len(), 7);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
-        assert_eq!((n.required, n.handshake.len()), (0, 5));
+        assert!(n.required_names.is_empty());
+        assert_eq!(n.handshake.len(), 5);
     }
 
     #[test]
