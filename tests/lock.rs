@@ -221,15 +221,18 @@ fn try_lock_for_gives_up_after_the_timeout() {
 
 /// Calls of `command` the server has seen, from INFO commandstats.
 fn calls(server: &Server, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut admin(server))
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+    // "cmdstat_set:calls=4,usec=...", absent before the first call.
+    support::info_field(
+        &mut admin(server),
+        "commandstats",
+        &format!("cmdstat_{command}"),
+    )
+    .unwrap()
+    .and_then(|stats| {
+        let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+        Some(calls.parse().unwrap())
+    })
+    .unwrap_or(0)
 }
 
 #[test]

@@ -24,14 +24,9 @@ fn builder(urls: impl IntoIterator<Item = String>) -> redlock_sync::Builder {
 }
 
 fn connections_received(server: &support::Server) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut admin(server))
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_connections_received:"))
+    support::info_field(&mut admin(server), "stats", "total_connections_received")
         .unwrap()
-        .trim()
+        .unwrap()
         .parse()
         .unwrap()
 }

@@ -222,11 +222,10 @@ impl Fault {
                 let port = spare_port.unwrap().to_string();
                 node.cmd(&["REPLICAOF", "127.0.0.1", &port]);
                 wait_until(|| {
-                    let info: String = redis::cmd("INFO")
-                        .arg("replication")
-                        .query(&mut node.admin())
-                        .unwrap();
-                    info.contains("master_link_status:up")
+                    super::info_field(&mut node.admin(), "replication", "master_link_status")
+                        .unwrap()
+                        .as_deref()
+                        == Some("up")
                 });
             }
             Fault::Oom => node.cmd(&["CONFIG", "SET", "maxmemory", "1"]),
@@ -265,11 +264,8 @@ impl Fault {
                 // It answers PING with -LOADING while it loads its dump:
                 // cleared means loaded.
                 wait_until(|| {
-                    let info: String = redis::cmd("INFO")
-                        .arg("persistence")
-                        .query(&mut node.admin())
-                        .unwrap_or_default();
-                    info.contains("loading:0")
+                    let loading = super::info_field(&mut node.admin(), "persistence", "loading");
+                    loading.ok().flatten().as_deref() == Some("0")
                 });
             }
             Fault::ReadOnly => node.cmd(&["REPLICAOF", "NO", "ONE"]),

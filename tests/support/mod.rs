@@ -24,6 +24,20 @@ pub fn admin(server: &Server) -> redis::Connection {
     con
 }
 
+/// The value of `field` in section `section` of `INFO` on the server
+/// behind `con` (`None` if it has no such field).
+pub fn info_field(
+    con: &mut redis::Connection,
+    section: &str,
+    field: &str,
+) -> redis::RedisResult<Option<String>> {
+    let info: String = redis::cmd("INFO").arg(section).query(con)?;
+    Ok(info.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name == field).then(|| value.trim().to_owned())
+    }))
+}
+
 /// The value stored at `key` on `server`.
 pub fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     admin(server).get(key).expect("GET")
