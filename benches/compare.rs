@@ -165,6 +165,16 @@ fn manager_with(urls: &[String], fencing: bool) -> LockManager {
         .unwrap()
 }
 
+/// A manager with the default settings but for waking on release.
+fn manager_waking(urls: &[String], wake: bool, retry_delay: Duration) -> LockManager {
+    LockManager::builder()
+        .nodes(urls)
+        .retry(3, retry_delay)
+        .wake_on_release(wake)
+        .build()
+        .unwrap()
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -192,6 +202,9 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     let rival = redlock::RedLock::new(urls.to_vec());
     let mut ours = || dlm.lock(&key, TTL).unwrap().release().unwrap();
     let mut ours_plain = || plain.lock(&plain_key, TTL).unwrap().release().unwrap();
+    let silent = manager_waking(urls, false, Duration::from_millis(200));
+    let silent_key = format!("{key}:nowake");
+    let mut ours_silent = || silent.lock(&silent_key, TTL).unwrap().release().unwrap();
     let mut seq = || raw_seq.sequential();
     let mut mux = || raw_mux.multiplexed();
     let rival_key = format!("{key}:rival");
@@ -207,6 +220,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
         ("multiplexed floor", &mut mux),
         ("sequential floor", &mut seq),
         ("fencing off", &mut ours_plain),
+        ("wake on release off", &mut ours_silent),
     ];
     if with_rival {
         impls.push(("redlock 2.0", &mut theirs));
@@ -215,7 +229,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     let floor = results[1].1.median;
     for (name, s) in &results {
         report.line(format!(
-            "| {network:<9} | {:>5} | {name:<18} | {:>9.1} | {:>9.1} | {:>6.2} |",
+            "| {network:<9} | {:>5} | {name:<19} | {:>9.1} | {:>9.1} | {:>6.2} |",
             urls.len(),
             us(s.median),
             us(s.p99),
@@ -270,7 +284,12 @@ where
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--contend-child") {
+        return contend_child(&args[at + 1..]);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let only_contention = args.iter().any(|a| a == "--contention");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -292,6 +311,12 @@ fn main() {
         text: String::new(),
         json: String::from("["),
     };
+    let contention_run = Duration::from_secs(if quick { 1 } else { 5 });
+    if only_contention {
+        contention(&mut report, &direct[..3], contention_run);
+        report.json.push(']');
+        return;
+    }
     report.line(format!(
         "redlock-sync {} compare bench ({} samples per cell, {} through the proxy)",
         env!("CARGO_PKG_VERSION"),
@@ -301,10 +326,12 @@ fn main() {
     report.line(String::new());
     report.line("Uncontended lock+release cycle".into());
     report.line(String::new());
-    report
-        .line("| network   | nodes | implementation     | median µs | p99 µs    | × mux  |".into());
-    report
-        .line("|-----------|------:|--------------------|----------:|----------:|-------:|".into());
+    report.line(
+        "| network   | nodes | implementation      | median µs | p99 µs    | × mux  |".into(),
+    );
+    report.line(
+        "|-----------|------:|---------------------|----------:|----------:|-------:|".into(),
+    );
     for n in [1, 3, 5] {
         cycles(&mut report, &direct[..n], "loopback", samples, true);
     }
@@ -424,6 +451,8 @@ fn main() {
         us(healthy)
     );
 
+    contention(&mut report, &direct[..3], contention_run);
+
     #[cfg(feature = "tls")]
     tls_cycles(&mut report, samples);
     report.json.push(']');
@@ -483,5 +512,176 @@ fn tls_cycles(report: &mut Report, samples: usize) {
             us(plain_s.median),
             us(tls_s.median)
         );
+    }
+}
+
+/// The contended workload: waiters call `try_lock_for(resource, 2 s,
+/// 10 s)` in a loop, hold the lock 1 ms, and pause 0.2 ms between
+/// sections.
+const SECTION: Duration = Duration::from_millis(1);
+const BETWEEN: Duration = Duration::from_micros(200);
+
+/// How waiters wait: the new waking, or plain polling with a retry delay.
+const MODES: [(&str, bool, Duration); 3] = [
+    ("woken on release", true, Duration::from_millis(200)),
+    ("polling, 200 ms", false, Duration::from_millis(200)),
+    ("polling, 10 ms", false, Duration::from_millis(10)),
+];
+
+/// Runs `threads` waiters until `end`; each thread's waits.
+fn contend(dlm: &LockManager, resource: &str, threads: usize, end: Instant) -> Vec<Vec<Duration>> {
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut waits = Vec::new();
+                    while Instant::now() < end {
+                        let start = Instant::now();
+                        let guard = dlm
+                            .try_lock_for(resource, Duration::from_secs(2), Duration::from_secs(10))
+                            .expect("a waiter waited 10 s");
+                        waits.push(start.elapsed());
+                        thread::sleep(SECTION);
+                        drop(guard);
+                        thread::sleep(BETWEEN);
+                    }
+                    waits
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// The child side of the processes row: `--contend-child MODE THREADS
+/// RESOURCE START_MS RUN_MS`, nodes in `REDLOCK_BENCH_NODES`; prints each
+/// thread's waits in µs, one line per thread.
+fn contend_child(args: &[String]) {
+    let mode = MODES[args[0].parse::<usize>().unwrap()];
+    let threads: usize = args[1].parse().unwrap();
+    let resource = &args[2];
+    let start_ms: u64 = args[3].parse().unwrap();
+    let run_ms: u64 = args[4].parse().unwrap();
+    let urls: Vec<String> = std::env::var("REDLOCK_BENCH_NODES")
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let dlm = manager_waking(&urls, mode.1, mode.2);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    thread::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms)));
+    let end = Instant::now() + Duration::from_millis(run_ms);
+    for waits in contend(&dlm, resource, threads, end) {
+        let line: Vec<String> = waits.iter().map(|w| w.as_micros().to_string()).collect();
+        println!("{}", line.join(" "));
+    }
+}
+
+/// Runs `procs` child processes of `threads` waiters each; each process's
+/// waits.
+fn contend_processes(
+    urls: &[String],
+    mode: usize,
+    procs: usize,
+    threads: usize,
+    resource: &str,
+    run: Duration,
+) -> Vec<Vec<Duration>> {
+    let start_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 500;
+    let children: Vec<_> = (0..procs)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--contend-child", &mode.to_string(), &threads.to_string()])
+                .args([
+                    resource,
+                    &start_ms.to_string(),
+                    &run.as_millis().to_string(),
+                ])
+                .env("REDLOCK_BENCH_NODES", urls.join(","))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "a contending child failed");
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(|w| Duration::from_micros(w.parse().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The contention table: 2, 8 and 32 waiting threads and 3 processes x 2
+/// threads on one lock, for each way of waiting.
+fn contention(report: &mut Report, urls: &[String], run: Duration) {
+    report.line(String::new());
+    report.line(format!(
+        "Waiting for a busy lock on {} loopback nodes: try_lock_for(2 s TTL, 10 s) in a loop, \
+         1 ms sections, 0.2 ms between, {:.0} s per row",
+        urls.len(),
+        run.as_secs_f64()
+    ));
+    report.line(String::new());
+    report.line(
+        "| waiters        | waiting          | acquisitions/s | wait p50 ms | wait p99 ms | wait max ms | wins min..max | max/min |"
+            .into(),
+    );
+    report.line(
+        "|----------------|------------------|---------------:|------------:|------------:|------------:|---------------|--------:|"
+            .into(),
+    );
+    for (who, procs, threads) in [
+        ("2 threads", 0, 2),
+        ("8 threads", 0, 8),
+        ("32 threads", 0, 32),
+        ("3 procs x 2", 3, 2),
+    ] {
+        for (mode, (name, wake, delay)) in MODES.iter().enumerate() {
+            let resource = format!("bench:contention:{who}:{mode}");
+            let per: Vec<Vec<Duration>> = if procs == 0 {
+                let dlm = manager_waking(urls, *wake, *delay);
+                contend(&dlm, &resource, threads, Instant::now() + run)
+            } else {
+                contend_processes(urls, mode, procs, threads, &resource, run)
+            };
+            let wins: Vec<usize> = per.iter().map(Vec::len).collect();
+            let mut all: Vec<Duration> = per.into_iter().flatten().collect();
+            all.sort_unstable();
+            let total = all.len();
+            let at = |q: f64| all[((total as f64 * q) as usize).min(total - 1)];
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let (min, max) = (*wins.iter().min().unwrap(), *wins.iter().max().unwrap());
+            let rate = total as f64 / run.as_secs_f64();
+            report.line(format!(
+                "| {who:<14} | {name:<16} | {rate:>14.0} | {:>11.2} | {:>11.1} | {:>11.1} | {:<13} | {:>7.2} |",
+                ms(at(0.5)),
+                ms(at(0.99)),
+                ms(all[total - 1]),
+                format!("{min}..{max}"),
+                max as f64 / min.max(1) as f64,
+            ));
+            let _ = write!(
+                report.json,
+                "{{\"kind\":\"contention\",\"waiters\":\"{who}\",\"waiting\":\"{name}\",\
+                 \"per_second\":{rate:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\
+                 \"min_wins\":{min},\"max_wins\":{max}}},",
+                ms(at(0.5)),
+                ms(at(0.99)),
+                ms(all[total - 1]),
+            );
+        }
     }
 }

@@ -2,11 +2,14 @@
 //! fencing counter), extend, unlock and raise. Shared by the manager, which
 //! acquires, and the guards, which extend and release.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, NodeError, Result};
 use crate::node::{EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
+use crate::wait::{Waiters, channel};
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
 /// larger would risk overflowing Redis's millisecond expiry times.
@@ -67,12 +70,16 @@ pub(crate) struct Granted {
 
 /// The nodes and the settings every round needs.
 pub(crate) struct Cluster {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Arc<[Node]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
     /// With fencing on: how long, in ms, a counter lives after its last
     /// acquisition or renewal. `None`: fencing off.
     pub(crate) fencing_expiry_ms: Option<u64>,
+    /// Whether releases publish and waiters listen for them.
+    pub(crate) wake_on_release: bool,
+    /// This manager's threads waiting for busy resources.
+    pub(crate) waiters: Waiters,
 }
 
 impl Cluster {
@@ -176,7 +183,11 @@ impl Cluster {
         };
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution.
-        let cleanup = || UNLOCK.eval(&[resource], &[token]);
+        let release = self.release_message(resource, token);
+        let cleanup = || match &release {
+            Some((chan, message)) => UNLOCK.eval(&[resource], &[token, chan, message]),
+            None => UNLOCK.eval(&[resource], &[token]),
+        };
         let req = Request {
             packed: &packed,
             reply,
@@ -234,7 +245,7 @@ impl Cluster {
             })
             .collect();
         if dirty.contains(&true) {
-            self.unlock(Some(&dirty), resource, token);
+            self.unlock(Some(&dirty), resource, token, false);
         }
         Err(match failed {
             // The counters could not be brought to a quorum: the failures
@@ -261,10 +272,45 @@ impl Cluster {
         ))
     }
 
+    /// The channel the unlock script publishes on and the message, when
+    /// releases wake waiters. The message names this one unlock: the
+    /// token, and a count that tells apart the unlocks of one token (those
+    /// cleaning up failed attempts, then the release).
+    fn release_message(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        static UNLOCKS: AtomicU64 = AtomicU64::new(0);
+        self.wake_on_release.then(|| {
+            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed);
+            (
+                channel(resource),
+                [token, b":", n.to_string().as_bytes()].concat(),
+            )
+        })
+    }
+
     /// Runs the check-and-delete script on the nodes `only` selects (all
-    /// when `None`).
-    pub(crate) fn unlock(&self, only: Option<&[bool]>, resource: &[u8], token: &[u8]) -> Tally {
-        Tally::count(self.script(&UNLOCK, only, &[resource], &[token]))
+    /// when `None`). Each node that deletes the key publishes on the
+    /// resource's release channel; with `wake_local` (a release, not the
+    /// clean-up of a failed attempt), this manager's own waiters are
+    /// woken once the round is over too.
+    pub(crate) fn unlock(
+        &self,
+        only: Option<&[bool]>,
+        resource: &[u8],
+        token: &[u8],
+        wake_local: bool,
+    ) -> Tally {
+        let release = self.release_message(resource, token);
+        let answers = match &release {
+            Some((chan, message)) => {
+                self.script(&UNLOCK, only, &[resource], &[token, chan, message])
+            }
+            None => self.script(&UNLOCK, only, &[resource], &[token]),
+        };
+        let tally = Tally::count(answers);
+        if let (true, true, Some((_, message))) = (wake_local, tally.yes > 0, &release) {
+            self.waiters.released(resource, message);
+        }
+        tally
     }
 
     /// Sets the key's expiry to `ttl_ms` on every node where it holds

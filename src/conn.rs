@@ -242,16 +242,48 @@ impl Conn {
     /// waiting.
     pub(crate) fn read(&mut self, deadline: Instant) -> RedisResult<Value> {
         loop {
-            if let Some((reply, used)) = parse(&self.input[self.start..])? {
-                self.start += used;
-                if self.start == self.input.len() {
-                    self.input.clear();
-                    self.start = 0;
-                }
+            if let Some(reply) = self.take_parsed()? {
                 return reply;
             }
             self.fill(deadline)?;
         }
+    }
+
+    /// Reads one reply if one is buffered or arrives within `wait` (one
+    /// blocking read, no polling: for a connection that mostly waits, such
+    /// as a subscriber's); `None` if nothing complete came. A partial reply
+    /// stays buffered for the next call.
+    pub(crate) fn read_within(&mut self, wait: Duration) -> RedisResult<Option<Value>> {
+        if let Some(reply) = self.take_parsed()? {
+            return reply.map(Some);
+        }
+        if self.timeout != wait {
+            self.stream.set_timeouts(wait)?;
+            self.timeout = wait;
+        }
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+            Ok(n) => {
+                self.input.extend_from_slice(&chunk[..n]);
+                self.take_parsed()?.transpose()
+            }
+            Err(e) if is_would_block(&e) => Ok(None),
+            Err(e) => Err(from_io(e)),
+        }
+    }
+
+    /// The next complete reply in the input buffer, if any.
+    fn take_parsed(&mut self) -> RedisResult<Option<RedisResult<Value>>> {
+        let Some((reply, used)) = parse(&self.input[self.start..])? else {
+            return Ok(None);
+        };
+        self.start += used;
+        if self.start == self.input.len() {
+            self.input.clear();
+            self.start = 0;
+        }
+        Ok(Some(reply))
     }
 
     /// Receives more bytes: waiting until `deadline`, or past it only

@@ -427,7 +427,9 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state.cluster.unlock(None, &state.resource, &state.token);
+        let tally = state
+            .cluster
+            .unlock(None, &state.resource, &state.token, true);
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }

@@ -119,11 +119,13 @@ mod quorum;
 mod resolve;
 #[cfg(feature = "tls")]
 mod tls;
+mod wait;
 
 pub use cluster::{FENCE_SUFFIX, MAX_TTL};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};
+pub use wait::RELEASE_SUFFIX;
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

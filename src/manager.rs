@@ -12,6 +12,7 @@ use crate::guard::LockGuard;
 use crate::node::{Node, Setup, redact};
 use crate::quorum;
 use crate::resolve::ResolveFn;
+use crate::wait::Waiters;
 
 // The defaults, in one place.
 const DEFAULT_RETRY_COUNT: u32 = 3;
@@ -21,6 +22,7 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 const DEFAULT_MAX_IDLE_PER_NODE: usize = 16;
 const DEFAULT_FENCING: bool = true;
 const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
+const DEFAULT_WAKE_ON_RELEASE: bool = true;
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +158,7 @@ impl LockManager {
     /// larger than [`MAX_TTL`], or too small to leave any validity.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
         let mut attempts_left = self.retry.count;
-        self.acquire(resource.as_ref(), ttl, |delay| {
+        self.acquire(resource.as_ref(), ttl, true, |delay| {
             attempts_left -= 1;
             (attempts_left > 0).then_some(delay)
         })
@@ -168,7 +170,7 @@ impl LockManager {
     ///
     /// As [`lock`](Self::lock), from the single attempt.
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.acquire(resource.as_ref(), ttl, |_| None)
+        self.acquire(resource.as_ref(), ttl, false, |_| None)
     }
 
     /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
@@ -185,7 +187,7 @@ impl LockManager {
         timeout: Duration,
     ) -> Result<LockGuard> {
         let deadline = Instant::now().checked_add(timeout);
-        self.acquire(resource.as_ref(), ttl, |delay| match deadline {
+        self.acquire(resource.as_ref(), ttl, true, |delay| match deadline {
             None => Some(delay),
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -194,34 +196,73 @@ impl LockManager {
         })
     }
 
-    /// The acquisition loop: one attempt, then `next(random delay)` says
-    /// how long to pause before the next attempt, or `None` to give up.
+    /// The acquisition loop: attempts, with `next(random delay)` saying
+    /// how long to pause after a failed one, or `None` to give up.
+    ///
+    /// With `wait`, a pause is spent in the resource's queue of this
+    /// manager's waiters (see `wait.rs`): it ends early when a release is
+    /// heard, and only the longest waiter then asks again; a thread that
+    /// finds others of this manager already waiting queues behind them
+    /// without asking. A pause that runs out behind other waiters counts
+    /// as an attempt but is not one (they are served first); if none was
+    /// made when `next` gives up, one is made then.
     fn acquire(
         &self,
         resource: &[u8],
         ttl: Duration,
+        wait: bool,
         mut next: impl FnMut(Duration) -> Option<Duration>,
     ) -> Result<LockGuard> {
         Cluster::check_resource(resource)?;
         let ttl_ms = self.cluster.check_ttl(ttl)?;
         let token = new_token()?;
+        let waiters = &self.cluster.waiters;
+        let wait = wait && self.cluster.wake_on_release;
+        let mut place = (wait && waiters.busy(resource)).then(|| waiters.join(resource, None));
+        let mut turn = place.is_none();
+        let (mut last, mut owed, mut seen) = (None, false, None);
         loop {
-            let err = match self.cluster.acquire(resource, &token, ttl_ms) {
-                Ok(granted) => {
-                    return Ok(LockGuard::new(
-                        self.cluster.clone(),
-                        resource,
-                        token,
-                        Duration::from_millis(ttl_ms),
-                        granted,
-                    ));
+            if turn {
+                if wait && place.is_none() {
+                    seen = Some(waiters.before_attempt(resource));
                 }
-                Err(err) => err,
-            };
+                match self.cluster.acquire(resource, &token, ttl_ms) {
+                    Ok(granted) => {
+                        if let Some(place) = place {
+                            place.acquired();
+                        }
+                        return Ok(LockGuard::new(
+                            self.cluster.clone(),
+                            resource,
+                            token,
+                            Duration::from_millis(ttl_ms),
+                            granted,
+                        ));
+                    }
+                    Err(err) if owed => return Err(err),
+                    Err(err) => last = Some(err),
+                }
+            }
             let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
             match next(delay) {
-                Some(pause) => thread::sleep(pause),
-                None => return Err(err),
+                Some(pause) if wait => {
+                    turn = place
+                        .get_or_insert_with(|| waiters.join(resource, seen))
+                        .wait(pause);
+                }
+                Some(pause) => {
+                    thread::sleep(pause);
+                    turn = true;
+                }
+                None => match last.take() {
+                    Some(err) => return Err(err),
+                    None => {
+                        // Queued all along: the one attempt owed.
+                        drop(place.take());
+                        owed = true;
+                        turn = true;
+                    }
+                },
             }
         }
     }
@@ -264,6 +305,7 @@ impl fmt::Debug for LockManager {
             .field("node_timeout", &self.cluster.node_timeout)
             .field("drift_factor", &self.cluster.drift_factor)
             .field("fencing_expiry_ms", &self.cluster.fencing_expiry_ms)
+            .field("wake_on_release", &self.cluster.wake_on_release)
             .field("retry", &self.retry)
             .finish()
     }
@@ -301,6 +343,7 @@ pub struct Builder {
     max_idle_per_node: usize,
     fencing: bool,
     fencing_expiry: Duration,
+    wake_on_release: bool,
     resolver: Option<Arc<ResolveFn>>,
     #[cfg(feature = "tls")]
     tls: crate::tls::TlsOptions,
@@ -320,6 +363,7 @@ impl fmt::Debug for Builder {
         .field("max_idle_per_node", &self.max_idle_per_node)
         .field("fencing", &self.fencing)
         .field("fencing_expiry", &self.fencing_expiry)
+        .field("wake_on_release", &self.wake_on_release)
         .field("custom_resolver", &self.resolver.is_some());
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls);
@@ -338,6 +382,7 @@ impl Default for Builder {
             max_idle_per_node: DEFAULT_MAX_IDLE_PER_NODE,
             fencing: DEFAULT_FENCING,
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
+            wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             resolver: None,
             #[cfg(feature = "tls")]
             tls: Default::default(),
@@ -449,6 +494,25 @@ impl Builder {
     /// keys, 90 MB per node).
     pub fn fencing_expiry(mut self, idle: Duration) -> Builder {
         self.fencing_expiry = idle;
+        self
+    }
+
+    /// Sets whether waiting threads are woken by releases. On, every
+    /// release publishes its token on the resource's channel (the resource
+    /// name followed by [`RELEASE_SUFFIX`](crate::RELEASE_SUFFIX)), and
+    /// while threads of this manager wait for a lock (in
+    /// [`LockManager::lock`] or [`LockManager::try_lock_for`]) it keeps one
+    /// listening connection per node, subscribed to the channels of the
+    /// resources waited on. A release ends the longest waiter's pause at
+    /// once; this manager's threads are served in arrival order; a message
+    /// that never comes costs one pause, as without it. A server or ACL
+    /// user that refuses `SUBSCRIBE` or `PUBLISH` leaves waiting as it is
+    /// off, and releases still succeed. Off, a waiting thread sleeps its
+    /// whole random pause and asks again, and releases publish nothing.
+    ///
+    /// Defaults to on.
+    pub fn wake_on_release(mut self, on: bool) -> Builder {
+        self.wake_on_release = on;
         self
     }
 
@@ -569,12 +633,15 @@ impl Builder {
             }
             nodes.push(node);
         }
+        let nodes: Arc<[Node]> = nodes.into();
         Ok(LockManager {
             cluster: Arc::new(Cluster {
+                waiters: Waiters::new(nodes.clone()),
                 nodes,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
+                wake_on_release: self.wake_on_release,
             }),
             retry,
         })

@@ -49,10 +49,18 @@ fn tls_scheme(url: &str) -> (String, Option<bool>) {
     (format!("{plain}://{rest}"), Some(insecure))
 }
 
-/// Deletes the key only while it still holds our token.
+/// Deletes the key only while it still holds our token (ARGV[1]); then,
+/// given a channel (ARGV[2]) and a message (ARGV[3]), publishes the
+/// message to wake the resource's waiters. The publish runs under `pcall`:
+/// a server or ACL user that refuses it still deletes the key and answers
+/// 1.
 const UNLOCK_SRC: &str = r#"
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-    return redis.call("DEL", KEYS[1])
+    redis.call("DEL", KEYS[1])
+    if ARGV[3] then
+        redis.pcall("PUBLISH", ARGV[2], ARGV[3])
+    end
+    return 1
 end
 return 0
 "#;
@@ -263,6 +271,38 @@ impl Pooled {
             }
         }
         Ok(refused)
+    }
+}
+
+/// A connection of its own, never pooled, that subscribes to channels and
+/// then mostly waits for their messages.
+pub(crate) struct Listener {
+    con: Conn,
+    node: Arc<str>,
+    timeout: Duration,
+}
+
+impl Listener {
+    /// Writes commands (`SUBSCRIBE`, `UNSUBSCRIBE`, `PING`) within the node
+    /// timeout.
+    pub(crate) fn send(&mut self, packed: &[u8]) -> Result<(), NodeError> {
+        let deadline = Instant::now() + self.timeout;
+        self.con.write(packed, deadline).map_err(|e| self.error(e))
+    }
+
+    /// The next push or reply, if one comes within `wait`. An error reply
+    /// (a refused `SUBSCRIBE`) is an `Err` too.
+    pub(crate) fn next(&mut self, wait: Duration) -> Result<Option<Value>, NodeError> {
+        self.con.read_within(wait).map_err(|e| self.error(e))
+    }
+
+    /// The failure of a connection that stopped answering.
+    pub(crate) fn timed_out(&self) -> NodeError {
+        self.error(crate::conn::timed_out())
+    }
+
+    fn error(&self, e: RedisError) -> NodeError {
+        NodeError::classify(self.node.clone(), e, false, self.timeout)
     }
 }
 
@@ -531,6 +571,17 @@ impl Node {
             Some(refused) if refused.at < self.required_names.len() => Err(refused),
             _ => Ok(()),
         }
+    }
+
+    /// Opens a connection for listening (see [`Listener`]), handshake
+    /// included, by `deadline`.
+    pub(crate) fn listener(&self, deadline: Instant) -> Result<Listener, NodeError> {
+        let pooled = self.connect(deadline)?;
+        Ok(Listener {
+            con: pooled.con,
+            node: self.name.clone(),
+            timeout: self.timeout,
+        })
     }
 
     /// Returns a healthy connection to the pool, its socket timeouts reset

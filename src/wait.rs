@@ -1,0 +1,580 @@
+//! Waiting for a busy lock: the waiters of one manager, queued per
+//! resource in arrival order, and the listeners that hear releases.
+//!
+//! Every release publishes its token on the resource's channel (the
+//! unlock script does it, on every node). While any thread of a manager
+//! waits, the manager keeps one listener per node: a thread with a
+//! connection of its own, subscribed to the exact channels of the
+//! resources being waited on, each once however many threads wait. The
+//! first message of a release (each node sends one) wakes the longest
+//! waiter of that resource, and a release by this manager wakes it
+//! directly too. Only the longest waiter asks again: the others keep their
+//! place. Every wait has a timeout (the waiter's random pause), so a lost
+//! message costs one pause and never a hang, and nothing is kept on the
+//! servers but the subscriptions of connections that are open.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::Value;
+
+use crate::error::{NodeError, NodeErrorKind};
+use crate::node::{Listener, Node, pack};
+
+/// Suffix of the channels releases are published on: the channel of
+/// resource `R` is `R` followed by this suffix, so that an ACL channel
+/// pattern can follow the key pattern (`~lock:* &lock:*`).
+pub const RELEASE_SUFFIX: &[u8] = b":redlock-release";
+
+/// The channel a release of `resource` is published on.
+pub(crate) fn channel(resource: &[u8]) -> Vec<u8> {
+    [resource, RELEASE_SUFFIX].concat()
+}
+
+/// How long a resource stays subscribed after its last waiter left, and
+/// the listeners stay connected after the last resource was dropped: a
+/// lock that is busy again soon finds them ready.
+const LINGER: Duration = Duration::from_secs(1);
+/// A listener reads with this timeout, so it takes up new resources (and
+/// drops old ones) at least this often.
+const POLL: Duration = Duration::from_millis(20);
+/// A listener whose connection was silent this long sends a `PING`, and
+/// drops the connection if that is not answered within as long again
+/// (a node restarted behind a lost route never says so otherwise).
+const PING_AFTER: Duration = Duration::from_secs(1);
+/// Pause before connecting again after a failed connection.
+const RECONNECT: Duration = Duration::from_secs(1);
+/// Pause before asking again after the node refused `SUBSCRIBE` (an ACL
+/// user without channel permission, a proxy without pub/sub).
+const REFUSED: Duration = Duration::from_secs(30);
+/// Release tokens remembered per resource, to count a release heard from
+/// several nodes once.
+const SEEN: usize = 8;
+/// Channels per `SUBSCRIBE` or `UNSUBSCRIBE` command.
+const CHUNK: usize = 256;
+/// Release counters, each shared by the resources whose name hashes to
+/// it.
+const COUNTERS: usize = 64;
+
+/// The waiters of one manager (shared by its clones and guards).
+pub(crate) struct Waiters {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    nodes: Arc<[Node]>,
+    reg: Mutex<Registry>,
+    /// Releases heard, counted by resource hash: a thread reads its
+    /// resource's counter before an attempt, so that a release heard
+    /// between that attempt and its joining the queue is not lost.
+    releases: [AtomicU64; COUNTERS],
+}
+
+impl Shared {
+    /// A release of `resource` (by `token`) was heard: from a node's
+    /// message, or from this manager's own unlock round once over
+    /// (`local`). Wakes the first waiter on the release's first message
+    /// (the fastest news), again once a majority of nodes have sent one
+    /// (a majority has deleted the key by then, in case the first try came
+    /// too early for the slower nodes), and on the local news; never after
+    /// one of the waiters acquired the lock since.
+    fn heard(&self, resource: &[u8], token: &[u8], local: bool) {
+        let mut reg = self.reg.lock();
+        self.counter(resource).fetch_add(1, Ordering::SeqCst);
+        let quorum = self.nodes.len() / 2 + 1;
+        if let Some(entry) = reg.resources.get_mut(resource) {
+            let release = entry.release(token);
+            let wake = !release.spent
+                && if local {
+                    !std::mem::replace(&mut release.local, true)
+                } else {
+                    release.messages += 1;
+                    release.messages == 1 || release.messages == quorum
+                };
+            if wake {
+                entry.wake_first();
+            }
+        }
+    }
+
+    fn counter(&self, resource: &[u8]) -> &AtomicU64 {
+        let mut h = DefaultHasher::new();
+        resource.hash(&mut h);
+        &self.releases[(h.finish() % COUNTERS as u64) as usize]
+    }
+}
+
+/// A resource's release count before an attempt (see
+/// [`Waiters::before_attempt`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Seen(u64);
+
+#[derive(Default)]
+struct Registry {
+    resources: HashMap<Vec<u8>, Entry>,
+    next_id: u64,
+    /// Changes whenever a resource is added or dropped.
+    version: u64,
+    /// Per node: whether its listener thread runs.
+    listening: Vec<bool>,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// This manager's threads waiting for the resource, longest first.
+    queue: VecDeque<Waiter>,
+    /// A release was heard that the first waiter has not acted on yet.
+    wake: bool,
+    /// The last releases heard.
+    seen: VecDeque<Release>,
+    /// A node has confirmed the subscription.
+    subscribed: bool,
+    /// Since when the queue is empty.
+    idle_since: Option<Instant>,
+}
+
+struct Waiter {
+    id: u64,
+    cv: Arc<Condvar>,
+}
+
+/// What was heard of one release.
+struct Release {
+    token: Vec<u8>,
+    /// Messages from nodes.
+    messages: usize,
+    /// The releasing unlock round was this manager's, and is over.
+    local: bool,
+    /// A waiter acquired the lock after it: it wakes nobody any more.
+    spent: bool,
+}
+
+impl Entry {
+    /// Wakes the first waiter, if any, to ask again.
+    fn wake_first(&mut self) {
+        if let Some(first) = self.queue.front() {
+            self.wake = true;
+            first.cv.notify_one();
+        }
+    }
+
+    /// What was heard of the release by `token` so far.
+    fn release(&mut self, token: &[u8]) -> &mut Release {
+        let at = match self.seen.iter().position(|r| r.token == token) {
+            Some(at) => at,
+            None => {
+                if self.seen.len() == SEEN {
+                    self.seen.pop_front();
+                }
+                self.seen.push_back(Release {
+                    token: token.to_vec(),
+                    messages: 0,
+                    local: false,
+                    spent: false,
+                });
+                self.seen.len() - 1
+            }
+        };
+        &mut self.seen[at]
+    }
+}
+
+impl Registry {
+    /// Drops the resources nobody has waited for since `LINGER`.
+    fn expire(&mut self, now: Instant) {
+        let before = self.resources.len();
+        self.resources.retain(|_, e| {
+            e.idle_since
+                .is_none_or(|since| now.saturating_duration_since(since) < LINGER)
+        });
+        if self.resources.len() != before {
+            self.version += 1;
+        }
+    }
+}
+
+impl Waiters {
+    pub(crate) fn new(nodes: Arc<[Node]>) -> Waiters {
+        let listening = vec![false; nodes.len()];
+        Waiters {
+            shared: Arc::new(Shared {
+                releases: std::array::from_fn(|_| AtomicU64::new(0)),
+                nodes,
+                reg: Mutex::new(Registry {
+                    listening,
+                    ..Registry::default()
+                }),
+            }),
+        }
+    }
+
+    /// Whether threads of this manager wait for `resource`.
+    pub(crate) fn busy(&self, resource: &[u8]) -> bool {
+        self.shared
+            .reg
+            .lock()
+            .resources
+            .get(resource)
+            .is_some_and(|e| !e.queue.is_empty())
+    }
+
+    /// Notes how many releases of `resource` were heard so far; read
+    /// before each attempt that may be followed by [`join`](Self::join).
+    pub(crate) fn before_attempt(&self, resource: &[u8]) -> Seen {
+        Seen(self.shared.counter(resource).load(Ordering::SeqCst))
+    }
+
+    /// Queues the calling thread for `resource`, behind those already
+    /// waiting, and makes sure the listeners run. If a release may have
+    /// been heard since `seen` (read before the thread's last attempt) and
+    /// nobody waits ahead, the thread's first wait ends at once.
+    pub(crate) fn join(&self, resource: &[u8], seen: Option<Seen>) -> Place<'_> {
+        let mut reg = self.shared.reg.lock();
+        let missed =
+            seen.is_some_and(|Seen(n)| self.shared.counter(resource).load(Ordering::SeqCst) != n);
+        let id = reg.next_id;
+        reg.next_id += 1;
+        let cv = Arc::new(Condvar::new());
+        if !reg.resources.contains_key(resource) {
+            reg.resources.insert(resource.to_vec(), Entry::default());
+            reg.version += 1;
+        }
+        if let Some(entry) = reg.resources.get_mut(resource) {
+            entry.queue.push_back(Waiter { id, cv: cv.clone() });
+            entry.idle_since = None;
+            if missed && entry.queue.len() == 1 {
+                entry.wake = true;
+            }
+        }
+        for i in 0..reg.listening.len() {
+            if !reg.listening[i] {
+                let shared = self.shared.clone();
+                // Without a thread to be had, waiting is polling.
+                reg.listening[i] = thread::Builder::new()
+                    .name("redlock-listen".into())
+                    .spawn(move || listen(&shared, i))
+                    .is_ok();
+            }
+        }
+        Place {
+            waiters: self,
+            resource: resource.to_vec(),
+            id,
+            cv,
+        }
+    }
+
+    /// A release of `resource` by this manager (its unlock round has
+    /// ended): wakes the first waiter, unless that release was heard
+    /// already.
+    pub(crate) fn released(&self, resource: &[u8], token: &[u8]) {
+        self.shared.heard(resource, token, true);
+    }
+
+    /// The number of listener threads running (for tests).
+    #[cfg(test)]
+    fn listening(&self) -> usize {
+        let reg = self.shared.reg.lock();
+        reg.listening.iter().filter(|l| **l).count()
+    }
+}
+
+/// A thread's place in a resource's queue; leaving it (by drop) lets the
+/// next one move up.
+pub(crate) struct Place<'a> {
+    waiters: &'a Waiters,
+    resource: Vec<u8>,
+    id: u64,
+    cv: Arc<Condvar>,
+}
+
+impl Place<'_> {
+    /// Waits for a release or `pause`, whichever comes first. True when it
+    /// is this thread's turn to ask: it is the longest waiter and a
+    /// release was heard or the pause is over. False when the pause is
+    /// over and others wait ahead of it.
+    pub(crate) fn wait(&self, pause: Duration) -> bool {
+        let deadline = Instant::now().checked_add(pause);
+        let mut reg = self.waiters.shared.reg.lock();
+        loop {
+            let Some(entry) = reg.resources.get_mut(&self.resource) else {
+                return true;
+            };
+            let first = entry.queue.front().is_some_and(|w| w.id == self.id);
+            if first && entry.wake {
+                entry.wake = false;
+                return true;
+            }
+            match deadline {
+                Some(deadline) if Instant::now() < deadline => {
+                    self.cv.wait_until(&mut reg, deadline);
+                }
+                Some(_) => return first,
+                None => self.cv.wait(&mut reg),
+            }
+        }
+    }
+
+    /// Leaves the queue holding the lock: releases heard meanwhile were
+    /// before this acquisition, so nobody is woken for them.
+    pub(crate) fn acquired(self) {
+        self.leave(true);
+    }
+
+    fn leave(&self, acquired: bool) {
+        let mut reg = self.waiters.shared.reg.lock();
+        let Some(entry) = reg.resources.get_mut(&self.resource) else {
+            return;
+        };
+        let was_first = entry.queue.front().is_some_and(|w| w.id == self.id);
+        entry.queue.retain(|w| w.id != self.id);
+        if acquired {
+            entry.wake = false;
+            for release in &mut entry.seen {
+                release.spent = true;
+            }
+        } else if was_first && entry.wake {
+            // A release this thread did not act on: the next one does.
+            entry.wake_first();
+        }
+        if entry.queue.is_empty() {
+            entry.wake = false;
+            entry.idle_since = Some(Instant::now());
+        }
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.leave(false);
+    }
+}
+
+/// A listener's connection and what it has asked the node for.
+struct Link {
+    conn: Listener,
+    /// Resources whose channel this connection subscribed to.
+    subscribed: HashSet<Vec<u8>>,
+    /// The registry version `subscribed` was brought up to.
+    synced: Option<u64>,
+    heard_at: Instant,
+    ping_sent: Option<Instant>,
+}
+
+/// One node's listener thread: connects, keeps the subscriptions in step
+/// with the resources waited on, and wakes waiters on messages. Ends (and
+/// closes its connection) once no resource is left.
+fn listen(shared: &Shared, i: usize) {
+    let node = &shared.nodes[i];
+    let mut link: Option<Link> = None;
+    let mut retry_at = Instant::now();
+    loop {
+        let now = Instant::now();
+        let mut changes = (Vec::new(), Vec::new());
+        {
+            let mut reg = shared.reg.lock();
+            reg.expire(now);
+            if reg.resources.is_empty() {
+                reg.listening[i] = false;
+                return;
+            }
+            if let Some(link) = link.as_mut().filter(|l| l.synced != Some(reg.version)) {
+                link.synced = Some(reg.version);
+                changes = (
+                    reg.resources
+                        .keys()
+                        .filter(|r| !link.subscribed.contains(*r))
+                        .cloned()
+                        .collect(),
+                    link.subscribed
+                        .iter()
+                        .filter(|r| !reg.resources.contains_key(*r))
+                        .cloned()
+                        .collect(),
+                );
+            }
+        }
+        let Some(live) = link.as_mut() else {
+            if now < retry_at {
+                thread::sleep(POLL.min(retry_at - now));
+                continue;
+            }
+            match node.listener(now + node.timeout()) {
+                Ok(conn) => {
+                    link = Some(Link {
+                        conn,
+                        subscribed: HashSet::new(),
+                        synced: None,
+                        heard_at: now,
+                        ping_sent: None,
+                    });
+                }
+                Err(e) => {
+                    lost(&e, "cannot listen for releases");
+                    retry_at = now + RECONNECT;
+                }
+            }
+            continue;
+        };
+        let result = live
+            .update(changes)
+            .and_then(|()| live.check(now))
+            .and_then(|()| live.conn.next(POLL));
+        match result {
+            Ok(Some(value)) => {
+                live.heard_at = Instant::now();
+                live.ping_sent = None;
+                on_push(shared, value);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let refused = matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
+                lost(&e, "stopped listening for releases");
+                link = None;
+                retry_at = now + if refused { REFUSED } else { RECONNECT };
+            }
+        }
+    }
+}
+
+impl Link {
+    /// Subscribes to the channels of `add`, unsubscribes from those of
+    /// `remove`.
+    fn update(&mut self, (add, remove): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<(), NodeError> {
+        for (verb, resources) in [(&b"SUBSCRIBE"[..], &add), (b"UNSUBSCRIBE", &remove)] {
+            for chunk in resources.chunks(CHUNK) {
+                let channels: Vec<Vec<u8>> = chunk.iter().map(|r| channel(r)).collect();
+                let mut args: Vec<&[u8]> = vec![verb];
+                args.extend(channels.iter().map(Vec::as_slice));
+                self.conn.send(&pack(&args))?;
+            }
+        }
+        self.subscribed.extend(add);
+        for r in &remove {
+            self.subscribed.remove(r);
+        }
+        Ok(())
+    }
+
+    /// Pings a connection silent for `PING_AFTER`; gives up on one whose
+    /// ping went unanswered as long.
+    fn check(&mut self, now: Instant) -> Result<(), NodeError> {
+        match self.ping_sent {
+            Some(sent) if now.saturating_duration_since(sent) > PING_AFTER => {
+                Err(self.conn.timed_out())
+            }
+            Some(_) => Ok(()),
+            None if now.saturating_duration_since(self.heard_at) > PING_AFTER => {
+                self.ping_sent = Some(now);
+                self.conn.send(&pack(&[b"PING"]))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Acts on a push from a node: a message on a release channel wakes the
+/// resource's first waiter (once per release); the first confirmation of
+/// a subscription does too, since a release may have come between the
+/// waiter's last attempt and the subscription.
+fn on_push(shared: &Shared, value: Value) {
+    let Value::Array(items) = value else { return };
+    let [Value::BulkString(kind), Value::BulkString(chan), data] = items.as_slice() else {
+        return;
+    };
+    let Some(resource) = chan.strip_suffix(RELEASE_SUFFIX) else {
+        return;
+    };
+    let mut reg = shared.reg.lock();
+    let Some(entry) = reg.resources.get_mut(resource) else {
+        return;
+    };
+    match (kind.as_slice(), data) {
+        (b"message", Value::BulkString(token)) => {
+            drop(reg);
+            shared.heard(resource, token, false);
+        }
+        (b"subscribe", _) if !entry.subscribed => {
+            entry.subscribed = true;
+            entry.wake_first();
+        }
+        _ => {}
+    }
+}
+
+fn lost(e: &NodeError, what: &str) {
+    crate::log!(debug, "redlock_sync::wait", "{what}: {e}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiters() -> Waiters {
+        Waiters::new(Arc::from(Vec::<Node>::new()))
+    }
+
+    #[test]
+    fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
+        let w = waiters();
+        let a = w.join(b"r", None);
+        let b = w.join(b"r", None);
+        assert!(w.busy(b"r"));
+        assert!(!w.busy(b"other"));
+        // Pause over: the first may ask, the second may not.
+        assert!(a.wait(Duration::ZERO));
+        assert!(!b.wait(Duration::ZERO));
+        w.released(b"r", b"t1");
+        // The same release again (another node) wakes nobody more.
+        w.released(b"r", b"t1");
+        assert!(!b.wait(Duration::from_millis(1)));
+        assert!(a.wait(Duration::from_secs(60)));
+        // The first leaves without the lock while woken: the next moves up
+        // and is woken in its place.
+        w.released(b"r", b"t2");
+        drop(a);
+        assert!(b.wait(Duration::from_secs(60)));
+        b.acquired();
+        assert!(!w.busy(b"r"));
+        assert_eq!(w.listening(), 0);
+    }
+
+    #[test]
+    fn a_waiter_acquiring_clears_stale_wakes() {
+        let w = waiters();
+        let a = w.join(b"r", None);
+        let b = w.join(b"r", None);
+        w.released(b"r", b"t1");
+        a.acquired();
+        // b is first now, but the release was before a's acquisition.
+        let mut reg = w.shared.reg.lock();
+        assert!(!reg.resources[&b"r"[..]].wake);
+        reg.expire(Instant::now() + LINGER * 2);
+        assert_eq!(reg.resources.len(), 1, "b still waits");
+        drop(reg);
+        drop(b);
+    }
+
+    #[test]
+    fn resources_nobody_waits_for_expire_after_the_linger() {
+        let w = waiters();
+        drop(w.join(b"r", None));
+        let mut reg = w.shared.reg.lock();
+        let v = reg.version;
+        reg.expire(Instant::now());
+        assert_eq!(reg.resources.len(), 1);
+        reg.expire(Instant::now() + LINGER * 2);
+        assert!(reg.resources.is_empty());
+        assert!(reg.version > v);
+    }
+
+    #[test]
+    fn channels_follow_the_resource_name() {
+        assert_eq!(channel(b"lock:a"), b"lock:a:redlock-release");
+    }
+}
