@@ -5,23 +5,32 @@
 mod support;
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind};
+use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind, RELEASE_SUFFIX};
 use support::{Cluster, Server, admin, get, pttl};
 
 /// The README's "Permissions" rule, for a user `name` whose resources
 /// match `pattern`.
 fn create_user(server: &Server, name: &str, pattern: &str) {
-    let _: () = redis::cmd("ACL")
-        .arg("SETUSER")
+    create_user_with(server, name, pattern, true);
+}
+
+/// The rule with or without the channel permissions that waking waiters
+/// needs (`&pattern`, `PUBLISH`, `SUBSCRIBE`, `UNSUBSCRIBE`, `PING`).
+fn create_user_with(server: &Server, name: &str, pattern: &str, channels: bool) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
         .arg(name)
         .arg("on")
         .arg(">s3cret")
         .arg("resetkeys")
         .arg(format!("~{pattern}"))
-        .arg("resetchannels")
-        .arg("-@all")
+        .arg("resetchannels");
+    if channels {
+        cmd.arg(format!("&{pattern}"));
+    }
+    cmd.arg("-@all")
         .arg("+set")
         .arg("+incr")
         .arg("+pexpire")
@@ -30,9 +39,120 @@ fn create_user(server: &Server, name: &str, pattern: &str) {
         .arg("+get")
         .arg("+del")
         .arg("+pttl")
-        .arg("+script|load")
+        .arg("+script|load");
+    if channels {
+        cmd.arg("+publish")
+            .arg("+subscribe")
+            .arg("+unsubscribe")
+            .arg("+ping");
+    }
+    let _: () = cmd.query(&mut admin(server)).unwrap();
+}
+
+/// Subscribers of the resource's release channel on `server`.
+fn subscribers(server: &Server, resource: &str) -> i64 {
+    let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg([resource.as_bytes(), RELEASE_SUFFIX].concat())
         .query(&mut admin(server))
         .unwrap();
+    reply.1
+}
+
+/// How many times `server` has run `command`.
+fn calls(server: &Server, command: &str) -> u64 {
+    support::info_field(
+        &mut admin(server),
+        "commandstats",
+        &format!("cmdstat_{command}"),
+    )
+    .unwrap()
+    .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+    .unwrap_or(0)
+}
+
+/// Takes the lock as `holder`, waits for it as `waiter` (60 s pauses
+/// when `long_pause`, else 100 ms) while checking `during`, releases;
+/// returns how long after the release the waiter got it.
+fn wait_behind(
+    cluster: &Cluster,
+    holder: &LockManager,
+    waiter: &LockManager,
+    key: &str,
+    during: impl FnOnce(),
+) -> Duration {
+    let guard = holder.lock(key, Duration::from_secs(10)).unwrap();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.try_lock_for(key, Duration::from_secs(10), Duration::from_secs(120));
+            (got.map(|g| g.release()), Instant::now())
+        });
+        thread::sleep(Duration::from_millis(500));
+        during();
+        let released = Instant::now();
+        // A release whose publish is refused still succeeds.
+        guard.release().unwrap();
+        let (got, at) = waiting.join().unwrap();
+        got.unwrap().unwrap();
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None);
+        }
+        at.duration_since(released)
+    })
+}
+
+fn waiting_manager_as(cluster: &Cluster, user: &str, delay: Duration) -> LockManager {
+    LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, delay)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_lock_only_user_is_woken_through_its_channels() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let holder = manager_as(&cluster, "locker");
+    let waiter = waiting_manager_as(&cluster, "locker", Duration::from_secs(60));
+    let after = wait_behind(&cluster, &holder, &waiter, "lock:woken", || {
+        for server in &cluster.servers {
+            assert_eq!(subscribers(server, "lock:woken"), 1);
+        }
+    });
+    eprintln!("woken {after:?} after the release");
+    assert!(after < Duration::from_secs(1), "{after:?}");
+}
+
+#[test]
+fn a_user_without_channel_permission_waits_by_polling_and_releases() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user_with(server, "nochan", "lock:*", false);
+    }
+    let holder = manager_as(&cluster, "nochan");
+    let waiter = waiting_manager_as(&cluster, "nochan", Duration::from_millis(100));
+    let after = wait_behind(&cluster, &holder, &waiter, "lock:polled", || {
+        for server in &cluster.servers {
+            assert_eq!(subscribers(server, "lock:polled"), 0);
+        }
+    });
+    eprintln!("polled in {after:?} after the release");
+    // One 100 ms pause, with room for a loaded machine.
+    assert!(after < Duration::from_secs(2), "{after:?}");
+    // The releases ran their publish, refused, without failing.
+    for server in &cluster.servers {
+        assert!(calls(server, "evalsha") + calls(server, "eval") >= 2);
+        assert_eq!(calls(server, "publish"), 0);
+    }
 }
 
 fn manager_as(cluster: &Cluster, user: &str) -> LockManager {

@@ -18,6 +18,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -77,6 +78,11 @@ impl Worker {
             .build()
             .unwrap();
         dlm.set_retry(1, Duration::from_millis(5)).unwrap();
+        Worker::with(dlm, witness_url)
+    }
+
+    /// A worker on a given manager (shared with other threads).
+    fn with(dlm: LockManager, witness_url: &str) -> Worker {
         let witness = redis::Client::open(witness_url)
             .unwrap()
             .get_connection()
@@ -141,7 +147,28 @@ impl Worker {
 /// One worker: takes the lock, runs a 1-10 ms section checked against the
 /// witness, releases, until `run_for` has passed.
 fn work(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
-    let mut worker = Worker::new(urls, witness_url, Duration::from_millis(100));
+    sections(
+        Worker::new(urls, witness_url, Duration::from_millis(100)),
+        run_for,
+    )
+}
+
+/// As `work`, but every thread of the process uses one manager with the
+/// default retry settings: its threads wait in its queue, woken by
+/// releases.
+fn work_shared(urls: &[String], witness_url: &str, run_for: Duration) -> Tally {
+    static SHARED: OnceLock<LockManager> = OnceLock::new();
+    let dlm = SHARED.get_or_init(|| {
+        LockManager::builder()
+            .nodes(urls)
+            .node_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    });
+    sections(Worker::with(dlm.clone(), witness_url), run_for)
+}
+
+fn sections(mut worker: Worker, run_for: Duration) -> Tally {
     let mut rng = Rng::new();
     let end = Instant::now() + run_for;
     while Instant::now() < end {
@@ -238,7 +265,7 @@ fn check_exclusion(
     run_for: Duration,
     min_sections: u64,
     chaos: impl FnOnce(&mut support::Cluster, &AtomicBool) + Send,
-) {
+) -> Vec<u64> {
     let witness = Server::start().unwrap();
     let urls = cluster.urls();
     let envs = [
@@ -326,6 +353,7 @@ fn check_exclusion(
         sections >= min_sections,
         "only {sections} sections: the run proves little"
     );
+    tallies[..threads].iter().map(|t| t.sections).collect()
 }
 
 #[test]
@@ -342,6 +370,24 @@ fn kept_alive_holders_never_overlap_while_a_minority_fails() {
         5,
         chaos,
     );
+}
+
+#[test]
+fn threads_of_one_manager_woken_on_release_never_overlap_and_all_win() {
+    // Eight threads share one manager (waiting in its queue, woken by
+    // releases), beside two processes of their own.
+    let mut cluster = support::Cluster::start(3).unwrap();
+    let per_thread = check_exclusion(
+        &mut cluster,
+        work_shared,
+        8,
+        2,
+        Duration::from_secs(3),
+        50,
+        |_, _| {},
+    );
+    eprintln!("sections per thread: {per_thread:?}");
+    assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
 }
 
 #[test]
