@@ -127,7 +127,8 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
 }
 
 /// Times `n` cycles of each implementation, interleaved in small batches
-/// so that drift in the machine's load hits them all alike.
+/// in a rotating order so that drift in the machine's load, and whatever
+/// one implementation leaves behind for the next, hit them all alike.
 fn race(n: usize, impls: &mut [(&str, &mut dyn FnMut())]) -> Vec<(String, Stats)> {
     for (_, f) in impls.iter_mut() {
         for _ in 0..20 {
@@ -136,8 +137,13 @@ fn race(n: usize, impls: &mut [(&str, &mut dyn FnMut())]) -> Vec<(String, Stats)
     }
     let mut samples: Vec<Vec<Duration>> = impls.iter().map(|_| Vec::with_capacity(n)).collect();
     let batch = 10;
-    for _ in 0..n.div_ceil(batch) {
-        for (i, (_, f)) in impls.iter_mut().enumerate() {
+    let count = impls.len();
+    for round in 0..n.div_ceil(batch) {
+        // Each round starts with another implementation, so that none
+        // always follows the same one (the rival's many connections, say).
+        for k in 0..count {
+            let i = (round + k) % count;
+            let f = &mut impls[i].1;
             for _ in 0..batch {
                 let start = Instant::now();
                 f();
@@ -290,6 +296,7 @@ fn main() {
     }
     let quick = args.iter().any(|a| a == "--quick");
     let only_contention = args.iter().any(|a| a == "--contention");
+    let only_cycles = args.iter().any(|a| a == "--cycles");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -337,6 +344,9 @@ fn main() {
     }
     for n in [1, 3, 5] {
         cycles(&mut report, &delayed[..n], "250µs", proxied_samples, true);
+    }
+    if only_cycles {
+        return;
     }
 
     report.line(String::new());

@@ -35,7 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nodes(&urls)
         .node_timeout(Duration::from_millis(50))
         .build()?;
-    // Waiters retry often: 50 attempts, at most 20 ms apart.
+    // Waiters are woken by each release and served in turn; without a
+    // release they ask again after a pause: 50 attempts, at most 20 ms
+    // apart.
     dlm.set_retry(50, Duration::from_millis(20))?;
     println!("quorum: {} of {}", dlm.quorum(), urls.len());
 

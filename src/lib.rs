@@ -66,6 +66,22 @@
 //! counter was created. [`Builder::fencing`]`(false)` turns all of it off:
 //! an acquisition then writes only the lock key.
 //!
+//! # Waiting for a busy lock
+//!
+//! [`LockManager::lock`] and [`LockManager::try_lock_for`] pause a random
+//! time between attempts, and a release ends the pause: every release
+//! publishes on a channel named after the resource (followed by
+//! [`RELEASE_SUFFIX`]), and while threads of a manager wait, the manager
+//! (shared by its clones) keeps one listening connection per node,
+//! subscribed once to each resource waited on. Threads of one manager are
+//! served in arrival order: when the lock is released, the longest waiter
+//! asks first, and a thread that releases and asks again at once queues
+//! behind it. A message that never comes (a holder that died, a node or
+//! connection lost, a server or ACL user refusing pub/sub) costs one
+//! pause, as before. [`LockManager::try_lock`] stays one attempt, `lock`
+//! keeps its attempt count, `try_lock_for` its deadline. Nothing listens
+//! while nobody waits; [`Builder::wake_on_release`]`(false)` turns it off.
+//!
 //! # TLS
 //!
 //! With the `tls` feature, `rediss://` URLs connect over TLS (rustls, its
@@ -85,6 +101,7 @@
 //! | `redlock_sync::keepalive` | `error` | a kept-alive lock was lost (taken over, or its validity ran out) |
 //! | `redlock_sync::keepalive` | `info` | renewals succeed again after a miss |
 //! | `redlock_sync::node` | `debug` | each node failure in a round; each new connection, and a pooled one found closed |
+//! | `redlock_sync::wait` | `debug` | a listening connection that cannot connect, was refused `SUBSCRIBE`, or was lost |
 //!
 //! # Errors
 //!

@@ -145,6 +145,13 @@ impl LockManager {
     /// (see [`set_retry`](Self::set_retry)) with a random pause between
     /// attempts.
     ///
+    /// A release of the resource ends the pause early (see
+    /// [`Builder::wake_on_release`]); threads of this manager waiting for
+    /// the same resource are served in arrival order: a thread that finds
+    /// others waiting queues behind them, and its pauses spent behind them
+    /// count as attempts. Without a release, a waiter asks again after its
+    /// pause, as without waking.
+    ///
     /// The returned guard releases the lock when dropped. The lock is safe
     /// to rely on only for [`LockGuard::validity`]: the TTL less the time
     /// the acquisition took and a clock drift allowance.
@@ -175,7 +182,9 @@ impl LockManager {
 
     /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
     /// passed, with a random pause (at most the retry delay, and never past
-    /// the timeout) between attempts. At least one attempt is made.
+    /// the timeout) between attempts. At least one attempt is made. Waits
+    /// as [`lock`](Self::lock) does: woken by releases, served in arrival
+    /// order.
     ///
     /// # Errors
     ///
@@ -218,9 +227,10 @@ impl LockManager {
         let token = new_token()?;
         let waiters = &self.cluster.waiters;
         let wait = wait && self.cluster.wake_on_release;
-        let mut place = (wait && waiters.busy(resource)).then(|| waiters.join(resource, None));
+        let seen = wait.then(|| waiters.before_attempt(resource));
+        let mut place = (wait && waiters.busy(resource)).then(|| waiters.join(resource, seen));
         let mut turn = place.is_none();
-        let (mut last, mut owed, mut seen) = (None, false, None);
+        let (mut last, mut owed, mut seen) = (None, false, seen);
         loop {
             if turn {
                 if wait && place.is_none() {
