@@ -183,10 +183,13 @@ impl Cluster {
         };
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution.
-        let release = self.release_message(resource, token);
-        let cleanup = || match &release {
-            Some((chan, message)) => UNLOCK.eval(&[resource], &[token, chan, message]),
-            None => UNLOCK.eval(&[resource], &[token]),
+        let publish = self.publish(resource, token);
+        let cleanup = || {
+            let mut packed = UNLOCK.eval(&[resource], &[token]);
+            if let Some((command, _)) = &publish {
+                packed.extend_from_slice(command);
+            }
+            packed
         };
         let req = Request {
             packed: &packed,
@@ -272,18 +275,16 @@ impl Cluster {
         ))
     }
 
-    /// The channel the unlock script publishes on and the message, when
-    /// releases wake waiters. The message names this one unlock: the
-    /// token, and a count that tells apart the unlocks of one token (those
-    /// cleaning up failed attempts, then the release).
-    fn release_message(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    /// The `PUBLISH` sent behind an unlock, when releases wake waiters,
+    /// and its message: on the resource's channel, a message naming this
+    /// one unlock (the token, and a count that tells apart the unlocks of
+    /// one token: those cleaning up failed attempts, then the release).
+    fn publish(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         static UNLOCKS: AtomicU64 = AtomicU64::new(0);
         self.wake_on_release.then(|| {
-            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed);
-            (
-                channel(resource),
-                [token, b":", n.to_string().as_bytes()].concat(),
-            )
+            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
+            let message = [token, b":", n.as_bytes()].concat();
+            (pack(&[b"PUBLISH", &channel(resource), &message]), message)
         })
     }
 
@@ -299,15 +300,10 @@ impl Cluster {
         token: &[u8],
         wake_local: bool,
     ) -> Tally {
-        let release = self.release_message(resource, token);
-        let answers = match &release {
-            Some((chan, message)) => {
-                self.script(&UNLOCK, only, &[resource], &[token, chan, message])
-            }
-            None => self.script(&UNLOCK, only, &[resource], &[token]),
-        };
-        let tally = Tally::count(answers);
-        if let (true, true, Some((_, message))) = (wake_local, tally.yes > 0, &release) {
+        let publish = self.publish(resource, token);
+        let tail = publish.as_ref().map(|(command, _)| &command[..]);
+        let tally = Tally::count(self.script_then(&UNLOCK, only, &[resource], &[token], tail));
+        if let (true, true, Some((_, message))) = (wake_local, tally.yes > 0, &publish) {
             self.waiters.released(resource, message);
         }
         tally
@@ -342,12 +338,33 @@ impl Cluster {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        let packed = lua.evalsha(keys, args);
-        let reload = || lua.eval(keys, args);
+        self.script_then(lua, only, keys, args, None)
+    }
+
+    /// As `script`, with `tail` (a packed command whose answer does not
+    /// matter) written right behind it.
+    fn script_then(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        tail: Option<&[u8]>,
+    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let with_tail = |mut packed: Vec<u8>| {
+            packed.extend_from_slice(tail.unwrap_or_default());
+            packed
+        };
+        let packed = with_tail(lua.evalsha(keys, args));
+        let reload = || with_tail(lua.eval(keys, args));
         let describe = |_: usize| lua.describe(keys[0]);
         let req = Request {
             packed: &packed,
-            reply: Reply::One,
+            reply: if tail.is_some() {
+                Reply::OneThenAny
+            } else {
+                Reply::One
+            },
             describe: &describe,
             reload: Some(&reload),
             on_timeout: None,

@@ -508,7 +508,7 @@ impl Builder {
     }
 
     /// Sets whether waiting threads are woken by releases. On, every
-    /// release publishes its token on the resource's channel (the resource
+    /// release publishes on the resource's channel (the resource
     /// name followed by [`RELEASE_SUFFIX`](crate::RELEASE_SUFFIX)), and
     /// while threads of this manager wait for a lock (in
     /// [`LockManager::lock`] or [`LockManager::try_lock_for`]) it keeps one

@@ -49,18 +49,10 @@ fn tls_scheme(url: &str) -> (String, Option<bool>) {
     (format!("{plain}://{rest}"), Some(insecure))
 }
 
-/// Deletes the key only while it still holds our token (ARGV[1]); then,
-/// given a channel (ARGV[2]) and a message (ARGV[3]), publishes the
-/// message to wake the resource's waiters. The publish runs under `pcall`:
-/// a server or ACL user that refuses it still deletes the key and answers
-/// 1.
+/// Deletes the key only while it still holds our token.
 const UNLOCK_SRC: &str = r#"
 if redis.call("GET", KEYS[1]) == ARGV[1] then
-    redis.call("DEL", KEYS[1])
-    if ARGV[3] then
-        redis.pcall("PUBLISH", ARGV[2], ARGV[3])
-    end
-    return 1
+    return redis.call("DEL", KEYS[1])
 end
 return 0
 "#;
@@ -164,6 +156,10 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
 pub(crate) enum Reply {
     /// `1` is yes, `0` is no (unlock, extend, raise).
     One,
+    /// As `One` for the first command; a second one (the `PUBLISH` after
+    /// an unlock) is read and its answer, an error reply included,
+    /// ignored.
+    OneThenAny,
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
@@ -213,7 +209,7 @@ impl Pooled {
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
     fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         match req.reply {
-            Reply::One => {}
+            Reply::One | Reply::OneThenAny => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -223,10 +219,11 @@ impl Pooled {
             }
             Reply::SetCount => return self.finish_set_count(deadline),
         }
-        let reply = match (self.con.read(deadline), req.reload) {
+        let then_any = matches!(req.reply, Reply::OneThenAny);
+        let reply = match (self.read_then(then_any, deadline)?, req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
                 self.con.write(&reload(), deadline)?;
-                self.con.read(deadline)?
+                self.read_then(then_any, deadline)??
             }
             (reply, _) => reply?,
         };
@@ -235,6 +232,27 @@ impl Pooled {
             Value::Int(0) => Ok(0),
             other => Err(unexpected(&other).into()),
         }
+    }
+
+    /// Reads a reply (an error reply as the inner `Err`), then, with
+    /// `then_any`, the next one, whose answer is ignored. A connection
+    /// that fails is the outer `Err`.
+    fn read_then(
+        &mut self,
+        then_any: bool,
+        deadline: Instant,
+    ) -> Result<Result<Value, RedisError>, RedisError> {
+        let first = match self.con.read(deadline) {
+            Err(e) if !is_reply(&e) => return Err(e),
+            first => first,
+        };
+        if then_any {
+            match self.con.read(deadline) {
+                Err(e) if !is_reply(&e) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(first)
     }
 
     /// Reads the four replies of the acquisition pipeline; the first error

@@ -1,14 +1,14 @@
 //! Waiting for a busy lock: the waiters of one manager, queued per
 //! resource in arrival order, and the listeners that hear releases.
 //!
-//! Every release publishes its token on the resource's channel (the
-//! unlock script does it, on every node). While any thread of a manager
-//! waits, the manager keeps one listener per node: a thread with a
-//! connection of its own, subscribed to the exact channels of the
+//! Every release publishes a message on the resource's channel (a
+//! `PUBLISH` written behind the unlock script, on every node). While any
+//! thread of a manager waits, the manager keeps one listener per node: a
+//! thread with a connection of its own, subscribed to the exact channels of the
 //! resources being waited on, each once however many threads wait. The
 //! first message of a release (each node sends one) wakes the longest
-//! waiter of that resource, and a release by this manager wakes it
-//! directly too. Only the longest waiter asks again: the others keep their
+//! waiter of that resource, and so does the message that makes a majority;
+//! a release by this manager wakes it directly too. Only the longest waiter asks again: the others keep their
 //! place. Every wait has a timeout (the waiter's random pause), so a lost
 //! message costs one pause and never a hang, and nothing is kept on the
 //! servers but the subscriptions of connections that are open.
