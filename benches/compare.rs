@@ -345,6 +345,7 @@ fn main() {
     for n in [1, 3, 5] {
         cycles(&mut report, &delayed[..n], "250µs", proxied_samples, true);
     }
+    wake_cost(&mut report, &direct, samples * 2);
     if only_cycles {
         return;
     }
@@ -693,5 +694,40 @@ fn contention(report: &mut Report, urls: &[String], run: Duration) {
                 ms(all[total - 1]),
             );
         }
+    }
+}
+
+/// What waking on release costs an uncontended cycle (one `PUBLISH` per
+/// node behind the unlock): the default raced against
+/// `wake_on_release(false)` alone, two implementations only, so that the
+/// few percent are not lost in the noise of the full table.
+fn wake_cost(report: &mut Report, urls: &[String], n: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "Waking on release against off, uncontended cycle ({n} cycles each, raced alone)"
+    ));
+    report.line(String::new());
+    report.line("| network  | nodes | on median µs | off median µs | on × off |".into());
+    report.line("|----------|------:|-------------:|--------------:|---------:|".into());
+    for nodes in [3, 5] {
+        let urls = &urls[..nodes];
+        let on = manager_waking(urls, true, Duration::from_millis(200));
+        let off = manager_waking(urls, false, Duration::from_millis(200));
+        let mut with = || on.lock("bench:wake:on", TTL).unwrap().release().unwrap();
+        let mut without = || off.lock("bench:wake:off", TTL).unwrap().release().unwrap();
+        let results = race(n, &mut [("on", &mut with), ("off", &mut without)]);
+        let (on, off) = (results[0].1.median, results[1].1.median);
+        let ratio = on.as_secs_f64() / off.as_secs_f64();
+        report.line(format!(
+            "| loopback | {nodes:>5} | {:>12.1} | {:>13.1} | {ratio:>8.3} |",
+            us(on),
+            us(off)
+        ));
+        let _ = write!(
+            report.json,
+            "{{\"kind\":\"wake_cost\",\"nodes\":{nodes},\"on_us\":{:.1},\"off_us\":{:.1},\"ratio\":{ratio:.4}}},",
+            us(on),
+            us(off)
+        );
     }
 }
