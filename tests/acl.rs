@@ -7,8 +7,8 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind, RELEASE_SUFFIX};
-use support::{Cluster, Server, admin, get, pttl};
+use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind};
+use support::{Cluster, Server, admin, calls, get, pttl, release_subscribers};
 
 /// The README's "Permissions" rule, for a user `name` whose resources
 /// match `pattern`.
@@ -49,28 +49,6 @@ fn create_user_with(server: &Server, name: &str, pattern: &str, channels: bool) 
     let _: () = cmd.query(&mut admin(server)).unwrap();
 }
 
-/// Subscribers of the resource's release channel on `server`.
-fn subscribers(server: &Server, resource: &str) -> i64 {
-    let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg([resource.as_bytes(), RELEASE_SUFFIX].concat())
-        .query(&mut admin(server))
-        .unwrap();
-    reply.1
-}
-
-/// How many times `server` has run `command`.
-fn calls(server: &Server, command: &str) -> u64 {
-    support::info_field(
-        &mut admin(server),
-        "commandstats",
-        &format!("cmdstat_{command}"),
-    )
-    .unwrap()
-    .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
-    .unwrap_or(0)
-}
-
 /// Takes the lock as `holder`, waits for it as `waiter` (60 s pauses
 /// when `long_pause`, else 100 ms) while checking `during`, releases;
 /// returns how long after the release the waiter got it.
@@ -101,20 +79,6 @@ fn wait_behind(
     })
 }
 
-fn waiting_manager_as(cluster: &Cluster, user: &str, delay: Duration) -> LockManager {
-    LockManager::builder()
-        .nodes(
-            cluster
-                .servers
-                .iter()
-                .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
-        )
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, delay)
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn a_lock_only_user_is_woken_through_its_channels() {
     let cluster = Cluster::start(3).unwrap();
@@ -122,10 +86,10 @@ fn a_lock_only_user_is_woken_through_its_channels() {
         create_user(server, "locker", "lock:*");
     }
     let holder = manager_as(&cluster, "locker");
-    let waiter = waiting_manager_as(&cluster, "locker", Duration::from_secs(60));
+    let waiter = manager_waiting_as(&cluster, "locker", Duration::from_secs(60));
     let after = wait_behind(&cluster, &holder, &waiter, "lock:woken", || {
         for server in &cluster.servers {
-            assert_eq!(subscribers(server, "lock:woken"), 1);
+            assert_eq!(release_subscribers(server, "lock:woken"), 1);
         }
     });
     eprintln!("woken {after:?} after the release");
@@ -139,10 +103,10 @@ fn a_user_without_channel_permission_waits_by_polling_and_releases() {
         create_user_with(server, "nochan", "lock:*", false);
     }
     let holder = manager_as(&cluster, "nochan");
-    let waiter = waiting_manager_as(&cluster, "nochan", Duration::from_millis(100));
+    let waiter = manager_waiting_as(&cluster, "nochan", Duration::from_millis(100));
     let after = wait_behind(&cluster, &holder, &waiter, "lock:polled", || {
         for server in &cluster.servers {
-            assert_eq!(subscribers(server, "lock:polled"), 0);
+            assert_eq!(release_subscribers(server, "lock:polled"), 0);
         }
     });
     eprintln!("polled in {after:?} after the release");
@@ -156,6 +120,11 @@ fn a_user_without_channel_permission_waits_by_polling_and_releases() {
 }
 
 fn manager_as(cluster: &Cluster, user: &str) -> LockManager {
+    manager_waiting_as(cluster, user, Duration::ZERO)
+}
+
+/// A manager for `user` whose pause between attempts is up to `delay`.
+fn manager_waiting_as(cluster: &Cluster, user: &str, delay: Duration) -> LockManager {
     LockManager::builder()
         .nodes(
             cluster
@@ -164,7 +133,7 @@ fn manager_as(cluster: &Cluster, user: &str) -> LockManager {
                 .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
         )
         .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::ZERO)
+        .retry(1, delay)
         .build()
         .unwrap()
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlock_sync::{Error, LockGuard, LockManager};
-use support::{Cluster, Server, admin, get, manager, pttl, resource};
+use support::{Cluster, Server, admin, calls, get, manager, pttl, resource};
 
 const SLOW_OK: Duration = Duration::from_millis(500);
 
@@ -217,22 +217,6 @@ fn try_lock_for_gives_up_after_the_timeout() {
     assert!(matches!(result, Err(Error::Taken { .. })), "{result:?}");
     assert!(took >= Duration::from_millis(300), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
-}
-
-/// Calls of `command` the server has seen, from INFO commandstats.
-fn calls(server: &Server, command: &str) -> u64 {
-    // "cmdstat_set:calls=4,usec=...", absent before the first call.
-    support::info_field(
-        &mut admin(server),
-        "commandstats",
-        &format!("cmdstat_{command}"),
-    )
-    .unwrap()
-    .and_then(|stats| {
-        let calls = stats.strip_prefix("calls=")?.split(',').next()?;
-        Some(calls.parse().unwrap())
-    })
-    .unwrap_or(0)
 }
 
 #[test]

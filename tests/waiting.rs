@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_sync::{Error, LockManager, RELEASE_SUFFIX};
-use support::{Cluster, Server, admin, info_field, resource, wait_for};
+use redlock_sync::{Error, LockManager};
+use support::{Cluster, Server, admin, calls, release_subscribers, resource, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -24,20 +24,6 @@ fn manager(cluster: &Cluster, retry: u32, delay: Duration) -> LockManager {
         .unwrap()
 }
 
-fn channel(resource: &str) -> Vec<u8> {
-    [resource.as_bytes(), RELEASE_SUFFIX].concat()
-}
-
-/// Subscribers of the resource's release channel on `server`.
-fn subscribers(server: &Server, resource: &str) -> i64 {
-    let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel(resource))
-        .query(&mut admin(server))
-        .unwrap();
-    reply.1
-}
-
 /// Waits until every node has a subscriber for the resource: a waiter
 /// is then in place and listening.
 fn until_listening(cluster: &Cluster, resource: &str) {
@@ -45,7 +31,7 @@ fn until_listening(cluster: &Cluster, resource: &str) {
         wait_for(Duration::from_secs(10), || cluster
             .servers
             .iter()
-            .all(|s| subscribers(s, resource) >= 1))
+            .all(|s| release_subscribers(s, resource) >= 1))
         .is_some(),
         "the waiter never subscribed on every node"
     );
@@ -261,7 +247,7 @@ fn one_subscriber_per_manager_for_a_resource() {
         until_listening(&cluster, &r);
         for _ in 0..10 {
             for server in &cluster.servers {
-                assert_eq!(subscribers(server, &r), 1);
+                assert_eq!(release_subscribers(server, &r), 1);
             }
             thread::sleep(Duration::from_millis(50));
         }
@@ -273,7 +259,10 @@ fn one_subscriber_per_manager_for_a_resource() {
     // Nobody waits: the subscriptions and connections go (after a linger
     // of about a second).
     let gone = wait_for(Duration::from_secs(10), || {
-        cluster.servers.iter().all(|s| subscribers(s, &r) == 0)
+        cluster
+            .servers
+            .iter()
+            .all(|s| release_subscribers(s, &r) == 0)
     });
     assert!(gone.is_some(), "still subscribed long after the last wait");
 }
@@ -308,18 +297,6 @@ fn nothing_listens_unless_a_thread_waits() {
         assert_eq!(clients.trim(), "");
     }
     drop(held);
-}
-
-/// How many times a node has run `command`.
-fn calls(server: &Server, command: &str) -> u64 {
-    info_field(
-        &mut admin(server),
-        "commandstats",
-        &format!("cmdstat_{command}"),
-    )
-    .unwrap()
-    .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
-    .unwrap_or(0)
 }
 
 fn sets(server: &Server) -> u64 {
@@ -373,7 +350,7 @@ fn wake_on_release_off_publishes_and_subscribes_nothing() {
         let waiting = s.spawn(|| dlm.try_lock_for(&r, TTL, Duration::from_secs(30)));
         thread::sleep(Duration::from_millis(300));
         for server in &cluster.servers {
-            assert_eq!(subscribers(server, &r), 0);
+            assert_eq!(release_subscribers(server, &r), 0);
         }
         drop(guard);
         assert!(waiting.join().unwrap().is_ok());

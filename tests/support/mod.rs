@@ -38,6 +38,37 @@ pub fn info_field(
     }))
 }
 
+/// How many times `server` has run `command`, from `INFO commandstats`
+/// ("cmdstat_set:calls=4,usec=...", absent before the first call).
+pub fn calls(server: &Server, command: &str) -> u64 {
+    info_field(
+        &mut admin(server),
+        "commandstats",
+        &format!("cmdstat_{command}"),
+    )
+    .unwrap()
+    .and_then(|stats| {
+        stats
+            .strip_prefix("calls=")?
+            .split(',')
+            .next()?
+            .parse()
+            .ok()
+    })
+    .unwrap_or(0)
+}
+
+/// How many connections `server` has subscribed to the release channel
+/// of `resource` (`PUBSUB NUMSUB`).
+pub fn release_subscribers(server: &Server, resource: &str) -> i64 {
+    let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg([resource.as_bytes(), redlock_sync::RELEASE_SUFFIX].concat())
+        .query(&mut admin(server))
+        .unwrap();
+    reply.1
+}
+
 /// The value stored at `key` on `server`.
 pub fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     admin(server).get(key).expect("GET")
