@@ -183,11 +183,10 @@ impl Cluster {
         };
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution.
-        let publish = self.publish(resource, token);
         let cleanup = || {
             let mut packed = UNLOCK.eval(&[resource], &[token]);
-            if let Some((command, _)) = &publish {
-                packed.extend_from_slice(command);
+            if let Some((command, _)) = self.publish(resource, token) {
+                packed.extend_from_slice(&command);
             }
             packed
         };

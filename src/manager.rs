@@ -227,10 +227,10 @@ impl LockManager {
         let token = new_token()?;
         let waiters = &self.cluster.waiters;
         let wait = wait && self.cluster.wake_on_release;
-        let seen = wait.then(|| waiters.before_attempt(resource));
+        let mut seen = wait.then(|| waiters.before_attempt(resource));
         let mut place = (wait && waiters.busy(resource)).then(|| waiters.join(resource, seen));
         let mut turn = place.is_none();
-        let (mut last, mut owed, mut seen) = (None, false, seen);
+        let (mut last, mut owed) = (None, false);
         loop {
             if turn {
                 if wait && place.is_none() {

@@ -4,14 +4,15 @@
 //! Every release publishes a message on the resource's channel (a
 //! `PUBLISH` written behind the unlock script, on every node). While any
 //! thread of a manager waits, the manager keeps one listener per node: a
-//! thread with a connection of its own, subscribed to the exact channels of the
-//! resources being waited on, each once however many threads wait. The
-//! first message of a release (each node sends one) wakes the longest
-//! waiter of that resource, and so does the message that makes a majority;
-//! a release by this manager wakes it directly too. Only the longest waiter asks again: the others keep their
-//! place. Every wait has a timeout (the waiter's random pause), so a lost
-//! message costs one pause and never a hang, and nothing is kept on the
-//! servers but the subscriptions of connections that are open.
+//! thread with a connection of its own, subscribed to the exact channels
+//! of the resources being waited on, each once however many threads wait.
+//! The first message of a release (each node sends one) wakes the longest
+//! waiter of that resource, and so does the message that makes a
+//! majority; a release by this manager wakes it directly too. Only the
+//! longest waiter asks again: the others keep their place. Every wait has
+//! a timeout (the waiter's random pause), so a lost message costs one
+//! pause and never a hang, and nothing is kept on the servers but the
+//! subscriptions of connections that are open.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -25,6 +26,7 @@ use redis::Value;
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::{Listener, Node, pack};
+use crate::quorum;
 
 /// Suffix of the channels releases are published on: the channel of
 /// resource `R` is `R` followed by this suffix, so that an ACL channel
@@ -86,7 +88,7 @@ impl Shared {
     fn heard(&self, resource: &[u8], token: &[u8], local: bool) {
         let mut reg = self.reg.lock();
         self.counter(resource).fetch_add(1, Ordering::SeqCst);
-        let quorum = self.nodes.len() / 2 + 1;
+        let quorum = quorum::quorum(self.nodes.len());
         if let Some(entry) = reg.resources.get_mut(resource) {
             let release = entry.release(token);
             let wake = !release.spent
