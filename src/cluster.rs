@@ -2,12 +2,15 @@
 //! fencing counter), extend, unlock and raise. Shared by the manager, which
 //! acquires, and the guards, which extend and release.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
+
 use crate::error::{Error, NodeError, Result};
-use crate::node::{EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
+use crate::node::{CLEANUP, EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 use crate::wait::{Waiters, channel};
 
@@ -80,6 +83,18 @@ pub(crate) struct Cluster {
     pub(crate) wake_on_release: bool,
     /// This manager's threads waiting for busy resources.
     pub(crate) waiters: Waiters,
+    /// Resources a guard of this manager holds, with how many guards.
+    pub(crate) held: Mutex<HashMap<Box<[u8]>, usize>>,
+}
+
+/// The arguments of the clean-up script: the token, then the channel and
+/// message of the announcement (none when releases are not announced).
+fn announce_args<'a>(token: &'a [u8], channel: &'a [u8], message: &'a [u8]) -> Vec<&'a [u8]> {
+    if channel.is_empty() {
+        vec![token]
+    } else {
+        vec![token, channel, message]
+    }
 }
 
 impl Cluster {
@@ -182,13 +197,10 @@ impl Cluster {
             format!("{verb} {:?}", String::from_utf8_lossy(key))
         };
         // Queued behind an acquisition that times out: removes the key
-        // right after a late execution.
+        // right after a late execution (and announces that only if it did).
         let cleanup = || {
-            let mut packed = UNLOCK.eval(&[resource], &[token]);
-            if let Some((command, _)) = self.publish(resource, token) {
-                packed.extend_from_slice(&command);
-            }
-            packed
+            let (channel, message) = self.cleanup_announcement(resource, token);
+            CLEANUP.eval(&[resource], &announce_args(token, &channel, &message))
         };
         let req = Request {
             packed: &packed,
@@ -247,7 +259,7 @@ impl Cluster {
             })
             .collect();
         if dirty.contains(&true) {
-            self.unlock(Some(&dirty), resource, token, false);
+            self.clean_up(&dirty, resource, token);
         }
         Err(match failed {
             // The counters could not be brought to a quorum: the failures
@@ -258,7 +270,13 @@ impl Cluster {
                 elapsed,
                 ttl,
             },
-            None => Tally::count(answers).acquire_error(resource),
+            None => {
+                let mut err = Tally::count(answers).acquire_error(resource);
+                if let Error::Taken { held_here, .. } = &mut err {
+                    *held_here = self.held_here(resource);
+                }
+                err
+            }
         })
     }
 
@@ -274,35 +292,83 @@ impl Cluster {
         ))
     }
 
-    /// The `PUBLISH` sent behind an unlock, when releases wake waiters,
-    /// and its message: on the resource's channel, a message naming this
-    /// one unlock (the token, and a count that tells apart the unlocks of
-    /// one token: those cleaning up failed attempts, then the release).
+    /// The `PUBLISH` sent behind a release, when releases wake waiters,
+    /// and its message (see [`announcement`](Self::announcement)).
     fn publish(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-        static UNLOCKS: AtomicU64 = AtomicU64::new(0);
         self.wake_on_release.then(|| {
-            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
-            let message = [token, b":", n.as_bytes()].concat();
-            (pack(&[b"PUBLISH", &channel(resource), &message]), message)
+            let (channel, message) = self.announcement(resource, token);
+            (pack(&[b"PUBLISH", &channel, &message]), message)
         })
     }
 
-    /// Runs the check-and-delete script on the nodes `only` selects (all
-    /// when `None`). Each node that deletes the key publishes on the
-    /// resource's release channel; with `wake_local` (a release, not the
-    /// clean-up of a failed attempt), this manager's own waiters are
-    /// woken once the round is over too.
-    pub(crate) fn unlock(
-        &self,
-        only: Option<&[bool]>,
-        resource: &[u8],
-        token: &[u8],
-        wake_local: bool,
-    ) -> Tally {
+    /// The channel and message announcing one unlock of `resource`: the
+    /// resource's release channel, and a message naming this one unlock
+    /// (the token, then a count that tells apart the unlocks of one token:
+    /// a release and the clean-ups of its failed attempts).
+    fn announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        static UNLOCKS: AtomicU64 = AtomicU64::new(0);
+        let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
+        (channel(resource), [token, b":", n.as_bytes()].concat())
+    }
+
+    /// The clean-up of a failed attempt on the nodes `dirty` selects:
+    /// deletes the key where it holds `token`, and only there announces a
+    /// release (in the same script), so that an attempt that freed nothing
+    /// wakes nobody. Its message names `token`, so this manager's own
+    /// listeners do not wake the attempt's own thread with it.
+    fn clean_up(&self, dirty: &[bool], resource: &[u8], token: &[u8]) {
+        let (channel, message) = self.cleanup_announcement(resource, token);
+        self.script(
+            &CLEANUP,
+            Some(dirty),
+            &[resource],
+            &announce_args(token, &channel, &message),
+        );
+    }
+
+    /// The channel and message a clean-up announces its release with
+    /// (both empty when releases are not announced).
+    fn cleanup_announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        if self.wake_on_release {
+            self.announcement(resource, token)
+        } else {
+            (Vec::new(), Vec::new())
+        }
+    }
+
+    /// Marks `resource` as held by a guard of this manager (see
+    /// [`held_here`](Self::held_here)).
+    pub(crate) fn hold(&self, resource: &[u8]) {
+        *self.held.lock().entry(resource.into()).or_insert(0) += 1;
+    }
+
+    /// A guard of this manager for `resource` is gone.
+    pub(crate) fn let_go(&self, resource: &[u8]) {
+        let mut held = self.held.lock();
+        if let Some(n) = held.get_mut(resource) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(resource);
+            }
+        }
+    }
+
+    /// Whether a guard of this manager (or a clone) for `resource` is
+    /// alive: a `Taken` then most likely means the caller already holds
+    /// it (locks are not re-entrant).
+    pub(crate) fn held_here(&self, resource: &[u8]) -> bool {
+        self.held.lock().contains_key(resource)
+    }
+
+    /// Releases a held lock: runs the check-and-delete script on every
+    /// node, with a `PUBLISH` on the resource's release channel pipelined
+    /// behind it (when releases wake waiters), and wakes this manager's
+    /// own waiters once the round is over.
+    pub(crate) fn unlock(&self, resource: &[u8], token: &[u8]) -> Tally {
         let publish = self.publish(resource, token);
         let tail = publish.as_ref().map(|(command, _)| &command[..]);
-        let tally = Tally::count(self.script_then(&UNLOCK, only, &[resource], &[token], tail));
-        if let (true, true, Some((_, message))) = (wake_local, tally.yes > 0, &publish) {
+        let tally = Tally::count(self.script_then(&UNLOCK, None, &[resource], &[token], tail));
+        if let (true, Some((_, message))) = (tally.yes > 0, &publish) {
             self.waiters.released(resource, message);
         }
         tally

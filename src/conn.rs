@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 
-use crate::error::{TLS_DETAIL_PREFIX, TlsFailure};
+use crate::error::{RESOLVE_DETAIL_PREFIX, TLS_DETAIL_PREFIX, TlsFailure};
 use crate::resolve::Resolver;
 
 /// What a TLS connection needs: the client configuration and the name to
@@ -142,7 +142,18 @@ impl Conn {
             (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
                 let mut last = None;
                 let mut stream = None;
-                for sa in resolver.resolve(deadline).map_err(from_io)? {
+                let addrs = resolver.resolve(deadline).map_err(|e| {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        from_io(e)
+                    } else {
+                        RedisError::from((
+                            redis::ErrorKind::Client,
+                            "name resolution failed",
+                            format!("{RESOLVE_DETAIL_PREFIX}{host}: {e}"),
+                        ))
+                    }
+                })?;
+                for sa in addrs {
                     let left = left(deadline).ok_or_else(timed_out)?;
                     match TcpStream::connect_timeout(&sa, left) {
                         Ok(s) => {
@@ -156,11 +167,11 @@ impl Conn {
                     (Some(s), _) => s,
                     (None, Some(e)) => return Err(e.into()),
                     (None, None) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::NotFound,
-                            format!("{host} has no address"),
-                        )
-                        .into());
+                        return Err(RedisError::from((
+                            redis::ErrorKind::Client,
+                            "name resolution failed",
+                            format!("{RESOLVE_DETAIL_PREFIX}{host} has no address"),
+                        )));
                     }
                 };
                 stream.set_nodelay(true)?;

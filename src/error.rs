@@ -33,10 +33,20 @@ pub(crate) const TLS_DETAIL_PREFIX: &str = "TLS: ";
 pub enum Error {
     /// Other owners hold the resource on so many nodes that a quorum cannot
     /// be reached. Retrying later may succeed.
+    ///
+    /// When a guard of this same manager (or a clone) for the resource is
+    /// still alive, `held_here` is true and the message says so: locks are
+    /// not re-entrant, so a second `lock` of a resource one already holds
+    /// waits for its own release.
     #[error(
-        "{resource:?} is locked by another owner on {held_elsewhere} of {nodes} nodes, \
+        "{resource:?} is locked by {} on {held_elsewhere} of {nodes} nodes, \
          so no quorum of {quorum} is possible{}",
-        failed_suffix(failures)
+        if *held_here {
+            "a guard of this same manager that is still alive (locks are not re-entrant)"
+        } else {
+            "another owner"
+        },
+        failed_suffix(failures.as_ref())
     )]
     Taken {
         /// The resource name, lossily decoded as UTF-8.
@@ -47,16 +57,20 @@ pub enum Error {
         nodes: usize,
         /// Nodes that must agree.
         quorum: usize,
-        /// Nodes that did not answer usefully during the same round.
+        /// A guard of this manager (or one of its clones) for the resource
+        /// was alive when the attempt failed.
+        held_here: bool,
+        /// Nodes that did not answer usefully during the same round, each
+        /// with its cause; `None` when every node answered.
         #[source]
-        failures: NodeFailures,
+        failures: Option<NodeFailures>,
     },
 
     /// Too many nodes failed or did not answer in time for a quorum to be
     /// reached (or confirmed, for release and extend).
     #[error(
         "no quorum for {resource:?}: {agreed} of {nodes} nodes agreed, {quorum} needed{}",
-        failed_suffix(failures)
+        failed_suffix(failures.as_ref())
     )]
     NoQuorum {
         /// The resource name, lossily decoded as UTF-8.
@@ -67,9 +81,10 @@ pub enum Error {
         nodes: usize,
         /// Nodes that must agree.
         quorum: usize,
-        /// Each failing node with its cause.
+        /// Each failing node with its cause; `None` when every node
+        /// answered (and too few agreed).
         #[source]
-        failures: NodeFailures,
+        failures: Option<NodeFailures>,
     },
 
     /// A quorum granted (or, for extend, confirmed) the lock, but the round
@@ -89,21 +104,26 @@ pub enum Error {
     },
 
     /// The lock is no longer ours: its validity ran out (`lost_on` is 0
-    /// and `renewal` is `None`), it was taken over (`lost_on` nodes answered
-    /// that they no longer hold our token: another owner's, or none), or
-    /// (from [`LockGuard::ensure_held`](crate::LockGuard::ensure_held))
-    /// the latest keep-alive renewal did not reach a quorum (`renewal`).
+    /// and `renewal` is `None`), a quorum of nodes no longer holds our
+    /// token (`lost_on` nodes: of them, `taken_over` hold another owner's
+    /// token and the rest no key at all, as after an expiry), or (from
+    /// [`LockGuard::ensure_held`](crate::LockGuard::ensure_held)) the
+    /// latest keep-alive renewal did not reach a quorum (`renewal`).
     /// Nothing belonging to another owner was touched.
     #[error(
         "the lock on {resource:?} is no longer held: {}",
-        not_held_reason(*lost_on, *nodes, renewal.as_deref())
+        not_held_reason(*lost_on, *taken_over, *nodes, renewal.as_deref())
     )]
     NotHeld {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
-        /// Nodes that answered that they no longer hold our token (taken
-        /// over); 0 when the local validity ran out or a renewal failed.
+        /// Nodes that answered that they no longer hold our token; 0 when
+        /// the local validity ran out or a renewal failed.
         lost_on: usize,
+        /// Of `lost_on`, the nodes that hold another owner's token: the
+        /// lock was taken over there. 0 when the keys merely expired (or
+        /// were deleted).
+        taken_over: usize,
         /// Number of nodes in the manager.
         nodes: usize,
         /// When the latest keep-alive renewal did not reach a quorum (and
@@ -142,7 +162,14 @@ impl Error {
     /// Each failing node with its cause, for the variants that carry them.
     pub fn failures(&self) -> &[NodeError] {
         match self {
-            Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } => failures,
+            Error::Taken {
+                failures: Some(failures),
+                ..
+            }
+            | Error::NoQuorum {
+                failures: Some(failures),
+                ..
+            } => failures,
             _ => &[],
         }
     }
@@ -161,24 +188,38 @@ impl Error {
     }
 }
 
-fn failed_suffix(failures: &NodeFailures) -> String {
-    if failures.is_empty() {
-        return String::new();
+/// The failing nodes and their causes, for the one-line message:
+/// ` (failed: a:1: connection refused; b:2: authentication failed (...))`.
+fn failed_suffix(failures: Option<&NodeFailures>) -> String {
+    match failures {
+        Some(failures) if !failures.is_empty() => format!(" (failed: {failures})"),
+        _ => String::new(),
     }
-    let names: Vec<&str> = failures.iter().map(NodeError::node).collect();
-    format!(" (failed: {})", names.join(", "))
 }
 
-fn not_held_reason(lost_on: usize, nodes: usize, renewal: Option<&str>) -> String {
+fn not_held_reason(
+    lost_on: usize,
+    taken_over: usize,
+    nodes: usize,
+    renewal: Option<&str>,
+) -> String {
     if let Some(renewal) = renewal {
         format!("its latest renewal did not reach a quorum ({renewal})")
     } else if lost_on == 0 {
         "its validity ran out".to_owned()
-    } else {
+    } else if taken_over == 0 {
         format!(
-            "it was taken over: {lost_on} of {nodes} nodes no longer hold its token \
-             (they hold another owner's, or none)"
+            "it expired: {lost_on} of {nodes} nodes no longer have its key \
+             (none holds another owner's token)"
         )
+    } else {
+        let gone = lost_on - taken_over;
+        let also = if gone > 0 {
+            format!(", and {gone} more no longer have its key")
+        } else {
+            String::new()
+        };
+        format!("it was taken over: {taken_over} of {nodes} nodes hold another owner's token{also}")
     }
 }
 
@@ -187,12 +228,22 @@ fn not_held_reason(lost_on: usize, nodes: usize, renewal: Option<&str>) -> Strin
 /// Dereferences to a slice of [`NodeError`]. Its `Display` lists every node
 /// and cause on one line; its `source()` is the first node's underlying
 /// Redis error.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct NodeFailures(Vec<NodeError>);
 
 impl NodeFailures {
-    pub(crate) fn new(failures: Vec<NodeError>) -> Self {
-        NodeFailures(failures)
+    /// The failures, or `None` when there are none.
+    pub(crate) fn some(failures: Vec<NodeError>) -> Option<Self> {
+        (!failures.is_empty()).then_some(NodeFailures(failures))
+    }
+}
+
+/// A list of the failures as their one-line messages.
+impl fmt::Debug for NodeFailures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|e| e.to_string()))
+            .finish()
     }
 }
 
@@ -240,6 +291,8 @@ impl std::error::Error for NodeFailures {
 pub enum NodeErrorKind {
     /// No connection could be opened (refused, unreachable, handshake failed).
     Connect,
+    /// The node's host name could not be resolved to an address.
+    Resolve,
     /// The node did not answer within the node timeout.
     Timeout,
     /// The connection broke while the command was under way.
@@ -264,7 +317,6 @@ pub enum NodeErrorKind {
 
 /// One node's failure: which node, what kind of failure, and the Redis
 /// client's error as the `source()`.
-#[derive(Debug)]
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
@@ -291,10 +343,13 @@ impl NodeError {
             NodeErrorKind::Timeout
         } else if tls_detail(&source).is_some() {
             NodeErrorKind::Tls
+        } else if resolve_detail(&source).is_some() {
+            NodeErrorKind::Resolve
         } else if is_permission(&source) {
             NodeErrorKind::Permission
         } else if source.kind() == redis::ErrorKind::AuthenticationFailed
             || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+            || is_auth_without_password(&source)
         {
             NodeErrorKind::Auth
         } else if matches!(
@@ -363,13 +418,32 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Connect if self.source.is_connection_refusal() => {
                 write!(f, "{node}: connection refused")
             }
-            NodeErrorKind::Connect => write!(f, "{node}: could not connect"),
+            NodeErrorKind::Connect => match io_detail(&self.source) {
+                Some(detail) => write!(f, "{node}: could not connect ({detail})"),
+                None => write!(f, "{node}: could not connect ({})", self.source),
+            },
+            NodeErrorKind::Resolve => write!(
+                f,
+                "{node}: name resolution failed ({})",
+                resolve_detail(&self.source).unwrap_or("unknown")
+            ),
             NodeErrorKind::Timeout if self.connecting => {
                 write!(f, "{node}: no connection within {:?}", self.timeout)
             }
             NodeErrorKind::Timeout => write!(f, "{node}: no answer within {:?}", self.timeout),
             NodeErrorKind::Disconnected => write!(f, "{node}: connection lost"),
-            NodeErrorKind::Auth => write!(f, "{node}: authentication failed"),
+            NodeErrorKind::Auth => {
+                let why = match self.code() {
+                    Some("NOAUTH") => "the server requires a password and none was given",
+                    Some("WRONGPASS") => "wrong user name or password",
+                    _ if self.detail().contains("without any password configured") => {
+                        "a password was given but the server has none set"
+                    }
+                    _ => "authentication failed",
+                };
+                write!(f, "{node}: {why}")?;
+                self.write_reply(f)
+            }
             NodeErrorKind::Tls => write!(
                 f,
                 "{node}: TLS failed: {}",
@@ -380,26 +454,80 @@ impl fmt::Display for NodeError {
                 if let Some(command) = &self.command {
                     write!(f, " for {command}")?;
                 }
-                let code = self.code().unwrap_or("NOPERM");
-                match self.source.detail() {
-                    Some(detail) => write!(f, " ({code} {detail})"),
-                    None => write!(f, " ({code})"),
-                }
+                self.write_reply(f)
             }
             NodeErrorKind::Server => {
                 match self.code() {
                     Some(code) => write!(f, "{node}: error reply {code}")?,
                     None => write!(f, "{node}: error reply")?,
                 }
-                match &self.command {
-                    Some(command) => write!(f, " to {command}"),
+                if let Some(command) = &self.command {
+                    write!(f, " to {command}")?;
+                }
+                match self.source.detail() {
+                    Some(detail) => write!(f, ": {detail}"),
                     None => Ok(()),
                 }
             }
-            NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply"),
+            NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.source),
         }
     }
 }
+
+impl NodeError {
+    /// The server's error text, if any.
+    fn detail(&self) -> &str {
+        self.source.detail().unwrap_or("")
+    }
+
+    /// ` (CODE detail)`: the server's own words.
+    fn write_reply(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code(), self.source.detail()) {
+            (Some(code), Some(detail)) => write!(f, " ({code} {detail})"),
+            (Some(code), None) => write!(f, " ({code})"),
+            (None, Some(detail)) => write!(f, " ({detail})"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// The node, the kind, what the error reply answered and the client's
+/// error: no bookkeeping.
+impl fmt::Debug for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("NodeError");
+        d.field("node", &&*self.node).field("kind", &self.kind);
+        if let Some(command) = &self.command {
+            d.field("command", command);
+        }
+        d.field("cause", &self.source.to_string()).finish()
+    }
+}
+
+/// The operating system's words for an I/O failure, if this is one.
+fn io_detail(e: &redis::RedisError) -> Option<String> {
+    use std::error::Error as _;
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return Some(io.to_string());
+        }
+        cause = c.source();
+    }
+    e.is_io_error().then(|| e.to_string())
+}
+
+/// The detail of a failed name resolution.
+fn resolve_detail(e: &redis::RedisError) -> Option<&str> {
+    if e.kind() != redis::ErrorKind::Client {
+        return None;
+    }
+    e.detail()?.strip_prefix(RESOLVE_DETAIL_PREFIX)
+}
+
+/// How a failed name resolution's detail starts in the Redis error that
+/// carries it.
+pub(crate) const RESOLVE_DETAIL_PREFIX: &str = "resolve: ";
 
 /// The detail of a TLS failure.
 fn tls_detail(e: &redis::RedisError) -> Option<&str> {
@@ -407,6 +535,15 @@ fn tls_detail(e: &redis::RedisError) -> Option<&str> {
         return None;
     }
     e.detail()?.strip_prefix(TLS_DETAIL_PREFIX)
+}
+
+/// `AUTH` with a password sent to a server that has none ("ERR AUTH
+/// <password> called without any password configured for the default
+/// user").
+fn is_auth_without_password(e: &redis::RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.contains("without any password configured"))
 }
 
 /// An ACL refusal: `NOPERM`, or, inside a script, an `ERR` saying the

@@ -30,9 +30,9 @@ struct Status {
     /// The end of the validity; moved to the moment of a takeover when
     /// one is found.
     valid_until: Instant,
-    /// Set (final) once a round found the lock taken over: how many nodes
-    /// no longer held our token.
-    taken_over: Option<usize>,
+    /// Set (final) once a round found the lock lost: how many nodes no
+    /// longer held our token, and how many of them held another owner's.
+    lost: Option<(usize, usize)>,
     /// Why the latest renewal round did not reach a quorum; cleared when
     /// a retry does. While set, the lock is not known to be held.
     renewal_error: Option<String>,
@@ -43,23 +43,26 @@ impl State {
         self.status.lock().valid_until
     }
 
-    /// The error for a lock known to be lost or in doubt: taken over (as
-    /// counted by the round that found it), else the validity ran out, or
-    /// (with `renewal`) the latest renewal missed the quorum.
-    fn not_held(&self, taken_over: Option<usize>, renewal: Option<String>) -> Error {
+    /// The error for a lock known to be lost or in doubt: lost (expired
+    /// or taken over, as counted by the round that found it), else the
+    /// validity ran out, or (with `renewal`) the latest renewal missed the
+    /// quorum.
+    fn not_held(&self, lost: Option<(usize, usize)>, renewal: Option<String>) -> Error {
+        let (lost_on, taken_over) = lost.unwrap_or((0, 0));
         Error::NotHeld {
             resource: quorum::display(&self.resource),
-            lost_on: taken_over.unwrap_or(0),
+            lost_on,
+            taken_over,
             nodes: self.cluster.nodes.len(),
             renewal,
         }
     }
 
-    /// Records that a round found the lock taken over on `lost_on` nodes:
-    /// no validity is left, for good.
-    fn taken_over(&self, lost_on: usize) {
+    /// Records that a round found the lock lost on `lost_on` nodes, taken
+    /// over on `taken_over` of them: no validity is left, for good.
+    fn lost(&self, lost_on: usize, taken_over: usize) {
         let mut status = self.status.lock();
-        status.taken_over.get_or_insert(lost_on);
+        status.lost.get_or_insert((lost_on, taken_over));
         status.valid_until = status.valid_until.min(Instant::now());
     }
 
@@ -70,12 +73,12 @@ impl State {
         let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
-        let (deadline, taken_over) = {
+        let (deadline, lost) = {
             let status = self.status.lock();
-            (status.valid_until, status.taken_over)
+            (status.valid_until, status.lost)
         };
-        if taken_over.is_some() || start >= deadline {
-            return Err(self.not_held(taken_over, None));
+        if lost.is_some() || start >= deadline {
+            return Err(self.not_held(lost, None));
         }
         let tally = cluster.extend(&self.resource, &self.token, ttl_ms);
         let end = Instant::now();
@@ -84,8 +87,13 @@ impl State {
         }
         if !tally.reached() {
             let err = tally.held_error(&self.resource);
-            if let Error::NotHeld { lost_on, .. } = &err {
-                self.taken_over(*lost_on);
+            if let Error::NotHeld {
+                lost_on,
+                taken_over,
+                ..
+            } = &err
+            {
+                self.lost(*lost_on, *taken_over);
             }
             return Err(err);
         }
@@ -107,8 +115,8 @@ impl State {
 
     fn ensure_held(&self) -> Result<()> {
         let status = self.status.lock();
-        if status.taken_over.is_some() || Instant::now() >= status.valid_until {
-            return Err(self.not_held(status.taken_over, None));
+        if status.lost.is_some() || Instant::now() >= status.valid_until {
+            return Err(self.not_held(status.lost, None));
         }
         match &status.renewal_error {
             Some(why) => Err(self.not_held(None, Some(why.clone()))),
@@ -256,6 +264,7 @@ impl LockGuard {
         ttl: Duration,
         granted: Granted,
     ) -> LockGuard {
+        cluster.hold(resource);
         LockGuard {
             state: Arc::new(State {
                 cluster,
@@ -265,7 +274,7 @@ impl LockGuard {
                 fencing: granted.fencing,
                 status: Mutex::new(Status {
                     valid_until: granted.valid_until,
-                    taken_over: None,
+                    lost: None,
                     renewal_error: None,
                 }),
                 extending: Mutex::new(()),
@@ -321,8 +330,9 @@ impl LockGuard {
     /// # Errors
     ///
     /// [`Error::NotHeld`] once the validity has run out (`lost_on` 0), once
-    /// an extend or renewal found the lock taken over (`lost_on`: the
-    /// nodes that no longer hold our token), or from the first keep-alive
+    /// an extend or renewal found the lock lost (`lost_on`: the nodes that
+    /// no longer hold our token; `taken_over`: those of them that hold
+    /// another owner's), or from the first keep-alive
     /// renewal that did not reach a quorum (`renewal`: why). The keep-alive
     /// thread retries that renewal while validity remains, and `Ok` comes
     /// back if a retry succeeds; but treat an error as the end of the
@@ -427,9 +437,8 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state
-            .cluster
-            .unlock(None, &state.resource, &state.token, true);
+        let tally = state.cluster.unlock(&state.resource, &state.token);
+        state.cluster.let_go(&state.resource);
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }

@@ -35,6 +35,23 @@
 //! }
 //! ```
 //!
+//! # Waiting, and giving up
+//!
+//! `lock` makes its first attempt at once and, while the resource is
+//! taken, waits up to its retry budget: `count - 1` pauses, each a random
+//! time between half the maximum delay and all of it
+//! ([`LockManager::set_retry`], [`Builder::retry`]). The default is 3
+//! attempts' worth with pauses of 100-200 ms, so `lock` gives up with
+//! [`Error::Taken`] after 200-400 ms on a lock that is not released;
+//! raise the count for locks held longer. A release ends a pause early,
+//! and a thread beaten to the lock then waits out the rest of that pause:
+//! being woken never shortens the wait. [`LockManager::try_lock`] makes
+//! one attempt; [`LockManager::try_lock_for`] waits until a deadline.
+//!
+//! Locks are not re-entrant: a thread that locks a resource it already
+//! holds waits for itself, and its [`Error::Taken`] says the lock is held
+//! by a guard of this same manager (`held_here`).
+//!
 //! # What the lock promises
 //!
 //! While [`LockGuard::is_valid`] is true, no other client can have taken
@@ -78,9 +95,11 @@
 //! asks first, and a thread that releases and asks again at once queues
 //! behind it. A message that never comes (a holder that died, a node or
 //! connection lost, a server or ACL user refusing pub/sub) costs one
-//! pause, as before. [`LockManager::try_lock`] stays one attempt, `lock`
-//! keeps its attempt count, `try_lock_for` its deadline. Nothing listens
-//! while nobody waits; [`Builder::wake_on_release`]`(false)` turns it off.
+//! pause, as before. A failed attempt announces a release only where it
+//! had set the key and deleted it again, and never wakes its own thread.
+//! [`LockManager::try_lock`] stays one attempt, `lock` keeps its budget,
+//! `try_lock_for` its deadline. Nothing listens while nobody waits;
+//! [`Builder::wake_on_release`]`(false)` turns it off.
 //!
 //! # TLS
 //!
@@ -107,8 +126,13 @@
 //!
 //! Every call returns [`Error`], which says whether the resource was
 //! [taken](Error::Taken) by someone else, the nodes
-//! [failed](Error::NoQuorum) (with each node and its cause), or the lock
-//! is [no longer held](Error::NotHeld).
+//! [failed](Error::NoQuorum), or the lock is [no longer
+//! held](Error::NotHeld) (expired, or taken over). Its `Display` is one
+//! line that names every failing node with its cause, as
+//! `no quorum for "r": 1 of 3 nodes agreed, 2 needed (failed:
+//! 10.0.0.2:6379: connection refused; 10.0.0.3:6379: wrong user name or
+//! password (WRONGPASS ...))`; [`Error::failures`] gives them as
+//! [`NodeError`]s, with a [`NodeErrorKind`] each.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -42,6 +42,50 @@ impl Retry {
     }
 }
 
+/// How long one acquisition may go on pausing between attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Budget {
+    /// One attempt, no pause (`try_lock`).
+    Once,
+    /// `lock`: pauses left to draw, and the unspent rest of the current
+    /// one. An attempt on a wake-up does not end a pause: what is left of
+    /// it is waited next, so the whole wait is the sum of the pauses.
+    Pauses { left: u32, rest: Duration },
+    /// `try_lock_for`: pauses until this instant (`None`: beyond any
+    /// representable instant).
+    Until(Option<Instant>),
+}
+
+impl Budget {
+    /// The next pause, given a freshly drawn random `delay`; `None` when
+    /// the budget is spent.
+    fn next(&mut self, delay: Duration) -> Option<Duration> {
+        match self {
+            Budget::Once => None,
+            Budget::Pauses { rest, .. } if !rest.is_zero() => Some(*rest),
+            Budget::Pauses { left: 0, .. } => None,
+            Budget::Pauses { left, rest } => {
+                *left -= 1;
+                *rest = delay;
+                Some(delay)
+            }
+            Budget::Until(None) => Some(delay),
+            Budget::Until(Some(deadline)) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| delay.min(left))
+            }
+        }
+    }
+
+    /// Records that `paused` of the current pause went by (all of it, or
+    /// less when a release ended it early).
+    fn spent(&mut self, paused: Duration) {
+        if let Budget::Pauses { rest, .. } = self {
+            *rest = rest.saturating_sub(paused);
+        }
+    }
+}
+
 /// Takes Redlock locks over a fixed set of independent Redis masters.
 ///
 /// Create one with [`LockManager::new`] or [`LockManager::builder`] and
@@ -94,10 +138,15 @@ impl LockManager {
         Builder::default()
     }
 
-    /// Sets how [`lock`](Self::lock) retries: `count` attempts in all, with
-    /// a random pause drawn uniformly from `[0, max_delay]` between two
-    /// attempts. [`try_lock_for`](Self::try_lock_for) uses the same pause.
-    /// Affects this handle only, not its clones.
+    /// Sets how long [`lock`](Self::lock) waits for a busy lock: `count`
+    /// attempts' worth, that is the first attempt and `count - 1` pauses,
+    /// each drawn uniformly from `[max_delay / 2, max_delay]`. A lock that
+    /// is never released is given up after `(count - 1) × max_delay / 2`
+    /// to `(count - 1) × max_delay` of pausing. A release ends a pause
+    /// early and the thread asks at once; if another wins, the thread
+    /// waits out the rest of that pause, so wake-ups may add attempts but
+    /// never shorten the wait. [`try_lock_for`](Self::try_lock_for) uses
+    /// the same pauses. Affects this handle only, not its clones.
     ///
     /// # Errors
     ///
@@ -141,16 +190,25 @@ impl LockManager {
         self.cluster.drift_factor
     }
 
-    /// Takes the lock on `resource` for `ttl`, trying up to the retry count
-    /// (see [`set_retry`](Self::set_retry)) with a random pause between
-    /// attempts.
+    /// Takes the lock on `resource` for `ttl`, waiting for it as the retry
+    /// settings allow (see [`set_retry`](Self::set_retry)).
     ///
-    /// A release of the resource ends the pause early (see
-    /// [`Builder::wake_on_release`]); threads of this manager waiting for
-    /// the same resource are served in arrival order: a thread that finds
-    /// others waiting queues behind them, and its pauses spent behind them
-    /// count as attempts. Without a release, a waiter asks again after its
-    /// pause, as without waking.
+    /// The first attempt is made at once. After a failed one, the thread
+    /// pauses (a random pause between half the retry delay and all of it)
+    /// and asks again; `count - 1` pauses in all, so a lock that is never
+    /// released is given up after between `(count - 1) × max_delay / 2`
+    /// and `(count - 1) × max_delay` (by default 3 attempts and 200-400 ms
+    /// of pauses). A release of the resource ends a pause early (see
+    /// [`Builder::wake_on_release`]) and the thread asks at once; if it is
+    /// beaten to the lock, it waits out the rest of the interrupted pause,
+    /// so being woken never shortens the time `lock` waits. Threads of this
+    /// manager waiting for the same resource are served in arrival order: a
+    /// thread that finds others waiting queues behind them, and its time
+    /// behind them counts as pausing.
+    ///
+    /// Locks are not re-entrant: a thread that calls `lock` on a resource
+    /// it already holds waits for its own release, and gets
+    /// [`Error::Taken`] with `held_here` set.
     ///
     /// The returned guard releases the lock when dropped. The lock is safe
     /// to rely on only for [`LockGuard::validity`]: the TTL less the time
@@ -164,11 +222,11 @@ impl LockManager {
     /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
     /// larger than [`MAX_TTL`], or too small to leave any validity.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        let mut attempts_left = self.retry.count;
-        self.acquire(resource.as_ref(), ttl, true, |delay| {
-            attempts_left -= 1;
-            (attempts_left > 0).then_some(delay)
-        })
+        let budget = Budget::Pauses {
+            left: self.retry.count - 1,
+            rest: Duration::ZERO,
+        };
+        self.acquire(resource.as_ref(), ttl, budget)
     }
 
     /// Takes the lock on `resource` for `ttl` with exactly one attempt.
@@ -177,14 +235,14 @@ impl LockManager {
     ///
     /// As [`lock`](Self::lock), from the single attempt.
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.acquire(resource.as_ref(), ttl, false, |_| None)
+        self.acquire(resource.as_ref(), ttl, Budget::Once)
     }
 
     /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
-    /// passed, with a random pause (at most the retry delay, and never past
-    /// the timeout) between attempts. At least one attempt is made. Waits
-    /// as [`lock`](Self::lock) does: woken by releases, served in arrival
-    /// order.
+    /// passed, with a random pause (between half the retry delay and all of
+    /// it, and never past the timeout) between attempts. At least one
+    /// attempt is made. Waits as [`lock`](Self::lock) does: woken by
+    /// releases, served in arrival order.
     ///
     /// # Errors
     ///
@@ -195,40 +253,36 @@ impl LockManager {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<LockGuard> {
-        let deadline = Instant::now().checked_add(timeout);
-        self.acquire(resource.as_ref(), ttl, true, |delay| match deadline {
-            None => Some(delay),
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| delay.min(left))
-            }
-        })
+        let budget = Budget::Until(Instant::now().checked_add(timeout));
+        self.acquire(resource.as_ref(), ttl, budget)
     }
 
-    /// The acquisition loop: attempts, with `next(random delay)` saying
-    /// how long to pause after a failed one, or `None` to give up.
+    /// The acquisition loop: attempts, with pauses as `budget` allows.
     ///
-    /// With `wait`, a pause is spent in the resource's queue of this
-    /// manager's waiters (see `wait.rs`): it ends early when a release is
-    /// heard, and only the longest waiter then asks again; a thread that
+    /// When waiting is on, a pause is spent in the resource's queue of
+    /// this manager's waiters (see `wait.rs`): it ends early when a release
+    /// is heard, and only the longest waiter then asks again; a thread that
     /// finds others of this manager already waiting queues behind them
-    /// without asking. A pause that runs out behind other waiters counts
-    /// as an attempt but is not one (they are served first); if none was
-    /// made when `next` gives up, one is made then.
-    fn acquire(
-        &self,
-        resource: &[u8],
-        ttl: Duration,
-        wait: bool,
-        mut next: impl FnMut(Duration) -> Option<Duration>,
-    ) -> Result<LockGuard> {
+    /// without asking. A pause that runs out behind other waiters is spent
+    /// with no attempt (they are served first); if no attempt was made at
+    /// all when the budget runs out, one is made then. The releases
+    /// announced by this acquisition's own failed attempts (the clean-up of
+    /// a split vote) wake none of this manager's threads.
+    fn acquire(&self, resource: &[u8], ttl: Duration, mut budget: Budget) -> Result<LockGuard> {
         Cluster::check_resource(resource)?;
         let ttl_ms = self.cluster.check_ttl(ttl)?;
         let token = new_token()?;
         let waiters = &self.cluster.waiters;
-        let wait = wait && self.cluster.wake_on_release;
+        let wait = !matches!(budget, Budget::Once) && self.cluster.wake_on_release;
+        let (_own, busy) = match wait {
+            true => {
+                let (own, busy) = waiters.start(resource, &token);
+                (Some(own), busy)
+            }
+            false => (None, false),
+        };
         let mut seen = wait.then(|| waiters.before_attempt(resource));
-        let mut place = (wait && waiters.busy(resource)).then(|| waiters.join(resource, seen));
+        let mut place = busy.then(|| waiters.join(resource, seen));
         let mut turn = place.is_none();
         let (mut last, mut owed) = (None, false);
         loop {
@@ -254,14 +308,16 @@ impl LockManager {
                 }
             }
             let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
-            match next(delay) {
+            match budget.next(delay) {
                 Some(pause) if wait => {
-                    turn = place
-                        .get_or_insert_with(|| waiters.join(resource, seen))
-                        .wait(pause);
+                    let place = place.get_or_insert_with(|| waiters.join(resource, seen));
+                    let started = Instant::now();
+                    turn = place.wait(pause);
+                    budget.spent(started.elapsed());
                 }
                 Some(pause) => {
                     thread::sleep(pause);
+                    budget.spent(pause);
                     turn = true;
                 }
                 None => match last.take() {
@@ -424,10 +480,13 @@ impl Builder {
         self
     }
 
-    /// Sets the total number of attempts of [`LockManager::lock`] (at least
-    /// 1) and the maximum random pause between two attempts.
+    /// Sets how long [`LockManager::lock`] waits for a busy lock: `count`
+    /// attempts' worth (at least 1), that is `count - 1` pauses, each drawn
+    /// uniformly from `[max_delay / 2, max_delay]`. Being woken by a
+    /// release never shortens that wait (see
+    /// [`LockManager::set_retry`]).
     ///
-    /// Defaults to 3 attempts and 200 ms.
+    /// Defaults to 3 attempts and 200 ms: 200 to 400 ms of waiting.
     pub fn retry(mut self, count: u32, max_delay: Duration) -> Builder {
         self.retry_count = count;
         self.retry_delay = max_delay;
@@ -647,6 +706,7 @@ impl Builder {
         Ok(LockManager {
             cluster: Arc::new(Cluster {
                 waiters: Waiters::new(nodes.clone()),
+                held: Default::default(),
                 nodes,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
@@ -687,6 +747,43 @@ mod tests {
         let m = manager(0.5);
         assert!(m.cluster.check_ttl(Duration::from_millis(4)).is_err());
         assert!(m.cluster.check_ttl(Duration::from_millis(6)).is_ok());
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_lock_budget_is_its_pauses_whatever_wakes_them_early() {
+        let mut b = Budget::Pauses {
+            left: 2,
+            rest: Duration::ZERO,
+        };
+        assert_eq!(b.next(100 * MS), Some(100 * MS));
+        // Woken after 30 ms: the next pause is the 70 ms left of it.
+        b.spent(30 * MS);
+        assert_eq!(b.next(999 * MS), Some(70 * MS));
+        b.spent(70 * MS);
+        // Then the second and last pause.
+        assert_eq!(b.next(150 * MS), Some(150 * MS));
+        b.spent(150 * MS);
+        assert_eq!(b.next(150 * MS), None);
+        // One attempt in all: no pause.
+        let mut b = Budget::Pauses {
+            left: 0,
+            rest: Duration::ZERO,
+        };
+        assert_eq!(b.next(100 * MS), None);
+        assert_eq!(Budget::Once.next(100 * MS), None);
+    }
+
+    #[test]
+    fn a_deadline_budget_ends_at_the_deadline() {
+        assert_eq!(Budget::Until(None).next(5 * MS), Some(5 * MS));
+        let mut past = Budget::Until(Some(Instant::now()));
+        assert_eq!(past.next(5 * MS), None);
+        let mut far = Budget::Until(Some(Instant::now() + Duration::from_secs(60)));
+        assert_eq!(far.next(5 * MS), Some(5 * MS));
+        let mut near = Budget::Until(Some(Instant::now() + 50 * MS));
+        assert!(near.next(Duration::from_secs(1)).unwrap() <= 50 * MS);
     }
 
     #[test]

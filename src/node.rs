@@ -49,16 +49,37 @@ fn tls_scheme(url: &str) -> (String, Option<bool>) {
     (format!("{plain}://{rest}"), Some(insecure))
 }
 
-/// Deletes the key only while it still holds our token.
+/// Deletes the key only while it still holds our token: 1 when deleted,
+/// 0 when it holds another token, -1 when there is no key.
 const UNLOCK_SRC: &str = r#"
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+local held = redis.call("GET", KEYS[1])
+if held == ARGV[1] then
     return redis.call("DEL", KEYS[1])
+elseif held then
+    return 0
+end
+return -1
+"#;
+
+/// The clean-up of a failed acquisition: as the unlock script, and only
+/// when it deleted the key, announces the release (`PUBLISH` ARGV[2]
+/// ARGV[3]), so that an attempt that freed nothing wakes nobody. The
+/// publish may be refused (an ACL user without channels): that never
+/// fails the clean-up.
+const CLEANUP_SRC: &str = r#"
+if redis.call("GET", KEYS[1]) == ARGV[1] then
+    redis.call("DEL", KEYS[1])
+    if ARGV[2] then
+        redis.pcall("PUBLISH", ARGV[2], ARGV[3])
+    end
+    return 1
 end
 return 0
 "#;
 
 /// Resets the key's expiry (ARGV[2] ms) only while it still holds our
-/// token. With a second key (the resource's fencing counter), also keeps
+/// token: 1 when done, 0 when it holds another token, -1 when there is no
+/// key. With a second key (the resource's fencing counter), also keeps
 /// the counter alive longer than the lock: when it has less than the new
 /// TTL left, its expiry is reset to ARGV[3] ms (a counter with no expiry,
 /// or none at all, is left alone).
@@ -71,8 +92,10 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
         end
     end
     return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+elseif redis.call("EXISTS", KEYS[1]) == 1 then
+    return 0
 end
-return 0
+return -1
 "#;
 
 /// Raises the fencing counter to at least ARGV[1], keeping its expiry; a
@@ -133,6 +156,11 @@ impl Lua {
 pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UNLOCK_SRC));
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
+pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
+
+/// The answer of a node whose key is gone (expired or deleted), to an
+/// unlock or extend: the scripts' -1.
+pub(crate) const GONE: u64 = u64::MAX;
 
 /// Encodes one command in RESP.
 pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
@@ -151,10 +179,11 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// What a reply means. Every answer is a number: 0 is no, more is yes.
+/// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
+/// "no such key", anything else is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
-    /// `1` is yes, `0` is no (unlock, extend, raise).
+    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise).
     One,
     /// As `One` for the first command; a second one (the `PUBLISH` after
     /// an unlock) is read and its answer, an error reply included,
@@ -230,6 +259,7 @@ impl Pooled {
         match reply {
             Value::Int(1) => Ok(1),
             Value::Int(0) => Ok(0),
+            Value::Int(-1) => Ok(GONE),
             other => Err(unexpected(&other).into()),
         }
     }
@@ -366,11 +396,17 @@ impl Node {
                 redact(url)
             )));
         }
+        if let Err(why) = check_url(url) {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?}: {why}",
+                redact(url)
+            )));
+        }
         let info = plain_url
             .as_str()
             .into_connection_info()
             .map_err(|source| Error::InvalidConfig {
-                reason: format!("cannot read node URL {:?}", redact(url)),
+                reason: format!("cannot read node URL {:?}: {source}", redact(url)),
                 source: Some(source),
             })?;
         if !info.addr().is_supported() {
@@ -400,7 +436,7 @@ impl Node {
         }
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
-        for lua in [&*UNLOCK, &*EXTEND, &*RAISE] {
+        for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP] {
             handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.src.as_bytes()]));
         }
         handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
@@ -657,6 +693,58 @@ fn unexpected(value: &Value) -> RedisError {
     ))
 }
 
+/// The schemes a node URL may have.
+const SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "valkey",
+    "valkeys",
+    "unix",
+    "redis+unix",
+    "valkey+unix",
+];
+
+/// Says what is wrong with a node URL's form, before the `redis` crate
+/// reads it: no scheme, an unknown one, no host, a bad port.
+fn check_url(url: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(if url.starts_with('/') {
+            format!("no scheme: write unix://{url} for a socket path")
+        } else {
+            format!("no scheme: write redis://{url} (or rediss:// for TLS)")
+        });
+    };
+    if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "unknown scheme {scheme:?}: use redis://, rediss://, valkey://, valkeys:// or unix://"
+        ));
+    }
+    if scheme.contains("unix") {
+        return Ok(());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, tail)) => (host, tail.strip_prefix(':')),
+            None => return Err("an IPv6 address needs its closing ']'".into()),
+        },
+        None => match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    match port {
+        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Err(format!("bad port {port:?}: a number from 1 to 65535"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The URL with any credentials replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
@@ -673,6 +761,31 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_mistakes_are_named() {
+        let why = |url| check_url(url).unwrap_err();
+        assert!(why("127.0.0.1:7000").contains("write redis://127.0.0.1:7000"));
+        assert!(why("/tmp/r.sock").contains("unix:///tmp/r.sock"));
+        assert!(why("http://h:1").contains("unknown scheme \"http\""));
+        assert!(why("redis://h:70000").contains("bad port \"70000\""));
+        assert!(why("redis://h:x1").contains("bad port \"x1\""));
+        assert!(why("redis://h:").contains("bad port \"\""));
+        assert!(why("redis://:pw@").contains("no host"));
+        assert!(why("redis://[::1").contains("']'"));
+        for ok in [
+            "redis://h",
+            "redis://u:p@h:6379/2",
+            "rediss://h:6380#insecure",
+            "redis://[::1]:7000",
+            "redis://[::1]",
+            "unix:///tmp/r.sock",
+            "redis+unix:///tmp/r.sock",
+            "valkey://h:1",
+        ] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+    }
 
     #[test]
     fn redact_hides_credentials_only() {
@@ -744,10 +857,10 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        assert_eq!(n.handshake.len(), 7);
+        assert_eq!(n.handshake.len(), 8);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 5);
+        assert_eq!(n.handshake.len(), 6);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeError, NodeFailures};
-use crate::node::{Node, Pooled, Received, Request};
+use crate::node::{GONE, Node, Pooled, Received, Request};
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -34,14 +34,19 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration, factor: f64) -> Option<
         .filter(|v| !v.is_zero())
 }
 
-/// A delay drawn uniformly from `[0, max]` using 64 random bits
-/// (`random`), with nanosecond resolution.
+/// A pause drawn uniformly from `[max / 2, max]` using 64 random bits
+/// (`random`), with nanosecond resolution: random, so that contenders
+/// that failed together do not ask again together, and never shorter
+/// than half the maximum, so that a retry budget buys at least half the
+/// waiting its maximum promises.
 pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
-    let span = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    let max = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+    let low = max - max / 2;
+    let span = max - low;
     // Multiply-shift maps the 64 random bits onto [0, span] without the
     // bias of a modulo; span + 1 may need 65 bits, hence u128.
     let nanos = (u128::from(random) * (u128::from(span) + 1)) >> 64;
-    Duration::from_nanos(nanos as u64)
+    Duration::from_nanos(low + nanos as u64)
 }
 
 /// Sends `req` to the nodes that `only` selects (all when `None`) and
@@ -137,8 +142,10 @@ fn log_failures(nodes: &[Node], answers: &[Option<Result<u64, NodeError>>]) {
 pub(crate) struct Tally {
     /// Nodes that did what was asked.
     pub(crate) yes: usize,
-    /// Nodes that answered no: the key is someone else's (or gone).
+    /// Nodes that answered no: the key holds another owner's token.
     pub(crate) no: usize,
+    /// Nodes that answered that the key is gone (expired or deleted).
+    pub(crate) gone: usize,
     /// Nodes that failed, with their causes.
     pub(crate) failures: Vec<NodeError>,
 }
@@ -151,6 +158,7 @@ impl Tally {
         for answer in answers.into_iter().flatten() {
             match answer {
                 Ok(0) => tally.no += 1,
+                Ok(GONE) => tally.gone += 1,
                 Ok(_) => tally.yes += 1,
                 Err(e) => tally.failures.push(e),
             }
@@ -159,7 +167,7 @@ impl Tally {
     }
 
     fn nodes(&self) -> usize {
-        self.yes + self.no + self.failures.len()
+        self.yes + self.no + self.gone + self.failures.len()
     }
 
     /// Whether a quorum agreed.
@@ -178,7 +186,8 @@ impl Tally {
                 held_elsewhere: self.no,
                 nodes,
                 quorum,
-                failures: NodeFailures::new(self.failures),
+                held_here: false,
+                failures: NodeFailures::some(self.failures),
             }
         } else {
             self.no_quorum(resource)
@@ -186,14 +195,17 @@ impl Tally {
     }
 
     /// The error for a release or extend round that did not confirm a
-    /// quorum: `NotHeld` when the nodes that lost our token alone rule a
-    /// quorum out, otherwise `NoQuorum`.
+    /// quorum: `NotHeld` when the nodes that lost our token (to another
+    /// owner, or because the key is gone) alone rule a quorum out,
+    /// otherwise `NoQuorum`.
     pub(crate) fn held_error(self, resource: &[u8]) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
-        if self.no > nodes - quorum {
+        let lost = self.no + self.gone;
+        if lost > nodes - quorum {
             Error::NotHeld {
                 resource: display(resource),
-                lost_on: self.no,
+                lost_on: lost,
+                taken_over: self.no,
                 nodes,
                 renewal: None,
             }
@@ -209,7 +221,7 @@ impl Tally {
             agreed: self.yes,
             nodes,
             quorum: quorum(nodes),
-            failures: NodeFailures::new(self.failures),
+            failures: NodeFailures::some(self.failures),
         }
     }
 }
@@ -254,13 +266,17 @@ mod tests {
     }
 
     #[test]
-    fn retry_delay_spans_zero_to_max() {
+    fn retry_delay_spans_half_max_to_max() {
         let max = 200 * MS;
-        assert_eq!(retry_delay(max, 0), Duration::ZERO);
+        assert_eq!(retry_delay(max, 0), 100 * MS);
         assert_eq!(retry_delay(max, u64::MAX), max);
         let mid = retry_delay(max, u64::MAX / 2);
-        assert!(mid > 99 * MS && mid < 101 * MS, "{mid:?}");
+        assert!(mid > 149 * MS && mid < 151 * MS, "{mid:?}");
         assert_eq!(retry_delay(Duration::ZERO, u64::MAX), Duration::ZERO);
+        assert_eq!(
+            retry_delay(Duration::from_nanos(1), 0),
+            Duration::from_nanos(1)
+        );
         // huge maxima saturate instead of overflowing
         assert!(retry_delay(Duration::MAX, u64::MAX) >= Duration::from_secs(500 * 365 * 86400));
     }
@@ -278,8 +294,8 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
             let d = retry_delay(max, z);
-            assert!(d <= max);
-            buckets[(d.as_millis() as usize / 100).min(9)] += 1;
+            assert!(d <= max && d >= max / 2);
+            buckets[((d.as_millis() as usize - 500) / 50).min(9)] += 1;
         }
         for (i, n) in buckets.iter().enumerate() {
             assert!((850..1150).contains(n), "bucket {i} has {n} of 10000");
@@ -290,6 +306,7 @@ mod tests {
         let mut t = Tally {
             yes,
             no,
+            gone: 0,
             failures: Vec::new(),
         };
         for i in 0..failed {
@@ -335,7 +352,7 @@ mod tests {
                 quorum: 3,
                 failures,
                 ..
-            } => assert_eq!(failures.len(), 2),
+            } => assert_eq!(failures.map_or(0, |f| f.len()), 2),
             other => panic!("{other:?}"),
         }
         assert!(matches!(
@@ -348,8 +365,34 @@ mod tests {
     fn not_held_only_when_a_quorum_lost_the_token() {
         assert!(matches!(
             tally(1, 2, 0).held_error(b"r"),
-            Error::NotHeld { lost_on: 2, .. }
+            Error::NotHeld {
+                lost_on: 2,
+                taken_over: 2,
+                ..
+            }
         ));
+        // Keys gone on two nodes, another owner's on one: lost, and taken
+        // over on one node.
+        let mut t = tally(0, 1, 0);
+        t.gone = 2;
+        let err = t.held_error(b"r");
+        assert!(matches!(
+            err,
+            Error::NotHeld {
+                lost_on: 3,
+                taken_over: 1,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("taken over"), "{err}");
+        // Gone everywhere: it expired, nobody took it over.
+        let mut t = tally(0, 0, 0);
+        t.gone = 3;
+        let msg = t.held_error(b"r").to_string();
+        assert!(
+            msg.contains("it expired") && !msg.contains("taken over"),
+            "{msg}"
+        );
         assert!(matches!(
             tally(1, 1, 1).held_error(b"r"),
             Error::NoQuorum { .. }
@@ -362,8 +405,27 @@ mod tests {
         assert!(msg.contains("\"jobs/nightly\""), "{msg}");
         assert!(msg.contains("1 of 3 nodes agreed, 2 needed"), "{msg}");
         assert!(msg.contains("n0") && msg.contains("n1"), "{msg}");
+        assert!(
+            msg.ends_with("(failed: n0: connection refused; n1: connection refused)"),
+            "{msg}"
+        );
         let err = tally(1, 0, 2).acquire_error(b"r");
         let detail = std::error::Error::source(&err).unwrap().to_string();
         assert_eq!(detail, "n0: connection refused; n1: connection refused");
+        // Taken with every node answering: no failures, no source.
+        let err = tally(0, 3, 0).acquire_error(b"r");
+        assert!(std::error::Error::source(&err).is_none());
+        assert!(!err.to_string().contains("failed"), "{err}");
+        let debug = format!("{err:?}");
+        assert!(
+            !debug.contains("settled") && !debug.contains("connecting"),
+            "{debug}"
+        );
+        let debug = format!("{:?}", tally(1, 0, 1).acquire_error(b"r"));
+        assert!(debug.contains("n0: connection refused"), "{debug}");
+        assert!(
+            !debug.contains("settled") && !debug.contains("connecting"),
+            "{debug}"
+        );
     }
 }

@@ -85,8 +85,16 @@ impl Shared {
     /// (a majority has deleted the key by then, in case the first try came
     /// too early for the slower nodes), and on the local news; never after
     /// one of the waiters acquired the lock since.
+    ///
+    /// A node's message about an unlock by one of this manager's own
+    /// waiting acquisitions (the clean-up of its failed attempt) is
+    /// ignored: it must not end that thread's own pause, and this
+    /// manager's other waiters queue behind that thread anyway.
     fn heard(&self, resource: &[u8], token: &[u8], local: bool) {
         let mut reg = self.reg.lock();
+        if !local && reg.own.contains_key(unlock_token(token)) {
+            return;
+        }
         self.counter(resource).fetch_add(1, Ordering::SeqCst);
         let quorum = quorum::quorum(self.nodes.len());
         if let Some(entry) = reg.resources.get_mut(resource) {
@@ -124,6 +132,18 @@ struct Registry {
     version: u64,
     /// Per node: whether its listener thread runs.
     listening: Vec<bool>,
+    /// The lock tokens of this manager's acquisitions under way that may
+    /// wait (see [`Waiters::start`]), with how many use each.
+    own: HashMap<Vec<u8>, usize>,
+}
+
+/// The lock token an unlock's message names: the message is the token,
+/// `:`, and a count.
+fn unlock_token(message: &[u8]) -> &[u8] {
+    match message.iter().rposition(|&b| b == b':') {
+        Some(at) => &message[..at],
+        None => message,
+    }
 }
 
 #[derive(Default)]
@@ -215,8 +235,28 @@ impl Waiters {
         }
     }
 
+    /// Starts an acquisition of `resource` with `token` that may wait:
+    /// from now until the returned [`Own`] is dropped, releases
+    /// announced under `token` (its failed attempts' clean-ups) wake
+    /// nobody of this manager. Also says whether threads of this manager
+    /// already wait for `resource`.
+    pub(crate) fn start(&self, resource: &[u8], token: &[u8]) -> (Own<'_>, bool) {
+        let mut reg = self.shared.reg.lock();
+        *reg.own.entry(token.to_vec()).or_insert(0) += 1;
+        let busy = reg
+            .resources
+            .get(resource)
+            .is_some_and(|e| !e.queue.is_empty());
+        let own = Own {
+            waiters: self,
+            token: token.to_vec(),
+        };
+        (own, busy)
+    }
+
     /// Whether threads of this manager wait for `resource`.
-    pub(crate) fn busy(&self, resource: &[u8]) -> bool {
+    #[cfg(test)]
+    fn busy(&self, resource: &[u8]) -> bool {
         self.shared
             .reg
             .lock()
@@ -283,6 +323,24 @@ impl Waiters {
     fn listening(&self) -> usize {
         let reg = self.shared.reg.lock();
         reg.listening.iter().filter(|l| **l).count()
+    }
+}
+
+/// An acquisition under way (see [`Waiters::start`]).
+pub(crate) struct Own<'a> {
+    waiters: &'a Waiters,
+    token: Vec<u8>,
+}
+
+impl Drop for Own<'_> {
+    fn drop(&mut self) {
+        let mut reg = self.waiters.shared.reg.lock();
+        if let Some(n) = reg.own.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                reg.own.remove(&self.token);
+            }
+        }
     }
 }
 
@@ -573,6 +631,28 @@ mod tests {
         reg.expire(Instant::now() + LINGER * 2);
         assert!(reg.resources.is_empty());
         assert!(reg.version > v);
+    }
+
+    #[test]
+    fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
+        let w = waiters();
+        let (own, _) = w.start(b"r", b"tok1");
+        let seen = w.before_attempt(b"r");
+        // The clean-up of tok1's failed attempt, heard from a node.
+        w.shared.heard(b"r", b"tok1:7", false);
+        let a = w.join(b"r", Some(seen));
+        assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+        w.shared.heard(b"r", b"tok1:8", false);
+        assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+        // Another owner's release wakes it.
+        w.shared.heard(b"r", b"tok2:9", false);
+        assert!(a.wait(Duration::from_secs(60)));
+        drop(a);
+        drop(own);
+        // Once the acquisition is over, tok1's messages count again.
+        let b = w.join(b"r", None);
+        w.shared.heard(b"r", b"tok1:10", false);
+        assert!(b.wait(Duration::from_secs(60)));
     }
 
     #[test]

@@ -28,22 +28,28 @@ fn no_nodes() {
 }
 
 #[test]
-fn unreadable_and_non_redis_urls() {
-    for url in [
-        "",
-        "not a url",
-        "http://127.0.0.1:6379",
-        "redis://",
-        "redis://host:notaport",
+fn url_mistakes_are_named() {
+    for (url, says) in [
+        ("", "no scheme"),
+        ("not a url", "no scheme"),
+        ("127.0.0.1:6379", "no scheme: write redis://127.0.0.1:6379"),
+        ("http://127.0.0.1:6379", "unknown scheme \"http\""),
+        ("redis://", "no host"),
+        ("redis://host:notaport", "bad port \"notaport\""),
+        ("redis://host:70000", "bad port \"70000\""),
     ] {
-        let err = LockManager::new([url]).unwrap_err();
-        match &err {
-            Error::InvalidConfig { reason, source } => {
-                assert!(reason.contains("URL"), "{url:?}: {reason}");
-                assert!(source.is_some(), "{url:?}: the parser's error is kept");
-            }
-            other => panic!("{url:?}: expected InvalidConfig, got {other:?}"),
+        let reason = config_error(LockManager::new([url]));
+        assert!(reason.contains("URL"), "{url:?}: {reason}");
+        assert!(reason.contains(says), "{url:?}: {reason}");
+    }
+    // What only the URL parser finds: its words, and its error kept.
+    let err = LockManager::new(["redis://host/notadb"]).unwrap_err();
+    match &err {
+        Error::InvalidConfig { reason, source } => {
+            assert!(source.is_some(), "the parser's error is kept: {reason}");
+            assert!(reason.len() > "cannot read node URL \"redis://host/notadb\": ".len());
         }
+        other => panic!("expected InvalidConfig, got {other:?}"),
     }
 }
 

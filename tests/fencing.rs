@@ -285,7 +285,8 @@ fn a_node_whose_counter_cannot_count_is_a_failed_node_and_keeps_no_key() {
     let _: () = node1.del(fence_key(&key)).unwrap();
     let _: () = node1.hset(fence_key(&key), "field", "value").unwrap();
     match dlm.lock(&key, Duration::from_secs(10)) {
-        Err(Error::NoQuorum { failures, .. }) => {
+        Err(err @ Error::NoQuorum { .. }) => {
+            let failures = err.failures();
             assert_eq!(failures.len(), 2);
             for (failure, server) in failures.iter().zip(&cluster.servers) {
                 let text = failure.to_string();

@@ -227,9 +227,10 @@ fn killed_paused_and_black_holed_nodes_over_tls() {
         assert!(took < TIMEOUT * 2 + Duration::from_millis(500), "{took:?}");
         match result {
             Ok(guard) if expect_ok => guard.release().map(|_| ()).unwrap_or(()),
-            Err(Error::NoQuorum { failures, .. }) if !expect_ok => {
-                assert_eq!(failures.len(), 2, "{failures}");
-                for f in failures.iter() {
+            Err(err @ Error::NoQuorum { .. }) if !expect_ok => {
+                let failures = err.failures();
+                assert_eq!(failures.len(), 2, "{err}");
+                for f in failures {
                     assert!(kinds.contains(&f.kind()), "{f}");
                 }
             }
