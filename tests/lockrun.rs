@@ -211,28 +211,179 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
 }
 
 #[test]
-fn bad_command_lines_exit_64() {
+fn bad_command_lines_exit_64_and_say_what_is_wrong() {
     let bin = lockrun_bin();
-    for args in [
-        &["res"][..],
-        &["--", "true"],
-        &["--ttl", "soon", "res", "--", "true"],
-        &["--bogus", "res", "--", "true"],
-        &[
-            "--nodes",
-            "redis://127.0.0.1:1",
-            "--ttl",
-            "0s",
-            "res",
-            "--",
-            "true",
-        ],
-        &["--nodes", "not a url", "res", "--", "true"],
+    let node = "redis://127.0.0.1:1";
+    for (args, says) in [
+        (&["--nodes", node, "res"][..], "missing `--` and COMMAND"),
+        (&["--nodes", node, "--", "echo", "ran"], "missing RESOURCE"),
+        (&["--nodes", node, "res", "--"], "missing COMMAND"),
+        (
+            &["--nodes", node, "res", "echo", "ran"],
+            "put `--` before COMMAND",
+        ),
+        (
+            &["--nodes", node, "--ttl", "soon", "res", "--", "true"],
+            "--ttl: \"soon\" is not a duration",
+        ),
+        (
+            &["--nodes", node, "--ttl", "-5s", "res", "--", "true"],
+            "--ttl: \"-5s\" is not a duration",
+        ),
+        (
+            &["--nodes", node, "--wait", "5parsecs", "res", "--", "true"],
+            "--wait: unknown unit",
+        ),
+        (
+            &["--nodes", node, "--bogus", "res", "--", "true"],
+            "--bogus",
+        ),
+        (
+            &["--nodes", node, "--ttl", "0s", "res", "--", "true"],
+            "TTL must be at least 1 ms",
+        ),
+        (
+            &["--nodes", "not a url", "res", "--", "true"],
+            "no scheme: write redis://",
+        ),
+        (
+            &[
+                "--nodes",
+                "redis://127.0.0.1:1,,redis://127.0.0.1:2",
+                "res",
+                "--",
+                "true",
+            ],
+            "--nodes: empty entry",
+        ),
+        (
+            &["--nodes", "127.0.0.1:7000", "res", "--", "true"],
+            "write redis://127.0.0.1:7000",
+        ),
     ] {
-        let out = Command::new(&bin).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains("lockrun:"), "{args:?}");
+        let out = Command::new(&bin)
+            .args(args)
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.contains("lockrun:"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: expected {says:?} in {err}");
     }
+    // The command never ran: `lockrun -- echo ran` is not a lock on "echo".
+    let out = Command::new(&bin)
+        .args(["--nodes", node, "--", "echo", "ran"])
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty());
+    // An empty entry in REDLOCK_NODES too.
+    let out = Command::new(&bin)
+        .args(["res", "--", "true"])
+        .env("REDLOCK_NODES", "redis://127.0.0.1:1,")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("REDLOCK_NODES: empty entry"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Each failing node's cause is printed without `-v`: a wrong password,
+/// a missing one, a dead port, a host that does not resolve.
+#[test]
+fn failing_nodes_are_named_with_their_cause() {
+    let secured = support::Server::start_with(&["--requirepass", "s3cret"]).unwrap();
+    let open = support::Server::start().unwrap();
+    let dead = {
+        let mut s = support::Server::start().unwrap();
+        s.kill();
+        s
+    };
+    let key = resource("lockrun-causes");
+    for (url, says) in [
+        (
+            format!("redis://:wrong@127.0.0.1:{}", secured.port()),
+            "wrong user name or password",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", secured.port()),
+            "requires a password and none was given",
+        ),
+        (
+            format!("redis://:s3cret@127.0.0.1:{}", open.port()),
+            "a password was given but the server has none set",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", dead.port()),
+            "connection refused",
+        ),
+        // `.invalid` never resolves (RFC 6761); a resolver that does not
+        // answer in time is a timeout instead (still a stated cause).
+        (
+            "redis://no-such-host.invalid:6390".to_owned(),
+            "no-such-host.invalid:6390: name resolution failed",
+        ),
+    ] {
+        let out = Command::new(lockrun_bin())
+            .args(["--nodes", &url, "--wait", "0", "--node-timeout", "2s"])
+            .args([key.as_str(), "--", "echo", "ran"])
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        let resolver_hung = url.contains(".invalid") && err.contains("no connection within 2s");
+        assert!(
+            err.contains(says) || resolver_hung,
+            "{url}: expected {says:?} in {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
+/// With every node down, the first failure is reported at once, and
+/// lockrun goes on trying until --wait runs out.
+#[test]
+fn nodes_failing_while_waiting_are_reported_at_once() {
+    let mut cluster = Cluster::start(3).unwrap();
+    for s in &mut cluster.servers {
+        s.kill();
+    }
+    let key = resource("lockrun-down-wait");
+    let started = Instant::now();
+    let mut child = spawn(&mut lockrun(&cluster, &["--wait", "3s"], &key, "echo ran"));
+    let stderr_pipe = child.stderr.take().unwrap();
+    let reader = thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr_pipe)
+            .lines()
+            .map_while(Result::ok)
+            .map(|line| (started.elapsed(), line))
+            .collect::<Vec<_>>()
+    });
+    let status = child.wait().unwrap();
+    let took = started.elapsed();
+    let lines = reader.join().unwrap();
+    assert_eq!(status.code(), Some(69), "{lines:?}");
+    assert!(took >= Duration::from_secs(3), "gave up after {took:?}");
+    let (at, first) = &lines[0];
+    assert!(
+        first.contains("cannot lock") && first.contains("yet"),
+        "{lines:?}"
+    );
+    assert!(first.contains("connection refused"), "{lines:?}");
+    assert!(
+        *at < Duration::from_millis(2000),
+        "first report after {at:?}"
+    );
+    assert_eq!(
+        lines.len(),
+        2,
+        "one report while waiting, one at the end: {lines:?}"
+    );
 }
 
 #[test]
@@ -305,6 +456,17 @@ fn a_command_that_cannot_run_exits_127_or_126_and_releases() {
     for server in &cluster.servers {
         assert_eq!(get(server, key.as_bytes()), None);
     }
+}
+
+#[test]
+fn verbose_with_no_wait_says_it_will_not_wait() {
+    let cluster = Cluster::start(1).unwrap();
+    let key = resource("lockrun-nowait");
+    let out = run(&mut lockrun(&cluster, &["-v", "--wait", "0"], &key, "true"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("without waiting"), "{err}");
+    assert!(!err.contains("0ns"), "{err}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `lockrun`: run a command under a distributed lock, like `flock(1)`
 //! across machines. Built with the `cli` feature:
-//! `cargo install redlock-sync --features cli`. `lockrun --help` says
+//! `cargo install --path . --features cli`. `lockrun --help` says
 //! everything; the README has cron and systemd examples.
 //!
 //! One `unsafe` block: `CommandExt::pre_exec`, to ask Linux to kill the
@@ -46,7 +46,7 @@ several independent Redis masters), like flock(1) across machines.
 USAGE:
     lockrun [OPTIONS] RESOURCE -- COMMAND [ARGS...]
 
-The lock on RESOURCE (a Redis key) is taken, kept alive while COMMAND runs,
+RESOURCE and `--` before COMMAND are required. The lock on RESOURCE (a Redis key) is taken, kept alive while COMMAND runs,
 and released as soon as COMMAND exits; lockrun then exits with COMMAND's
 status.
 
@@ -183,12 +183,21 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         Ok(dlm) => dlm,
         Err(e) => return usage_error(e.to_string()),
     };
-    say!(
-        INFO,
-        "waiting up to {:?} for {:?}",
-        args.wait,
-        args.resource
-    );
+
+    if args.wait.is_zero() {
+        say!(
+            INFO,
+            "locking {:?} without waiting (--wait 0)",
+            args.resource
+        );
+    } else {
+        say!(
+            INFO,
+            "locking {:?}, waiting up to {} if it is busy",
+            args.resource,
+            human(args.wait)
+        );
+    }
     let guard = match acquire(&dlm, args, signals) {
         Acquired::Signal(sig) => return ExitCode::from(128u8.saturating_add(sig as u8)),
         Acquired::Lock(Ok(guard)) => guard.keep_alive(),
@@ -235,10 +244,13 @@ enum Acquired {
 }
 
 /// Takes the lock within `--wait`, in attempts of at most 100 ms so that
-/// a signal is seen promptly.
+/// a signal is seen promptly. The first failure that involves failing
+/// nodes is reported at once (a person should not wait 10 s to learn that
+/// a node is down or refuses the password); a lock merely held by someone
+/// else is reported only with `-v`.
 fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
     let deadline = Instant::now() + args.wait;
-    let mut announced = false;
+    let (mut announced, mut nodes_reported) = (false, false);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let slice = left.min(Duration::from_millis(100));
@@ -246,8 +258,22 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
         match &result {
             Err(Error::InvalidArgument { .. }) | Ok(_) => return Acquired::Lock(result),
             Err(e) if left > slice => {
-                if !announced {
-                    say!(INFO, "cannot lock {:?} yet ({e}); waiting", args.resource);
+                if !e.failures().is_empty() && !nodes_reported {
+                    say!(
+                        WARN,
+                        "cannot lock {:?} yet: {e}; still trying for up to {}",
+                        args.resource,
+                        human(left)
+                    );
+                    nodes_reported = true;
+                    announced = true;
+                } else if !announced {
+                    say!(
+                        INFO,
+                        "cannot lock {:?} yet ({e}); waiting up to {}",
+                        args.resource,
+                        human(left)
+                    );
                     announced = true;
                 }
             }
@@ -387,17 +413,32 @@ fn usage_error(msg: String) -> ExitCode {
     ExitCode::from(EX_USAGE)
 }
 
-fn split_urls(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
+/// The URLs of a comma-separated list; an empty entry is an error (a
+/// stray comma, or a variable that expanded to nothing).
+fn split_urls(list: &str, name: &str) -> Result<Vec<String>, String> {
+    let urls: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+    if urls.iter().any(String::is_empty) {
+        return Err(format!(
+            "{name}: empty entry in {list:?} (URLs are separated by single commas)"
+        ));
+    }
+    Ok(urls)
 }
 
 fn parse() -> Result<Parsed, String> {
     use lexopt::prelude::*;
-    let mut parser = lexopt::Parser::from_env();
+    // Everything after the first `--` is COMMAND; lexopt reads only the
+    // options and RESOURCE before it.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let command = match argv.iter().position(|a| a == "--") {
+        Some(at) => {
+            let command = argv.split_off(at + 1);
+            argv.pop();
+            Some(command)
+        }
+        None => None,
+    };
+    let mut parser = lexopt::Parser::from_args(argv);
     let mut nodes = None;
     let mut args = Args {
         nodes: Vec::new(),
@@ -412,49 +453,27 @@ fn parse() -> Result<Parsed, String> {
         command: Vec::new(),
     };
     let mut resource = None;
-    let text = |v: std::ffi::OsString, name: &str| {
-        v.into_string()
+    // The value of option `name`, as UTF-8 text.
+    let value = |parser: &mut lexopt::Parser, name: &str| -> Result<String, String> {
+        parser
+            .value()
+            .map_err(|_| format!("{name} needs a value"))?
+            .into_string()
             .map_err(|_| format!("{name}: not valid UTF-8"))
+    };
+    let duration_of = |parser: &mut lexopt::Parser, name: &str| -> Result<Duration, String> {
+        duration(&value(parser, name)?).map_err(|why| format!("{name}: {why}"))
     };
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
-            Long("nodes") => {
-                nodes = Some(split_urls(&text(
-                    parser.value().map_err(|e| e.to_string())?,
-                    "--nodes",
-                )?))
-            }
-            Long("ttl") => {
-                args.ttl = duration(&text(parser.value().map_err(|e| e.to_string())?, "--ttl")?)?
-            }
-            Long("wait") => {
-                args.wait = duration(&text(parser.value().map_err(|e| e.to_string())?, "--wait")?)?
-            }
-            Long("node-timeout") => {
-                args.node_timeout = duration(&text(
-                    parser.value().map_err(|e| e.to_string())?,
-                    "--node-timeout",
-                )?)?
-            }
+            Long("nodes") => nodes = Some(split_urls(&value(&mut parser, "--nodes")?, "--nodes")?),
+            Long("ttl") => args.ttl = duration_of(&mut parser, "--ttl")?,
+            Long("wait") => args.wait = duration_of(&mut parser, "--wait")?,
+            Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
-            Long("tls-ca") => {
-                args.tls_ca = Some(text(
-                    parser.value().map_err(|e| e.to_string())?,
-                    "--tls-ca",
-                )?)
-            }
-            Long("tls-cert") => {
-                args.tls_cert = Some(text(
-                    parser.value().map_err(|e| e.to_string())?,
-                    "--tls-cert",
-                )?)
-            }
-            Long("tls-key") => {
-                args.tls_key = Some(text(
-                    parser.value().map_err(|e| e.to_string())?,
-                    "--tls-key",
-                )?)
-            }
+            Long("tls-ca") => args.tls_ca = Some(value(&mut parser, "--tls-ca")?),
+            Long("tls-cert") => args.tls_cert = Some(value(&mut parser, "--tls-cert")?),
+            Long("tls-key") => args.tls_key = Some(value(&mut parser, "--tls-key")?),
             Short('q') | Long("quiet") => VERBOSITY.store(ERROR, Ordering::Relaxed),
             Short('v') | Long("verbose") => VERBOSITY.store(INFO, Ordering::Relaxed),
             Short('h') | Long("help") => {
@@ -465,27 +484,36 @@ fn parse() -> Result<Parsed, String> {
                 println!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"));
                 return Ok(Parsed::Exit(ExitCode::SUCCESS));
             }
-            Value(v) if resource.is_none() => resource = Some(text(v, "RESOURCE")?),
+            Value(v) if resource.is_none() => {
+                resource = Some(
+                    v.into_string()
+                        .map_err(|_| "RESOURCE: not valid UTF-8".to_owned())?,
+                )
+            }
             Value(v) => {
-                // COMMAND without `--`: it and everything after it.
-                args.command.push(v);
-                args.command
-                    .extend(parser.raw_args().map_err(|e| e.to_string())?);
-                break;
+                return Err(format!(
+                    "unexpected {:?} after RESOURCE: put `--` before COMMAND",
+                    v.to_string_lossy()
+                ));
             }
             other => return Err(other.unexpected().to_string()),
         }
     }
-    // `--` ends the options: lexopt gives what follows as values.
-    args.resource = resource.ok_or("no RESOURCE given")?;
-    if args.command.is_empty() {
-        return Err("no COMMAND given after `--`".into());
+    args.resource = resource.ok_or("missing RESOURCE (lockrun [OPTIONS] RESOURCE -- COMMAND)")?;
+    if args.resource.is_empty() {
+        return Err("RESOURCE is empty".into());
     }
+    args.command = match command {
+        Some(command) if !command.is_empty() => command,
+        Some(_) => return Err("missing COMMAND after `--`".into()),
+        None => return Err("missing `--` and COMMAND after RESOURCE".into()),
+    };
     args.nodes = match nodes {
         Some(nodes) => nodes,
-        None => std::env::var("REDLOCK_NODES")
-            .map(|list| split_urls(&list))
-            .unwrap_or_default(),
+        None => match std::env::var("REDLOCK_NODES") {
+            Ok(list) if !list.trim().is_empty() => split_urls(&list, "REDLOCK_NODES")?,
+            _ => Vec::new(),
+        },
     };
     if args.nodes.is_empty() {
         return Err("no nodes: give --nodes URL,... or set REDLOCK_NODES".into());
@@ -501,7 +529,9 @@ fn duration(text: &str) -> Result<Duration, String> {
     };
     let number: f64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration (try 30s or 500ms)"))?;
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(|| format!("{text:?} is not a duration (try 30s or 500ms)"))?;
     let seconds = match unit {
         "ms" => number / 1000.0,
         "s" => number,
@@ -510,4 +540,16 @@ fn duration(text: &str) -> Result<Duration, String> {
         _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s, m, h)")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+}
+
+/// A duration as a person writes it: `10s`, `500ms`, `1.5s`, `2m`.
+fn human(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 999.5 {
+        format!("{}ms", ms.round())
+    } else if ms < 120_000.0 {
+        format!("{}s", (ms / 100.0).round() / 10.0)
+    } else {
+        format!("{}m", (ms / 6_000.0).round() / 10.0)
+    }
 }
