@@ -12,7 +12,6 @@
 #[path = "../tests/support/server.rs"]
 mod server;
 
-use std::error::Error as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,9 +34,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nodes(&urls)
         .node_timeout(Duration::from_millis(50))
         .build()?;
-    // Waiters are woken by each release and served in turn; without a
-    // release they ask again after a pause: 50 attempts, at most 20 ms
-    // apart.
+    // Waiters are woken by each release and served in turn; a lock that is
+    // never released is given up after 50 attempts' worth of waiting: 49
+    // pauses of 10-20 ms, about 0.5-1 s, whatever wakes them early.
     dlm.set_retry(50, Duration::from_millis(20))?;
     println!("quorum: {} of {}", dlm.quorum(), urls.len());
 
@@ -58,13 +57,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             thread::sleep(Duration::from_millis(30)); // the work
                             // Dropping the guard releases the lock on every node.
                         }
-                        Err(Error::Taken { .. }) => println!("worker {worker}: still taken, gave up"),
-                        Err(e) => {
-                            eprintln!("worker {worker}: {e}");
-                            if let Some(cause) = e.source() {
-                                eprintln!("  caused by: {cause}");
-                            }
+                        Err(e @ Error::Taken { .. }) => {
+                            println!("worker {worker}: still taken, gave up: {e}")
                         }
+                        // The message names each failing node and why.
+                        Err(e) => eprintln!("worker {worker}: {e}"),
                     }
                 }
             });
