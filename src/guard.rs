@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::cluster::{Cluster, Granted, Token};
 use crate::error::{Error, Result};
 use crate::quorum;
+use crate::rounds::{Granted, Rounds, Token};
 
 /// What a guard and its keep-alive thread share.
 struct State {
-    cluster: Arc<Cluster>,
+    rounds: Arc<Rounds>,
     resource: Box<[u8]>,
     token: Token,
     ttl: Duration,
@@ -53,7 +53,7 @@ impl State {
             resource: quorum::display(&self.resource),
             lost_on,
             taken_over,
-            nodes: self.cluster.nodes.len(),
+            nodes: self.rounds.nodes.len(),
             renewal,
         }
     }
@@ -68,8 +68,8 @@ impl State {
 
     /// One extend round; see [`LockGuard::extend`].
     fn extend(&self, ttl: Duration) -> Result<()> {
-        let cluster = &*self.cluster;
-        let ttl_ms = cluster.check_ttl(ttl)?;
+        let rounds = &*self.rounds;
+        let ttl_ms = rounds.check_ttl(ttl)?;
         let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
@@ -80,7 +80,7 @@ impl State {
         if lost.is_some() || start >= deadline {
             return Err(self.not_held(lost, None));
         }
-        let tally = cluster.extend(&self.resource, &self.token, ttl_ms);
+        let tally = rounds.extend(&self.resource, &self.token, ttl_ms);
         let end = Instant::now();
         if end >= deadline {
             return Err(self.not_held(None, None));
@@ -98,7 +98,7 @@ impl State {
             return Err(err);
         }
         let elapsed = end - start;
-        match quorum::validity(ttl, elapsed, cluster.drift_factor)
+        match quorum::validity(ttl, elapsed, rounds.drift_factor)
             .and_then(|validity| start.checked_add(elapsed + validity))
         {
             Some(valid_until) => {
@@ -258,16 +258,16 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(
-        cluster: Arc<Cluster>,
+        rounds: Arc<Rounds>,
         resource: &[u8],
         token: Token,
         ttl: Duration,
         granted: Granted,
     ) -> LockGuard {
-        cluster.hold(resource);
+        rounds.hold(resource);
         LockGuard {
             state: Arc::new(State {
-                cluster,
+                rounds,
                 resource: resource.into(),
                 token,
                 ttl,
@@ -437,8 +437,8 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state.cluster.unlock(&state.resource, &state.token);
-        state.cluster.let_go(&state.resource);
+        let tally = state.rounds.unlock(&state.resource, &state.token);
+        state.rounds.let_go(&state.resource);
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }

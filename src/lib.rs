@@ -150,7 +150,6 @@ macro_rules! log {
 }
 pub(crate) use log;
 
-mod cluster;
 mod conn;
 mod error;
 mod guard;
@@ -158,14 +157,15 @@ mod manager;
 mod node;
 mod quorum;
 mod resolve;
+mod rounds;
 #[cfg(feature = "tls")]
 mod tls;
 mod wait;
 
-pub use cluster::{FENCE_SUFFIX, MAX_TTL};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};
+pub use rounds::{FENCE_SUFFIX, MAX_TTL};
 pub use wait::RELEASE_SUFFIX;
 
 // The README's examples compile as doctests (they are `no_run`).

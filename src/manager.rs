@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, MAX_TTL, new_token};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::node::{Node, Setup, redact};
 use crate::quorum;
 use crate::resolve::ResolveFn;
+use crate::rounds::{MAX_TTL, Rounds, new_token};
 use crate::wait::Waiters;
 
 // The defaults, in one place.
@@ -98,7 +98,7 @@ impl Budget {
 /// costs at most the node timeout and counts as one vote against.
 #[derive(Clone)]
 pub struct LockManager {
-    cluster: Arc<Cluster>,
+    rounds: Arc<Rounds>,
     retry: Retry,
 }
 
@@ -165,29 +165,29 @@ impl LockManager {
 
     /// How many nodes must agree: a strict majority of the nodes.
     pub fn quorum(&self) -> usize {
-        quorum::quorum(self.cluster.nodes.len())
+        quorum::quorum(self.rounds.nodes.len())
     }
 
     /// Whether acquisitions carry a fencing token (see
     /// [`Builder::fencing`]).
     pub fn fencing(&self) -> bool {
-        self.cluster.fencing_expiry_ms.is_some()
+        self.rounds.fencing_expiry_ms.is_some()
     }
 
     /// The nodes' names (`host:port`, `unix:path`, with `/db` when not 0),
     /// in the order given; these are the names that errors use.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
-        self.cluster.nodes.iter().map(Node::name)
+        self.rounds.nodes.iter().map(Node::name)
     }
 
     /// The time each node gets to answer one call, connecting included.
     pub fn node_timeout(&self) -> Duration {
-        self.cluster.node_timeout
+        self.rounds.node_timeout
     }
 
     /// The clock drift factor.
     pub fn drift_factor(&self) -> f64 {
-        self.cluster.drift_factor
+        self.rounds.drift_factor
     }
 
     /// Takes the lock on `resource` for `ttl`, waiting for it as the retry
@@ -269,11 +269,11 @@ impl LockManager {
     /// announced by this acquisition's own failed attempts (the clean-up of
     /// a split vote) wake none of this manager's threads.
     fn acquire(&self, resource: &[u8], ttl: Duration, mut budget: Budget) -> Result<LockGuard> {
-        Cluster::check_resource(resource)?;
-        let ttl_ms = self.cluster.check_ttl(ttl)?;
+        Rounds::check_resource(resource)?;
+        let ttl_ms = self.rounds.check_ttl(ttl)?;
         let token = new_token()?;
-        let waiters = &self.cluster.waiters;
-        let wait = !matches!(budget, Budget::Once) && self.cluster.wake_on_release;
+        let waiters = &self.rounds.waiters;
+        let wait = !matches!(budget, Budget::Once) && self.rounds.wake_on_release;
         let (_own, busy) = match wait {
             true => {
                 let (own, busy) = waiters.start(resource, &token);
@@ -290,13 +290,13 @@ impl LockManager {
                 if wait && place.is_none() {
                     seen = Some(waiters.before_attempt(resource));
                 }
-                match self.cluster.acquire(resource, &token, ttl_ms) {
+                match self.rounds.acquire(resource, &token, ttl_ms) {
                     Ok(granted) => {
                         if let Some(place) = place {
                             place.acquired();
                         }
                         return Ok(LockGuard::new(
-                            self.cluster.clone(),
+                            self.rounds.clone(),
                             resource,
                             token,
                             Duration::from_millis(ttl_ms),
@@ -368,10 +368,10 @@ impl fmt::Debug for LockManager {
         f.debug_struct("LockManager")
             .field("nodes", &self.nodes().collect::<Vec<_>>())
             .field("quorum", &self.quorum())
-            .field("node_timeout", &self.cluster.node_timeout)
-            .field("drift_factor", &self.cluster.drift_factor)
-            .field("fencing_expiry_ms", &self.cluster.fencing_expiry_ms)
-            .field("wake_on_release", &self.cluster.wake_on_release)
+            .field("node_timeout", &self.rounds.node_timeout)
+            .field("drift_factor", &self.rounds.drift_factor)
+            .field("fencing_expiry_ms", &self.rounds.fencing_expiry_ms)
+            .field("wake_on_release", &self.rounds.wake_on_release)
             .field("retry", &self.retry)
             .finish()
     }
@@ -704,7 +704,7 @@ impl Builder {
         }
         let nodes: Arc<[Node]> = nodes.into();
         Ok(LockManager {
-            cluster: Arc::new(Cluster {
+            rounds: Arc::new(Rounds {
                 waiters: Waiters::new(nodes.clone()),
                 held: Default::default(),
                 nodes,
@@ -733,7 +733,7 @@ mod tests {
     #[test]
     fn ttl_checks() {
         let m = manager(0.01);
-        let s = &m.cluster;
+        let s = &m.rounds;
         assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
         assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
         assert!(s.check_ttl(Duration::ZERO).is_err());
@@ -745,8 +745,8 @@ mod tests {
         assert!(s.check_ttl(Duration::MAX).is_err());
         // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
         let m = manager(0.5);
-        assert!(m.cluster.check_ttl(Duration::from_millis(4)).is_err());
-        assert!(m.cluster.check_ttl(Duration::from_millis(6)).is_ok());
+        assert!(m.rounds.check_ttl(Duration::from_millis(4)).is_err());
+        assert!(m.rounds.check_ttl(Duration::from_millis(6)).is_ok());
     }
 
     const MS: Duration = Duration::from_millis(1);

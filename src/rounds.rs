@@ -72,7 +72,7 @@ pub(crate) struct Granted {
 }
 
 /// The nodes and the settings every round needs.
-pub(crate) struct Cluster {
+pub(crate) struct Rounds {
     pub(crate) nodes: Arc<[Node]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
@@ -97,7 +97,7 @@ fn announce_args<'a>(token: &'a [u8], channel: &'a [u8], message: &'a [u8]) -> V
     }
 }
 
-impl Cluster {
+impl Rounds {
     /// Checks a resource name: not empty, and not a fencing counter's.
     pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
         if resource.is_empty() {
@@ -467,8 +467,8 @@ mod tests {
     #[test]
     fn counter_keys_end_with_the_reserved_suffix() {
         assert_eq!(fence_key(b"lock:job"), b"lock:job:redlock-fence");
-        assert!(Cluster::check_resource(b"lock:job").is_ok());
-        assert!(Cluster::check_resource(&fence_key(b"lock:job")).is_err());
-        assert!(Cluster::check_resource(b"").is_err());
+        assert!(Rounds::check_resource(b"lock:job").is_ok());
+        assert!(Rounds::check_resource(&fence_key(b"lock:job")).is_err());
+        assert!(Rounds::check_resource(b"").is_err());
     }
 }
