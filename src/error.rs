@@ -313,6 +313,11 @@ pub enum NodeErrorKind {
     /// demands a client certificate we lack, it does not speak TLS, or it
     /// sent a TLS alert.
     Tls,
+    /// A Redis Cluster member could not route the request: no server of
+    /// the cluster gave a slot map in time, or no master serves the
+    /// resource's slot. (Error replies of the cluster, `CLUSTERDOWN` or
+    /// `TRYAGAIN`, are [`Server`](Self::Server) failures with their code.)
+    Cluster,
 }
 
 /// One node's failure: which node, what kind of failure, and the Redis
@@ -373,6 +378,32 @@ impl NodeError {
             command: None,
             settled: connecting,
         }
+    }
+
+    /// A Redis Cluster member's routing failure, on `node` (the member, or
+    /// the server whose answer was unusable).
+    pub(crate) fn cluster(node: Arc<str>, why: String, timeout: Duration) -> Self {
+        NodeError {
+            node,
+            kind: NodeErrorKind::Cluster,
+            connecting: false,
+            timeout,
+            source: redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "Redis Cluster routing failed",
+                why,
+            )),
+            command: None,
+            settled: true,
+        }
+    }
+
+    /// The connection could not be opened or was lost (a server gone).
+    pub(crate) fn is_connection_failure(&self) -> bool {
+        matches!(
+            self.kind,
+            NodeErrorKind::Connect | NodeErrorKind::Disconnected | NodeErrorKind::Resolve
+        )
     }
 
     /// Names the command (and key) that the error reply answered.
@@ -464,12 +495,19 @@ impl fmt::Display for NodeError {
                 if let Some(command) = &self.command {
                     write!(f, " to {command}")?;
                 }
-                match self.source.detail() {
-                    Some(detail) => write!(f, ": {detail}"),
-                    None => Ok(()),
+                if let Some(detail) = self.source.detail() {
+                    write!(f, ": {detail}")?;
                 }
+                if matches!(self.code(), Some("MOVED" | "ASK" | "CROSSSLOT")) {
+                    f.write_str(
+                        " (a Redis Cluster node: give a cluster with Builder::cluster, \
+                         or lockrun --cluster, not as a plain node)",
+                    )?;
+                }
+                Ok(())
             }
             NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.source),
+            NodeErrorKind::Cluster => write!(f, "{node}: {}", self.detail()),
         }
     }
 }

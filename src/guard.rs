@@ -53,7 +53,7 @@ impl State {
             resource: quorum::display(&self.resource),
             lost_on,
             taken_over,
-            nodes: self.rounds.nodes.len(),
+            nodes: self.rounds.members.len(),
             renewal,
         }
     }

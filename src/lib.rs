@@ -154,8 +154,10 @@ mod conn;
 mod error;
 mod guard;
 mod manager;
+mod member;
 mod node;
 mod quorum;
+mod redis_cluster;
 mod resolve;
 mod rounds;
 #[cfg(feature = "tls")]
@@ -165,8 +167,8 @@ mod wait;
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};
-pub use rounds::{FENCE_SUFFIX, MAX_TTL};
-pub use wait::RELEASE_SUFFIX;
+pub use rounds::{FENCE_SUFFIX, MAX_TTL, fence_key};
+pub use wait::{RELEASE_SUFFIX, release_channel};
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::member::Member;
 use crate::node::{Node, Setup, redact};
 use crate::quorum;
+use crate::redis_cluster::{Identities, RedisCluster};
 use crate::resolve::ResolveFn;
 use crate::rounds::{MAX_TTL, Rounds, new_token};
 use crate::wait::Waiters;
@@ -163,9 +165,11 @@ impl LockManager {
         (self.retry.count, self.retry.max_delay)
     }
 
-    /// How many nodes must agree: a strict majority of the nodes.
+    /// How many members must agree: a strict majority of the members
+    /// (a node, or a whole Redis Cluster given with [`Builder::cluster`],
+    /// is one member).
     pub fn quorum(&self) -> usize {
-        quorum::quorum(self.rounds.nodes.len())
+        quorum::quorum(self.rounds.members.len())
     }
 
     /// Whether acquisitions carry a fencing token (see
@@ -174,10 +178,12 @@ impl LockManager {
         self.rounds.fencing_expiry_ms.is_some()
     }
 
-    /// The nodes' names (`host:port`, `unix:path`, with `/db` when not 0),
-    /// in the order given; these are the names that errors use.
+    /// The members' names (`host:port`, `unix:path`, with `/db` when not
+    /// 0; `cluster host:port` for a Redis Cluster, after its first seed),
+    /// in the order given. Errors name nodes the same way (for a cluster,
+    /// the master that failed).
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
-        self.rounds.nodes.iter().map(Node::name)
+        self.rounds.members.iter().map(Member::name)
     }
 
     /// The time each node gets to answer one call, connecting included.
@@ -401,7 +407,7 @@ fn random_u64() -> u64 {
 /// ```
 #[derive(Clone)]
 pub struct Builder {
-    urls: Vec<String>,
+    members: Vec<Spec>,
     retry_count: u32,
     retry_delay: Duration,
     drift_factor: f64,
@@ -415,22 +421,38 @@ pub struct Builder {
     tls: crate::tls::TlsOptions,
 }
 
+/// One member as given to the builder.
+#[derive(Clone)]
+enum Spec {
+    Node(String),
+    Cluster(Vec<String>),
+}
+
+impl fmt::Debug for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Spec::Node(url) => f.write_str(&redact(url)),
+            Spec::Cluster(seeds) => f
+                .debug_tuple("cluster")
+                .field(&seeds.iter().map(|u| redact(u)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
 impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Builder");
-        d.field(
-            "nodes",
-            &self.urls.iter().map(|u| redact(u)).collect::<Vec<_>>(),
-        )
-        .field("retry_count", &self.retry_count)
-        .field("retry_delay", &self.retry_delay)
-        .field("drift_factor", &self.drift_factor)
-        .field("node_timeout", &self.node_timeout)
-        .field("max_idle_per_node", &self.max_idle_per_node)
-        .field("fencing", &self.fencing)
-        .field("fencing_expiry", &self.fencing_expiry)
-        .field("wake_on_release", &self.wake_on_release)
-        .field("custom_resolver", &self.resolver.is_some());
+        d.field("members", &self.members)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("drift_factor", &self.drift_factor)
+            .field("node_timeout", &self.node_timeout)
+            .field("max_idle_per_node", &self.max_idle_per_node)
+            .field("fencing", &self.fencing)
+            .field("fencing_expiry", &self.fencing_expiry)
+            .field("wake_on_release", &self.wake_on_release)
+            .field("custom_resolver", &self.resolver.is_some());
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls);
         d.finish()
@@ -440,7 +462,7 @@ impl fmt::Debug for Builder {
 impl Default for Builder {
     fn default() -> Builder {
         Builder {
-            urls: Vec::new(),
+            members: Vec::new(),
             retry_count: DEFAULT_RETRY_COUNT,
             retry_delay: DEFAULT_RETRY_DELAY,
             drift_factor: DEFAULT_DRIFT_FACTOR,
@@ -461,22 +483,52 @@ impl Builder {
     /// Use independent masters, not replicas of one another: 3 or 5 is
     /// usual.
     ///
-    /// Defaults to no nodes; at least one is required.
+    /// Defaults to no members; at least one node or cluster is required.
     pub fn node(mut self, url: impl AsRef<str>) -> Builder {
-        self.urls.push(url.as_ref().to_owned());
+        self.members.push(Spec::Node(url.as_ref().to_owned()));
         self
     }
 
     /// Adds several nodes by URL, in order.
     ///
-    /// Defaults to no nodes; at least one is required.
+    /// Defaults to no members; at least one node or cluster is required.
     pub fn nodes<I, S>(mut self, urls: I) -> Builder
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.urls
-            .extend(urls.into_iter().map(|url| url.as_ref().to_owned()));
+        self.members.extend(
+            urls.into_iter()
+                .map(|url| Spec::Node(url.as_ref().to_owned())),
+        );
+        self
+    }
+
+    /// Adds ONE member that is a whole Redis Cluster (ElastiCache or
+    /// MemoryDB in cluster mode, a Valkey or Redis cluster), reached
+    /// through these seed URLs: any seed that answers gives the slot map,
+    /// and each lock goes to the master of its resource's hash slot. The
+    /// seeds carry the usual URL options (user, password, `rediss://`),
+    /// used for every server of the cluster. Mixes with
+    /// [`node`](Self::node): the quorum counts members, and a cluster is
+    /// one vote, so several independent clusters make a Redlock quorum
+    /// of clusters.
+    ///
+    /// Every key a lock touches is in the resource's slot (see
+    /// [`fence_key`](crate::fence_key)); `MOVED` and `ASK` are followed
+    /// within the node timeout; a failed master's slots are found on the
+    /// promoted replica. Waiters are woken with sharded pub/sub
+    /// (`SSUBSCRIBE`, Redis 7.0+ and Valkey; on older servers they poll).
+    ///
+    /// Defaults to no members; at least one node or cluster is required.
+    pub fn cluster<I, S>(mut self, seeds: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.members.push(Spec::Cluster(
+            seeds.into_iter().map(|s| s.as_ref().to_owned()).collect(),
+        ));
         self
     }
 
@@ -642,7 +694,7 @@ impl Builder {
     /// the fencing expiry is 0 or above [`MAX_TTL`], or the retry count is
     /// 0.
     pub fn build(self) -> Result<LockManager> {
-        if self.urls.is_empty() {
+        if self.members.is_empty() {
             return Err(Error::invalid_config("no Redis nodes were given"));
         }
         if !(0.0..1.0).contains(&self.drift_factor) {
@@ -685,29 +737,47 @@ impl Builder {
                 .clone()
                 .unwrap_or_else(|| Arc::new(crate::resolve::system)),
             #[cfg(feature = "tls")]
-            tls: &tls,
-            #[cfg(not(feature = "tls"))]
-            tls: std::marker::PhantomData,
+            tls: Arc::new(tls),
         };
-        let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
-        for url in &self.urls {
-            let node = Node::open(url, &setup)?;
-            if let Some(twin) = nodes.iter().find(|n| n.addr() == node.addr()) {
-                return Err(Error::invalid_config(format!(
-                    "the server {} is given twice (as {} and {}); Redlock needs independent nodes",
-                    node.addr(),
-                    twin.name(),
-                    node.name()
-                )));
+        let identities = Arc::new(Identities::default());
+        let mut members: Vec<Member> = Vec::with_capacity(self.members.len());
+        // Every server given, with the member it belongs to: the same
+        // server twice (as nodes, or as seeds of two members) is refused.
+        let mut servers: Vec<(Arc<Node>, String)> = Vec::new();
+        for spec in &self.members {
+            let (member, given) = match spec {
+                Spec::Node(url) => {
+                    let node = Arc::new(Node::open(url, &setup)?);
+                    identities.node(node.name());
+                    (Member::Node(node.clone()), vec![node])
+                }
+                Spec::Cluster(seeds) => {
+                    let cluster = RedisCluster::open(seeds, &setup, identities.clone())?;
+                    let seeds = cluster.seeds().to_vec();
+                    (Member::Cluster(Arc::new(cluster)), seeds)
+                }
+            };
+            for node in given {
+                if let Some((_, other)) = servers.iter().find(|(n, _)| n.addr() == node.addr()) {
+                    return Err(Error::invalid_config(format!(
+                        "the server {} is given twice (in {other} and {}); Redlock needs \
+                         independent members, and a vote counted twice is unsafe",
+                        node.addr(),
+                        member.name()
+                    )));
+                }
+                servers.push((node, member.name().to_owned()));
             }
-            nodes.push(node);
+            members.push(member);
         }
-        let nodes: Arc<[Node]> = nodes.into();
+        let members: Arc<[Member]> = members.into();
         Ok(LockManager {
             rounds: Arc::new(Rounds {
-                waiters: Waiters::new(nodes.clone()),
+                waiters: Waiters::new(members.clone()),
                 held: Default::default(),
-                nodes,
+                has_clusters: members.iter().any(|m| matches!(m, Member::Cluster(_))),
+                identities,
+                members,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),

@@ -18,15 +18,15 @@ use crate::conn::{Conn, Tls};
 use crate::error::{Error, NodeError};
 use crate::resolve::{ResolveFn, Resolver};
 
-/// What every node of a manager is opened with.
-pub(crate) struct Setup<'a> {
+/// What every node of a manager is opened with (kept by Redis Cluster
+/// members, which open the masters they discover).
+#[derive(Clone)]
+pub(crate) struct Setup {
     pub(crate) timeout: Duration,
     pub(crate) max_idle: usize,
     pub(crate) resolve: Arc<ResolveFn>,
     #[cfg(feature = "tls")]
-    pub(crate) tls: &'a crate::tls::Configs,
-    #[cfg(not(feature = "tls"))]
-    pub(crate) tls: std::marker::PhantomData<&'a ()>,
+    pub(crate) tls: Arc<crate::tls::Configs>,
 }
 
 /// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
@@ -62,17 +62,35 @@ return -1
 "#;
 
 /// The clean-up of a failed acquisition: as the unlock script, and only
-/// when it deleted the key, announces the release (`PUBLISH` ARGV[2]
-/// ARGV[3]), so that an attempt that freed nothing wakes nobody. The
-/// publish may be refused (an ACL user without channels): that never
-/// fails the clean-up.
+/// when it deleted the key, announces the release (ARGV[4], `PUBLISH` or
+/// `SPUBLISH`, of ARGV[3] on channel ARGV[2]), so that an attempt that
+/// freed nothing wakes nobody. The publish may be refused (an ACL user
+/// without channels, a server without sharded pub/sub): that never fails
+/// the clean-up.
 const CLEANUP_SRC: &str = r#"
 if redis.call("GET", KEYS[1]) == ARGV[1] then
     redis.call("DEL", KEYS[1])
     if ARGV[2] then
-        redis.pcall("PUBLISH", ARGV[2], ARGV[3])
+        redis.pcall(ARGV[4], ARGV[2], ARGV[3])
     end
     return 1
+end
+return 0
+"#;
+
+/// The acquisition with fencing on a Redis Cluster member, as one script
+/// (so that a slot being migrated answers for both keys at once): sets
+/// the lock key KEYS[1] to ARGV[1] for ARGV[2] ms if it is free, and
+/// counts on the counter KEYS[2] (created from ARGV[3], kept ARGV[4] ms),
+/// whether or not the key was set. Answers the count, or 0 when the key
+/// was taken.
+const ACQUIRE_SRC: &str = r#"
+local set = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])
+redis.call("SET", KEYS[2], ARGV[3], "NX", "PX", ARGV[4])
+local count = redis.call("INCR", KEYS[2])
+redis.call("PEXPIRE", KEYS[2], ARGV[4])
+if set then
+    return count
 end
 return 0
 "#;
@@ -84,7 +102,8 @@ return 0
 /// TTL left, its expiry is reset to ARGV[3] ms (a counter with no expiry,
 /// or none at all, is left alone).
 const EXTEND_SRC: &str = r#"
-if redis.call("GET", KEYS[1]) == ARGV[1] then
+local held = redis.call("GET", KEYS[1])
+if held == ARGV[1] then
     if KEYS[2] then
         local left = redis.call("PTTL", KEYS[2])
         if left >= 0 and left < tonumber(ARGV[2]) then
@@ -92,7 +111,7 @@ if redis.call("GET", KEYS[1]) == ARGV[1] then
         end
     end
     return redis.call("PEXPIRE", KEYS[1], ARGV[2])
-elseif redis.call("EXISTS", KEYS[1]) == 1 then
+elseif held then
     return 0
 end
 return -1
@@ -157,6 +176,7 @@ pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UN
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
+pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| Lua::new("acquire", ACQUIRE_SRC));
 
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
@@ -192,6 +212,9 @@ pub(crate) enum Reply {
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
+    /// A count: 0 is no, more is yes (the acquisition script of Redis
+    /// Cluster members).
+    Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
     /// fencing): nil first is no (0); `OK` first is yes, and the count.
@@ -202,6 +225,13 @@ pub(crate) enum Reply {
 pub(crate) struct Request<'a> {
     /// The command(s), packed.
     pub(crate) packed: &'a [u8],
+    /// The key whose hash slot routes the request on a Redis Cluster
+    /// member (the resource).
+    pub(crate) key: &'a [u8],
+    /// The request as Redis Cluster members take it, when it differs.
+    pub(crate) alt: Option<&'a Request<'a>>,
+    /// `packed` starts with `ASKING`, whose `OK` is read first.
+    pub(crate) asking: bool,
     /// How to read its reply.
     pub(crate) reply: Reply,
     /// Names the command (by its index among the request's commands) and
@@ -237,8 +267,11 @@ impl Pooled {
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
     fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        if req.asking {
+            self.asked(deadline)?;
+        }
         match req.reply {
-            Reply::One | Reply::OneThenAny => {}
+            Reply::One | Reply::OneThenAny | Reply::Count => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -251,15 +284,31 @@ impl Pooled {
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
-                self.con.write(&reload(), deadline)?;
+                if req.asking {
+                    // ASKING holds for one command: the reload needs it too.
+                    self.con
+                        .write(&[&pack(&[b"ASKING"])[..], &reload()].concat(), deadline)?;
+                    self.asked(deadline)?;
+                } else {
+                    self.con.write(&reload(), deadline)?;
+                }
                 self.read_then(then_any, deadline)??
             }
             (reply, _) => reply?,
         };
-        match reply {
-            Value::Int(1) => Ok(1),
-            Value::Int(0) => Ok(0),
-            Value::Int(-1) => Ok(GONE),
+        match (req.reply, reply) {
+            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
+            (_, Value::Int(1)) => Ok(1),
+            (_, Value::Int(0)) => Ok(0),
+            (_, Value::Int(-1)) => Ok(GONE),
+            (_, other) => Err(unexpected(&other).into()),
+        }
+    }
+
+    /// Reads the `OK` of an `ASKING` sent first.
+    fn asked(&mut self, deadline: Instant) -> Result<(), Failure> {
+        match self.con.read(deadline)? {
+            Value::Okay => Ok(()),
             other => Err(unexpected(&other).into()),
         }
     }
@@ -366,6 +415,7 @@ pub(crate) enum Received {
 /// One independent Redis master.
 pub(crate) struct Node {
     name: Arc<str>,
+    db: i64,
     addr: ConnectionAddr,
     /// Resolves the host for each new connection (TCP nodes).
     resolver: Option<Resolver>,
@@ -385,7 +435,7 @@ pub(crate) struct Node {
 
 impl Node {
     /// Parses `url` and prepares the node; connects lazily.
-    pub(crate) fn open(url: &str, setup: &Setup<'_>) -> Result<Node, Error> {
+    pub(crate) fn open(url: &str, setup: &Setup) -> Result<Node, Error> {
         let (timeout, max_idle) = (setup.timeout, setup.max_idle);
         let (plain_url, tls_mode) = tls_scheme(url);
         #[cfg(not(feature = "tls"))]
@@ -475,6 +525,7 @@ impl Node {
         };
         Ok(Node {
             name,
+            db,
             addr,
             resolver,
             tls,
@@ -495,6 +546,68 @@ impl Node {
     /// The server address, for spotting the same server given twice.
     pub(crate) fn addr(&self) -> &ConnectionAddr {
         &self.addr
+    }
+
+    /// The host of a TCP node.
+    pub(crate) fn host(&self) -> Option<&str> {
+        match &self.addr {
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => Some(host),
+            _ => None,
+        }
+    }
+
+    /// The database selected on each connection.
+    pub(crate) fn db(&self) -> i64 {
+        self.db
+    }
+
+    /// Runs `req`: on a pooled connection if there is one, else on a new
+    /// one; everything by `deadline`.
+    pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
+        match self.send(req, deadline) {
+            Some(pooled) => match self.receive(pooled, req, deadline) {
+                Received::Done(answer) => answer,
+                Received::Stale => self.call(req, deadline),
+            },
+            None => self.call(req, deadline),
+        }
+    }
+
+    /// Sends one command and returns its reply (an error reply as `Err`),
+    /// by `deadline`: for the control plane (`CLUSTER SLOTS`, `INFO`),
+    /// never on the hot path.
+    pub(crate) fn query(&self, packed: &[u8], deadline: Instant) -> Result<Value, NodeError> {
+        let pooled = self.idle.lock().pop();
+        let mut pooled = match pooled {
+            Some(pooled) => pooled,
+            None => self.connect(deadline)?,
+        };
+        let reply = pooled
+            .con
+            .write(packed, deadline)
+            .and_then(|()| pooled.con.read(deadline));
+        match reply {
+            Ok(value) => {
+                self.checkin(pooled);
+                Ok(value)
+            }
+            Err(e) if is_reply(&e) => {
+                self.checkin(pooled);
+                Err(self.error(e, false))
+            }
+            Err(e) if is_stale(&e) => {
+                // Found closed: once more on a new connection.
+                let mut pooled = self.connect(deadline)?;
+                let value = pooled
+                    .con
+                    .write(packed, deadline)
+                    .and_then(|()| pooled.con.read(deadline))
+                    .map_err(|e| self.error(e, false))?;
+                self.checkin(pooled);
+                Ok(value)
+            }
+            Err(e) => Err(self.error(e, false)),
+        }
     }
 
     /// The node timeout.
@@ -798,24 +911,13 @@ mod tests {
         assert_eq!(redact("not a url"), "not a url");
     }
 
-    #[cfg(feature = "tls")]
-    fn setup() -> Setup<'static> {
-        static CONFIGS: LazyLock<crate::tls::Configs> = LazyLock::new(Default::default);
+    fn setup() -> Setup {
         Setup {
             timeout: Duration::from_millis(50),
             max_idle: 1,
             resolve: Arc::new(crate::resolve::system),
-            tls: &CONFIGS,
-        }
-    }
-
-    #[cfg(not(feature = "tls"))]
-    fn setup() -> Setup<'static> {
-        Setup {
-            timeout: Duration::from_millis(50),
-            max_idle: 1,
-            resolve: Arc::new(crate::resolve::system),
-            tls: std::marker::PhantomData,
+            #[cfg(feature = "tls")]
+            tls: Default::default(),
         }
     }
 

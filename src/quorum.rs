@@ -6,11 +6,14 @@
 //! unit tested without a network; `round` is the only piece that knows
 //! how calls reach the nodes, so it can be replaced on its own.
 
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeError, NodeFailures};
+use crate::member::Member;
 use crate::node::{GONE, Node, Pooled, Received, Request};
+use crate::redis_cluster;
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -49,89 +52,116 @@ pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
     Duration::from_nanos(low + nanos as u64)
 }
 
-/// Sends `req` to the nodes that `only` selects (all when `None`) and
-/// returns their answers in node order (`None` for the others).
+/// Sends `req` to the members that `only` selects (all when `None`) and
+/// returns their answers in member order (`None` for the others).
 ///
-/// Multiplexed: the request is written on every node's pooled connection
-/// first, then the replies are read in turn, all by one deadline a node
-/// timeout away. A round therefore costs about the slowest node's round
-/// trip, with no thread. Only nodes that need a new connection (none
-/// pooled, or the pooled one found closed) get a scoped thread each,
-/// since connecting can block until the deadline; with a single node the
-/// calling thread does it. Every step ends by the deadline, so a round
-/// returns within about one node timeout.
+/// Multiplexed: the request is written on a pooled connection of every
+/// member's server first (a node's own, a Redis Cluster member's master
+/// for the request's slot), then the replies are read in turn, all by
+/// one deadline a node timeout away. A round therefore costs about the
+/// slowest server's round trip, with no thread. Only members that need a
+/// new connection (none pooled, the pooled one found closed, a cluster
+/// without its slot map yet) or a redirect followed (`MOVED`, `ASK`) get a
+/// scoped thread each, since that can block until the deadline; with a
+/// single member the calling thread does it. Every step ends by the
+/// deadline, so a round returns within about one node timeout.
 pub(crate) fn round(
-    nodes: &[Node],
+    members: &[Member],
     only: Option<&[bool]>,
     req: &Request<'_>,
 ) -> Vec<Option<Result<u64, NodeError>>> {
-    let Some(first) = nodes.first() else {
+    let Some(first) = members.first() else {
         return Vec::new();
     };
     let deadline = Instant::now() + first.timeout();
     let selected = |i: usize| only.is_none_or(|only| only[i]);
-    let sent: Vec<Option<Pooled>> = nodes
+    let slot = if members.iter().any(|m| matches!(m, Member::Cluster(_))) {
+        redis_cluster::slot(req.key)
+    } else {
+        0
+    };
+    let sent: Vec<Option<(Arc<Node>, Pooled)>> = members
         .iter()
         .enumerate()
-        .map(|(i, node)| selected(i).then(|| node.send(req, deadline)).flatten())
+        .map(|(i, member)| {
+            let node = member.target(slot).filter(|_| selected(i))?;
+            let pooled = node.send(member.request(req), deadline)?;
+            Some((node, pooled))
+        })
         .collect();
-    let mut answers: Vec<Option<Result<u64, NodeError>>> = nodes.iter().map(|_| None).collect();
-    if nodes.len() == 1 {
+    let mut answers: Vec<Option<Result<u64, NodeError>>> = members.iter().map(|_| None).collect();
+    if members.len() == 1 {
         if selected(0) {
-            answers[0] = Some(match sent.into_iter().next().flatten() {
-                Some(pooled) => match first.receive(pooled, req, deadline) {
+            let answer = match sent.into_iter().next().flatten() {
+                Some((node, pooled)) => match node.receive(pooled, first.request(req), deadline) {
                     Received::Done(answer) => answer,
-                    Received::Stale => first.call(req, deadline),
+                    Received::Stale => first.call(req, slot, deadline),
                 },
-                None => first.call(req, deadline),
+                None => first.call(req, slot, deadline),
+            };
+            answers[0] = Some(if first.must_follow(&answer) {
+                first.follow(answer, req, deadline)
+            } else {
+                answer
             });
         }
-        log_failures(nodes, &answers);
+        log_failures(members, &answers);
         return answers;
     }
     thread::scope(|scope| {
         let connect = |i: usize| {
-            let node = &nodes[i];
+            let member = &members[i];
             thread::Builder::new()
                 .name("redlock-connect".into())
-                .spawn_scoped(scope, move || node.call(req, deadline))
+                .spawn_scoped(scope, move || member.call(req, slot, deadline))
                 .map_err(|_| i)
         };
-        let mut connecting = Vec::new();
-        for (i, pooled) in sent.iter().enumerate() {
-            if pooled.is_none() && selected(i) {
-                connecting.push((i, connect(i)));
+        let follow = |i: usize, answer: Result<u64, NodeError>| {
+            let member = &members[i];
+            thread::Builder::new()
+                .name("redlock-redirect".into())
+                .spawn_scoped(scope, move || member.follow(answer, req, deadline))
+                .map_err(|_| i)
+        };
+        let mut pending = Vec::new();
+        for (i, sent) in sent.iter().enumerate() {
+            if sent.is_none() && selected(i) {
+                pending.push((i, connect(i)));
             }
         }
-        for (i, pooled) in sent.into_iter().enumerate() {
-            let Some(pooled) = pooled else { continue };
-            match nodes[i].receive(pooled, req, deadline) {
+        for (i, sent) in sent.into_iter().enumerate() {
+            let Some((node, pooled)) = sent else { continue };
+            let member = &members[i];
+            match node.receive(pooled, member.request(req), deadline) {
+                Received::Done(answer) if member.must_follow(&answer) => {
+                    pending.push((i, follow(i, answer)));
+                }
                 Received::Done(answer) => answers[i] = Some(answer),
-                Received::Stale => connecting.push((i, connect(i))),
+                Received::Stale => pending.push((i, connect(i))),
             }
         }
-        for (i, handle) in connecting {
+        for (i, handle) in pending {
             answers[i] = Some(match handle {
-                Ok(handle) => handle.join().unwrap_or_else(|_| Err(nodes[i].panicked())),
-                // No thread to be had: connect here, by the same deadline.
-                Err(i) => nodes[i].call(req, deadline),
+                Ok(handle) => handle.join().unwrap_or_else(|_| Err(members[i].panicked())),
+                // No thread to be had: here, by the same deadline.
+                Err(i) => members[i].call(req, slot, deadline),
             });
         }
     });
-    log_failures(nodes, &answers);
+    log_failures(members, &answers);
     answers
 }
 
-/// Logs each node's failure in a round (at debug level: the round's
+/// Logs each member's failure in a round (at debug level: the round's
 /// outcome is what callers see and report).
-fn log_failures(nodes: &[Node], answers: &[Option<Result<u64, NodeError>>]) {
-    for (node, answer) in nodes.iter().zip(answers) {
+fn log_failures(members: &[Member], answers: &[Option<Result<u64, NodeError>>]) {
+    for (member, answer) in members.iter().zip(answers) {
         if let Some(Err(e)) = answer {
             crate::log!(
                 debug,
                 "redlock_sync::node",
                 "{} failed in a round: {e}",
-                node.name()
+                member.name()
             );
         }
     }

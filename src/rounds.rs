@@ -10,8 +10,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::error::{Error, NodeError, Result};
-use crate::node::{CLEANUP, EXTEND, Lua, Node, RAISE, Reply, Request, UNLOCK, pack};
+use crate::member::Member;
+use crate::node::{ACQUIRE, CLEANUP, EXTEND, Lua, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
+use crate::redis_cluster::{self, Identities};
 use crate::wait::{Waiters, channel};
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
@@ -24,9 +26,12 @@ pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
 /// ending with it are reserved.
 pub const FENCE_SUFFIX: &[u8] = b":redlock-fence";
 
-/// The key of a resource's fencing counter.
-pub(crate) fn fence_key(resource: &[u8]) -> Vec<u8> {
-    [resource, FENCE_SUFFIX].concat()
+/// The key of the fencing counter of `resource`: the resource's name
+/// followed by [`FENCE_SUFFIX`], in the resource's Redis Cluster hash slot
+/// (`lock:job:redlock-fence{1234}`; see the README's "Redis Cluster"
+/// section for the rule).
+pub fn fence_key(resource: impl AsRef<[u8]>) -> Vec<u8> {
+    redis_cluster::companion(resource.as_ref(), FENCE_SUFFIX)
 }
 
 /// Random bytes in a token: 128 bits.
@@ -71,9 +76,9 @@ pub(crate) struct Granted {
     pub(crate) fencing: Option<u64>,
 }
 
-/// The nodes and the settings every round needs.
+/// The members and the settings every round needs.
 pub(crate) struct Rounds {
-    pub(crate) nodes: Arc<[Node]>,
+    pub(crate) members: Arc<[Member]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
     /// With fencing on: how long, in ms, a counter lives after its last
@@ -85,16 +90,35 @@ pub(crate) struct Rounds {
     pub(crate) waiters: Waiters,
     /// Resources a guard of this manager holds, with how many guards.
     pub(crate) held: Mutex<HashMap<Box<[u8]>, usize>>,
+    /// Some member is a Redis Cluster (requests then get their cluster
+    /// variant).
+    pub(crate) has_clusters: bool,
+    /// What the members turned out to be at first contact.
+    pub(crate) identities: Arc<Identities>,
 }
 
-/// The arguments of the clean-up script: the token, then the channel and
-/// message of the announcement (none when releases are not announced).
-fn announce_args<'a>(token: &'a [u8], channel: &'a [u8], message: &'a [u8]) -> Vec<&'a [u8]> {
+/// The arguments of the clean-up script: the token, then the channel,
+/// message and command (`PUBLISH`, or `SPUBLISH` on a Redis Cluster) of
+/// the announcement (none when releases are not announced).
+fn announce_args<'a>(
+    token: &'a [u8],
+    channel: &'a [u8],
+    message: &'a [u8],
+    verb: &'static [u8],
+) -> Vec<&'a [u8]> {
     if channel.is_empty() {
         vec![token]
     } else {
-        vec![token, channel, message]
+        vec![token, channel, message, verb]
     }
+}
+
+/// How one variant of a script call differs: its arguments, and what is
+/// written behind it.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    args: &'a [&'a [u8]],
+    tail: Option<&'a [u8]>,
 }
 
 impl Rounds {
@@ -103,13 +127,23 @@ impl Rounds {
         if resource.is_empty() {
             return Err(Error::invalid_argument("the resource name is empty"));
         }
-        if resource.ends_with(FENCE_SUFFIX) {
+        if redis_cluster::is_companion(resource, FENCE_SUFFIX) {
             return Err(Error::invalid_argument(format!(
-                "resource names ending with {:?} are reserved for fencing counters",
+                "resource names ending with {:?} (or with it and a {{number}} hash tag) are \
+                 reserved for fencing counters",
                 String::from_utf8_lossy(FENCE_SUFFIX)
             )));
         }
         Ok(())
+    }
+
+    /// Fails once two members turned out to be the same server or cluster
+    /// (found at first contact): their votes would count twice.
+    pub(crate) fn check_members(&self) -> Result<()> {
+        match self.identities.conflict.get() {
+            Some(why) => Err(Error::invalid_config(why.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Checks a TTL and returns it in whole milliseconds (what `PX` and
@@ -158,6 +192,7 @@ impl Rounds {
     /// On failure removes whatever it set, from every node, before
     /// returning.
     pub(crate) fn acquire(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Granted> {
+        self.check_members()?;
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
         let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
@@ -198,20 +233,59 @@ impl Rounds {
         };
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution (and announces that only if it did).
-        let cleanup = || {
+        let cleanup = |verb: &'static [u8]| {
             let (channel, message) = self.cleanup_announcement(resource, token);
-            CLEANUP.eval(&[resource], &announce_args(token, &channel, &message))
+            CLEANUP.eval(&[resource], &announce_args(token, &channel, &message, verb))
         };
-        let req = Request {
+        let node_cleanup = || cleanup(b"PUBLISH");
+        let cluster_cleanup = || cleanup(b"SPUBLISH");
+        // On a Redis Cluster member, fencing's four commands are one script,
+        // so that a slot being migrated answers for all keys at once (ASK,
+        // or TRYAGAIN when they are split), never half here, half there.
+        let start_us = counter_start().to_string();
+        let cluster_args: Vec<&[u8]> = match &keep {
+            Some(keep) => vec![token, px.as_bytes(), start_us.as_bytes(), keep.as_bytes()],
+            None => Vec::new(),
+        };
+        let cluster_packed = (self.has_clusters && keep.is_some())
+            .then(|| ACQUIRE.evalsha(&[resource, &fence], &cluster_args));
+        let cluster_reload = || ACQUIRE.eval(&[resource, &fence], &cluster_args);
+        let cluster_describe = |_: usize| ACQUIRE.describe(resource);
+        let cluster_req = cluster_packed.as_ref().map(|packed| Request {
+            packed,
+            key: resource,
+            alt: None,
+            asking: false,
+            reply: Reply::Count,
+            describe: &cluster_describe,
+            reload: Some(&cluster_reload),
+            on_timeout: Some(&cluster_cleanup),
+        });
+        let cluster_plain = Request {
             packed: &packed,
+            key: resource,
+            alt: None,
+            asking: false,
             reply,
             describe: &describe,
             reload: None,
-            on_timeout: Some(&cleanup),
+            on_timeout: Some(&cluster_cleanup),
+        };
+        let req = Request {
+            packed: &packed,
+            key: resource,
+            alt: self
+                .has_clusters
+                .then(|| cluster_req.as_ref().unwrap_or(&cluster_plain)),
+            asking: false,
+            reply,
+            describe: &describe,
+            reload: None,
+            on_timeout: Some(&node_cleanup),
         };
         let start = Instant::now();
-        let answers = quorum::round(&self.nodes, None, &req);
-        let quorum = quorum::quorum(self.nodes.len());
+        let answers = quorum::round(&self.members, None, &req);
+        let quorum = quorum::quorum(self.members.len());
         let counts = || {
             answers
                 .iter()
@@ -235,7 +309,8 @@ impl Rounds {
             }
         }
         let elapsed = start.elapsed();
-        let valid_until = if granted >= quorum && failed.is_none() {
+        let conflict = self.check_members().err();
+        let valid_until = if granted >= quorum && failed.is_none() && conflict.is_none() {
             quorum::validity(ttl, elapsed, self.drift_factor)
                 .and_then(|validity| start.checked_add(elapsed + validity))
         } else {
@@ -260,6 +335,9 @@ impl Rounds {
             .collect();
         if dirty.contains(&true) {
             self.clean_up(&dirty, resource, token);
+        }
+        if let Some(conflict) = conflict {
+            return Err(conflict);
         }
         Err(match failed {
             // The counters could not be brought to a quorum: the failures
@@ -292,12 +370,18 @@ impl Rounds {
         ))
     }
 
-    /// The `PUBLISH` sent behind a release, when releases wake waiters,
-    /// and its message (see [`announcement`](Self::announcement)).
-    fn publish(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    /// The `PUBLISH` sent behind a release to nodes and the `SPUBLISH`
+    /// (sharded, in the resource's slot) sent to Redis Cluster members,
+    /// when releases wake waiters, and their message (see
+    /// [`announcement`](Self::announcement)).
+    fn publish(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
         self.wake_on_release.then(|| {
             let (channel, message) = self.announcement(resource, token);
-            (pack(&[b"PUBLISH", &channel, &message]), message)
+            (
+                pack(&[b"PUBLISH", &channel, &message]),
+                pack(&[b"SPUBLISH", &channel, &message]),
+                message,
+            )
         })
     }
 
@@ -318,11 +402,20 @@ impl Rounds {
     /// listeners do not wake the attempt's own thread with it.
     fn clean_up(&self, dirty: &[bool], resource: &[u8], token: &[u8]) {
         let (channel, message) = self.cleanup_announcement(resource, token);
-        self.script(
+        let node_args = announce_args(token, &channel, &message, b"PUBLISH");
+        let cluster_args = announce_args(token, &channel, &message, b"SPUBLISH");
+        self.script_then(
             &CLEANUP,
             Some(dirty),
             &[resource],
-            &announce_args(token, &channel, &message),
+            Call {
+                args: &node_args,
+                tail: None,
+            },
+            Some(Call {
+                args: &cluster_args,
+                tail: None,
+            }),
         );
     }
 
@@ -366,9 +459,17 @@ impl Rounds {
     /// own waiters once the round is over.
     pub(crate) fn unlock(&self, resource: &[u8], token: &[u8]) -> Tally {
         let publish = self.publish(resource, token);
-        let tail = publish.as_ref().map(|(command, _)| &command[..]);
-        let tally = Tally::count(self.script_then(&UNLOCK, None, &[resource], &[token], tail));
-        if let (true, Some((_, message))) = (tally.yes > 0, &publish) {
+        let args: &[&[u8]] = &[token];
+        let node = Call {
+            args,
+            tail: publish.as_ref().map(|p| &p.0[..]),
+        };
+        let cluster = Call {
+            args,
+            tail: publish.as_ref().map(|p| &p.1[..]),
+        };
+        let tally = Tally::count(self.script_then(&UNLOCK, None, &[resource], node, Some(cluster)));
+        if let (true, Some((_, _, message))) = (tally.yes > 0, &publish) {
             self.waiters.released(resource, message);
         }
         tally
@@ -395,7 +496,7 @@ impl Rounds {
         }
     }
 
-    /// Runs a script that answers 1 or 0 on the nodes `only` selects.
+    /// Runs a script that answers 1 or 0 on the members `only` selects.
     fn script(
         &self,
         lua: &Lua,
@@ -403,38 +504,65 @@ impl Rounds {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        self.script_then(lua, only, keys, args, None)
+        self.script_then(lua, only, keys, Call { args, tail: None }, None)
     }
 
-    /// As `script`, with `tail` (a packed command whose answer does not
-    /// matter) written right behind it.
+    /// Runs a script on the members `only` selects: as `node` says on
+    /// nodes, and as `cluster` says (when given) on Redis Cluster
+    /// members; a `tail` (a packed command whose answer does not matter)
+    /// is written right behind it.
     fn script_then(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
         keys: &[&[u8]],
-        args: &[&[u8]],
-        tail: Option<&[u8]>,
+        node: Call<'_>,
+        cluster: Option<Call<'_>>,
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        let with_tail = |mut packed: Vec<u8>| {
-            packed.extend_from_slice(tail.unwrap_or_default());
+        let packed = |call: Call<'_>, script: Vec<u8>| {
+            let mut packed = script;
+            packed.extend_from_slice(call.tail.unwrap_or_default());
             packed
         };
-        let packed = with_tail(lua.evalsha(keys, args));
-        let reload = || with_tail(lua.eval(keys, args));
+        let reply = |call: Call<'_>| match call.tail {
+            Some(_) => Reply::OneThenAny,
+            None => Reply::One,
+        };
         let describe = |_: usize| lua.describe(keys[0]);
-        let req = Request {
-            packed: &packed,
-            reply: if tail.is_some() {
-                Reply::OneThenAny
-            } else {
-                Reply::One
-            },
+        let cluster = cluster.unwrap_or(node);
+        let cluster_packed = if self.has_clusters {
+            packed(cluster, lua.evalsha(keys, cluster.args))
+        } else {
+            Vec::new()
+        };
+        let cluster_reload = || packed(cluster, lua.eval(keys, cluster.args));
+        let cluster_req = Request {
+            packed: &cluster_packed,
+            key: keys[0],
+            alt: None,
+            asking: false,
+            reply: reply(cluster),
             describe: &describe,
-            reload: Some(&reload),
+            reload: Some(&cluster_reload),
             on_timeout: None,
         };
-        quorum::round(&self.nodes, only, &req)
+        let node_packed = packed(node, lua.evalsha(keys, node.args));
+        let node_reload = || packed(node, lua.eval(keys, node.args));
+        let req = Request {
+            packed: &node_packed,
+            key: keys[0],
+            alt: Some(&cluster_req),
+            asking: false,
+            reply: reply(node),
+            describe: &describe,
+            reload: Some(&node_reload),
+            on_timeout: None,
+        };
+        let req = Request {
+            alt: self.has_clusters.then_some(&cluster_req),
+            ..req
+        };
+        quorum::round(&self.members, only, &req)
     }
 }
 
@@ -465,10 +593,14 @@ mod tests {
     }
 
     #[test]
-    fn counter_keys_end_with_the_reserved_suffix() {
-        assert_eq!(fence_key(b"lock:job"), b"lock:job:redlock-fence");
-        assert!(Rounds::check_resource(b"lock:job").is_ok());
-        assert!(Rounds::check_resource(&fence_key(b"lock:job")).is_err());
+    fn counter_keys_follow_the_resource_in_its_slot_and_are_reserved() {
+        assert!(fence_key(b"lock:job").starts_with(b"lock:job:redlock-fence{"));
+        assert_eq!(fence_key(b"{lock}:job"), b"{lock}:job:redlock-fence");
+        for r in [&b"lock:job"[..], b"{lock}:job", b"a{b"] {
+            assert!(Rounds::check_resource(r).is_ok());
+            assert!(Rounds::check_resource(&fence_key(r)).is_err());
+        }
+        assert!(Rounds::check_resource(b"lock:job:redlock-fence").is_err());
         assert!(Rounds::check_resource(b"").is_err());
     }
 }

@@ -14,7 +14,7 @@
 //! pause and never a hang, and nothing is kept on the servers but the
 //! subscriptions of connections that are open.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,17 +25,26 @@ use parking_lot::{Condvar, Mutex};
 use redis::Value;
 
 use crate::error::{NodeError, NodeErrorKind};
+use crate::member::Member;
 use crate::node::{Listener, Node, pack};
 use crate::quorum;
+use crate::redis_cluster;
 
 /// Suffix of the channels releases are published on: the channel of
 /// resource `R` is `R` followed by this suffix, so that an ACL channel
 /// pattern can follow the key pattern (`~lock:* &lock:*`).
 pub const RELEASE_SUFFIX: &[u8] = b":redlock-release";
 
-/// The channel a release of `resource` is published on.
+/// The channel a release of `resource` is published on: the resource's
+/// name followed by [`RELEASE_SUFFIX`], in the resource's Redis Cluster
+/// hash slot (as its fencing counter: `lock:job:redlock-release{1234}`),
+/// so that a cluster member announces it with sharded pub/sub.
+pub fn release_channel(resource: impl AsRef<[u8]>) -> Vec<u8> {
+    redis_cluster::companion(resource.as_ref(), RELEASE_SUFFIX)
+}
+
 pub(crate) fn channel(resource: &[u8]) -> Vec<u8> {
-    [resource, RELEASE_SUFFIX].concat()
+    release_channel(resource)
 }
 
 /// How long a resource stays subscribed after its last waiter left, and
@@ -69,7 +78,7 @@ pub(crate) struct Waiters {
 }
 
 struct Shared {
-    nodes: Arc<[Node]>,
+    members: Arc<[Member]>,
     reg: Mutex<Registry>,
     /// Releases heard, counted by resource hash: a thread reads its
     /// resource's counter before an attempt, so that a release heard
@@ -96,7 +105,7 @@ impl Shared {
             return;
         }
         self.counter(resource).fetch_add(1, Ordering::SeqCst);
-        let quorum = quorum::quorum(self.nodes.len());
+        let quorum = quorum::quorum(self.members.len());
         if let Some(entry) = reg.resources.get_mut(resource) {
             let release = entry.release(token);
             let wake = !release.spent
@@ -221,12 +230,12 @@ impl Registry {
 }
 
 impl Waiters {
-    pub(crate) fn new(nodes: Arc<[Node]>) -> Waiters {
-        let listening = vec![false; nodes.len()];
+    pub(crate) fn new(members: Arc<[Member]>) -> Waiters {
+        let listening = vec![false; members.len()];
         Waiters {
             shared: Arc::new(Shared {
                 releases: std::array::from_fn(|_| AtomicU64::new(0)),
-                nodes,
+                members,
                 reg: Mutex::new(Registry {
                     listening,
                     ..Registry::default()
@@ -415,27 +424,55 @@ impl Drop for Place<'_> {
     }
 }
 
-/// A listener's connection and what it has asked the node for.
+/// A listener's connection to one server and what it has asked for.
 struct Link {
+    node: Arc<Node>,
     conn: Listener,
-    /// Resources whose channel this connection subscribed to.
-    subscribed: HashSet<Vec<u8>>,
-    /// The registry version `subscribed` was brought up to.
-    synced: Option<u64>,
+    /// Channels this connection subscribed to, with their resource.
+    subscribed: HashMap<Vec<u8>, Vec<u8>>,
+    /// The subscriptions may differ from what is wanted.
+    dirty: bool,
     heard_at: Instant,
     ping_sent: Option<Instant>,
 }
 
-/// One node's listener thread: connects, keeps the subscriptions in step
-/// with the resources waited on, and wakes waiters on messages. Ends (and
-/// closes its connection) once no resource is left.
+/// The channels to listen on, by server name: the server, and each
+/// channel with its resource.
+type Wanted = HashMap<String, (Arc<Node>, HashMap<Vec<u8>, Vec<u8>>)>;
+
+/// The commands a listener subscribes with: classic pub/sub on a node,
+/// sharded pub/sub on a Redis Cluster member (the channel lives on the
+/// master of its slot).
+struct Verbs {
+    subscribe: &'static [u8],
+    unsubscribe: &'static [u8],
+}
+
+/// One member's listener thread: connects to the server(s) that publish
+/// the releases of the resources waited on (the node; for a cluster, the
+/// master of each resource's slot), keeps the subscriptions in step with
+/// those resources, and wakes waiters on messages. Ends (and closes its
+/// connections) once no resource is left.
 fn listen(shared: &Shared, i: usize) {
-    let node = &shared.nodes[i];
-    let mut link: Option<Link> = None;
-    let mut retry_at = Instant::now();
+    let member = &shared.members[i];
+    let verbs = match member {
+        Member::Node(_) => Verbs {
+            subscribe: b"SUBSCRIBE",
+            unsubscribe: b"UNSUBSCRIBE",
+        },
+        Member::Cluster(_) => Verbs {
+            subscribe: b"SSUBSCRIBE",
+            unsubscribe: b"SUNSUBSCRIBE",
+        },
+    };
+    let mut links: Vec<Link> = Vec::new();
+    // Per server (by name): when to try connecting again.
+    let mut retry_at: HashMap<String, Instant> = HashMap::new();
+    // The channels wanted, by server, and what they were computed from.
+    let mut wanted: Wanted = HashMap::new();
+    let mut synced = None;
     loop {
         let now = Instant::now();
-        let mut changes = (Vec::new(), Vec::new());
         {
             let mut reg = shared.reg.lock();
             reg.expire(now);
@@ -443,80 +480,161 @@ fn listen(shared: &Shared, i: usize) {
                 reg.listening[i] = false;
                 return;
             }
-            if let Some(link) = link.as_mut().filter(|l| l.synced != Some(reg.version)) {
-                link.synced = Some(reg.version);
-                changes = (
-                    reg.resources
-                        .keys()
-                        .filter(|r| !link.subscribed.contains(*r))
-                        .cloned()
-                        .collect(),
-                    link.subscribed
-                        .iter()
-                        .filter(|r| !reg.resources.contains_key(*r))
-                        .cloned()
-                        .collect(),
-                );
+            let generation = match member {
+                Member::Cluster(cluster) => cluster.generation(),
+                Member::Node(_) => 0,
+            };
+            if synced != Some((reg.version, generation)) {
+                synced = Some((reg.version, generation));
+                wanted = want(member, reg.resources.keys());
+                for link in &mut links {
+                    link.dirty = true;
+                }
             }
         }
-        let Some(live) = link.as_mut() else {
-            if now < retry_at {
-                thread::sleep(POLL.min(retry_at - now));
+        // Connect to the servers wanted and not linked yet.
+        for (name, (node, _)) in &wanted {
+            if links.iter().any(|l| l.node.name() == name)
+                || retry_at.get(name).is_some_and(|at| now < *at)
+            {
                 continue;
             }
             match node.listener(now + node.timeout()) {
-                Ok(conn) => {
-                    link = Some(Link {
-                        conn,
-                        subscribed: HashSet::new(),
-                        synced: None,
-                        heard_at: now,
-                        ping_sent: None,
-                    });
-                }
+                Ok(conn) => links.push(Link {
+                    node: node.clone(),
+                    conn,
+                    subscribed: HashMap::new(),
+                    dirty: true,
+                    heard_at: now,
+                    ping_sent: None,
+                }),
                 Err(e) => {
                     lost(&e, "cannot listen for releases");
-                    retry_at = now + RECONNECT;
+                    if let Member::Cluster(cluster) = member {
+                        cluster.refresh_soon();
+                    }
+                    retry_at.insert(name.clone(), now + RECONNECT);
                 }
             }
+        }
+        if links.is_empty() {
+            thread::sleep(POLL);
             continue;
-        };
-        let result = live
-            .update(changes)
-            .and_then(|()| live.check(now))
-            .and_then(|()| live.conn.next(POLL));
-        match result {
-            Ok(Some(value)) => {
-                live.heard_at = Instant::now();
-                live.ping_sent = None;
-                on_push(shared, value);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                let refused = matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
-                lost(&e, "stopped listening for releases");
-                link = None;
-                retry_at = now + if refused { REFUSED } else { RECONNECT };
+        }
+        // Each connection gets its share of the poll.
+        let wait = POLL / links.len() as u32;
+        let mut failed = Vec::new();
+        for (at, link) in links.iter_mut().enumerate() {
+            let none = HashMap::new();
+            let channels = wanted
+                .get(link.node.name())
+                .map_or(&none, |(_, channels)| channels);
+            let result = link
+                .update(channels, &verbs)
+                .and_then(|()| link.check(now))
+                .and_then(|()| link.conn.next(wait));
+            match result {
+                Ok(Some(value)) => {
+                    link.heard_at = Instant::now();
+                    link.ping_sent = None;
+                    if on_push(shared, link, value) {
+                        // A slot moved away from this server.
+                        if let Member::Cluster(cluster) = member {
+                            cluster.refresh_soon();
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let refused =
+                        matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
+                    lost(&e, "stopped listening for releases");
+                    let pause = if refused { REFUSED } else { RECONNECT };
+                    retry_at.insert(link.node.name().to_owned(), now + pause);
+                    failed.push(at);
+                }
             }
         }
+        for at in failed.into_iter().rev() {
+            links.swap_remove(at);
+        }
+        // Connections no resource needs any more are closed.
+        links.retain(|l| wanted.contains_key(l.node.name()));
     }
 }
 
+/// The channels to listen on, by server: every resource's channel on its
+/// node, or on the master of its slot (resources whose master is not
+/// known yet are left out, and the slot map is fetched).
+fn want<'a>(member: &Member, resources: impl Iterator<Item = &'a Vec<u8>>) -> Wanted {
+    let mut wanted: Wanted = HashMap::new();
+    let mut unknown = false;
+    for resource in resources {
+        let node = match member {
+            Member::Node(node) => Some(node.clone()),
+            Member::Cluster(cluster) => cluster.route(redis_cluster::slot(resource)),
+        };
+        let Some(node) = node else {
+            unknown = true;
+            continue;
+        };
+        wanted
+            .entry(node.name().to_owned())
+            .or_insert_with(|| (node, HashMap::new()))
+            .1
+            .insert(channel(resource), resource.clone());
+    }
+    if let (true, Member::Cluster(cluster)) = (unknown, member) {
+        cluster.refresh_soon();
+    }
+    wanted
+}
+
 impl Link {
-    /// Subscribes to the channels of `add`, unsubscribes from those of
-    /// `remove`.
-    fn update(&mut self, (add, remove): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<(), NodeError> {
-        for (verb, resources) in [(&b"SUBSCRIBE"[..], &add), (b"UNSUBSCRIBE", &remove)] {
-            for chunk in resources.chunks(CHUNK) {
-                let channels: Vec<Vec<u8>> = chunk.iter().map(|r| channel(r)).collect();
+    /// Subscribes to the wanted channels not subscribed yet, and
+    /// unsubscribes from those no longer wanted.
+    fn update(
+        &mut self,
+        wanted: &HashMap<Vec<u8>, Vec<u8>>,
+        verbs: &Verbs,
+    ) -> Result<(), NodeError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.dirty = false;
+        let add: Vec<(Vec<u8>, Vec<u8>)> = wanted
+            .iter()
+            .filter(|(c, _)| !self.subscribed.contains_key(*c))
+            .map(|(c, r)| (c.clone(), r.clone()))
+            .collect();
+        let remove: Vec<Vec<u8>> = self
+            .subscribed
+            .keys()
+            .filter(|c| !wanted.contains_key(*c))
+            .cloned()
+            .collect();
+        // Sharded subscriptions take channels of one slot per command.
+        let chunk = if verbs.subscribe == b"SSUBSCRIBE" {
+            1
+        } else {
+            CHUNK
+        };
+        for (verb, channels) in [
+            (
+                verbs.subscribe,
+                add.iter().map(|(c, _)| c).collect::<Vec<_>>(),
+            ),
+            (verbs.unsubscribe, remove.iter().collect()),
+        ] {
+            for chunk in channels.chunks(chunk) {
                 let mut args: Vec<&[u8]> = vec![verb];
-                args.extend(channels.iter().map(Vec::as_slice));
+                args.extend(chunk.iter().map(|c| c.as_slice()));
                 self.conn.send(&pack(&args))?;
             }
         }
         self.subscribed.extend(add);
-        for r in &remove {
-            self.subscribed.remove(r);
+        for c in &remove {
+            self.subscribed.remove(c);
         }
         Ok(())
     }
@@ -538,33 +656,49 @@ impl Link {
     }
 }
 
-/// Acts on a push from a node: a message on a release channel wakes the
+/// Acts on a push from a server: a message on a release channel wakes the
 /// resource's first waiter (once per release); the first confirmation of
 /// a subscription does too, since a release may have come between the
-/// waiter's last attempt and the subscription.
-fn on_push(shared: &Shared, value: Value) {
-    let Value::Array(items) = value else { return };
-    let [Value::BulkString(kind), Value::BulkString(chan), data] = items.as_slice() else {
-        return;
+/// waiter's last attempt and the subscription. A sharded channel the
+/// server dropped by itself (its slot moved away) is forgotten, to be
+/// subscribed again where it lives now: then true.
+fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
+    let Value::Array(items) = value else {
+        return false;
     };
-    let Some(resource) = chan.strip_suffix(RELEASE_SUFFIX) else {
-        return;
+    let [Value::BulkString(kind), Value::BulkString(chan), data] = items.as_slice() else {
+        return false;
+    };
+    match kind.as_slice() {
+        b"sunsubscribe" => {
+            // Our own unsubscription was forgotten when it was sent; one
+            // still subscribed was dropped by the server.
+            let moved = link.subscribed.remove(chan).is_some();
+            link.dirty |= moved;
+            return moved;
+        }
+        b"message" | b"smessage" | b"subscribe" | b"ssubscribe" => {}
+        _ => return false,
+    }
+    let Some(resource) = link.subscribed.get(chan) else {
+        return false;
     };
     let mut reg = shared.reg.lock();
     let Some(entry) = reg.resources.get_mut(resource) else {
-        return;
+        return false;
     };
     match (kind.as_slice(), data) {
-        (b"message", Value::BulkString(token)) => {
+        (b"message" | b"smessage", Value::BulkString(token)) => {
             drop(reg);
             shared.heard(resource, token, false);
         }
-        (b"subscribe", _) if !entry.subscribed => {
+        (b"subscribe" | b"ssubscribe", _) if !entry.subscribed => {
             entry.subscribed = true;
             entry.wake_first();
         }
         _ => {}
     }
+    false
 }
 
 fn lost(e: &NodeError, what: &str) {
@@ -576,7 +710,7 @@ mod tests {
     use super::*;
 
     fn waiters() -> Waiters {
-        Waiters::new(Arc::from(Vec::<Node>::new()))
+        Waiters::new(Arc::from(Vec::<Member>::new()))
     }
 
     #[test]
@@ -656,7 +790,12 @@ mod tests {
     }
 
     #[test]
-    fn channels_follow_the_resource_name() {
-        assert_eq!(channel(b"lock:a"), b"lock:a:redlock-release");
+    fn channels_follow_the_resource_name_in_its_slot() {
+        assert!(channel(b"lock:a").starts_with(b"lock:a:redlock-release{"));
+        assert_eq!(channel(b"{lock}:a"), b"{lock}:a:redlock-release");
+        assert_eq!(
+            redis_cluster::slot(&channel(b"lock:a")),
+            redis_cluster::slot(b"lock:a")
+        );
     }
 }

@@ -7,7 +7,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_sync::{Error, FENCE_SUFFIX, LockManager, NodeErrorKind};
+use redlock_sync::{Error, LockManager, NodeErrorKind};
 use support::{Cluster, Server, admin, calls, get, pttl, release_subscribers};
 
 /// The README's "Permissions" rule, for a user `name` whose resources
@@ -139,7 +139,7 @@ fn manager_waiting_as(cluster: &Cluster, user: &str, delay: Duration) -> LockMan
 }
 
 fn counter_key(resource: &str) -> Vec<u8> {
-    [resource.as_bytes(), FENCE_SUFFIX].concat()
+    redlock_sync::fence_key(resource)
 }
 
 #[test]
@@ -240,7 +240,8 @@ fn a_user_whose_pattern_misses_the_counter_gets_a_permission_error_and_keeps_no_
     let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
     for f in err.failures() {
         assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
-        assert_eq!(f.command(), Some("SET \"lock:job:redlock-fence\""), "{f}");
+        let counter = String::from_utf8(redlock_sync::fence_key("lock:job")).unwrap();
+        assert_eq!(f.command(), Some(&format!("SET {counter:?}")[..]), "{f}");
     }
     assert_eq!(err.failures().len(), 3, "{err}");
     // The lock keys that were set are removed again.

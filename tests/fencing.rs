@@ -10,11 +10,11 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Commands;
-use redlock_sync::{Error, FENCE_SUFFIX, LockGuard, LockManager};
+use redlock_sync::{Error, LockGuard, LockManager};
 use support::{Cluster, Server, admin, manager, resource, wait_for};
 
 fn fence_key(resource: &str) -> Vec<u8> {
-    [resource.as_bytes(), FENCE_SUFFIX].concat()
+    redlock_sync::fence_key(resource)
 }
 
 /// The fencing token of a guard from a manager with fencing on.
@@ -331,7 +331,16 @@ fn distinct_resources_leave_no_key_without_an_expiry() {
         // with an expiry.
         assert_eq!(keys.len(), 300, "{} keys", keys.len());
         for (key, left) in &keys {
-            assert!(key.ends_with(FENCE_SUFFIX), "{key:?}");
+            let text = String::from_utf8_lossy(key);
+            assert!(text.contains(":redlock-fence"), "{key:?}");
+            assert!(
+                redlock_sync::LockManager::builder()
+                    .node("redis://127.0.0.1:1")
+                    .build()
+                    .unwrap()
+                    .try_lock(key, Duration::from_secs(1))
+                    .is_err_and(|e| matches!(e, Error::InvalidArgument { .. }))
+            );
             assert!(
                 *left > 0,
                 "{:?} has PTTL {left}",

@@ -129,11 +129,7 @@ fn passes_the_token_and_exits_with_the_commands_status() {
     ));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     // The token is the fencing counter every node now holds.
-    let counter = get(
-        &cluster.servers[0],
-        format!("{key}:redlock-fence").as_bytes(),
-    )
-    .unwrap();
+    let counter = get(&cluster.servers[0], &redlock_sync::fence_key(&key)).unwrap();
     let expected = format!("{key} {}\n", String::from_utf8_lossy(&counter));
     assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     for server in &cluster.servers {

@@ -175,7 +175,7 @@ fn wake_ups_that_lose_the_race_do_not_shorten_the_wait() {
         .unwrap();
     let holder = support::manager(&cluster, Duration::from_millis(500));
     let _held = holder.lock(&r, TTL).unwrap();
-    let channel = [r.as_bytes(), redlock_sync::RELEASE_SUFFIX].concat();
+    let channel = redlock_sync::release_channel(&r);
     let stop = std::sync::atomic::AtomicBool::new(false);
     thread::scope(|s| {
         let announcer = s.spawn(|| {

@@ -5,6 +5,7 @@
 
 pub mod faults;
 pub mod proxy;
+pub mod redis_cluster;
 pub mod server;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -63,7 +64,7 @@ pub fn calls(server: &Server, command: &str) -> u64 {
 pub fn release_subscribers(server: &Server, resource: &str) -> i64 {
     let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
-        .arg([resource.as_bytes(), redlock_sync::RELEASE_SUFFIX].concat())
+        .arg(redlock_sync::release_channel(resource))
         .query(&mut admin(server))
         .unwrap();
     reply.1

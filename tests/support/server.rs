@@ -272,7 +272,7 @@ impl std::ops::IndexMut<usize> for Cluster {
     }
 }
 
-fn free_port() -> io::Result<u16> {
+pub fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

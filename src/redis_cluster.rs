@@ -1,0 +1,693 @@
+//! A Redis Cluster as one quorum member: hash slots, the names of the
+//! keys and channels that go with a resource, the slot map, and routing
+//! (`MOVED`, `ASK`).
+//!
+//! # Keys and channels share the resource's slot
+//!
+//! A Redis Cluster serves a key from the master that owns the key's hash
+//! slot (CRC16 of the key, or of its hash tag: the bytes between the
+//! first `{` and the first `}` after it, when there are some, modulo
+//! 16384). A script may only touch keys of one slot, and a sharded
+//! channel lives in one slot too. So everything that goes with a resource
+//! `R` (its fencing counter, its release channel) is named so that it
+//! hashes to `R`'s slot, whatever bytes `R` holds:
+//!
+//! - `R` has a hash tag: `R` followed by the suffix (the tag is still the
+//!   first one);
+//! - `R` has no `{`: `R`, the suffix, then `{T}`, where `T` is a short
+//!   decimal tag chosen for `R`'s slot (the first `{` is ours, so `T` is
+//!   the tag);
+//! - `R` has a `{` but no tag (`a{b`, `a{}b`): `{T}`, then `R`, then the
+//!   suffix.
+//!
+//! The lock key is `R` itself, on every member, so that other Redlock
+//! clients (node-redlock) interoperate. The same names are used on plain
+//! nodes, so one request suits every member.
+//!
+//! # Routing
+//!
+//! The slot map comes from `CLUSTER SLOTS` (every version since 3.0,
+//! Valkey included), asked of any seed or known node that answers. A
+//! request goes to its slot's master over that master's own connection
+//! pool. `MOVED` updates the slot's owner, sends the request there once
+//! more within the same node timeout, and refreshes the whole map in the
+//! background; `ASK` sends `ASKING` and the request to the target, once.
+//! A connection to a master that fails refreshes the map in the
+//! background, so that a promoted replica is found. Every step of one
+//! round ends by the round's deadline: a member costs at most the node
+//! timeout, like a node.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use redis::Value;
+
+use crate::error::{Error, NodeError};
+use crate::node::{Node, Request, Setup, pack};
+
+/// Hash slots in a Redis Cluster.
+pub(crate) const SLOTS: usize = 16384;
+
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), as Redis
+/// Cluster hashes keys.
+pub(crate) fn crc16(data: &[u8]) -> u16 {
+    static TABLE: OnceLock<[u16; 256]> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = [0u16; 256];
+        for (i, entry) in table.iter_mut().enumerate() {
+            let mut crc = (i as u16) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+            *entry = crc;
+        }
+        table
+    });
+    data.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ table[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+/// The hash tag of `key`: the bytes between its first `{` and the first
+/// `}` after it, when there are some.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let rest = &key[open + 1..];
+    let close = rest.iter().position(|&b| b == b'}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+/// The hash slot of `key`.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) & (SLOTS as u16 - 1)
+}
+
+/// A short tag for each slot: the smallest number whose decimal digits
+/// hash to it (all below 200,000; found once, in about a millisecond).
+fn tag_for(slot: u16) -> u32 {
+    static TAGS: OnceLock<Vec<u32>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = vec![u32::MAX; SLOTS];
+        let mut left = SLOTS;
+        let mut n = 0u32;
+        while left > 0 {
+            let s = usize::from(crc16(n.to_string().as_bytes()) & (SLOTS as u16 - 1));
+            if tags[s] == u32::MAX {
+                tags[s] = n;
+                left -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    tags[usize::from(slot)]
+}
+
+/// The name of what goes with `resource` (its fencing counter, its
+/// release channel): `resource` and `suffix`, in `resource`'s hash slot
+/// (see the module docs for the rule).
+pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
+    if hash_tag(resource).is_some() {
+        return [resource, suffix].concat();
+    }
+    let tag = tag_for(slot(resource)).to_string();
+    if resource.contains(&b'{') {
+        [b"{", tag.as_bytes(), b"}", resource, suffix].concat()
+    } else {
+        [resource, suffix, b"{", tag.as_bytes(), b"}"].concat()
+    }
+}
+
+/// Whether `name` could be the companion of some resource with `suffix`
+/// (such names are reserved: a resource of that name would share its key
+/// with another resource's counter).
+pub(crate) fn is_companion(name: &[u8], suffix: &[u8]) -> bool {
+    if name.ends_with(suffix) {
+        return true;
+    }
+    // `R` + suffix + `{digits}`.
+    let Some(body) = name.strip_suffix(b"}") else {
+        return false;
+    };
+    let Some(open) = body.iter().rposition(|&b| b == b'{') else {
+        return false;
+    };
+    let digits = &body[open + 1..];
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) && body[..open].ends_with(suffix)
+}
+
+/// Which master serves each slot.
+struct SlotMap {
+    /// Per slot, an index into `masters` (`u16::MAX`: no owner known).
+    owner: Vec<u16>,
+    masters: Vec<Arc<Node>>,
+}
+
+impl SlotMap {
+    fn route(&self, slot: u16) -> Option<&Arc<Node>> {
+        let i = *self.owner.get(usize::from(slot))?;
+        self.masters.get(usize::from(i))
+    }
+}
+
+/// How to open the servers a cluster names: the first seed's URL parts
+/// (scheme, credentials, TLS fragment) around another host and port.
+struct Template {
+    scheme: String,
+    userinfo: String,
+    fragment: String,
+    setup: Setup,
+}
+
+impl Template {
+    fn url(&self, host: &str, port: u16) -> String {
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        format!(
+            "{}://{}{host}:{port}{}",
+            self.scheme, self.userinfo, self.fragment
+        )
+    }
+}
+
+/// The other members' identities, shared by the members of one manager:
+/// a cluster that turns out to be the same as another member is a
+/// configuration error found at first contact.
+#[derive(Default)]
+pub(crate) struct Identities {
+    /// Cluster node IDs, with the member (by name) that reported them.
+    ids: Mutex<HashMap<String, Arc<str>>>,
+    /// The plain nodes' addresses (`host:port`).
+    nodes: Mutex<HashSet<String>>,
+    /// Set once two members were found to be the same.
+    pub(crate) conflict: OnceLock<String>,
+}
+
+impl Identities {
+    /// Records a plain node member's address.
+    pub(crate) fn node(&self, name: &str) {
+        self.nodes.lock().insert(name.to_owned());
+    }
+
+    /// A conflict if a server of the cluster `member` (by address) is also
+    /// a plain node member.
+    fn check_servers(&self, member: &Arc<str>, servers: &[String]) {
+        let nodes = self.nodes.lock();
+        if let Some(server) = servers.iter().find(|s| nodes.contains(*s)) {
+            let _ = self.conflict.set(format!(
+                "{server} is a node member and also a server of {member}; Redlock needs \
+                 independent members, and a vote counted twice is unsafe"
+            ));
+        }
+    }
+
+    /// Records `ids` as `member`'s; a conflict if another member has one.
+    fn claim(&self, member: &Arc<str>, ids: &[String]) {
+        let mut known = self.ids.lock();
+        for id in ids {
+            match known.get(id) {
+                Some(other) if other != member => {
+                    let _ = self.conflict.set(format!(
+                        "{other} and {member} are the same Redis Cluster (both have node {id}); \
+                         Redlock needs independent members, and a vote counted twice is unsafe"
+                    ));
+                    return;
+                }
+                Some(_) => {}
+                None => {
+                    known.insert(id.clone(), member.clone());
+                }
+            }
+        }
+    }
+}
+
+/// One quorum member that is a whole Redis Cluster.
+pub(crate) struct RedisCluster {
+    /// `cluster <first seed>`, for messages.
+    name: Arc<str>,
+    seeds: Vec<Arc<Node>>,
+    template: Template,
+    timeout: Duration,
+    map: RwLock<Option<Arc<SlotMap>>>,
+    /// Every server the cluster has named (masters and replicas), by
+    /// address, so that pools survive map refreshes.
+    known: Mutex<HashMap<String, Arc<Node>>>,
+    /// A background refresh is under way.
+    refreshing: AtomicBool,
+    /// When the last refresh started (ms since `epoch`), to space them.
+    last_refresh: AtomicU64,
+    epoch: Instant,
+    /// Bumped on every map change (listeners follow it).
+    generation: AtomicU64,
+    identities: Arc<Identities>,
+}
+
+/// Refreshes started in the background are at least this far apart.
+const REFRESH_SPACING: Duration = Duration::from_millis(100);
+/// A background refresh gets this long.
+const REFRESH_BUDGET: Duration = Duration::from_secs(1);
+
+impl RedisCluster {
+    /// A cluster member reached through `seeds` (URLs with the usual
+    /// options: credentials, `rediss://`). Connects lazily.
+    pub(crate) fn open(
+        seeds: &[String],
+        setup: &Setup,
+        identities: Arc<Identities>,
+    ) -> Result<RedisCluster, Error> {
+        let Some(first) = seeds.first() else {
+            return Err(Error::invalid_config(
+                "a Redis Cluster member needs at least one seed URL",
+            ));
+        };
+        let nodes = seeds
+            .iter()
+            .map(|url| Node::open(url, setup).map(Arc::new))
+            .collect::<Result<Vec<_>, Error>>()?;
+        for (i, node) in nodes.iter().enumerate() {
+            if node.db() != 0 {
+                return Err(Error::invalid_config(format!(
+                    "cluster seed {}: a Redis Cluster has only database 0",
+                    node.name()
+                )));
+            }
+            if nodes[..i].iter().any(|n| n.addr() == node.addr()) {
+                return Err(Error::invalid_config(format!(
+                    "cluster seed {} is given twice",
+                    node.name()
+                )));
+            }
+        }
+        let (scheme, rest) = first.split_once("://").unwrap_or(("redis", first));
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let userinfo = authority
+            .rsplit_once('@')
+            .map(|(u, _)| format!("{u}@"))
+            .unwrap_or_default();
+        let fragment = rest
+            .split_once('#')
+            .map(|(_, f)| format!("#{f}"))
+            .unwrap_or_default();
+        Ok(RedisCluster {
+            name: format!("cluster {}", nodes[0].name()).into(),
+            seeds: nodes,
+            template: Template {
+                scheme: scheme.to_owned(),
+                userinfo,
+                fragment,
+                setup: setup.clone(),
+            },
+            timeout: setup.timeout,
+            map: RwLock::new(None),
+            known: Mutex::new(HashMap::new()),
+            refreshing: AtomicBool::new(false),
+            last_refresh: AtomicU64::new(0),
+            epoch: Instant::now(),
+            generation: AtomicU64::new(0),
+            identities,
+        })
+    }
+
+    /// `cluster <first seed>`.
+    pub(crate) fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The seeds (for spotting a server given twice).
+    pub(crate) fn seeds(&self) -> &[Arc<Node>] {
+        &self.seeds
+    }
+
+    /// The node timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Changes whenever the slot map changes.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// The master that serves `slot`, if the map is known (no I/O).
+    pub(crate) fn route(&self, slot: u16) -> Option<Arc<Node>> {
+        self.map.read().as_ref()?.route(slot).cloned()
+    }
+
+    /// The master that serves `slot`, fetching the slot map first if it
+    /// is not known yet, by `deadline`.
+    pub(crate) fn route_or_fetch(
+        &self,
+        slot: u16,
+        deadline: Instant,
+    ) -> Result<Arc<Node>, NodeError> {
+        if let Some(node) = self.route(slot) {
+            return Ok(node);
+        }
+        self.refresh(deadline)?;
+        self.route(slot).ok_or_else(|| self.unserved(slot))
+    }
+
+    /// Runs `req` on the master of `slot` (fetching the map if needed),
+    /// then follows one `MOVED` or `ASK`; everything by `deadline`.
+    pub(crate) fn call(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        slot: u16,
+        deadline: Instant,
+    ) -> Result<u64, NodeError> {
+        let node = self.route_or_fetch(slot, deadline)?;
+        let answer = node.run(req, deadline);
+        self.after(answer, req, deadline)
+    }
+
+    /// Looks at an answer from one of this cluster's masters: follows a
+    /// `MOVED` or `ASK` once, and refreshes the map in the background
+    /// after a connection failure.
+    pub(crate) fn after(
+        self: &Arc<Self>,
+        answer: Result<u64, NodeError>,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, NodeError> {
+        match answer {
+            Err(e) if is_redirect(&e) => self.follow(e, req, deadline),
+            Err(e) => {
+                if e.is_connection_failure() {
+                    self.refresh_soon();
+                }
+                Err(e)
+            }
+            ok => ok,
+        }
+    }
+
+    /// Follows a `MOVED` (the slot has a new owner: noted, and the map
+    /// refreshed in the background) or an `ASK` (a slot being migrated:
+    /// this one request goes to the target, after `ASKING`).
+    fn follow(
+        self: &Arc<Self>,
+        e: NodeError,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, NodeError> {
+        let Some((slot, host, port)) = parse_redirect(e.redis_error()) else {
+            return Err(e);
+        };
+        let Ok(node) = self.node_at(&host, port) else {
+            return Err(e);
+        };
+        if e.code() == Some("MOVED") {
+            self.moved(slot, &node);
+            self.refresh_soon();
+            return node.run(req, deadline);
+        }
+        let asking = [&pack(&[b"ASKING"])[..], req.packed].concat();
+        let asked = Request {
+            packed: &asking,
+            asking: true,
+            ..*req
+        };
+        node.run(&asked, deadline)
+    }
+
+    /// Notes that `slot` is served by `node` now.
+    fn moved(&self, slot: u16, node: &Arc<Node>) {
+        let mut map = self.map.write();
+        let Some(old) = map.as_ref() else { return };
+        let mut masters = old.masters.clone();
+        let at = match masters.iter().position(|m| Arc::ptr_eq(m, node)) {
+            Some(at) => at,
+            None => {
+                masters.push(node.clone());
+                masters.len() - 1
+            }
+        };
+        let mut owner = old.owner.clone();
+        owner[usize::from(slot)] = at as u16;
+        *map = Some(Arc::new(SlotMap { owner, masters }));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The error for a slot no master serves.
+    fn unserved(&self, slot: u16) -> NodeError {
+        NodeError::cluster(
+            self.name.clone(),
+            format!("no master serves slot {slot} (CLUSTERDOWN or a slot map being changed)"),
+            self.timeout,
+        )
+    }
+
+    /// The server at `host:port`, opened with the seeds' settings.
+    fn node_at(&self, host: &str, port: u16) -> Result<Arc<Node>, Error> {
+        let key = format!("{host}:{port}");
+        if let Some(node) = self.known.lock().get(&key) {
+            return Ok(node.clone());
+        }
+        if let Some(seed) = self.seeds.iter().find(|s| s.name() == key) {
+            self.known.lock().insert(key, seed.clone());
+            return Ok(seed.clone());
+        }
+        let node = Arc::new(Node::open(
+            &self.template.url(host, port),
+            &self.template.setup,
+        )?);
+        Ok(self.known.lock().entry(key).or_insert(node).clone())
+    }
+
+    /// Fetches the slot map from the first known server or seed that
+    /// answers, by `deadline`.
+    pub(crate) fn refresh(&self, deadline: Instant) -> Result<(), NodeError> {
+        let mut candidates: Vec<Arc<Node>> = Vec::new();
+        if let Some(map) = self.map.read().as_ref() {
+            candidates.extend(map.masters.iter().cloned());
+        }
+        candidates.extend(self.known.lock().values().cloned());
+        candidates.extend(self.seeds.iter().cloned());
+        let mut seen = HashSet::new();
+        candidates.retain(|n| seen.insert(n.name().to_owned()));
+        let mut last = None;
+        for node in candidates {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            // Each server gets at most a node timeout: a hung one must not
+            // take the whole budget from the others.
+            let until = deadline.min(now + self.timeout);
+            match node.query(&pack(&[b"CLUSTER", b"SLOTS"]), until) {
+                Ok(reply) => match self.install(&node, &reply) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => last = Some(e),
+                },
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            NodeError::cluster(
+                self.name.clone(),
+                "no server of the cluster answered in time".into(),
+                self.timeout,
+            )
+        }))
+    }
+
+    /// Builds the map from a `CLUSTER SLOTS` reply got from `from`.
+    fn install(&self, from: &Node, reply: &Value) -> Result<(), NodeError> {
+        let bad = |why: &str| {
+            NodeError::cluster(
+                from.name().into(),
+                format!("unexpected CLUSTER SLOTS reply: {why}"),
+                self.timeout,
+            )
+        };
+        let Value::Array(ranges) = reply else {
+            return Err(bad("not an array"));
+        };
+        let from_host = from.host().unwrap_or("127.0.0.1").to_owned();
+        let mut owner = vec![u16::MAX; SLOTS];
+        let mut masters: Vec<Arc<Node>> = Vec::new();
+        let mut ids = Vec::new();
+        let mut addresses = Vec::new();
+        for range in ranges {
+            let Value::Array(fields) = range else {
+                return Err(bad("a range is not an array"));
+            };
+            let (Some(Value::Int(start)), Some(Value::Int(end))) = (fields.first(), fields.get(1))
+            else {
+                return Err(bad("a range has no bounds"));
+            };
+            let mut servers = Vec::new();
+            for server in &fields[2..] {
+                let Value::Array(parts) = server else {
+                    continue;
+                };
+                let host = match parts.first() {
+                    Some(Value::BulkString(h)) if !h.is_empty() && h != b"?" => {
+                        String::from_utf8_lossy(h).into_owned()
+                    }
+                    _ => from_host.clone(),
+                };
+                let Some(Value::Int(port)) = parts.get(1) else {
+                    continue;
+                };
+                let Ok(port) = u16::try_from(*port) else {
+                    continue;
+                };
+                if let Some(Value::BulkString(id)) = parts.get(2) {
+                    ids.push(String::from_utf8_lossy(id).into_owned());
+                }
+                addresses.push(format!("{host}:{port}"));
+                servers.push((host, port));
+            }
+            let Some((host, port)) = servers.first() else {
+                continue;
+            };
+            let master = self.node_at(host, *port).map_err(|e| bad(&e.to_string()))?;
+            for (host, port) in &servers[1..] {
+                // Replicas: candidates for the next refresh.
+                let _ = self.node_at(host, *port);
+            }
+            let at = match masters.iter().position(|m| Arc::ptr_eq(m, &master)) {
+                Some(at) => at,
+                None => {
+                    masters.push(master);
+                    masters.len() - 1
+                }
+            };
+            let (start, end) = (*start as usize, *end as usize);
+            if start > end || end >= SLOTS {
+                return Err(bad("a slot out of range"));
+            }
+            for slot in &mut owner[start..=end] {
+                *slot = at as u16;
+            }
+        }
+        self.identities.claim(&self.name, &ids);
+        self.identities.check_servers(&self.name, &addresses);
+        *self.map.write() = Some(Arc::new(SlotMap { owner, masters }));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Refreshes the map on a background thread, unless one runs or one
+    /// started less than `REFRESH_SPACING` ago.
+    pub(crate) fn refresh_soon(self: &Arc<RedisCluster>) {
+        let now = (self.epoch.elapsed().as_millis() as u64).max(1);
+        let last = self.last_refresh.load(Ordering::SeqCst);
+        if last != 0 && now.saturating_sub(last) < REFRESH_SPACING.as_millis() as u64 {
+            return;
+        }
+        if self.refreshing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.last_refresh.store(now, Ordering::SeqCst);
+        let this = self.clone();
+        let spawned = thread::Builder::new()
+            .name("redlock-cluster-map".into())
+            .spawn(move || {
+                let _ = this.refresh(Instant::now() + REFRESH_BUDGET);
+                this.refreshing.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            // No thread to be had: the next round that needs the map
+            // fetches it.
+            self.refreshing.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Whether an error reply redirects the request (`MOVED`, `ASK`).
+fn is_redirect(e: &NodeError) -> bool {
+    matches!(e.code(), Some("MOVED" | "ASK"))
+}
+
+/// `MOVED 3999 127.0.0.1:6381` / `ASK ...`: the slot and the target.
+fn parse_redirect(e: &redis::RedisError) -> Option<(u16, String, u16)> {
+    let detail = e.detail()?;
+    let mut parts = detail.split_whitespace();
+    let slot = parts.next()?.parse().ok()?;
+    let target = parts.next()?;
+    let (host, port) = target.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((slot, host.to_owned(), port.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from CLUSTER KEYSLOT on a real server.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn companions_share_the_resource_slot() {
+        for r in [
+            &b"lock:job"[..],
+            b"{user:42}:lock",
+            b"a{b",
+            b"a{}b",
+            b"}{",
+            b"x}y",
+            b"",
+            b"{",
+            b"{}",
+        ] {
+            for suffix in [&b":redlock-fence"[..], b":redlock-release"] {
+                let c = companion(r, suffix);
+                assert_eq!(slot(&c), slot(r), "{:?}", String::from_utf8_lossy(&c));
+                assert!(
+                    is_companion(&c, suffix),
+                    "{:?}",
+                    String::from_utf8_lossy(&c)
+                );
+            }
+        }
+        assert_eq!(companion(b"{u}:l", b":s"), b"{u}:l:s");
+        assert!(companion(b"lock:job", b":s").starts_with(b"lock:job:s{"));
+        assert!(companion(b"a{b", b":s").starts_with(b"{"));
+        assert!(!is_companion(b"lock:job", b":s"));
+        assert!(!is_companion(b"lock:job{12}", b":s"));
+        assert!(!is_companion(b"lock:job:s{}", b":s"));
+        assert!(!is_companion(b"lock:job:s{1a}", b":s"));
+    }
+
+    #[test]
+    fn every_slot_has_a_short_tag() {
+        for s in 0..SLOTS as u16 {
+            let tag = tag_for(s);
+            assert!(tag < 200_000, "slot {s}: {tag}");
+            assert_eq!(slot(tag.to_string().as_bytes()), s);
+        }
+    }
+
+    #[test]
+    fn redirects_are_read() {
+        let e = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+            "An error was signalled by the server",
+            "3999 127.0.0.1:6381".to_owned(),
+        ));
+        assert_eq!(parse_redirect(&e), Some((3999, "127.0.0.1".into(), 6381)));
+    }
+}

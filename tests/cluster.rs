@@ -1,0 +1,410 @@
+//! Redis Cluster members: every key of a lock in the resource's slot on
+//! the master that owns it, redirects followed under slot moves, a killed
+//! master's slots found on the promoted replica, waiters woken with
+//! sharded pub/sub, mixed quorums of nodes and clusters, and the
+//! configuration mistakes said plainly. Real clusters of `redis-server`
+//! processes (Redis 7.0+ or Valkey; skipped, saying why, on older ones).
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_sync::{Error, LockManager, fence_key, release_channel};
+use support::redis_cluster::{RedisCluster, cmd, keyslot, unsupported};
+use support::{Cluster, Server, admin, resource, timed, wait_for};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn skip() -> bool {
+    match unsupported() {
+        Some(why) => {
+            eprintln!("{why}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// A manager whose one member is `cluster`.
+fn manager(cluster: &RedisCluster) -> LockManager {
+    LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+/// What `server` holds at `key`; `None` when absent or not its slot.
+fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    let mut con = admin(server);
+    redis::cmd("GET").arg(key).query(&mut con).ok().flatten()
+}
+
+/// What an importing `server` holds at `key` (asked after `ASKING`).
+fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    let mut con = admin(server);
+    let ((), value): ((), Option<Vec<u8>>) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("GET")
+        .arg(key)
+        .query(&mut con)
+        .unwrap();
+    value
+}
+
+fn pttl(server: &Server, key: &[u8]) -> i64 {
+    let mut con = admin(server);
+    redis::cmd("PTTL").arg(key).query(&mut con).unwrap_or(-3)
+}
+
+#[test]
+fn names_on_every_shard_and_with_hash_tags_lock_on_their_slots_master() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = manager(&cluster);
+    assert_eq!(dlm.quorum(), 1);
+    let mut names: Vec<Vec<u8>> = (0..30).map(|i| format!("job:{i}").into_bytes()).collect();
+    names.extend(
+        [
+            &b"{user:42}:profile"[..],
+            b"{user:42}:cart",
+            b"a{b",
+            b"a{}b",
+            b"}{",
+            b"\xff\x00bin",
+        ]
+        .map(<[u8]>::to_vec),
+    );
+    let mut shards = [0usize; 3];
+    for name in &names {
+        // The server agrees: the counter and the channel share the slot.
+        let slot = keyslot(&cluster.masters[0], name);
+        assert_eq!(keyslot(&cluster.masters[0], &fence_key(name)), slot);
+        assert_eq!(keyslot(&cluster.masters[0], &release_channel(name)), slot);
+        let owner = cluster.master_of(name);
+        shards[owner] += 1;
+        let guard = dlm
+            .lock(name, TTL)
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        let master = &cluster.masters[owner];
+        assert_eq!(
+            get(master, name).as_deref(),
+            Some(guard.token()),
+            "{name:?}"
+        );
+        assert!(pttl(master, &fence_key(name)) > 0, "{name:?}: counter");
+        let token = guard.fencing_token().unwrap();
+        guard.release().unwrap();
+        assert_eq!(get(master, name), None);
+        // Tokens keep growing on the member.
+        let again = dlm.lock(name, TTL).unwrap();
+        assert!(again.fencing_token().unwrap() > token);
+    }
+    assert!(
+        shards.iter().all(|&n| n > 0),
+        "names on every shard: {shards:?}"
+    );
+    // Hash-tagged names share their tag's slot (and master).
+    assert_eq!(
+        cluster.master_of(b"{user:42}:profile"),
+        cluster.master_of(b"{user:42}:cart")
+    );
+}
+
+#[test]
+fn a_slot_moved_under_a_held_lock_keeps_extend_and_release_working() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = manager(&cluster);
+    let unfenced = LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fencing(false)
+        .build()
+        .unwrap();
+    let r = resource("moving");
+    let slot = keyslot(&cluster.masters[0], r.as_bytes());
+    let from = cluster.master_of(r.as_bytes());
+    let to = (from + 1) % 3;
+    let mut guard = dlm.lock(&r, TTL).unwrap();
+    // Other resources in the same slot, locked while the slot is being
+    // migrated: their keys are not on the source.
+    let other = format!("{{{r}}}:other");
+    let plain = format!("{{{r}}}:plain");
+    assert_eq!(keyslot(&cluster.masters[0], other.as_bytes()), slot);
+    let mut during = None;
+    cluster.move_slot(slot, from, to, || {
+        // Without fencing the lock is one key: ASK is followed and the key
+        // lands on the target.
+        let g = unfenced.lock(&plain, TTL).unwrap();
+        assert_eq!(
+            get_asking(&cluster.masters[to], plain.as_bytes()).as_deref(),
+            Some(g.token())
+        );
+        during = Some(g);
+        // With fencing it is two keys in one script, which Redis serves
+        // only once the migration is over (TRYAGAIN, said plainly): never
+        // a counter on one master and the lock on the other.
+        let err = dlm.lock(&other, TTL).unwrap_err();
+        assert_eq!(err.failures()[0].code(), Some("TRYAGAIN"), "{err}");
+        assert!(err.to_string().contains("TRYAGAIN"), "{err}");
+        // The held lock's keys are all still on the source: it extends.
+        guard.extend(TTL).unwrap();
+    });
+    // The slot has moved: MOVED is followed, and the map is refreshed.
+    assert_eq!(cluster.master_of(r.as_bytes()), to);
+    guard.extend(TTL).unwrap();
+    assert_eq!(
+        get(&cluster.masters[to], r.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    guard.release().unwrap();
+    during.unwrap().release().unwrap();
+    assert_eq!(get(&cluster.masters[to], r.as_bytes()), None);
+    assert_eq!(get(&cluster.masters[to], plain.as_bytes()), None);
+    // New locks land on the new owner, with fencing too.
+    let again = dlm.lock(&r, TTL).unwrap();
+    assert_eq!(
+        get(&cluster.masters[to], r.as_bytes()).as_deref(),
+        Some(again.token())
+    );
+    let g = dlm.lock(&other, TTL).unwrap();
+    assert_eq!(
+        get(&cluster.masters[to], other.as_bytes()).as_deref(),
+        Some(g.token())
+    );
+}
+
+#[test]
+fn a_killed_master_is_bounded_and_its_replica_keeps_the_lock_after_promotion() {
+    if skip() {
+        return;
+    }
+    let mut cluster = RedisCluster::start(3, 3).unwrap();
+    let timeout = Duration::from_millis(200);
+    let dlm = LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(timeout)
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    let r = resource("failover");
+    let mut guard = dlm.lock(&r, TTL).unwrap();
+    let owner = cluster.master_of(r.as_bytes());
+    // A second lock on the same master, to be dropped while it is dead.
+    let same = (0..)
+        .map(|i| format!("{r}:{i}"))
+        .find(|n| cluster.master_of(n.as_bytes()) == owner)
+        .unwrap();
+    let doomed = dlm.lock(&same, TTL).unwrap();
+    // Let the replica copy the keys, then kill the master.
+    cluster.wait_ok().unwrap();
+    thread::sleep(Duration::from_millis(200));
+    cluster.masters[owner].kill();
+    let ((), took) = timed(|| drop(doomed));
+    assert!(
+        took < timeout + Duration::from_millis(300),
+        "drop took {took:?}"
+    );
+    let (result, took) = timed(|| guard.extend(TTL));
+    assert!(result.is_err());
+    assert!(
+        took < timeout + Duration::from_millis(300),
+        "extend took {took:?}"
+    );
+    // Once a replica is promoted (the map refreshed on the failures), the
+    // lock is there: it extends and releases, and others find it taken.
+    let started = Instant::now();
+    let mut last = None;
+    let back = wait_for(Duration::from_secs(30), || match guard.extend(TTL) {
+        Ok(()) => true,
+        Err(e) => {
+            last = Some(e.to_string());
+            false
+        }
+    });
+    assert!(back.is_some(), "no extend after the failover: {last:?}");
+    eprintln!(
+        "extended again {:?} after the kill ({last:?})",
+        started.elapsed()
+    );
+    assert!(
+        cluster.master_of(r.as_bytes()) >= 3,
+        "a replica serves the slot now"
+    );
+    assert!(matches!(dlm.lock(&r, TTL), Err(Error::Taken { .. })));
+    guard.release().unwrap();
+    dlm.lock(&r, TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn standalone_nodes_and_a_cluster_make_one_quorum() {
+    if skip() {
+        return;
+    }
+    let mut nodes = Cluster::start(2).unwrap();
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(nodes.urls())
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    assert_eq!(dlm.quorum(), 2);
+    let names: Vec<&str> = dlm.nodes().collect();
+    assert_eq!(names.len(), 3);
+    assert!(names[2].starts_with("cluster 127.0.0.1:"), "{names:?}");
+    let r = resource("mixed");
+    let guard = dlm.lock(&r, TTL).unwrap();
+    let first = guard.fencing_token().unwrap();
+    for s in &nodes.servers {
+        assert_eq!(
+            support::get(s, r.as_bytes()).as_deref(),
+            Some(guard.token())
+        );
+    }
+    let owner = cluster.master_of(r.as_bytes());
+    assert_eq!(
+        get(&cluster.masters[owner], r.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    guard.release().unwrap();
+    // One standalone node down: the other and the cluster still make 2.
+    nodes.servers[0].kill();
+    let guard = dlm.lock(&r, TTL).unwrap();
+    assert!(guard.fencing_token().unwrap() > first);
+    guard.release().unwrap();
+    // Both down: the cluster alone is one vote of three.
+    nodes.servers[1].kill();
+    match dlm.lock(&r, TTL) {
+        Err(e @ Error::NoQuorum { .. }) => {
+            assert_eq!(e.failures().len(), 2, "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_waiter_on_a_cluster_is_woken_by_the_release_with_sharded_pubsub() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let holder = manager(&cluster);
+    let waiter = LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let r = resource("cluster-woken");
+    let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
+    let channel = release_channel(&r);
+    let guard = holder.lock(&r, TTL).unwrap();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.try_lock_for(&r, TTL, Duration::from_secs(120));
+            (got.map(|g| g.token().to_vec()), Instant::now())
+        });
+        // The waiter's listener subscribes on the slot's master.
+        let subscribed = wait_for(Duration::from_secs(10), || {
+            let mut con = admin(owner);
+            let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg(&channel)
+                .query(&mut con)
+                .unwrap();
+            reply.1 == 1
+        });
+        assert!(
+            subscribed.is_some(),
+            "no sharded subscriber on the slot's master"
+        );
+        thread::sleep(Duration::from_millis(300));
+        let released = Instant::now();
+        guard.release().unwrap();
+        let (got, at) = waiting.join().unwrap();
+        let after = at.duration_since(released);
+        eprintln!("acquired {after:?} after the release");
+        assert!(got.is_ok(), "{got:?}");
+        assert!(
+            after < Duration::from_secs(1),
+            "acquired {after:?} after the release"
+        );
+    });
+}
+
+#[test]
+fn a_cluster_node_given_as_a_plain_node_says_to_use_cluster() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = LockManager::builder()
+        .node(cluster.masters[0].url())
+        .retry(1, Duration::ZERO)
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    // A name whose slot another master owns.
+    let name = (0..)
+        .map(|i| format!("plain:{i}"))
+        .find(|n| cluster.master_of(n.as_bytes()) != 0)
+        .unwrap();
+    let err = dlm.lock(&name, TTL).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("MOVED"), "{msg}");
+    assert!(msg.contains("Redis Cluster node"), "{msg}");
+    assert!(msg.contains("Builder::cluster"), "{msg}");
+}
+
+#[test]
+fn the_same_cluster_twice_is_refused_at_first_contact() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let other = Server::start().unwrap();
+    let dlm = LockManager::builder()
+        .cluster([cluster.masters[0].url()])
+        .cluster([cluster.masters[1].url()])
+        .node(other.url())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    let r = resource("twice");
+    match dlm.lock(&r, TTL) {
+        Err(Error::InvalidConfig { reason, .. }) => {
+            assert!(reason.contains("same Redis Cluster"), "{reason}");
+            let (a, b) = (cluster.masters[0].port(), cluster.masters[1].port());
+            assert!(
+                reason.contains(&a.to_string()) && reason.contains(&b.to_string()),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing is left behind, and the manager keeps refusing.
+    assert!(matches!(
+        dlm.lock(&r, TTL),
+        Err(Error::InvalidConfig { .. })
+    ));
+    assert_eq!(support::get(&other, r.as_bytes()), None);
+    // A seed given twice is refused at once.
+    let err = LockManager::builder()
+        .cluster([cluster.masters[0].url()])
+        .node(cluster.masters[0].url())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("given twice"), "{err}");
+    let _: String = cmd(&cluster.masters[0], &["PING"]);
+}
