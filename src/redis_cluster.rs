@@ -672,6 +672,27 @@ mod tests {
         assert!(!is_companion(b"lock:job:s{1a}", b":s"));
     }
 
+    proptest::proptest! {
+        /// Whatever bytes a resource holds (braces included), its
+        /// counter and channel share its slot, are reserved names, and
+        /// differ from it.
+        #[test]
+        fn any_resource_shares_its_slot_with_its_companions(
+            name in proptest::collection::vec(proptest::prop_oneof![
+                proptest::num::u8::ANY,
+                proptest::strategy::Just(b'{'),
+                proptest::strategy::Just(b'}'),
+            ], 0..40)
+        ) {
+            for suffix in [&b":redlock-fence"[..], b":redlock-release"] {
+                let c = companion(&name, suffix);
+                proptest::prop_assert_eq!(slot(&c), slot(&name));
+                proptest::prop_assert!(is_companion(&c, suffix));
+                proptest::prop_assert_ne!(&c, &name);
+            }
+        }
+    }
+
     #[test]
     fn every_slot_has_a_short_tag() {
         for s in 0..SLOTS as u16 {

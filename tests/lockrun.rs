@@ -699,3 +699,42 @@ fn lockruns_killed_by_term_or_kill_never_overlap_the_next_holder() {
         assert_eq!(sections, 3, "{signal:?}:\n{text}");
     }
 }
+
+/// `--cluster` adds one Redis Cluster member (repeatable); with
+/// `--nodes` they make one quorum. `REDLOCK_NODES` names a cluster as
+/// `cluster:URL|URL`.
+#[test]
+fn a_cluster_member_from_the_command_line_and_the_environment() {
+    if let Some(why) = support::redis_cluster::unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let cluster = support::redis_cluster::RedisCluster::start(3, 0).unwrap();
+    let nodes = Cluster::start(2).unwrap();
+    let key = resource("lockrun-cluster");
+    let seeds = cluster.seeds().join(",");
+    let out = Command::new(lockrun_bin())
+        .args(["--nodes", &nodes.urls().join(","), "--cluster", &seeds])
+        .args(["--node-timeout", "500ms", &key, "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCING_TOKEN\"")
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    // The same through the environment: the cluster is one member of 3.
+    let env = format!(
+        "{},cluster:{}",
+        nodes.urls().join(","),
+        cluster.seeds().join("|")
+    );
+    let out = Command::new(lockrun_bin())
+        .args(["--node-timeout", "500ms", "-v", &key, "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCING_TOKEN\"")
+        .env("REDLOCK_NODES", env)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let next: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(next > token);
+}

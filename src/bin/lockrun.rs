@@ -52,7 +52,10 @@ status.
 
 OPTIONS:
     --nodes URL,...       Redis masters, comma-separated (redis://, rediss://);
-                          default: $REDLOCK_NODES
+                          each one quorum member
+    --cluster URL,...     one Redis Cluster member, reached through these seeds;
+                          repeat for several clusters (each one member)
+                          [without --nodes and --cluster: $REDLOCK_NODES]
     --ttl DURATION        lock TTL, renewed every TTL/3 while COMMAND runs [30s]
     --wait DURATION       how long to wait for a lock held by someone else [10s]
     --node-timeout DUR    time each node gets per call [50ms]
@@ -68,7 +71,10 @@ OPTIONS:
     DURATION: 500ms, 30s, 2m, 1h, or plain seconds.
 
 ENVIRONMENT:
-    REDLOCK_NODES           the nodes, when --nodes is not given
+    REDLOCK_NODES           the members, when neither --nodes nor --cluster is
+                            given: URLs separated by commas; an entry
+                            cluster:URL|URL... is one Redis Cluster member
+                            (redis://a,redis://b,cluster:redis://c1:7000|redis://c2:7000)
     COMMAND receives:
     REDLOCK_RESOURCE        the resource
     REDLOCK_FENCING_TOKEN   the lock's fencing token (unless --no-fencing): pass it
@@ -107,8 +113,15 @@ const ERROR: u8 = 0;
 const WARN: u8 = 1;
 const INFO: u8 = 2;
 
+/// One quorum member from the command line or `REDLOCK_NODES`.
+#[derive(Debug, PartialEq)]
+enum MemberArg {
+    Node(String),
+    Cluster(Vec<String>),
+}
+
 struct Args {
-    nodes: Vec<String>,
+    members: Vec<MemberArg>,
     ttl: Duration,
     wait: Duration,
     node_timeout: Duration,
@@ -159,8 +172,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args, signals: &Signals) -> ExitCode {
-    let mut builder = LockManager::builder()
-        .nodes(&args.nodes)
+    let mut builder = LockManager::builder();
+    for member in &args.members {
+        builder = match member {
+            MemberArg::Node(url) => builder.node(url),
+            MemberArg::Cluster(seeds) => builder.cluster(seeds),
+        };
+    }
+    let mut builder = builder
         .node_timeout(args.node_timeout)
         .fencing(args.fencing)
         .retry(1, Duration::from_millis(100));
@@ -439,9 +458,9 @@ fn parse() -> Result<Parsed, String> {
         None => None,
     };
     let mut parser = lexopt::Parser::from_args(argv);
-    let mut nodes = None;
+    let mut members: Vec<MemberArg> = Vec::new();
     let mut args = Args {
-        nodes: Vec::new(),
+        members: Vec::new(),
         ttl: Duration::from_secs(30),
         wait: Duration::from_secs(10),
         node_timeout: Duration::from_millis(50),
@@ -466,7 +485,15 @@ fn parse() -> Result<Parsed, String> {
     };
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
-            Long("nodes") => nodes = Some(split_urls(&value(&mut parser, "--nodes")?, "--nodes")?),
+            Long("nodes") => members.extend(
+                split_urls(&value(&mut parser, "--nodes")?, "--nodes")?
+                    .into_iter()
+                    .map(MemberArg::Node),
+            ),
+            Long("cluster") => members.push(MemberArg::Cluster(split_urls(
+                &value(&mut parser, "--cluster")?,
+                "--cluster",
+            )?)),
             Long("ttl") => args.ttl = duration_of(&mut parser, "--ttl")?,
             Long("wait") => args.wait = duration_of(&mut parser, "--wait")?,
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
@@ -508,17 +535,40 @@ fn parse() -> Result<Parsed, String> {
         Some(_) => return Err("missing COMMAND after `--`".into()),
         None => return Err("missing `--` and COMMAND after RESOURCE".into()),
     };
-    args.nodes = match nodes {
-        Some(nodes) => nodes,
-        None => match std::env::var("REDLOCK_NODES") {
-            Ok(list) if !list.trim().is_empty() => split_urls(&list, "REDLOCK_NODES")?,
+    args.members = if members.is_empty() {
+        match std::env::var("REDLOCK_NODES") {
+            Ok(list) if !list.trim().is_empty() => env_members(&list)?,
             _ => Vec::new(),
-        },
+        }
+    } else {
+        members
     };
-    if args.nodes.is_empty() {
-        return Err("no nodes: give --nodes URL,... or set REDLOCK_NODES".into());
+    if args.members.is_empty() {
+        return Err(
+            "no nodes: give --nodes URL,... or --cluster URL,..., or set REDLOCK_NODES".into(),
+        );
     }
     Ok(Parsed::Run(Box::new(args)))
+}
+
+/// The members named by `REDLOCK_NODES`: URLs separated by commas, an
+/// entry `cluster:URL|URL...` being one Redis Cluster member.
+fn env_members(list: &str) -> Result<Vec<MemberArg>, String> {
+    split_urls(list, "REDLOCK_NODES")?
+        .into_iter()
+        .map(|entry| match entry.strip_prefix("cluster:") {
+            Some(seeds) => {
+                let seeds: Vec<String> = seeds.split('|').map(|s| s.trim().to_owned()).collect();
+                if seeds.iter().any(String::is_empty) {
+                    return Err(format!(
+                        "REDLOCK_NODES: empty seed in {entry:?} (seeds are separated by |)"
+                    ));
+                }
+                Ok(MemberArg::Cluster(seeds))
+            }
+            None => Ok(MemberArg::Node(entry)),
+        })
+        .collect()
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or plain (possibly fractional) seconds.
@@ -551,5 +601,37 @@ fn human(d: Duration) -> String {
         format!("{}s", (ms / 100.0).round() / 10.0)
     } else {
         format!("{}m", (ms / 6_000.0).round() / 10.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redlock_nodes_names_nodes_and_clusters() {
+        assert_eq!(
+            env_members("redis://a,cluster:redis://c1:7000|redis://c2:7000,redis://b").unwrap(),
+            [
+                MemberArg::Node("redis://a".into()),
+                MemberArg::Cluster(vec!["redis://c1:7000".into(), "redis://c2:7000".into()]),
+                MemberArg::Node("redis://b".into()),
+            ]
+        );
+        assert!(env_members("cluster:redis://c1||redis://c2").is_err());
+        assert!(env_members("redis://a,,redis://b").is_err());
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(duration("-5s").is_err());
+        assert!(duration("5parsecs").is_err());
+        assert_eq!(human(Duration::from_millis(999_600)), "16.7m");
+        assert_eq!(human(Duration::from_millis(999)), "999ms");
+        assert_eq!(human(Duration::from_millis(1000)), "1s");
+        assert_eq!(human(Duration::from_millis(10_000)), "10s");
     }
 }
