@@ -313,6 +313,11 @@ pub enum NodeErrorKind {
     /// demands a client certificate we lack, it does not speak TLS, or it
     /// sent a TLS alert.
     Tls,
+    /// The write was not acknowledged by as many replicas as
+    /// [`Builder::replica_acks`](crate::Builder::replica_acks) asks, within
+    /// the time `WAIT` was given: a failover could lose it, so it is no
+    /// vote.
+    Replication,
     /// A Redis Cluster member could not route the request: no server of
     /// the cluster gave a slot map in time, or no master serves the
     /// resource's slot. (Error replies of the cluster, `CLUSTERDOWN` or
@@ -350,6 +355,8 @@ impl NodeError {
             NodeErrorKind::Tls
         } else if resolve_detail(&source).is_some() {
             NodeErrorKind::Resolve
+        } else if detail_after(&source, REPLICATION_DETAIL_PREFIX).is_some() {
+            NodeErrorKind::Replication
         } else if is_permission(&source) {
             NodeErrorKind::Permission
         } else if source.kind() == redis::ErrorKind::AuthenticationFailed
@@ -508,6 +515,11 @@ impl fmt::Display for NodeError {
             }
             NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.source),
             NodeErrorKind::Cluster => write!(f, "{node}: {}", self.detail()),
+            NodeErrorKind::Replication => write!(
+                f,
+                "{node}: {}",
+                detail_after(&self.source, REPLICATION_DETAIL_PREFIX).unwrap_or("not replicated")
+            ),
         }
     }
 }
@@ -566,6 +578,18 @@ fn resolve_detail(e: &redis::RedisError) -> Option<&str> {
 /// How a failed name resolution's detail starts in the Redis error that
 /// carries it.
 pub(crate) const RESOLVE_DETAIL_PREFIX: &str = "resolve: ";
+
+/// How a write not acknowledged by enough replicas says so in the Redis
+/// error that carries it.
+pub(crate) const REPLICATION_DETAIL_PREFIX: &str = "replication: ";
+
+/// The detail of a client-side error, after `prefix`.
+fn detail_after<'a>(e: &'a redis::RedisError, prefix: &str) -> Option<&'a str> {
+    if e.kind() != redis::ErrorKind::Client {
+        return None;
+    }
+    e.detail()?.strip_prefix(prefix)
+}
 
 /// The detail of a TLS failure.
 fn tls_detail(e: &redis::RedisError) -> Option<&str> {

@@ -25,6 +25,7 @@ const DEFAULT_MAX_IDLE_PER_NODE: usize = 16;
 const DEFAULT_FENCING: bool = true;
 const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
 const DEFAULT_WAKE_ON_RELEASE: bool = true;
+const DEFAULT_REPLICA_ACKS: u32 = 0;
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -416,6 +417,7 @@ pub struct Builder {
     fencing: bool,
     fencing_expiry: Duration,
     wake_on_release: bool,
+    replica_acks: u32,
     resolver: Option<Arc<ResolveFn>>,
     #[cfg(feature = "tls")]
     tls: crate::tls::TlsOptions,
@@ -452,6 +454,7 @@ impl fmt::Debug for Builder {
             .field("fencing", &self.fencing)
             .field("fencing_expiry", &self.fencing_expiry)
             .field("wake_on_release", &self.wake_on_release)
+            .field("replica_acks", &self.replica_acks)
             .field("custom_resolver", &self.resolver.is_some());
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls);
@@ -471,6 +474,7 @@ impl Default for Builder {
             fencing: DEFAULT_FENCING,
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
+            replica_acks: DEFAULT_REPLICA_ACKS,
             resolver: None,
             #[cfg(feature = "tls")]
             tls: Default::default(),
@@ -637,6 +641,27 @@ impl Builder {
         self
     }
 
+    /// Sets how many replicas must acknowledge a member's write before its
+    /// vote counts: each acquisition and extend is followed by `WAIT n`
+    /// on the same connection, given half the node timeout, and a master
+    /// whose write reached fewer replicas in that time counts as a failed
+    /// member ([`NodeErrorKind::Replication`](crate::NodeErrorKind), "the
+    /// write reached 0 of 1 replicas in time"; its key is removed again).
+    /// This is the answer to a failover losing a lock: Redis replicates
+    /// asynchronously, so a master that fails right after granting may be
+    /// replaced by a replica that never saw the key. With `n` ≥ 1, a
+    /// granted vote survives the promotion of any replica that
+    /// acknowledged it. Costs one replication round trip per acquisition
+    /// and extend (see BENCHMARKS.md), and a member whose replicas are
+    /// down cannot vote: use it with members that have replicas (a Redis
+    /// Cluster with replicas, a managed primary with a replica).
+    ///
+    /// Defaults to 0: no `WAIT`, as Redlock's plain masters need none.
+    pub fn replica_acks(mut self, n: u32) -> Builder {
+        self.replica_acks = n;
+        self
+    }
+
     /// Sets how host names in node URLs are turned into addresses. It is
     /// called on a helper thread for every new connection to a node given
     /// by name (not for IP addresses), and waited for at most until the
@@ -777,6 +802,10 @@ impl Builder {
                 held: Default::default(),
                 has_clusters: members.iter().any(|m| matches!(m, Member::Cluster(_))),
                 identities,
+                replica_acks: (self.replica_acks > 0).then(|| {
+                    let ms = (self.node_timeout.as_millis() / 2).max(1);
+                    (self.replica_acks, ms.to_string())
+                }),
                 members,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,

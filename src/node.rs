@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::{Conn, Tls};
-use crate::error::{Error, NodeError};
+use crate::error::{Error, NodeError, REPLICATION_DETAIL_PREFIX};
 use crate::resolve::{ResolveFn, Resolver};
 
 /// What every node of a manager is opened with (kept by Redis Cluster
@@ -232,6 +232,9 @@ pub(crate) struct Request<'a> {
     pub(crate) alt: Option<&'a Request<'a>>,
     /// `packed` starts with `ASKING`, whose `OK` is read first.
     pub(crate) asking: bool,
+    /// `packed` (and the reload) end with `WAIT <replicas> <ms>`: a yes
+    /// counts only when this many replicas acknowledged the write.
+    pub(crate) wait: Option<u32>,
     /// How to read its reply.
     pub(crate) reply: Reply,
     /// Names the command (by its index among the request's commands) and
@@ -250,11 +253,17 @@ pub(crate) struct Request<'a> {
 struct Failure {
     error: RedisError,
     at: usize,
+    /// The connection is still in step (the replies were all read).
+    keep: bool,
 }
 
 impl From<RedisError> for Failure {
     fn from(error: RedisError) -> Failure {
-        Failure { error, at: 0 }
+        Failure {
+            error,
+            at: 0,
+            keep: false,
+        }
     }
 }
 
@@ -270,6 +279,38 @@ impl Pooled {
         if req.asking {
             self.asked(deadline)?;
         }
+        let answer = self.finish_reply(req, deadline);
+        let Some(needed) = req.wait else {
+            return answer;
+        };
+        if let Err(f) = &answer
+            && !is_reply(&f.error)
+        {
+            return answer;
+        }
+        let acked = match self.con.read(deadline)? {
+            Value::Int(acked) => u32::try_from(acked).unwrap_or(0),
+            other => return Err(unexpected(&other).into()),
+        };
+        match answer {
+            Ok(yes) if yes > 0 && yes != GONE && acked < needed => Err(Failure {
+                error: RedisError::from((
+                    redis::ErrorKind::Client,
+                    "not replicated",
+                    format!(
+                        "{REPLICATION_DETAIL_PREFIX}the write reached {acked} of {needed} \
+                         replicas in time (WAIT)"
+                    ),
+                )),
+                at: 0,
+                keep: true,
+            }),
+            other => other,
+        }
+    }
+
+    /// Reads the reply to `req` (after any `ASKING`), up to a `WAIT`.
+    fn finish_reply(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         match req.reply {
             Reply::One | Reply::OneThenAny | Reply::Count => {}
             Reply::Set => {
@@ -284,6 +325,10 @@ impl Pooled {
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
+                if req.wait.is_some() {
+                    // The WAIT sent behind the refused script.
+                    self.con.read(deadline)?;
+                }
                 if req.asking {
                     // ASKING holds for one command: the reload needs it too.
                     self.con
@@ -362,9 +407,19 @@ impl Pooled {
             match self.con.read(deadline) {
                 Ok(value) => *slot = value,
                 Err(error) if is_reply(&error) => {
-                    refused.get_or_insert(Failure { error, at });
+                    refused.get_or_insert(Failure {
+                        error,
+                        at,
+                        keep: false,
+                    });
                 }
-                Err(error) => return Err(Failure { error, at }),
+                Err(error) => {
+                    return Err(Failure {
+                        error,
+                        at,
+                        keep: false,
+                    });
+                }
             }
         }
         Ok(refused)
@@ -642,7 +697,7 @@ impl Node {
                 self.checkin(pooled);
                 Received::Done(Ok(v))
             }
-            Err(f) if is_reply(&f.error) => {
+            Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
                 Received::Done(Err(self.refused(f, req)))
             }
@@ -672,7 +727,7 @@ impl Node {
                 self.checkin(pooled);
                 Ok(v)
             }
-            Err(f) if is_reply(&f.error) => {
+            Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
                 Err(self.refused(f, req))
             }

@@ -95,6 +95,9 @@ pub(crate) struct Rounds {
     pub(crate) has_clusters: bool,
     /// What the members turned out to be at first contact.
     pub(crate) identities: Arc<Identities>,
+    /// Replicas that must acknowledge an acquisition or extend for the
+    /// member's vote to count, and the `WAIT` timeout in ms.
+    pub(crate) replica_acks: Option<(u32, String)>,
 }
 
 /// The arguments of the clean-up script: the token, then the channel,
@@ -135,6 +138,15 @@ impl Rounds {
             )));
         }
         Ok(())
+    }
+
+    /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
+    /// when replica acknowledgements are asked for; empty otherwise.
+    fn wait_command(&self) -> Vec<u8> {
+        match &self.replica_acks {
+            Some((n, ms)) => pack(&[b"WAIT", n.to_string().as_bytes(), ms.as_bytes()]),
+            None => Vec::new(),
+        }
     }
 
     /// Fails once two members turned out to be the same server or cluster
@@ -222,6 +234,8 @@ impl Rounds {
                 Reply::SetCount
             }
         };
+        let wait = self.wait_command();
+        packed.extend_from_slice(&wait);
         let describe = |at: usize| {
             let (verb, key) = match at {
                 0 => ("SET", resource),
@@ -247,15 +261,28 @@ impl Rounds {
             Some(keep) => vec![token, px.as_bytes(), start_us.as_bytes(), keep.as_bytes()],
             None => Vec::new(),
         };
-        let cluster_packed = (self.has_clusters && keep.is_some())
-            .then(|| ACQUIRE.evalsha(&[resource, &fence], &cluster_args));
-        let cluster_reload = || ACQUIRE.eval(&[resource, &fence], &cluster_args);
+        let cluster_packed = (self.has_clusters && keep.is_some()).then(|| {
+            [
+                ACQUIRE.evalsha(&[resource, &fence], &cluster_args),
+                wait.clone(),
+            ]
+            .concat()
+        });
+        let cluster_reload = || {
+            [
+                ACQUIRE.eval(&[resource, &fence], &cluster_args),
+                wait.clone(),
+            ]
+            .concat()
+        };
+        let acks = self.replica_acks.as_ref().map(|(n, _)| *n);
         let cluster_describe = |_: usize| ACQUIRE.describe(resource);
         let cluster_req = cluster_packed.as_ref().map(|packed| Request {
             packed,
             key: resource,
             alt: None,
             asking: false,
+            wait: acks,
             reply: Reply::Count,
             describe: &cluster_describe,
             reload: Some(&cluster_reload),
@@ -266,6 +293,7 @@ impl Rounds {
             key: resource,
             alt: None,
             asking: false,
+            wait: acks,
             reply,
             describe: &describe,
             reload: None,
@@ -278,6 +306,7 @@ impl Rounds {
                 .has_clusters
                 .then(|| cluster_req.as_ref().unwrap_or(&cluster_plain)),
             asking: false,
+            wait: acks,
             reply,
             describe: &describe,
             reload: None,
@@ -416,6 +445,7 @@ impl Rounds {
                 args: &cluster_args,
                 tail: None,
             }),
+            false,
         );
     }
 
@@ -468,7 +498,8 @@ impl Rounds {
             args,
             tail: publish.as_ref().map(|p| &p.1[..]),
         };
-        let tally = Tally::count(self.script_then(&UNLOCK, None, &[resource], node, Some(cluster)));
+        let tally =
+            Tally::count(self.script_then(&UNLOCK, None, &[resource], node, Some(cluster), false));
         if let (true, Some((_, _, message))) = (tally.yes > 0, &publish) {
             self.waiters.released(resource, message);
         }
@@ -481,19 +512,22 @@ impl Rounds {
     /// the TTL left).
     pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
-        match self.fencing_expiry_ms {
-            None => Tally::count(self.script(&EXTEND, None, &[resource], &[token, ttl.as_bytes()])),
-            Some(expiry_ms) => {
-                let fence = fence_key(resource);
-                let keep = self.counter_keep_ms(expiry_ms, ttl_ms).to_string();
-                Tally::count(self.script(
-                    &EXTEND,
-                    None,
-                    &[resource, &fence],
-                    &[token, ttl.as_bytes(), keep.as_bytes()],
-                ))
-            }
-        }
+        let fence = fence_key(resource);
+        let keep = self
+            .fencing_expiry_ms
+            .map(|expiry_ms| self.counter_keep_ms(expiry_ms, ttl_ms).to_string());
+        let (keys, args): (Vec<&[u8]>, Vec<&[u8]>) = match &keep {
+            None => (vec![resource], vec![token, ttl.as_bytes()]),
+            Some(keep) => (
+                vec![resource, &fence],
+                vec![token, ttl.as_bytes(), keep.as_bytes()],
+            ),
+        };
+        let call = Call {
+            args: &args,
+            tail: None,
+        };
+        Tally::count(self.script_then(&EXTEND, None, &keys, call, None, true))
     }
 
     /// Runs a script that answers 1 or 0 on the members `only` selects.
@@ -504,13 +538,14 @@ impl Rounds {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        self.script_then(lua, only, keys, Call { args, tail: None }, None)
+        self.script_then(lua, only, keys, Call { args, tail: None }, None, false)
     }
 
     /// Runs a script on the members `only` selects: as `node` says on
     /// nodes, and as `cluster` says (when given) on Redis Cluster
     /// members; a `tail` (a packed command whose answer does not matter)
-    /// is written right behind it.
+    /// is written right behind it. With `replicated`, a yes counts only
+    /// once the replicas asked for acknowledged it (`WAIT`).
     fn script_then(
         &self,
         lua: &Lua,
@@ -518,9 +553,21 @@ impl Rounds {
         keys: &[&[u8]],
         node: Call<'_>,
         cluster: Option<Call<'_>>,
+        replicated: bool,
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let wait = if replicated {
+            self.wait_command()
+        } else {
+            Vec::new()
+        };
+        let acks = self
+            .replica_acks
+            .as_ref()
+            .filter(|_| replicated)
+            .map(|(n, _)| *n);
         let packed = |call: Call<'_>, script: Vec<u8>| {
             let mut packed = script;
+            packed.extend_from_slice(&wait);
             packed.extend_from_slice(call.tail.unwrap_or_default());
             packed
         };
@@ -541,6 +588,7 @@ impl Rounds {
             key: keys[0],
             alt: None,
             asking: false,
+            wait: acks,
             reply: reply(cluster),
             describe: &describe,
             reload: Some(&cluster_reload),
@@ -553,6 +601,7 @@ impl Rounds {
             key: keys[0],
             alt: Some(&cluster_req),
             asking: false,
+            wait: acks,
             reply: reply(node),
             describe: &describe,
             reload: Some(&node_reload),
