@@ -16,8 +16,18 @@
 
 #[path = "../tests/support/proxy.rs"]
 mod proxy;
+#[path = "../tests/support/redis_cluster.rs"]
+mod redis_cluster;
 #[path = "../tests/support/server.rs"]
 mod server;
+
+/// A direct connection (what the cluster support module expects).
+fn admin(server: &server::Server) -> redis::Connection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
 #[cfg(feature = "tls")]
 #[path = "../tests/support/tls.rs"]
 #[allow(dead_code)]
@@ -297,6 +307,7 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let only_contention = args.iter().any(|a| a == "--contention");
     let only_cycles = args.iter().any(|a| a == "--cycles");
+    let only_cluster = args.iter().any(|a| a == "--cluster");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -319,6 +330,10 @@ fn main() {
         json: String::from("["),
     };
     let contention_run = Duration::from_secs(if quick { 1 } else { 5 });
+    if only_cluster {
+        cluster_cost(&mut report, &direct[..1], samples * 2);
+        return;
+    }
     if only_contention {
         contention(&mut report, &direct[..3], contention_run);
         report.json.push(']');
@@ -346,6 +361,7 @@ fn main() {
         cycles(&mut report, &delayed[..n], "250µs", proxied_samples, true);
     }
     wake_cost(&mut report, &direct, samples * 2);
+    cluster_cost(&mut report, &direct[..1], samples * 2);
     if only_cycles {
         return;
     }
@@ -694,6 +710,108 @@ fn contention(report: &mut Report, urls: &[String], run: Duration) {
                 ms(all[total - 1]),
             );
         }
+    }
+}
+
+/// A lock cycle on a Redis Cluster member (3 masters) against one
+/// standalone node, raced alone, with fencing on and off; and what
+/// replica acknowledgements (`WAIT 1`) cost a master with one replica.
+fn cluster_cost(report: &mut Report, node: &[String], n: usize) {
+    report.line(String::new());
+    if let Some(why) = redis_cluster::unsupported() {
+        report.line(format!("Redis Cluster member: {why}"));
+        return;
+    }
+    let cluster = redis_cluster::RedisCluster::start(3, 0).expect("a Redis Cluster");
+    report.line(format!(
+        "Redis Cluster member (3 masters) against one standalone node, uncontended cycle \
+         ({n} cycles each, raced alone)"
+    ));
+    report.line(String::new());
+    report.line("| fencing | node median µs | cluster median µs | cluster × node |".into());
+    report.line("|---------|---------------:|------------------:|---------------:|".into());
+    for fencing in [true, false] {
+        let on_node = LockManager::builder()
+            .nodes(node)
+            .fencing(fencing)
+            .build()
+            .unwrap();
+        let on_cluster = LockManager::builder()
+            .cluster(cluster.seeds())
+            .fencing(fencing)
+            .build()
+            .unwrap();
+        let mut plain = || {
+            on_node
+                .lock("bench:member", TTL)
+                .unwrap()
+                .release()
+                .unwrap()
+        };
+        let mut whole = || {
+            on_cluster
+                .lock("bench:member", TTL)
+                .unwrap()
+                .release()
+                .unwrap()
+        };
+        let results = race(n, &mut [("node", &mut plain), ("cluster", &mut whole)]);
+        let (a, b) = (results[0].1.median, results[1].1.median);
+        let ratio = b.as_secs_f64() / a.as_secs_f64();
+        let on = if fencing { "on" } else { "off" };
+        report.line(format!(
+            "| {on:<7} | {:>14.1} | {:>17.1} | {ratio:>14.3} |",
+            us(a),
+            us(b)
+        ));
+        let _ = write!(
+            report.json,
+            "{{\"kind\":\"cluster_cost\",\"fencing\":{fencing},\"node_us\":{:.1},\"cluster_us\":{:.1},\"ratio\":{ratio:.4}}},",
+            us(a),
+            us(b)
+        );
+    }
+    drop(cluster);
+
+    let master = server::Server::start().unwrap();
+    let port = master.port().to_string();
+    let replica = server::Server::start_with(&["--replicaof", "127.0.0.1", &port]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut admin(&replica))
+            .unwrap();
+        if info.contains("master_link_status:up") || Instant::now() > deadline {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    report.line(String::new());
+    report.line(format!(
+        "Replica acknowledgements (WAIT 1) on a master with one replica, uncontended cycle \
+         ({n} cycles each, raced alone)"
+    ));
+    report.line(String::new());
+    report.line("| replica_acks | median µs | p99 µs | × none |".into());
+    report.line("|-------------:|----------:|-------:|-------:|".into());
+    let none = LockManager::builder().node(master.url()).build().unwrap();
+    let one = LockManager::builder()
+        .node(master.url())
+        .replica_acks(1)
+        .build()
+        .unwrap();
+    let mut without = || none.lock("bench:acks", TTL).unwrap().release().unwrap();
+    let mut with = || one.lock("bench:acks", TTL).unwrap().release().unwrap();
+    let results = race(n, &mut [("0", &mut without), ("1", &mut with)]);
+    let base = results[0].1.median.as_secs_f64();
+    for (name, stats) in &results {
+        report.line(format!(
+            "| {name:>12} | {:>9.1} | {:>6.1} | {:>6.3} |",
+            us(stats.median),
+            us(stats.p99),
+            stats.median.as_secs_f64() / base
+        ));
     }
 }
 

@@ -78,23 +78,6 @@ end
 return 0
 "#;
 
-/// The acquisition with fencing on a Redis Cluster member, as one script
-/// (so that a slot being migrated answers for both keys at once): sets
-/// the lock key KEYS[1] to ARGV[1] for ARGV[2] ms if it is free, and
-/// counts on the counter KEYS[2] (created from ARGV[3], kept ARGV[4] ms),
-/// whether or not the key was set. Answers the count, or 0 when the key
-/// was taken.
-const ACQUIRE_SRC: &str = r#"
-local set = redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])
-redis.call("SET", KEYS[2], ARGV[3], "NX", "PX", ARGV[4])
-local count = redis.call("INCR", KEYS[2])
-redis.call("PEXPIRE", KEYS[2], ARGV[4])
-if set then
-    return count
-end
-return 0
-"#;
-
 /// Resets the key's expiry (ARGV[2] ms) only while it still holds our
 /// token: 1 when done, 0 when it holds another token, -1 when there is no
 /// key. With a second key (the resource's fencing counter), also keeps
@@ -176,7 +159,6 @@ pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UN
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
-pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| Lua::new("acquire", ACQUIRE_SRC));
 
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
@@ -212,9 +194,6 @@ pub(crate) enum Reply {
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
-    /// A count: 0 is no, more is yes (the acquisition script of Redis
-    /// Cluster members).
-    Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
     /// fencing): nil first is no (0); `OK` first is yes, and the count.
@@ -232,6 +211,10 @@ pub(crate) struct Request<'a> {
     pub(crate) alt: Option<&'a Request<'a>>,
     /// `packed` starts with `ASKING`, whose `OK` is read first.
     pub(crate) asking: bool,
+    /// A Redis Cluster member may follow an `ASK` for it: it touches one
+    /// key, or is a script (for which the servers themselves refuse keys
+    /// split by a migration).
+    pub(crate) follow_ask: bool,
     /// `packed` (and the reload) end with `WAIT <replicas> <ms>`: a yes
     /// counts only when this many replicas acknowledged the write.
     pub(crate) wait: Option<u32>,
@@ -312,7 +295,7 @@ impl Pooled {
     /// Reads the reply to `req` (after any `ASKING`), up to a `WAIT`.
     fn finish_reply(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         match req.reply {
-            Reply::One | Reply::OneThenAny | Reply::Count => {}
+            Reply::One | Reply::OneThenAny => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -342,7 +325,6 @@ impl Pooled {
             (reply, _) => reply?,
         };
         match (req.reply, reply) {
-            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
             (_, Value::Int(1)) => Ok(1),
             (_, Value::Int(0)) => Ok(0),
             (_, Value::Int(-1)) => Ok(GONE),

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, NodeError, Result};
 use crate::member::Member;
-use crate::node::{ACQUIRE, CLEANUP, EXTEND, Lua, RAISE, Reply, Request, UNLOCK, pack};
+use crate::node::{CLEANUP, EXTEND, Lua, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 use crate::redis_cluster::{self, Identities};
 use crate::wait::{Waiters, channel};
@@ -253,46 +253,21 @@ impl Rounds {
         };
         let node_cleanup = || cleanup(b"PUBLISH");
         let cluster_cleanup = || cleanup(b"SPUBLISH");
-        // On a Redis Cluster member, fencing's four commands are one script,
-        // so that a slot being migrated answers for all keys at once (ASK,
-        // or TRYAGAIN when they are split), never half here, half there.
-        let start_us = counter_start().to_string();
-        let cluster_args: Vec<&[u8]> = match &keep {
-            Some(keep) => vec![token, px.as_bytes(), start_us.as_bytes(), keep.as_bytes()],
-            None => Vec::new(),
-        };
-        let cluster_packed = (self.has_clusters && keep.is_some()).then(|| {
-            [
-                ACQUIRE.evalsha(&[resource, &fence], &cluster_args),
-                wait.clone(),
-            ]
-            .concat()
-        });
-        let cluster_reload = || {
-            [
-                ACQUIRE.eval(&[resource, &fence], &cluster_args),
-                wait.clone(),
-            ]
-            .concat()
-        };
+        // On a Redis Cluster member the same pipeline goes to the slot's
+        // master. While the slot is being migrated, the source runs a
+        // command only on a key it still has (keys only leave it) and
+        // answers ASK for the others, so it never creates a key there;
+        // an ASK is followed to the target only for a single-key request,
+        // so a counter is never created on the target while the source
+        // still has it (MIGRATE would then fail on it). A lock with a
+        // fencing counter is therefore no vote while its slot migrates.
         let acks = self.replica_acks.as_ref().map(|(n, _)| *n);
-        let cluster_describe = |_: usize| ACQUIRE.describe(resource);
-        let cluster_req = cluster_packed.as_ref().map(|packed| Request {
-            packed,
-            key: resource,
-            alt: None,
-            asking: false,
-            wait: acks,
-            reply: Reply::Count,
-            describe: &cluster_describe,
-            reload: Some(&cluster_reload),
-            on_timeout: Some(&cluster_cleanup),
-        });
-        let cluster_plain = Request {
+        let cluster_req = Request {
             packed: &packed,
             key: resource,
             alt: None,
             asking: false,
+            follow_ask: keep.is_none(),
             wait: acks,
             reply,
             describe: &describe,
@@ -302,10 +277,9 @@ impl Rounds {
         let req = Request {
             packed: &packed,
             key: resource,
-            alt: self
-                .has_clusters
-                .then(|| cluster_req.as_ref().unwrap_or(&cluster_plain)),
+            alt: self.has_clusters.then_some(&cluster_req),
             asking: false,
+            follow_ask: keep.is_none(),
             wait: acks,
             reply,
             describe: &describe,
@@ -588,6 +562,7 @@ impl Rounds {
             key: keys[0],
             alt: None,
             asking: false,
+            follow_ask: true,
             wait: acks,
             reply: reply(cluster),
             describe: &describe,
@@ -601,6 +576,7 @@ impl Rounds {
             key: keys[0],
             alt: Some(&cluster_req),
             asking: false,
+            follow_ask: true,
             wait: acks,
             reply: reply(node),
             describe: &describe,

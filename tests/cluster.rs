@@ -10,7 +10,7 @@ mod support;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_sync::{Error, LockManager, fence_key, release_channel};
+use redlock_sync::{Error, LockManager, NodeErrorKind, fence_key, release_channel};
 use support::redis_cluster::{RedisCluster, cmd, keyslot, unsupported};
 use support::{Cluster, Server, admin, resource, timed, wait_for};
 
@@ -149,12 +149,18 @@ fn a_slot_moved_under_a_held_lock_keeps_extend_and_release_working() {
             Some(g.token())
         );
         during = Some(g);
-        // With fencing it is two keys in one script, which Redis serves
-        // only once the migration is over (TRYAGAIN, said plainly): never
-        // a counter on one master and the lock on the other.
+        // With fencing it is two keys: taken once the migration is over
+        // (said plainly), never a counter on one master and the lock on
+        // the other.
         let err = dlm.lock(&other, TTL).unwrap_err();
-        assert_eq!(err.failures()[0].code(), Some("TRYAGAIN"), "{err}");
-        assert!(err.to_string().contains("TRYAGAIN"), "{err}");
+        assert_eq!(err.failures()[0].kind(), NodeErrorKind::Cluster, "{err}");
+        assert!(err.to_string().contains("being migrated"), "{err}");
+        assert_eq!(get_asking(&cluster.masters[to], other.as_bytes()), None);
+        assert_eq!(
+            get_asking(&cluster.masters[to], &fence_key(&other)),
+            None,
+            "no counter created on the target"
+        );
         // The held lock's keys are all still on the source: it extends.
         guard.extend(TTL).unwrap();
     });
