@@ -28,7 +28,7 @@ pub const FENCE_SUFFIX: &[u8] = b":redlock-fence";
 
 /// The key of the fencing counter of `resource`: the resource's name
 /// followed by [`FENCE_SUFFIX`], in the resource's Redis Cluster hash slot
-/// (`lock:job:redlock-fence{1234}`; see the README's "Redis Cluster"
+/// (`lock:job:redlock-fence{29178}`; see the README's "Redis Cluster"
 /// section for the rule).
 pub fn fence_key(resource: impl AsRef<[u8]>) -> Vec<u8> {
     redis_cluster::companion(resource.as_ref(), FENCE_SUFFIX)
@@ -619,7 +619,8 @@ mod tests {
 
     #[test]
     fn counter_keys_follow_the_resource_in_its_slot_and_are_reserved() {
-        assert!(fence_key(b"lock:job").starts_with(b"lock:job:redlock-fence{"));
+        // The README's example.
+        assert_eq!(fence_key(b"lock:job"), b"lock:job:redlock-fence{29178}");
         assert_eq!(fence_key(b"{lock}:job"), b"{lock}:job:redlock-fence");
         for r in [&b"lock:job"[..], b"{lock}:job", b"a{b"] {
             assert!(Rounds::check_resource(r).is_ok());

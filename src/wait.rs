@@ -37,7 +37,7 @@ pub const RELEASE_SUFFIX: &[u8] = b":redlock-release";
 
 /// The channel a release of `resource` is published on: the resource's
 /// name followed by [`RELEASE_SUFFIX`], in the resource's Redis Cluster
-/// hash slot (as its fencing counter: `lock:job:redlock-release{1234}`),
+/// hash slot (as its fencing counter: `lock:job:redlock-release{29178}`),
 /// so that a cluster member announces it with sharded pub/sub.
 pub fn release_channel(resource: impl AsRef<[u8]>) -> Vec<u8> {
     redis_cluster::companion(resource.as_ref(), RELEASE_SUFFIX)

@@ -414,3 +414,65 @@ fn the_same_cluster_twice_is_refused_at_first_contact() {
     assert!(err.to_string().contains("given twice"), "{err}");
     let _: String = cmd(&cluster.masters[0], &["PING"]);
 }
+
+/// The README's ACL rule, with its cluster additions, runs the whole
+/// lifecycle on a cluster member: slot map, lock with fencing, extend,
+/// waking through sharded pub/sub, release.
+#[test]
+fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
+                +eval +evalsha +get +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +ping +cluster|slots +asking +spublish +ssubscribe +sunsubscribe";
+    for s in cluster.servers() {
+        let mut con = admin(s);
+        let mut c = redis::cmd("ACL");
+        c.arg("SETUSER").arg("locker");
+        for part in rule.split_whitespace() {
+            c.arg(part);
+        }
+        let _: () = c.query(&mut con).unwrap();
+    }
+    let seeds: Vec<String> = cluster
+        .masters
+        .iter()
+        .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port()))
+        .collect();
+    let dlm = LockManager::builder()
+        .cluster(&seeds)
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let r = "lock:cluster-acl";
+    let mut guard = dlm.lock(r, TTL).unwrap();
+    guard.extend(TTL).unwrap();
+    let token = guard.fencing_token().unwrap();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| dlm.try_lock_for(r, TTL, Duration::from_secs(120)));
+        let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
+        let channel = release_channel(r);
+        let subscribed = wait_for(Duration::from_secs(10), || {
+            let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg(&channel)
+                .query(&mut admin(owner))
+                .unwrap();
+            reply.1 == 1
+        });
+        assert!(subscribed.is_some(), "the waiter could not SSUBSCRIBE");
+        thread::sleep(Duration::from_millis(300));
+        let (released, took) = timed(|| guard.release());
+        released.unwrap();
+        let (got, waited) = timed(|| waiting.join().unwrap());
+        let got = got.unwrap();
+        assert!(got.fencing_token().unwrap() > token);
+        assert!(
+            waited + took < Duration::from_secs(2),
+            "woken after {waited:?}"
+        );
+    });
+}
