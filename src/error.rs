@@ -313,6 +313,10 @@ pub enum NodeErrorKind {
     /// demands a client certificate we lack, it does not speak TLS, or it
     /// sent a TLS alert.
     Tls,
+    /// The server restarted without its data recently and does not vote
+    /// yet (see [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)):
+    /// "restarted 0.4s ago, not voting for 9.6s".
+    Restarted,
     /// The write was not acknowledged by as many replicas as
     /// [`Builder::replica_acks`](crate::Builder::replica_acks) asks, within
     /// the time `WAIT` was given: a failover could lose it, so it is no
@@ -357,6 +361,8 @@ impl NodeError {
             NodeErrorKind::Resolve
         } else if detail_after(&source, REPLICATION_DETAIL_PREFIX).is_some() {
             NodeErrorKind::Replication
+        } else if detail_after(&source, RESTART_DETAIL_PREFIX).is_some() {
+            NodeErrorKind::Restarted
         } else if is_permission(&source) {
             NodeErrorKind::Permission
         } else if source.kind() == redis::ErrorKind::AuthenticationFailed
@@ -515,6 +521,11 @@ impl fmt::Display for NodeError {
             }
             NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.source),
             NodeErrorKind::Cluster => write!(f, "{node}: {}", self.detail()),
+            NodeErrorKind::Restarted => write!(
+                f,
+                "{node}: {}",
+                detail_after(&self.source, RESTART_DETAIL_PREFIX).unwrap_or("restarted")
+            ),
             NodeErrorKind::Replication => write!(
                 f,
                 "{node}: {}",
@@ -578,6 +589,10 @@ fn resolve_detail(e: &redis::RedisError) -> Option<&str> {
 /// How a failed name resolution's detail starts in the Redis error that
 /// carries it.
 pub(crate) const RESOLVE_DETAIL_PREFIX: &str = "resolve: ";
+
+/// How a server kept out after a restart says so in the Redis error that
+/// carries it.
+pub(crate) const RESTART_DETAIL_PREFIX: &str = "restart: ";
 
 /// How a write not acknowledged by enough replicas says so in the Redis
 /// error that carries it.

@@ -150,6 +150,7 @@ macro_rules! log {
 }
 pub(crate) use log;
 
+mod check;
 mod conn;
 mod error;
 mod guard;
@@ -159,11 +160,13 @@ mod node;
 mod quorum;
 mod redis_cluster;
 mod resolve;
+mod restart;
 mod rounds;
 #[cfg(feature = "tls")]
 mod tls;
 mod wait;
 
+pub use check::{NodeReport, Problem, Verdict};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::check::NodeReport;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::member::Member;
@@ -13,6 +14,7 @@ use crate::node::{Node, Setup, redact};
 use crate::quorum;
 use crate::redis_cluster::{Identities, RedisCluster};
 use crate::resolve::ResolveFn;
+use crate::restart::Policy;
 use crate::rounds::{MAX_TTL, Rounds, new_token};
 use crate::wait::Waiters;
 
@@ -340,6 +342,34 @@ impl LockManager {
         }
     }
 
+    /// Checks every server (each node, each master of a Redis Cluster
+    /// member) for what makes a lock server unsafe or weak, and says what
+    /// to change: reachable and its round trip; server, version, role and
+    /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
+    /// its policy; cluster mode; whether this user may run every command
+    /// the lock sends (tried on keys named after `resource`, followed by
+    /// `:redlock-check`, which expire within seconds and are deleted); and
+    /// whether it is kept out of votes after a restart.
+    ///
+    /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
+    /// replica, set to evict keys (`maxmemory` with any policy but
+    /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
+    /// or refusing a command the lock needs; [`Verdict::Warning`](crate::Verdict::Warning) for no
+    /// persistence (restarts forget locks, so the restart quarantine
+    /// applies), `appendfsync everysec`, `INFO` refused, or channels
+    /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.
+    ///
+    /// Takes a few round trips per server, each bounded by twice the node
+    /// timeout; never use it on the hot path.
+    pub fn check(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
+        crate::check::run(
+            &self.rounds.members,
+            resource.as_ref(),
+            self.fencing(),
+            self.rounds.wake_on_release,
+        )
+    }
+
     /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive
     /// (see [`LockGuard::keep_alive`]) while `work` runs, then releases
     /// it. A panic in `work` still releases the lock (as the guard drops
@@ -418,6 +448,7 @@ pub struct Builder {
     fencing_expiry: Duration,
     wake_on_release: bool,
     replica_acks: u32,
+    restart_quarantine: Option<Duration>,
     resolver: Option<Arc<ResolveFn>>,
     #[cfg(feature = "tls")]
     tls: crate::tls::TlsOptions,
@@ -455,6 +486,7 @@ impl fmt::Debug for Builder {
             .field("fencing_expiry", &self.fencing_expiry)
             .field("wake_on_release", &self.wake_on_release)
             .field("replica_acks", &self.replica_acks)
+            .field("restart_quarantine", &self.restart_quarantine)
             .field("custom_resolver", &self.resolver.is_some());
         #[cfg(feature = "tls")]
         d.field("tls", &self.tls);
@@ -475,6 +507,7 @@ impl Default for Builder {
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             replica_acks: DEFAULT_REPLICA_ACKS,
+            restart_quarantine: None,
             resolver: None,
             #[cfg(feature = "tls")]
             tls: Default::default(),
@@ -662,6 +695,28 @@ impl Builder {
         self
     }
 
+    /// Strict restart safety: a server whose process started less than
+    /// `quarantine` ago does not vote, even one this manager never saw
+    /// before (see the `restart` notes in the README). Set it to the
+    /// longest TTL any client uses on these servers: then a server that
+    /// restarted empty cannot help a second client take a lock the first
+    /// still holds. Servers that sync every write to their append-only file
+    /// (`appendfsync always`) are exempt, and so is any server whose `INFO`
+    /// this user may not read. A server kept out is a failure in `Taken`
+    /// and `NoQuorum`: "restarted 0.4s ago, not voting for 9.6s".
+    ///
+    /// Without it, a restart this manager witnessed (the server's `run_id`
+    /// changed since it last connected) keeps the server out for the
+    /// longest TTL this manager has used: zero configuration, but blind to
+    /// restarts before this process first connected (a short-lived
+    /// `lockrun`), and to longer TTLs of other clients.
+    ///
+    /// Defaults to off (witnessed restarts only).
+    pub fn restart_quarantine(mut self, quarantine: Duration) -> Builder {
+        self.restart_quarantine = Some(quarantine);
+        self
+    }
+
     /// Sets how host names in node URLs are turned into addresses. It is
     /// called on a helper thread for every new connection to a node given
     /// by name (not for IP addresses), and waited for at most until the
@@ -740,6 +795,12 @@ impl Builder {
                 self.fencing_expiry
             )));
         }
+        if self.restart_quarantine.is_some_and(|q| q > MAX_TTL) {
+            return Err(Error::invalid_config(format!(
+                "restart quarantine must be at most {MAX_TTL:?}, got {:?}",
+                self.restart_quarantine
+            )));
+        }
         // Whole milliseconds, rounded up: any positive duration is kept.
         let expiry_ms = self.fencing_expiry.as_nanos().div_ceil(1_000_000) as u64;
         let retry = Retry::new(self.retry_count, self.retry_delay).map_err(|e| match e {
@@ -754,7 +815,9 @@ impl Builder {
         if !self.tls.roots.is_empty() || self.tls.client.is_some() {
             tls.config(false)?;
         }
+        let restart = Arc::new(Policy::new(self.restart_quarantine));
         let setup = Setup {
+            restart: restart.clone(),
             timeout: self.node_timeout,
             max_idle: self.max_idle_per_node,
             resolve: self
@@ -802,6 +865,7 @@ impl Builder {
                 held: Default::default(),
                 has_clusters: members.iter().any(|m| matches!(m, Member::Cluster(_))),
                 identities,
+                restart,
                 replica_acks: (self.replica_acks > 0).then(|| {
                     let ms = (self.node_timeout.as_millis() / 2).max(1);
                     (self.replica_acks, ms.to_string())

@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::{Conn, Tls};
-use crate::error::{Error, NodeError, REPLICATION_DETAIL_PREFIX};
+use crate::error::{Error, NodeError, REPLICATION_DETAIL_PREFIX, RESTART_DETAIL_PREFIX};
 use crate::resolve::{ResolveFn, Resolver};
+use crate::restart::{Identity, Policy, Quarantine, Seen, Watch};
 
 /// What every node of a manager is opened with (kept by Redis Cluster
 /// members, which open the masters they discover).
@@ -27,6 +28,8 @@ pub(crate) struct Setup {
     pub(crate) resolve: Arc<ResolveFn>,
     #[cfg(feature = "tls")]
     pub(crate) tls: Arc<crate::tls::Configs>,
+    /// When restarted servers vote again.
+    pub(crate) restart: Arc<Policy>,
 }
 
 /// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
@@ -215,6 +218,9 @@ pub(crate) struct Request<'a> {
     /// key, or is a script (for which the servers themselves refuse keys
     /// split by a migration).
     pub(crate) follow_ask: bool,
+    /// The answers decide a holder (acquire, extend, raise): a server kept
+    /// out after a restart (see `restart.rs`) gives none.
+    pub(crate) decides: bool,
     /// `packed` (and the reload) end with `WAIT <replicas> <ms>`: a yes
     /// counts only when this many replicas acknowledged the write.
     pub(crate) wait: Option<u32>,
@@ -465,6 +471,12 @@ pub(crate) struct Node {
     handshake: Vec<Vec<u8>>,
     /// The required commands' names, for messages.
     required_names: Vec<&'static str>,
+    /// Where in the handshake `INFO server`, `INFO persistence` and
+    /// `CONFIG GET appendfsync` are.
+    identity_at: usize,
+    /// What the connections told about the server over time.
+    watch: Watch,
+    restart: Arc<Policy>,
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
@@ -521,6 +533,12 @@ impl Node {
             handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
             required_names.push("SELECT");
         }
+        // The server's identity, start and durability (see restart.rs):
+        // read on every new connection, never in a lock round.
+        let identity_at = handshake.len();
+        handshake.push(pack(&[b"INFO", b"server"]));
+        handshake.push(pack(&[b"INFO", b"persistence"]));
+        handshake.push(pack(&[b"CONFIG", b"GET", b"appendfsync"]));
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
         for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP] {
@@ -568,6 +586,9 @@ impl Node {
             tls,
             handshake,
             required_names,
+            identity_at,
+            watch: Watch::default(),
+            restart: setup.restart.clone(),
             timeout,
             max_idle,
             idle: Mutex::new(Vec::with_capacity(max_idle)),
@@ -667,6 +688,43 @@ impl Node {
         }
     }
 
+    /// Whether this server is kept out of votes now (see `restart.rs`).
+    pub(crate) fn quarantine(&self) -> Option<Quarantine> {
+        self.watch.quarantine(&self.restart, Instant::now())
+    }
+
+    /// An answer to a request that decides a holder, from a server kept
+    /// out after a restart: no vote, whatever it said (a yes left a key
+    /// there, so the failure is not settled).
+    fn vote(&self, req: &Request<'_>, answer: Result<u64, NodeError>) -> Result<u64, NodeError> {
+        if req.decides
+            && answer.is_ok()
+            && let Some(q) = self.quarantine()
+        {
+            return Err(self.quarantined(q));
+        }
+        answer
+    }
+
+    /// The failure of a server kept out after a restart.
+    fn quarantined(&self, q: Quarantine) -> NodeError {
+        let why = if q.witnessed {
+            "a restart witnessed: its run_id changed"
+        } else {
+            "within the restart quarantine"
+        };
+        let e = RedisError::from((
+            redis::ErrorKind::Client,
+            "restarted",
+            format!(
+                "{RESTART_DETAIL_PREFIX}restarted {:.1}s ago, not voting for {:.1}s ({why})",
+                q.up.as_secs_f64(),
+                q.left.as_secs_f64()
+            ),
+        ));
+        self.error(e, false)
+    }
+
     /// Reads the reply to `req` written by [`send`](Self::send).
     pub(crate) fn receive(
         &self,
@@ -677,7 +735,7 @@ impl Node {
         match pooled.finish(req, deadline) {
             Ok(v) => {
                 self.checkin(pooled);
-                Received::Done(Ok(v))
+                Received::Done(self.vote(req, Ok(v)))
             }
             Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
@@ -707,7 +765,7 @@ impl Node {
         match result {
             Ok(v) => {
                 self.checkin(pooled);
-                Ok(v)
+                self.vote(req, Ok(v))
             }
             Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
@@ -772,9 +830,34 @@ impl Node {
         // The required commands come first: the first error reply is
         // theirs if any of theirs failed.
         match pooled.read_replies(&mut replies, deadline)? {
-            Some(refused) if refused.at < self.required_names.len() => Err(refused),
-            _ => Ok(()),
+            Some(refused) if refused.at < self.required_names.len() => return Err(refused),
+            _ => {}
         }
+        // A refused command leaves its slot Nil: read as unknown.
+        let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
+        let identity = Identity::read(at(0), at(1), at(2));
+        match self.watch.observe(&identity, Instant::now()) {
+            Seen::Same => {}
+            Seen::Restarted => crate::log!(
+                warn,
+                "redlock_sync::restart",
+                "{}: restarted (new run_id){}",
+                self.name,
+                if identity.durable() {
+                    "; it syncs every write to its append-only file, so it keeps its vote"
+                } else {
+                    "; it votes again once it has been up longer than the restart quarantine"
+                }
+            ),
+            Seen::Unreadable => crate::log!(
+                warn,
+                "redlock_sync::restart",
+                "{}: INFO refused (give the user +info): restarts of this server cannot be \
+                 detected, and it always votes",
+                self.name
+            ),
+        }
+        Ok(())
     }
 
     /// Opens a connection for listening (see [`Listener`]), handshake
@@ -955,6 +1038,7 @@ mod tests {
             resolve: Arc::new(crate::resolve::system),
             #[cfg(feature = "tls")]
             tls: Default::default(),
+            restart: Default::default(),
         }
     }
 
@@ -996,10 +1080,10 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        assert_eq!(n.handshake.len(), 8);
+        assert_eq!(n.handshake.len(), 11);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 6);
+        assert_eq!(n.handshake.len(), 9);
     }
 
     #[test]

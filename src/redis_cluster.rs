@@ -367,6 +367,15 @@ impl RedisCluster {
         self.generation.load(Ordering::SeqCst)
     }
 
+    /// The masters of the slot map (empty before it was fetched).
+    pub(crate) fn masters(&self) -> Vec<Arc<Node>> {
+        self.map
+            .read()
+            .as_ref()
+            .map(|m| m.masters.clone())
+            .unwrap_or_default()
+    }
+
     /// The master that serves `slot`, if the map is known (no I/O).
     pub(crate) fn route(&self, slot: u16) -> Option<Arc<Node>> {
         self.map.read().as_ref()?.route(slot).cloned()

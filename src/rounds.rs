@@ -14,6 +14,7 @@ use crate::member::Member;
 use crate::node::{CLEANUP, EXTEND, Lua, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 use crate::redis_cluster::{self, Identities};
+use crate::restart::Policy;
 use crate::wait::{Waiters, channel};
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
@@ -98,7 +99,24 @@ pub(crate) struct Rounds {
     /// Replicas that must acknowledge an acquisition or extend for the
     /// member's vote to count, and the `WAIT` timeout in ms.
     pub(crate) replica_acks: Option<(u32, String)>,
+    /// When restarted servers vote again (shared with every node).
+    pub(crate) restart: Arc<Policy>,
 }
+
+/// What a script round is for.
+#[derive(Clone, Copy)]
+struct Mode {
+    /// A yes counts only once the replicas asked for acknowledged it.
+    replicated: bool,
+    /// Its answers decide a holder: servers kept out after a restart give
+    /// none.
+    decides: bool,
+}
+
+const RELEASE: Mode = Mode {
+    replicated: false,
+    decides: false,
+};
 
 /// The arguments of the clean-up script: the token, then the channel,
 /// message and command (`PUBLISH`, or `SPUBLISH` on a Redis Cluster) of
@@ -205,6 +223,7 @@ impl Rounds {
     /// returning.
     pub(crate) fn acquire(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Granted> {
         self.check_members()?;
+        self.restart.note_ttl(ttl_ms);
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
         let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
@@ -268,6 +287,7 @@ impl Rounds {
             alt: None,
             asking: false,
             follow_ask: keep.is_none(),
+            decides: true,
             wait: acks,
             reply,
             describe: &describe,
@@ -280,6 +300,7 @@ impl Rounds {
             alt: self.has_clusters.then_some(&cluster_req),
             asking: false,
             follow_ask: keep.is_none(),
+            decides: true,
             wait: acks,
             reply,
             describe: &describe,
@@ -419,7 +440,7 @@ impl Rounds {
                 args: &cluster_args,
                 tail: None,
             }),
-            false,
+            RELEASE,
         );
     }
 
@@ -472,8 +493,14 @@ impl Rounds {
             args,
             tail: publish.as_ref().map(|p| &p.1[..]),
         };
-        let tally =
-            Tally::count(self.script_then(&UNLOCK, None, &[resource], node, Some(cluster), false));
+        let tally = Tally::count(self.script_then(
+            &UNLOCK,
+            None,
+            &[resource],
+            node,
+            Some(cluster),
+            RELEASE,
+        ));
         if let (true, Some((_, _, message))) = (tally.yes > 0, &publish) {
             self.waiters.released(resource, message);
         }
@@ -501,10 +528,16 @@ impl Rounds {
             args: &args,
             tail: None,
         };
-        Tally::count(self.script_then(&EXTEND, None, &keys, call, None, true))
+        self.restart.note_ttl(ttl_ms);
+        let mode = Mode {
+            replicated: true,
+            decides: true,
+        };
+        Tally::count(self.script_then(&EXTEND, None, &keys, call, None, mode))
     }
 
-    /// Runs a script that answers 1 or 0 on the members `only` selects.
+    /// Runs a script that answers 1 or 0 on the members `only` selects,
+    /// to decide a holder.
     fn script(
         &self,
         lua: &Lua,
@@ -512,14 +545,19 @@ impl Rounds {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        self.script_then(lua, only, keys, Call { args, tail: None }, None, false)
+        let mode = Mode {
+            replicated: false,
+            decides: true,
+        };
+        self.script_then(lua, only, keys, Call { args, tail: None }, None, mode)
     }
 
     /// Runs a script on the members `only` selects: as `node` says on
     /// nodes, and as `cluster` says (when given) on Redis Cluster
     /// members; a `tail` (a packed command whose answer does not matter)
-    /// is written right behind it. With `replicated`, a yes counts only
-    /// once the replicas asked for acknowledged it (`WAIT`).
+    /// is written right behind it. `mode` says whether a yes counts only
+    /// once replicas acknowledged it (`WAIT`), and whether servers kept
+    /// out after a restart answer.
     fn script_then(
         &self,
         lua: &Lua,
@@ -527,8 +565,9 @@ impl Rounds {
         keys: &[&[u8]],
         node: Call<'_>,
         cluster: Option<Call<'_>>,
-        replicated: bool,
+        mode: Mode,
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let replicated = mode.replicated;
         let wait = if replicated {
             self.wait_command()
         } else {
@@ -563,6 +602,7 @@ impl Rounds {
             alt: None,
             asking: false,
             follow_ask: true,
+            decides: mode.decides,
             wait: acks,
             reply: reply(cluster),
             describe: &describe,
@@ -577,6 +617,7 @@ impl Rounds {
             alt: Some(&cluster_req),
             asking: false,
             follow_ask: true,
+            decides: mode.decides,
             wait: acks,
             reply: reply(node),
             describe: &describe,

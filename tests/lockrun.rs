@@ -738,3 +738,62 @@ fn a_cluster_member_from_the_command_line_and_the_environment() {
     let next: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(next > token);
 }
+
+/// `--check` prints one line per server with its verdict and what to
+/// change, and exits 1 when any server is unsafe, 0 otherwise.
+#[test]
+fn check_reports_each_server_and_exits_1_when_one_is_unsafe() {
+    let healthy = Cluster::start(2).unwrap();
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &healthy.urls().join(","), "lock:x"])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("warning ")), "{text}");
+    assert!(text.contains("no persistence"), "{text}");
+
+    let lru =
+        support::Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"])
+            .unwrap();
+    let mut nodes = healthy.urls();
+    nodes.push(lru.url());
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &nodes.join(",")])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("UNSAFE")).unwrap();
+    assert!(line.contains(&lru.port().to_string()), "{line}");
+    assert!(
+        line.contains("maxmemory-policy allkeys-lru may evict lock keys: set noeviction"),
+        "{line}"
+    );
+    // --check runs no command.
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &nodes.join(","), "r", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}
+
+/// `--restart-quarantine` keeps out a server started less than that ago,
+/// though this process never saw it before.
+#[test]
+fn restart_quarantine_keeps_out_a_server_started_recently() {
+    let cluster = Cluster::start(1).unwrap();
+    let key = resource("lockrun-quarantine");
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--restart-quarantine", "60s", "--wait", "0"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("not voting for"), "{}", stderr(&out));
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlock_sync::{Error, LockGuard, LockManager};
+use redlock_sync::{Error, LockGuard, LockManager, Verdict};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -45,6 +45,7 @@ several independent Redis masters), like flock(1) across machines.
 
 USAGE:
     lockrun [OPTIONS] RESOURCE -- COMMAND [ARGS...]
+    lockrun --check [OPTIONS] [RESOURCE]
 
 RESOURCE and `--` before COMMAND are required. The lock on RESOURCE (a Redis key) is taken, kept alive while COMMAND runs,
 and released as soon as COMMAND exits; lockrun then exits with COMMAND's
@@ -60,6 +61,15 @@ OPTIONS:
     --wait DURATION       how long to wait for a lock held by someone else [10s]
     --node-timeout DUR    time each node gets per call [50ms]
     --no-fencing          do not keep a fencing counter (no REDLOCK_FENCING_TOKEN)
+    --restart-quarantine DUR
+                          servers whose process started less than DUR ago do not
+                          vote (set it to the longest TTL any client uses) [off:
+                          only restarts this process saw, which it never does]
+    --check               report on every server instead of running a command:
+                          one line each (ok / warning / UNSAFE, and what to
+                          change); the lock's commands are tried on keys named
+                          RESOURCE:redlock-check (RESOURCE defaults to
+                          redlock-check; give one your ACL key pattern covers)
     --tls-ca FILE         trust this PEM CA for rediss:// nodes [Mozilla's roots]
     --tls-cert FILE       client certificate (PEM) for rediss:// nodes
     --tls-key FILE        its private key (PEM); with --tls-cert
@@ -97,6 +107,11 @@ EXIT STATUS:
     126          COMMAND could not be started
     127          COMMAND was not found
     128 + N      lockrun got signal N (SIGTERM: 143, SIGINT: 130, SIGHUP: 129)
+  with --check:
+    0            every server is usable (warnings allowed)
+    1            some server is unsafe (unreachable, a replica, may evict lock
+                 keys, or refuses a command the lock sends)
+    64           bad command line or configuration
 ";
 
 /// 0: errors only, 1: warnings too (the default), 2: everything.
@@ -126,6 +141,8 @@ struct Args {
     wait: Duration,
     node_timeout: Duration,
     fencing: bool,
+    restart_quarantine: Option<Duration>,
+    check: bool,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -179,6 +196,9 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
             MemberArg::Cluster(seeds) => builder.cluster(seeds),
         };
     }
+    if let Some(q) = args.restart_quarantine {
+        builder = builder.restart_quarantine(q);
+    }
     let mut builder = builder
         .node_timeout(args.node_timeout)
         .fencing(args.fencing)
@@ -202,6 +222,9 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         Ok(dlm) => dlm,
         Err(e) => return usage_error(e.to_string()),
     };
+    if args.check {
+        return check(&dlm, &args.resource);
+    }
 
     if args.wait.is_zero() {
         say!(
@@ -404,6 +427,28 @@ fn supervise(mut child: Child, guard: LockGuard, signals: &Signals) -> ExitCode 
     }
 }
 
+/// `--check`: one line per server on stdout; 1 if any is unsafe.
+fn check(dlm: &LockManager, resource: &str) -> ExitCode {
+    let reports = dlm.check(resource);
+    for report in &reports {
+        println!("{report}");
+    }
+    let unsafe_ = reports
+        .iter()
+        .filter(|r| r.verdict == Verdict::Unsafe)
+        .count();
+    if unsafe_ > 0 {
+        say!(
+            WARN,
+            "{unsafe_} of {} servers unsafe for locks",
+            reports.len()
+        );
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn release(guard: LockGuard) {
     let resource = String::from_utf8_lossy(guard.resource()).into_owned();
     match guard.release() {
@@ -465,6 +510,8 @@ fn parse() -> Result<Parsed, String> {
         wait: Duration::from_secs(10),
         node_timeout: Duration::from_millis(50),
         fencing: true,
+        restart_quarantine: None,
+        check: false,
         tls_ca: None,
         tls_cert: None,
         tls_key: None,
@@ -498,6 +545,10 @@ fn parse() -> Result<Parsed, String> {
             Long("wait") => args.wait = duration_of(&mut parser, "--wait")?,
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
+            Long("restart-quarantine") => {
+                args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
+            }
+            Long("check") => args.check = true,
             Long("tls-ca") => args.tls_ca = Some(value(&mut parser, "--tls-ca")?),
             Long("tls-cert") => args.tls_cert = Some(value(&mut parser, "--tls-cert")?),
             Long("tls-key") => args.tls_key = Some(value(&mut parser, "--tls-key")?),
@@ -526,15 +577,23 @@ fn parse() -> Result<Parsed, String> {
             other => return Err(other.unexpected().to_string()),
         }
     }
-    args.resource = resource.ok_or("missing RESOURCE (lockrun [OPTIONS] RESOURCE -- COMMAND)")?;
+    if args.check {
+        if command.is_some() {
+            return Err("--check runs no COMMAND: drop `--` and what follows".into());
+        }
+        args.resource = resource.unwrap_or_else(|| "redlock-check".to_owned());
+    } else {
+        args.resource =
+            resource.ok_or("missing RESOURCE (lockrun [OPTIONS] RESOURCE -- COMMAND)")?;
+        args.command = match command {
+            Some(command) if !command.is_empty() => command,
+            Some(_) => return Err("missing COMMAND after `--`".into()),
+            None => return Err("missing `--` and COMMAND after RESOURCE".into()),
+        };
+    }
     if args.resource.is_empty() {
         return Err("RESOURCE is empty".into());
     }
-    args.command = match command {
-        Some(command) if !command.is_empty() => command,
-        Some(_) => return Err("missing COMMAND after `--`".into()),
-        None => return Err("missing `--` and COMMAND after RESOURCE".into()),
-    };
     args.members = if members.is_empty() {
         match std::env::var("REDLOCK_NODES") {
             Ok(list) if !list.trim().is_empty() => env_members(&list)?,

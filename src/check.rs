@@ -1,0 +1,367 @@
+//! [`LockManager::check`](crate::LockManager::check): what an operator
+//! needs to know about each server before trusting it with locks, as a
+//! typed report with a verdict per server.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::error::{NodeError, NodeErrorKind};
+use crate::member::Member;
+use crate::node::{CLEANUP, EXTEND, Node, RAISE, UNLOCK, pack};
+use crate::redis_cluster;
+use crate::restart::field;
+
+/// How far a server can be trusted with locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Nothing to change.
+    Ok,
+    /// Usable, with a weakness to know of (no persistence, so restarts
+    /// keep it out for the quarantine; `appendfsync everysec`; restart
+    /// detection off; waiters polling).
+    Warning,
+    /// Not usable for locks: unreachable, a replica, a memory policy that
+    /// may evict lock keys, or a command the lock sends refused.
+    Unsafe,
+}
+
+/// One thing found on a server, with what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Problem {
+    /// How bad it is.
+    pub verdict: Verdict,
+    /// What is wrong and what to change, for a person:
+    /// `maxmemory-policy allkeys-lru may evict lock keys: set noeviction`.
+    pub text: String,
+}
+
+/// What [`LockManager::check`](crate::LockManager::check) found on one
+/// server (a node, or one master of a Redis Cluster member).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NodeReport {
+    /// The server's name, as errors give it.
+    pub node: String,
+    /// It answered.
+    pub reachable: bool,
+    /// The round trip of a `PING` on an open connection.
+    pub latency: Option<Duration>,
+    /// `redis 7.0.15`, `valkey 8.1.8`.
+    pub server: Option<String>,
+    /// `master`, or `slave` for a replica.
+    pub role: Option<String>,
+    /// How long its process has been up.
+    pub uptime: Option<Duration>,
+    /// The append-only file is on.
+    pub aof: Option<bool>,
+    /// `always`, `everysec` or `no`, where `CONFIG GET` is allowed.
+    pub appendfsync: Option<String>,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: Option<u64>,
+    /// `maxmemory-policy`.
+    pub maxmemory_policy: Option<String>,
+    /// It runs in cluster mode.
+    pub cluster_enabled: Option<bool>,
+    /// Commands the lock sends that the server refused to this user.
+    pub missing_permissions: Vec<String>,
+    /// Why it does not vote now, if it is kept out after a restart.
+    pub quarantine: Option<String>,
+    /// Everything found, worst first.
+    pub problems: Vec<Problem>,
+    /// The worst of the problems (`Ok` when none).
+    pub verdict: Verdict,
+}
+
+impl NodeReport {
+    fn new(node: &str) -> NodeReport {
+        NodeReport {
+            node: node.to_owned(),
+            reachable: false,
+            latency: None,
+            server: None,
+            role: None,
+            uptime: None,
+            aof: None,
+            appendfsync: None,
+            maxmemory: None,
+            maxmemory_policy: None,
+            cluster_enabled: None,
+            missing_permissions: Vec::new(),
+            quarantine: None,
+            problems: Vec::new(),
+            verdict: Verdict::Ok,
+        }
+    }
+
+    fn problem(&mut self, verdict: Verdict, text: impl Into<String>) {
+        self.problems.push(Problem {
+            verdict,
+            text: text.into(),
+        });
+        self.verdict = self.verdict.max(verdict);
+    }
+}
+
+/// One line for a person: verdict, server, what it is, then each problem
+/// and what to change.
+impl fmt::Display for NodeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = match self.verdict {
+            Verdict::Ok => "ok",
+            Verdict::Warning => "warning",
+            Verdict::Unsafe => "UNSAFE",
+        };
+        write!(f, "{verdict:<7} {}", self.node)?;
+        if let Some(server) = &self.server {
+            write!(f, " {server}")?;
+        }
+        if let Some(role) = &self.role {
+            write!(f, " {role}")?;
+        }
+        if let Some(up) = self.uptime {
+            write!(f, ", up {}", human(up))?;
+        }
+        if let Some(latency) = self.latency {
+            write!(f, ", {:.2} ms", latency.as_secs_f64() * 1e3)?;
+        }
+        for p in &self.problems {
+            write!(f, "; {}", p.text)?;
+        }
+        Ok(())
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Checks every server of `members`, trying the lock's commands on keys
+/// named after `resource` (which expire within seconds).
+pub(crate) fn run(
+    members: &[Member],
+    resource: &[u8],
+    fencing: bool,
+    wakes: bool,
+) -> Vec<NodeReport> {
+    let mut reports = Vec::new();
+    for member in members {
+        match member {
+            Member::Node(node) => reports.push(check_node(node, resource, fencing, wakes)),
+            Member::Cluster(cluster) => {
+                let deadline = Instant::now() + cluster.timeout() * 4;
+                if let Err(e) = cluster.refresh(deadline) {
+                    let mut report = NodeReport::new(cluster.name());
+                    report.problem(Verdict::Unsafe, format!("no slot map: {e}"));
+                    reports.push(report);
+                    continue;
+                }
+                // Every master, each with a scratch key in its own slots.
+                for node in cluster.masters() {
+                    let slot_key = (0u32..)
+                        .map(|i| [resource, format!(":redlock-check:{i}").as_bytes()].concat())
+                        .find(|k| {
+                            cluster
+                                .route(redis_cluster::slot(k))
+                                .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
+                        })
+                        .unwrap_or_else(|| resource.to_vec());
+                    reports.push(check_node(&node, &slot_key, fencing, wakes));
+                }
+            }
+        }
+    }
+    reports
+}
+
+fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeReport {
+    let mut report = NodeReport::new(node.name());
+    // A few round trips: each gets the node timeout, the first a connect.
+    let deadline = || Instant::now() + node.timeout() * 2;
+    let info = match node.query(&pack(&[b"INFO"]), deadline()) {
+        Ok(value) => text(&value),
+        Err(e) if e.kind() == NodeErrorKind::Permission => {
+            report.reachable = true;
+            report.problem(
+                Verdict::Warning,
+                "INFO refused: restarts cannot be detected: give the user +info",
+            );
+            None
+        }
+        Err(e) => {
+            report.problem(Verdict::Unsafe, format!("unreachable: {}", cause(&e)));
+            return report;
+        }
+    };
+    report.reachable = true;
+    let started = Instant::now();
+    if node.query(&pack(&[b"PING"]), deadline()).is_ok() {
+        report.latency = Some(started.elapsed());
+    }
+    if let Some(info) = &info {
+        let version = field(info, "valkey_version")
+            .map(|v| format!("valkey {v}"))
+            .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
+        report.server = version;
+        report.role = field(info, "role").map(str::to_owned);
+        report.uptime = field(info, "uptime_in_seconds")
+            .and_then(|u| u.parse().ok())
+            .map(Duration::from_secs);
+        report.aof = field(info, "aof_enabled").map(|v| v == "1");
+        report.maxmemory = field(info, "maxmemory").and_then(|v| v.parse().ok());
+        report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
+        report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
+    }
+    report.appendfsync = match node.query(&pack(&[b"CONFIG", b"GET", b"appendfsync"]), deadline()) {
+        Ok(Value::Array(items)) => items.get(1).and_then(text),
+        Ok(Value::Map(pairs)) => pairs.first().and_then(|(_, v)| text(v)),
+        _ => None,
+    };
+    if report.role.as_deref().is_some_and(|r| r != "master") {
+        report.problem(
+            Verdict::Unsafe,
+            "a replica (read-only): give its master, or an independent master",
+        );
+    }
+    if let (Some(max), Some(policy)) = (report.maxmemory, &report.maxmemory_policy)
+        && max > 0
+        && policy != "noeviction"
+    {
+        let which = if policy.starts_with("volatile") {
+            "evicts keys with a TTL first: lock keys"
+        } else {
+            "may evict lock keys"
+        };
+        report.problem(
+            Verdict::Unsafe,
+            format!("maxmemory-policy {policy} {which}: set noeviction"),
+        );
+    }
+    trial(node, resource, fencing, wakes, &mut report, deadline);
+    match (report.aof, report.appendfsync.as_deref()) {
+        (Some(true), Some("always")) => {}
+        (Some(true), Some("everysec")) => report.problem(
+            Verdict::Warning,
+            "appendfsync everysec: a crash may lose the last second of locks; \
+             appendfsync always keeps them (restarts are then exempt from the quarantine)",
+        ),
+        (Some(true), _) => report.problem(
+            Verdict::Warning,
+            "append-only file without appendfsync always: a restart may forget locks, \
+             so the restart quarantine applies",
+        ),
+        (Some(false), _) => report.problem(
+            Verdict::Warning,
+            "no persistence: a restart forgets its locks, so it does not vote for the \
+             restart quarantine (appendonly yes + appendfsync always avoids that)",
+        ),
+        (None, _) => {}
+    }
+    if let Some(q) = node.quarantine() {
+        let text = format!(
+            "restarted {:.1}s ago, not voting for {:.1}s",
+            q.up.as_secs_f64(),
+            q.left.as_secs_f64()
+        );
+        report.quarantine = Some(text.clone());
+        report.problem(Verdict::Warning, text);
+    }
+    report.problems.sort_by_key(|p| std::cmp::Reverse(p.verdict));
+    report
+}
+
+/// Runs each command the lock sends on scratch keys named after
+/// `resource` (expiring in seconds, deleted at the end), noting refusals.
+fn trial(
+    node: &Node,
+    resource: &[u8],
+    fencing: bool,
+    wakes: bool,
+    report: &mut NodeReport,
+    deadline: impl Fn() -> Instant,
+) {
+    let key = [resource, b":redlock-check"].concat();
+    let fence = crate::rounds::fence_key(&key);
+    let channel = crate::wait::release_channel(&key);
+    let token = b"redlock-check";
+    let mut commands: Vec<(&str, Vec<u8>, bool)> = vec![
+        (
+            "SET",
+            pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+            true,
+        ),
+        (
+            "EVAL (extend)",
+            EXTEND.eval(&[&key], &[token, b"5000"]),
+            true,
+        ),
+    ];
+    if fencing {
+        commands.push((
+            "SET",
+            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            true,
+        ));
+        commands.push(("INCR", pack(&[b"INCR", &fence]), true));
+        commands.push(("PEXPIRE", pack(&[b"PEXPIRE", &fence, b"5000"]), true));
+        commands.push((
+            "EVAL (raise)",
+            RAISE.eval(&[&fence], &[b"2", b"5000"]),
+            true,
+        ));
+        commands.push((
+            "EVAL (extend)",
+            EXTEND.eval(&[&key, &fence], &[token, b"5000", b"5000"]),
+            true,
+        ));
+    }
+    if wakes {
+        commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), false));
+    }
+    commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), true));
+    commands.push(("EVAL (clean-up)", CLEANUP.eval(&[&key], &[token]), true));
+    for (name, packed, needed) in commands {
+        match node.query(&packed, deadline()) {
+            Ok(_) => {}
+            Err(e) if e.kind() == NodeErrorKind::Permission => {
+                report.missing_permissions.push(name.to_owned());
+                let (verdict, then) = if needed {
+                    (Verdict::Unsafe, "the lock cannot work")
+                } else {
+                    (Verdict::Warning, "waiters poll instead of being woken")
+                };
+                report.problem(verdict, format!("{name} refused, {}: {then}", cause(&e)));
+            }
+            // NOSCRIPT for the EVALSHA: the script cache is another matter.
+            Err(e) if e.code() == Some("NOSCRIPT") => {}
+            Err(e) => report.problem(Verdict::Warning, format!("trying {name}: {}", cause(&e))),
+        }
+    }
+}
+
+/// A node error's message without the node's name (the report names it).
+fn cause(e: &NodeError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(e.node()) {
+        Some(rest) => rest.trim_start_matches(':').trim().to_owned(),
+        None => text,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}

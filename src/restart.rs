@@ -1,0 +1,375 @@
+//! Restart-safe votes: a server that restarted without its data does not
+//! vote until every lock it may have forgotten has expired.
+//!
+//! # The hole
+//!
+//! A Redis server without persistence that restarts comes back empty: the
+//! lock keys it had granted are gone, and it grants them again at once.
+//! With 5 nodes, client A holding R on nodes 0, 1 and 2, and node 2
+//! restarting empty, a client B that reaches nodes 2, 3 and 4 wins R while
+//! A's guard is still valid. Redlock's answer is an operator who keeps a
+//! crashed node down for longer than the longest TTL; nothing enforces it.
+//!
+//! # What is read, and when
+//!
+//! Every new connection (never a lock round) reads `INFO server`
+//! (`run_id`, which is new at every start, and `uptime_in_seconds`),
+//! `INFO persistence` (`aof_enabled`) and `CONFIG GET appendfsync`, in the
+//! handshake's single write. From them a node knows the instant its server
+//! started (on this machine's clock: the connect instant less the uptime,
+//! which is whole seconds rounded down, so the latest possible start) and
+//! whether it persists every write before answering (append-only file with
+//! `appendfsync always`). `CONFIG` or `INFO` refused (ACL users without
+//! them) leaves a node as it was before this module: it votes.
+//!
+//! # The rule
+//!
+//! A server's answers count toward no quorum (acquire, extend, raise)
+//! while it is *quarantined*:
+//!
+//! - **witnessed restart** (always on): its `run_id` changed since this
+//!   manager last connected to it, and it has been up for less than the
+//!   quarantine: the longest TTL this manager has used, or
+//!   [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)
+//!   if that is longer;
+//! - **strict mode** (with `restart_quarantine(q)`): its server started
+//!   less than `q` ago, whether this manager saw it before or not (a
+//!   short-lived process such as `lockrun` never sees the restart).
+//!
+//! A server that persists every write before answering is never
+//! quarantined: a restart reloads every key it granted, with its expiry.
+//! A fresh deployment (servers never seen, no strict mode) votes at once.
+//!
+//! # Why a quarantined server cannot help a second holder
+//!
+//! Let A hold R, granted at `t0` by a majority `QA`, valid until at most
+//! `t0 + TTL_A`. Let B win R at some `t < t0 + TTL_A` with a majority
+//! `QB` of counted votes. Two majorities share a server `n`. `n` granted A
+//! at `t0`, so to grant B at `t` it must have lost A's key: the key did
+//! not expire (`t < t0 + TTL_A`), and without eviction or deletion (which
+//! [`LockManager::check`](crate::LockManager::check) flags) that means `n`
+//! restarted empty at some `r` with `t0 ≤ r ≤ t`. Then at `t` it had been
+//! up `t - r < t0 + TTL_A - t0 = TTL_A`. B's manager counts `n` only if it
+//! was not quarantined: in strict mode with `q ≥ TTL_A`, `t - r < q`
+//! quarantines it; in witnessed mode, when B's manager saw `n` before `r`
+//! and has itself used a TTL ≥ `TTL_A`, likewise. So `n` is no vote for B,
+//! `QB` has no counted vote in common with `QA`, and cannot be a majority:
+//! contradiction. Hence: set `restart_quarantine` to the longest TTL any
+//! client uses on these servers; the witnessed rule alone covers clients
+//! of one manager, and those whose TTLs it has matched.
+//!
+//! # Why a server up longer than every TTL is safe again
+//!
+//! Every lock it forgot was granted before its restart `r`, and expired by
+//! `r + TTL ≤ r + q`. Once it has been up `q`, the keys it lost protected
+//! nothing any more, and every lock granted since is in its memory like
+//! on any other server.
+//!
+//! Clocks: the start instant is measured from the server's own uptime,
+//! so only the rates of the clocks matter (the drift factor's assumption),
+//! not their settings.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::Value;
+
+/// The settings every server of a manager shares.
+#[derive(Debug, Default)]
+pub(crate) struct Policy {
+    /// Strict mode: servers started less than this long ago do not vote.
+    pub(crate) strict: Option<Duration>,
+    /// The longest TTL this manager has used, in ms.
+    longest_ttl_ms: AtomicU64,
+}
+
+impl Policy {
+    pub(crate) fn new(strict: Option<Duration>) -> Policy {
+        Policy {
+            strict,
+            longest_ttl_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Notes a TTL this manager uses (acquire, extend).
+    pub(crate) fn note_ttl(&self, ttl_ms: u64) {
+        self.longest_ttl_ms.fetch_max(ttl_ms, Ordering::Relaxed);
+    }
+
+    /// How long a witnessed restart keeps a server out.
+    fn witnessed(&self) -> Duration {
+        let longest = Duration::from_millis(self.longest_ttl_ms.load(Ordering::Relaxed));
+        self.strict.map_or(longest, |q| q.max(longest))
+    }
+}
+
+/// What one connection's handshake told about its server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Identity {
+    pub(crate) run_id: Option<String>,
+    pub(crate) uptime: Option<Duration>,
+    pub(crate) aof: bool,
+    pub(crate) fsync_always: bool,
+    /// `INFO` was refused (an ACL user without `+info`).
+    pub(crate) info_refused: bool,
+}
+
+impl Identity {
+    /// Reads the replies of `INFO server`, `INFO persistence` and `CONFIG
+    /// GET appendfsync` (each `None` when refused).
+    pub(crate) fn read(
+        server: Option<&Value>,
+        persistence: Option<&Value>,
+        config: Option<&Value>,
+    ) -> Identity {
+        let server = server.and_then(text);
+        let persistence = persistence.and_then(text);
+        let fsync = match config {
+            Some(Value::Array(items)) => items.get(1).and_then(text),
+            Some(Value::Map(pairs)) => pairs.first().and_then(|(_, v)| text(v)),
+            _ => None,
+        };
+        Identity {
+            run_id: server
+                .as_deref()
+                .and_then(|s| field(s, "run_id"))
+                .map(str::to_owned),
+            uptime: server
+                .as_deref()
+                .and_then(|s| field(s, "uptime_in_seconds"))
+                .and_then(|u| u.parse().ok())
+                .map(Duration::from_secs),
+            aof: persistence
+                .as_deref()
+                .and_then(|s| field(s, "aof_enabled"))
+                .is_some_and(|v| v == "1"),
+            fsync_always: fsync.as_deref() == Some("always"),
+            info_refused: server.is_none(),
+        }
+    }
+
+    /// Every write is on disk before the server answers.
+    pub(crate) fn durable(&self) -> bool {
+        self.aof && self.fsync_always
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The value of `name` in `INFO` text.
+pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k == name).then(|| v.trim())
+    })
+}
+
+/// Why a server does not vote now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Quarantine {
+    /// How long ago its server started.
+    pub(crate) up: Duration,
+    /// How long it is still kept out.
+    pub(crate) left: Duration,
+    /// Its restart was witnessed (else: strict mode).
+    pub(crate) witnessed: bool,
+}
+
+/// What one server's connections have told, over time.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    run_id: Option<String>,
+    /// When its server started (on this machine's clock).
+    started: Option<Instant>,
+    durable: bool,
+    /// Its run_id changed since this manager first connected.
+    witnessed: bool,
+    /// `INFO` refusal already reported.
+    refusal_noted: bool,
+}
+
+/// What a new connection's identity meant.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Nothing new.
+    Same,
+    /// The server restarted since this manager last connected.
+    Restarted,
+    /// `INFO` was refused, for the first time.
+    Unreadable,
+}
+
+impl Watch {
+    /// Takes in what a connection made at `now` read.
+    pub(crate) fn observe(&self, identity: &Identity, now: Instant) -> Seen {
+        let mut state = self.state.lock();
+        if identity.info_refused {
+            return if std::mem::replace(&mut state.refusal_noted, true) {
+                Seen::Same
+            } else {
+                Seen::Unreadable
+            };
+        }
+        let Some(run_id) = &identity.run_id else {
+            return Seen::Same;
+        };
+        let restarted = state.run_id.as_ref().is_some_and(|old| old != run_id);
+        if state.run_id.as_ref() != Some(run_id) {
+            state.run_id = Some(run_id.clone());
+            state.witnessed = restarted;
+        }
+        state.started = identity.uptime.and_then(|up| now.checked_sub(up));
+        state.durable = identity.durable();
+        if restarted {
+            Seen::Restarted
+        } else {
+            Seen::Same
+        }
+    }
+
+    /// Whether the server is kept out at `now`, under `policy`.
+    pub(crate) fn quarantine(&self, policy: &Policy, now: Instant) -> Option<Quarantine> {
+        let state = self.state.lock();
+        if state.durable {
+            return None;
+        }
+        let up = now.saturating_duration_since(state.started?);
+        let (period, witnessed) = match (state.witnessed, policy.strict) {
+            (true, _) => (policy.witnessed(), true),
+            (false, Some(q)) => (q, false),
+            (false, None) => return None,
+        };
+        (up < period).then(|| Quarantine {
+            up,
+            left: period - up,
+            witnessed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn id(run: &str, up_s: u64) -> Identity {
+        Identity {
+            run_id: Some(run.into()),
+            uptime: Some(Duration::from_secs(up_s)),
+            ..Identity::default()
+        }
+    }
+
+    #[test]
+    fn a_fresh_server_votes_and_a_witnessed_restart_is_kept_out_for_the_longest_ttl() {
+        let policy = Policy::new(None);
+        policy.note_ttl(10_000);
+        let w = Watch::default();
+        let t0 = Instant::now();
+        assert_eq!(w.observe(&id("a", 0), t0), Seen::Same);
+        assert_eq!(w.quarantine(&policy, t0), None, "a fresh deployment votes");
+        // Restarted: a new run id, up 0 s when seen at t0 + 5 s.
+        let t1 = t0 + 5 * S;
+        assert_eq!(w.observe(&id("b", 0), t1), Seen::Restarted);
+        let q = w.quarantine(&policy, t1 + S).unwrap();
+        assert_eq!((q.up, q.left, q.witnessed), (S, 9 * S, true));
+        assert_eq!(w.quarantine(&policy, t1 + 10 * S), None);
+        // Another connection to the same run later: still the same rule.
+        assert_eq!(w.observe(&id("b", 3), t1 + 3 * S), Seen::Same);
+        assert!(w.quarantine(&policy, t1 + 4 * S).is_some());
+    }
+
+    #[test]
+    fn strict_mode_keeps_out_any_recent_start_and_the_longer_period_wins() {
+        let policy = Policy::new(Some(20 * S));
+        policy.note_ttl(30_000);
+        let w = Watch::default();
+        let t0 = Instant::now() + 100 * S;
+        w.observe(&id("a", 5), t0);
+        let q = w.quarantine(&policy, t0).unwrap();
+        assert_eq!((q.up, q.left, q.witnessed), (5 * S, 15 * S, false));
+        assert_eq!(w.quarantine(&policy, t0 + 15 * S), None);
+        // Witnessed: max(strict, longest TTL) = 30 s.
+        w.observe(&id("b", 0), t0 + 20 * S);
+        let q = w.quarantine(&policy, t0 + 40 * S).unwrap();
+        assert_eq!(q.left, 10 * S);
+    }
+
+    #[test]
+    fn a_server_that_syncs_every_write_is_never_kept_out() {
+        let policy = Policy::new(Some(60 * S));
+        let w = Watch::default();
+        let t0 = Instant::now();
+        let durable = Identity {
+            aof: true,
+            fsync_always: true,
+            ..id("a", 0)
+        };
+        w.observe(&durable, t0);
+        assert_eq!(w.quarantine(&policy, t0), None);
+        w.observe(
+            &Identity {
+                aof: true,
+                fsync_always: true,
+                ..id("b", 0)
+            },
+            t0 + S,
+        );
+        assert_eq!(w.quarantine(&policy, t0 + S), None);
+        // Every second is not enough.
+        w.observe(
+            &Identity {
+                aof: true,
+                ..id("c", 0)
+            },
+            t0 + 2 * S,
+        );
+        assert!(w.quarantine(&policy, t0 + 2 * S).is_some());
+    }
+
+    #[test]
+    fn refused_info_is_noted_once_and_changes_nothing() {
+        let w = Watch::default();
+        let refused = Identity {
+            info_refused: true,
+            ..Identity::default()
+        };
+        assert_eq!(w.observe(&refused, Instant::now()), Seen::Unreadable);
+        assert_eq!(w.observe(&refused, Instant::now()), Seen::Same);
+        assert_eq!(w.quarantine(&Policy::new(Some(S)), Instant::now()), None);
+    }
+
+    #[test]
+    fn identity_is_read_from_info_and_config() {
+        let server = Value::BulkString(
+            b"# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n"
+                .to_vec(),
+        );
+        let persistence = Value::BulkString(b"# Persistence\r\naof_enabled:1\r\n".to_vec());
+        let config = Value::Array(vec![
+            Value::BulkString(b"appendfsync".to_vec()),
+            Value::BulkString(b"always".to_vec()),
+        ]);
+        let i = Identity::read(Some(&server), Some(&persistence), Some(&config));
+        assert_eq!(i.run_id.as_deref(), Some("abc123"));
+        assert_eq!(i.uptime, Some(42 * S));
+        assert!(i.durable());
+        let i = Identity::read(Some(&server), Some(&persistence), None);
+        assert!(i.aof && !i.durable());
+        assert!(Identity::read(None, None, None).info_refused);
+    }
+}

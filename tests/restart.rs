@@ -1,0 +1,177 @@
+//! Restart-safe votes, on the scenario every Redlock client leaves open:
+//! 5 nodes without persistence; A holds R on nodes 0, 1 and 2 (3 and 4
+//! unreachable from A); node 2 restarts empty; B reaches nodes 2, 3 and 4.
+//! Without restart safety B wins R while A's guard is valid.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock_sync::{Error, LockManager, NodeErrorKind};
+use support::{Cluster, Server, resource};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A URL where nothing listens: a node this client cannot reach.
+fn unreachable() -> (Server, String) {
+    let mut dead = Server::start().unwrap();
+    dead.kill();
+    let url = format!("redis://127.0.0.1:{}", dead.port());
+    (dead, url)
+}
+
+/// A manager that reaches the nodes `reach` of `cluster` and none other
+/// (the rest are unreachable URLs in their place).
+fn partial(
+    cluster: &Cluster,
+    reach: &[usize],
+    strict: Option<Duration>,
+) -> (LockManager, Vec<Server>) {
+    let mut dead = Vec::new();
+    let urls: Vec<String> = (0..cluster.servers.len())
+        .map(|i| {
+            if reach.contains(&i) {
+                cluster.servers[i].url()
+            } else {
+                let (server, url) = unreachable();
+                dead.push(server);
+                url
+            }
+        })
+        .collect();
+    let mut builder = LockManager::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO);
+    if let Some(q) = strict {
+        builder = builder.restart_quarantine(q);
+    }
+    (builder.build().unwrap(), dead)
+}
+
+/// A holds R on 0, 1, 2; node 2 restarts; returns A's guard.
+fn a_holds_and_node_2_restarts(
+    cluster: &mut Cluster,
+    a: &LockManager,
+    r: &str,
+) -> redlock_sync::LockGuard {
+    let guard = a.lock(r, TTL).unwrap();
+    for i in 0..3 {
+        assert_eq!(
+            support::get(&cluster.servers[i], r.as_bytes()).as_deref(),
+            Some(guard.token())
+        );
+    }
+    cluster.servers[2].restart().unwrap();
+    assert_eq!(support::get(&cluster.servers[2], r.as_bytes()), None);
+    guard
+}
+
+fn assert_kept_out(result: redlock_sync::Result<redlock_sync::LockGuard>, node: &Server) {
+    let err = match result {
+        Ok(_) => panic!("B took the lock A still holds"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, Error::NoQuorum { .. } | Error::Taken { .. }),
+        "{err:?}"
+    );
+    let port = node.port().to_string();
+    let failure = err
+        .failures()
+        .iter()
+        .find(|f| f.node().ends_with(&port))
+        .unwrap_or_else(|| panic!("node 2 not among the failures: {err}"));
+    assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("restarted") && msg.contains("not voting for"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_witnessed_restart_keeps_the_node_out_for_the_longest_ttl() {
+    let mut cluster = Cluster::start(5).unwrap();
+    let r = resource("witnessed");
+    let (a, _dead_a) = partial(&cluster, &[0, 1, 2], None);
+    let (b, _dead_b) = partial(&cluster, &[2, 3, 4], None);
+    // B has talked to the nodes before, with the same TTL as A.
+    b.lock(resource("witnessed-warmup"), TTL)
+        .unwrap()
+        .release()
+        .unwrap();
+    let guard = a_holds_and_node_2_restarts(&mut cluster, &a, &r);
+    assert_kept_out(b.lock(&r, TTL), &cluster.servers[2]);
+    assert!(guard.is_valid());
+    // And A, which also saw the restart, cannot count node 2 to extend:
+    // nodes 0 and 1 are two of its five, so extend misses the quorum.
+    let mut guard = guard;
+    let err = guard.extend(TTL).unwrap_err();
+    assert!(err.to_string().contains("not voting"), "{err}");
+}
+
+#[test]
+fn strict_mode_keeps_out_a_node_started_recently_even_unseen() {
+    let mut cluster = Cluster::start(5).unwrap();
+    let r = resource("strict");
+    let (a, _dead_a) = partial(&cluster, &[0, 1, 2], None);
+    let _guard = a_holds_and_node_2_restarts(&mut cluster, &a, &r);
+    // A new process (a lockrun) never saw node 2 before its restart.
+    let (unseen, _d) = partial(&cluster, &[2, 3, 4], None);
+    assert!(
+        unseen.lock(&r, TTL).is_ok(),
+        "the hole without strict mode: an unwitnessed restart votes"
+    );
+    let mut cluster = cluster;
+    let r = resource("strict-2");
+    let (a, _dead_a) = partial(&cluster, &[0, 1, 2], None);
+    let _guard = a_holds_and_node_2_restarts(&mut cluster, &a, &r);
+    let (strict, _d) = partial(&cluster, &[2, 3, 4], Some(TTL));
+    let started = Instant::now();
+    assert_kept_out(strict.lock(&r, TTL), &cluster.servers[2]);
+    // Once node 2 has been up longer than the quarantine it votes again:
+    // a short quarantine shows it within the test.
+    let (short, _d) = partial(&cluster, &[2, 3, 4], Some(Duration::from_secs(2)));
+    let other = resource("strict-later");
+    assert!(short.lock(&other, TTL).is_err(), "up less than 2 s");
+    std::thread::sleep(Duration::from_millis(3200).saturating_sub(started.elapsed()));
+    short.lock(&other, TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn a_fresh_deployment_locks_at_once() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    // Servers started a moment ago, never seen, no strict mode.
+    dlm.lock(resource("fresh"), TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn a_node_that_syncs_every_write_keeps_its_vote_after_a_restart() {
+    let mut cluster =
+        Cluster::start_with(5, &["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let r = resource("durable");
+    let (a, _dead_a) = partial(&cluster, &[0, 1, 2], None);
+    let (b, _dead_b) = partial(&cluster, &[2, 3, 4], Some(TTL));
+    b.lock(resource("durable-warmup"), TTL)
+        .unwrap()
+        .release()
+        .unwrap();
+    let guard = a.lock(&r, TTL).unwrap();
+    cluster.servers[2].restart().unwrap();
+    // The key came back from the append-only file: B finds R taken.
+    assert_eq!(
+        support::get(&cluster.servers[2], r.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    let err = b.lock(&r, TTL).unwrap_err();
+    assert!(
+        err.failures()
+            .iter()
+            .all(|f| f.kind() != NodeErrorKind::Restarted),
+        "{err}"
+    );
+    // And node 2 votes at once, witnessed and in strict mode alike.
+    b.lock(resource("durable-other"), TTL).unwrap().release().unwrap();
+}
