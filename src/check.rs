@@ -275,7 +275,9 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
         report.quarantine = Some(text.clone());
         report.problem(Verdict::Warning, text);
     }
-    report.problems.sort_by_key(|p| std::cmp::Reverse(p.verdict));
+    report
+        .problems
+        .sort_by_key(|p| std::cmp::Reverse(p.verdict));
     report
 }
 

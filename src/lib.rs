@@ -52,15 +52,33 @@
 //! holds waits for itself, and its [`Error::Taken`] says the lock is held
 //! by a guard of this same manager (`held_here`).
 //!
+//! # Restarts
+//!
+//! A server that restarted without its data does not vote until it has
+//! been up longer than the longest TTL this manager used (a restart it
+//! witnessed: the server's `run_id` changed), or than
+//! [`Builder::restart_quarantine`] (any recent start); a server that syncs
+//! every write (`appendfsync always`) keeps its vote.
+//! [`LockManager::check`] reports on every server: verdicts and what to
+//! change.
+//!
+//! # Redis Cluster
+//!
+//! [`Builder::cluster`] adds one quorum member that is a whole Redis
+//! Cluster: locks go to the master of the resource's hash slot, and
+//! every key and channel of a lock shares that slot ([`fence_key`],
+//! [`release_channel`]).
+//!
 //! # What the lock promises
 //!
 //! While [`LockGuard::is_valid`] is true, no other client can have taken
 //! the same resource through a quorum of the same nodes, provided the
 //! nodes' clocks run at about the same rate (the drift factor bounds the
-//! difference) and a node that restarts either keeps its data or stays
-//! down for longer than the longest TTL. Outside those assumptions, and
-//! when the holder pauses past its validity, two holders can overlap:
-//! protect the resource itself, too, when that matters.
+//! difference) and a node that restarts either keeps its data or does not
+//! vote for longer than the longest TTL (enforced: see Restarts). Outside
+//! those assumptions, and when the holder pauses past its validity, two
+//! holders can overlap: protect the resource itself, too, when that
+//! matters.
 //!
 //! # Long work and fencing
 //!
@@ -121,6 +139,7 @@
 //! | `redlock_sync::keepalive` | `info` | renewals succeed again after a miss |
 //! | `redlock_sync::node` | `debug` | each node failure in a round; each new connection, and a pooled one found closed |
 //! | `redlock_sync::wait` | `debug` | a listening connection that cannot connect, was refused `SUBSCRIBE`, or was lost |
+//! | `redlock_sync::restart` | `warn` | a restart witnessed (new `run_id`), and whether the server keeps its vote; `INFO` refused (once per server) |
 //!
 //! # Errors
 //!

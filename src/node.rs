@@ -709,7 +709,7 @@ impl Node {
     /// The failure of a server kept out after a restart.
     fn quarantined(&self, q: Quarantine) -> NodeError {
         let why = if q.witnessed {
-            "a restart witnessed: its run_id changed"
+            "its run_id changed: a restart, or another server behind its address"
         } else {
             "within the restart quarantine"
         };

@@ -400,11 +400,16 @@ fn counters_deleted_or_lost_with_a_majority_restarted_empty_still_give_larger_to
     // the clock.
     cluster.servers[0].restart().unwrap();
     cluster.servers[1].restart().unwrap();
+    // This manager saw the restarts and keeps those nodes out for its
+    // longest TTL; another process, which never saw them, locks at once.
+    assert!(dlm.lock(&key, Duration::from_secs(5)).is_err());
+    let dlm = manager(&cluster, Duration::from_millis(500));
     tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
     // Every node restarted empty.
     for server in &mut cluster.servers {
         server.restart().unwrap();
     }
+    let dlm = manager(&cluster, Duration::from_millis(500));
     for _ in 0..5 {
         tokens.push(token(&dlm.lock(&key, Duration::from_secs(5)).unwrap()));
     }

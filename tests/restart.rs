@@ -173,5 +173,8 @@ fn a_node_that_syncs_every_write_keeps_its_vote_after_a_restart() {
         "{err}"
     );
     // And node 2 votes at once, witnessed and in strict mode alike.
-    b.lock(resource("durable-other"), TTL).unwrap().release().unwrap();
+    b.lock(resource("durable-other"), TTL)
+        .unwrap()
+        .release()
+        .unwrap();
 }

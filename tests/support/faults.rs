@@ -307,6 +307,12 @@ impl Fault {
     fn may_strand_key(self) -> bool {
         self == Fault::Truncate
     }
+
+    /// Clearing the fault restarts the server without its data (a new
+    /// `run_id`: the manager keeps it out of votes for a while).
+    fn restarts_server(self) -> bool {
+        matches!(self, Fault::Kill | Fault::Loading)
+    }
 }
 
 /// Scenarios run one at a time: each starts up to six servers and some
@@ -489,6 +495,22 @@ fn majority_once(fault: Fault, n: usize) {
             assert_eq!(node.get(&key), None, "{fault:?}: a late write stayed");
         }
     }
+    let dlm = if fault.restarts_server() {
+        // The majority restarted without its data: the manager that saw
+        // the restarts keeps them out of votes for its longest TTL.
+        let err = dlm.try_lock("after-the-restart", TTL).unwrap_err();
+        let restarted = err
+            .failures()
+            .iter()
+            .filter(|f| f.kind() == NodeErrorKind::Restarted)
+            .count();
+        assert_eq!(restarted, faulty, "{fault:?}: {err}");
+        // A process that never saw them before counts them at once.
+        drop(dlm);
+        rig.manager(2, max_delay)
+    } else {
+        dlm
+    };
     healthy_again(&rig, &dlm, fault);
 }
 
