@@ -5,13 +5,11 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use crate::error::{NodeError, NodeErrorKind};
 use crate::member::Member;
 use crate::node::{CLEANUP, EXTEND, Node, RAISE, UNLOCK, pack};
 use crate::redis_cluster;
-use crate::restart::field;
+use crate::restart::{config_value, field, text};
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -221,11 +219,11 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
         report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
         report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
     }
-    report.appendfsync = match node.query(&pack(&[b"CONFIG", b"GET", b"appendfsync"]), deadline()) {
-        Ok(Value::Array(items)) => items.get(1).and_then(text),
-        Ok(Value::Map(pairs)) => pairs.first().and_then(|(_, v)| text(v)),
-        _ => None,
-    };
+    report.appendfsync = node
+        .query(&pack(&[b"CONFIG", b"GET", b"appendfsync"]), deadline())
+        .ok()
+        .as_ref()
+        .and_then(config_value);
     if report.role.as_deref().is_some_and(|r| r != "master") {
         report.problem(
             Verdict::Unsafe,
@@ -356,14 +354,5 @@ fn cause(e: &NodeError) -> String {
     match text.strip_prefix(e.node()) {
         Some(rest) => rest.trim_start_matches(':').trim().to_owned(),
         None => text,
-    }
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::VerbatimString { text, .. } => Some(text.clone()),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
     }
 }

@@ -125,11 +125,7 @@ impl Identity {
     ) -> Identity {
         let server = server.and_then(text);
         let persistence = persistence.and_then(text);
-        let fsync = match config {
-            Some(Value::Array(items)) => items.get(1).and_then(text),
-            Some(Value::Map(pairs)) => pairs.first().and_then(|(_, v)| text(v)),
-            _ => None,
-        };
+        let fsync = config.and_then(config_value);
         Identity {
             run_id: server
                 .as_deref()
@@ -155,11 +151,22 @@ impl Identity {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
+/// The text of a bulk, verbatim or simple string reply.
+pub(crate) fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
         Value::VerbatimString { text, .. } => Some(text.clone()),
         Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The value in a `CONFIG GET` reply for one parameter (a name-value
+/// array in RESP2, a map in RESP3).
+pub(crate) fn config_value(reply: &Value) -> Option<String> {
+    match reply {
+        Value::Array(items) => items.get(1).and_then(text),
+        Value::Map(pairs) => pairs.first().and_then(|(_, v)| text(v)),
         _ => None,
     }
 }

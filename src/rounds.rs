@@ -295,17 +295,9 @@ impl Rounds {
             on_timeout: Some(&cluster_cleanup),
         };
         let req = Request {
-            packed: &packed,
-            key: resource,
             alt: self.has_clusters.then_some(&cluster_req),
-            asking: false,
-            follow_ask: keep.is_none(),
-            decides: true,
-            wait: acks,
-            reply,
-            describe: &describe,
-            reload: None,
             on_timeout: Some(&node_cleanup),
+            ..cluster_req
         };
         let start = Instant::now();
         let answers = quorum::round(&self.members, None, &req);

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, LockManager, NodeErrorKind, fence_key, release_channel};
-use support::redis_cluster::{RedisCluster, cmd, keyslot, unsupported};
+use support::redis_cluster::{RedisCluster, cmd, keyslot, shard_subscribers, unsupported};
 use support::{Cluster, Server, admin, resource, timed, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -322,13 +322,7 @@ fn a_waiter_on_a_cluster_is_woken_by_the_release_with_sharded_pubsub() {
         });
         // The waiter's listener subscribes on the slot's master.
         let subscribed = wait_for(Duration::from_secs(10), || {
-            let mut con = admin(owner);
-            let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
-                .arg("SHARDNUMSUB")
-                .arg(&channel)
-                .query(&mut con)
-                .unwrap();
-            reply.1 == 1
+            shard_subscribers(owner, &channel) == 1
         });
         assert!(
             subscribed.is_some(),
@@ -456,12 +450,7 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
         let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
         let channel = release_channel(r);
         let subscribed = wait_for(Duration::from_secs(10), || {
-            let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
-                .arg("SHARDNUMSUB")
-                .arg(&channel)
-                .query(&mut admin(owner))
-                .unwrap();
-            reply.1 == 1
+            shard_subscribers(owner, &channel) == 1
         });
         assert!(subscribed.is_some(), "the waiter could not SSUBSCRIBE");
         thread::sleep(Duration::from_millis(300));

@@ -57,6 +57,17 @@ pub fn cmd<T: redis::FromRedisValue>(server: &Server, args: &[&str]) -> T {
         .unwrap_or_else(|e| panic!("{args:?} on {}: {e}", server.port()))
 }
 
+/// How many connections `server` has subscribed to the sharded
+/// `channel` (`PUBSUB SHARDNUMSUB`).
+pub fn shard_subscribers(server: &Server, channel: &[u8]) -> i64 {
+    let reply: (Vec<u8>, i64) = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query(&mut super::admin(server))
+        .unwrap();
+    reply.1
+}
+
 /// The server's cluster node ID.
 pub fn node_id(server: &Server) -> String {
     cmd(server, &["CLUSTER", "MYID"])
