@@ -836,6 +836,7 @@ impl Builder {
             let (member, given) = match spec {
                 Spec::Node(url) => {
                     let node = Arc::new(Node::open(url, &setup)?);
+                    node.plain_member();
                     identities.node(node.name());
                     (Member::Node(node.clone()), vec![node])
                 }

@@ -476,6 +476,8 @@ pub(crate) struct Node {
     identity_at: usize,
     /// What the connections told about the server over time.
     watch: Watch,
+    /// Given as a node member (not a server of a Redis Cluster member).
+    plain: std::sync::atomic::AtomicBool,
     restart: Arc<Policy>,
     timeout: Duration,
     max_idle: usize,
@@ -588,6 +590,7 @@ impl Node {
             required_names,
             identity_at,
             watch: Watch::default(),
+            plain: std::sync::atomic::AtomicBool::new(false),
             restart: setup.restart.clone(),
             timeout,
             max_idle,
@@ -688,15 +691,34 @@ impl Node {
         }
     }
 
+    /// Marks the node as given by the user as a plain node member: a
+    /// cluster-mode server there is refused, whatever key is asked.
+    pub(crate) fn plain_member(&self) {
+        self.plain.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether this server is kept out of votes now (see `restart.rs`).
     pub(crate) fn quarantine(&self) -> Option<Quarantine> {
         self.watch.quarantine(&self.restart, Instant::now())
     }
 
-    /// An answer to a request that decides a holder, from a server kept
-    /// out after a restart: no vote, whatever it said (a yes left a key
-    /// there, so the failure is not settled).
+    /// An answer as it counts: none from a cluster-mode server given as a
+    /// plain node (whatever key was asked), and, for a request that decides
+    /// a holder, none from a server kept out after a restart, whatever it
+    /// said (a yes left a key there, so the failure is not settled).
     fn vote(&self, req: &Request<'_>, answer: Result<u64, NodeError>) -> Result<u64, NodeError> {
+        if self.plain.load(std::sync::atomic::Ordering::Relaxed) && self.watch.cluster_mode() {
+            let mut e = NodeError::cluster(
+                self.name.clone(),
+                "a Redis Cluster node (redis_mode:cluster), given as a plain node: give the \
+                 cluster with Builder::cluster([seed URLs]) or lockrun --cluster"
+                    .into(),
+                self.timeout,
+            );
+            // The request ran: a key it set must be cleaned up.
+            e.settled = false;
+            return Err(e);
+        }
         if req.decides
             && answer.is_ok()
             && let Some(q) = self.quarantine()
@@ -739,7 +761,7 @@ impl Node {
             }
             Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
-                Received::Done(Err(self.refused(f, req)))
+                Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             Err(f) if is_stale(&f.error) => {
                 self.idle.lock().clear();
@@ -769,7 +791,7 @@ impl Node {
             }
             Err(f) if f.keep || is_reply(&f.error) => {
                 self.checkin(pooled);
-                Err(self.refused(f, req))
+                self.vote(req, Err(self.refused(f, req)))
             }
             Err(f) => Err(self.failed(pooled, f.error, req)),
         }

@@ -113,6 +113,8 @@ pub(crate) struct Identity {
     pub(crate) fsync_always: bool,
     /// `INFO` was refused (an ACL user without `+info`).
     pub(crate) info_refused: bool,
+    /// The server runs in cluster mode (`redis_mode:cluster`).
+    pub(crate) cluster_mode: bool,
 }
 
 impl Identity {
@@ -142,6 +144,10 @@ impl Identity {
                 .is_some_and(|v| v == "1"),
             fsync_always: fsync.as_deref() == Some("always"),
             info_refused: server.is_none(),
+            cluster_mode: server
+                .as_deref()
+                .and_then(|s| field(s, "redis_mode"))
+                .is_some_and(|m| m == "cluster"),
         }
     }
 
@@ -202,6 +208,8 @@ struct State {
     /// When its server started (on this machine's clock).
     started: Option<Instant>,
     durable: bool,
+    /// It runs in cluster mode.
+    cluster_mode: bool,
     /// Its run_id changed since this manager first connected.
     witnessed: bool,
     /// `INFO` refusal already reported.
@@ -240,11 +248,17 @@ impl Watch {
         }
         state.started = identity.uptime.and_then(|up| now.checked_sub(up));
         state.durable = identity.durable();
+        state.cluster_mode = identity.cluster_mode;
         if restarted {
             Seen::Restarted
         } else {
             Seen::Same
         }
+    }
+
+    /// Whether the server said it runs in cluster mode.
+    pub(crate) fn cluster_mode(&self) -> bool {
+        self.state.lock().cluster_mode
     }
 
     /// Whether the server is kept out at `now`, under `policy`.

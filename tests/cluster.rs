@@ -361,9 +361,16 @@ fn a_cluster_node_given_as_a_plain_node_says_to_use_cluster() {
         .unwrap();
     let err = dlm.lock(&name, TTL).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("MOVED"), "{msg}");
     assert!(msg.contains("Redis Cluster node"), "{msg}");
     assert!(msg.contains("Builder::cluster"), "{msg}");
+    // The same for a name whose slot that node owns: never a plain vote.
+    let own = (0..)
+        .map(|i| format!("plain:{i}"))
+        .find(|n| cluster.master_of(n.as_bytes()) == 0)
+        .unwrap();
+    let err = dlm.lock(&own, TTL).unwrap_err();
+    assert!(err.to_string().contains("redis_mode:cluster"), "{err}");
+    assert_eq!(get(&cluster.masters[0], own.as_bytes()), None, "cleaned up");
 }
 
 #[test]
