@@ -472,3 +472,28 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
         );
     });
 }
+
+/// `check()` reports on every master of a cluster member, trying the
+/// lock's commands on keys of each master's own slots.
+#[test]
+fn check_reports_every_master_of_a_cluster_member() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let reports = manager(&cluster).check("lock:check");
+    for r in &reports {
+        eprintln!("{r}");
+    }
+    assert_eq!(reports.len(), 3);
+    for master in &cluster.masters {
+        let port = format!(":{}", master.port());
+        assert!(reports.iter().any(|r| r.node.ends_with(&port)), "{port}");
+    }
+    for report in &reports {
+        assert_eq!(report.cluster_enabled, Some(true), "{report}");
+        assert!(report.missing_permissions.is_empty(), "{report}");
+        // No persistence in the test cluster: a warning, nothing unsafe.
+        assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report}");
+    }
+}
