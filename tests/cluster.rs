@@ -497,3 +497,51 @@ fn check_reports_every_master_of_a_cluster_member() {
         assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report}");
     }
 }
+
+/// A waiter's listener follows its resource's slot when it moves to
+/// another master (the server drops the sharded subscription; the map is
+/// refreshed and the channel subscribed on the new owner), and the
+/// release there still wakes it.
+#[test]
+fn listeners_follow_a_slot_move_and_still_wake_the_waiter() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let holder = manager(&cluster);
+    let waiter = LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let r = resource("follow-move");
+    let slot = keyslot(&cluster.masters[0], r.as_bytes());
+    let from = cluster.master_of(r.as_bytes());
+    let to = (from + 1) % 3;
+    let channel = release_channel(&r);
+    let guard = holder.lock(&r, TTL).unwrap();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.try_lock_for(&r, TTL, Duration::from_secs(120));
+            (got.map(|g| g.token().to_vec()), Instant::now())
+        });
+        let on = |i: usize| shard_subscribers(&cluster.masters[i], &channel) == 1;
+        assert!(wait_for(Duration::from_secs(10), || on(from)).is_some());
+        cluster.move_slot(slot, from, to, || {});
+        assert!(
+            wait_for(Duration::from_secs(10), || on(to)).is_some(),
+            "the listener never subscribed on the new owner"
+        );
+        thread::sleep(Duration::from_millis(300));
+        let released = Instant::now();
+        guard.release().unwrap();
+        let (got, at) = waiting.join().unwrap();
+        let after = at.duration_since(released);
+        assert!(got.is_ok(), "{got:?}");
+        assert!(
+            after < Duration::from_secs(1),
+            "woken {after:?} after the release"
+        );
+    });
+}
