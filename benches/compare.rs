@@ -308,6 +308,7 @@ fn main() {
     let only_contention = args.iter().any(|a| a == "--contention");
     let only_cycles = args.iter().any(|a| a == "--cycles");
     let only_cluster = args.iter().any(|a| a == "--cluster");
+    let only_semaphore = args.iter().any(|a| a == "--semaphore");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -332,6 +333,10 @@ fn main() {
     let contention_run = Duration::from_secs(if quick { 1 } else { 5 });
     if only_cluster {
         cluster_cost(&mut report, &direct[..1], samples * 2);
+        return;
+    }
+    if only_semaphore {
+        semaphore_cost(&mut report, &direct[..3], samples * 2, contention_run);
         return;
     }
     if only_contention {
@@ -362,6 +367,7 @@ fn main() {
     }
     wake_cost(&mut report, &direct, samples * 2);
     cluster_cost(&mut report, &direct[..1], samples * 2);
+    semaphore_cost(&mut report, &direct[..3], samples * 2, contention_run);
     if only_cycles {
         return;
     }
@@ -711,6 +717,79 @@ fn contention(report: &mut Report, urls: &[String], run: Duration) {
             );
         }
     }
+}
+
+/// A semaphore permit's acquire + release against a lock cycle (raced
+/// alone, 3 loopback nodes), then K = 4 permits shared by 16 threads of
+/// one manager: permits per second and the wait for one.
+fn semaphore_cost(report: &mut Report, urls: &[String], n: usize, run: Duration) {
+    report.line(String::new());
+    report.line(format!(
+        "Semaphore permit (K = 4) against a lock, uncontended acquire + release, 3 loopback \
+         nodes ({n} cycles each, raced alone)"
+    ));
+    report.line(String::new());
+    report.line("| shape   | median µs | p99 µs | × lock |".into());
+    report.line("|---------|----------:|-------:|-------:|".into());
+    let dlm = LockManager::builder().nodes(urls).build().unwrap();
+    let sem = dlm.semaphore("bench:sem", 4).unwrap();
+    let mut lock = || dlm.lock("bench:sem-lock", TTL).unwrap().release().unwrap();
+    let mut permit = || sem.acquire(TTL).unwrap().release().unwrap();
+    let results = race(n, &mut [("lock", &mut lock), ("permit", &mut permit)]);
+    let base = results[0].1.median.as_secs_f64();
+    for (name, stats) in &results {
+        let ratio = stats.median.as_secs_f64() / base;
+        report.line(format!(
+            "| {name:<7} | {:>9.1} | {:>6.1} | {ratio:>6.3} |",
+            us(stats.median),
+            us(stats.p99)
+        ));
+        let _ = write!(
+            report.json,
+            "{{\"kind\":\"semaphore_cost\",\"shape\":\"{name}\",\"median_us\":{:.1},\"ratio\":{ratio:.4}}},",
+            us(stats.median)
+        );
+    }
+    // K = 4, 16 threads, 1 ms holds.
+    let sem = dlm.semaphore("bench:sem-contended", 4).unwrap();
+    let stop = AtomicBool::new(false);
+    let waits: Vec<Duration> = thread::scope(|s| {
+        let workers: Vec<_> = (0..16)
+            .map(|_| {
+                let (sem, stop) = (&sem, &stop);
+                s.spawn(move || {
+                    let mut waits = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        if let Ok(p) = sem.try_acquire_for(TTL, Duration::from_secs(10)) {
+                            waits.push(start.elapsed());
+                            thread::sleep(Duration::from_millis(1));
+                            p.release().unwrap();
+                        }
+                    }
+                    waits
+                })
+            })
+            .collect();
+        thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    let mut waits = waits;
+    waits.sort();
+    let at = |q: f64| waits[((waits.len() - 1) as f64 * q) as usize];
+    report.line(String::new());
+    report.line(format!(
+        "K = 4 permits, 16 threads of one manager, 1 ms holds, {run:?}: {:.0} permits/s, \
+         wait p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        waits.len() as f64 / run.as_secs_f64(),
+        at(0.5).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        waits[waits.len() - 1].as_secs_f64() * 1e3
+    ));
 }
 
 /// A lock cycle on a Redis Cluster member (3 masters) against one

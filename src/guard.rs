@@ -15,6 +15,9 @@ use crate::rounds::{Granted, Rounds, Token};
 struct State {
     rounds: Arc<Rounds>,
     resource: Box<[u8]>,
+    /// The name whose waiters a release wakes (the resource, or a
+    /// semaphore's name for a permit).
+    announce: Box<[u8]>,
     token: Token,
     ttl: Duration,
     fencing: Option<u64>,
@@ -260,6 +263,7 @@ impl LockGuard {
     pub(crate) fn new(
         rounds: Arc<Rounds>,
         resource: &[u8],
+        announce: &[u8],
         token: Token,
         ttl: Duration,
         granted: Granted,
@@ -269,6 +273,7 @@ impl LockGuard {
             state: Arc::new(State {
                 rounds,
                 resource: resource.into(),
+                announce: announce.into(),
                 token,
                 ttl,
                 fencing: granted.fencing,
@@ -437,7 +442,9 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state.rounds.unlock(&state.resource, &state.token);
+        let tally = state
+            .rounds
+            .unlock(&state.resource, &state.announce, &state.token);
         state.rounds.let_go(&state.resource);
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();

@@ -62,6 +62,12 @@
 //! [`LockManager::check`] reports on every server: verdicts and what to
 //! change.
 //!
+//! # Semaphores
+//!
+//! [`LockManager::semaphore`] gives at most K [`Permit`]s at once: K slots,
+//! each a Redlock mutex, so never more than K valid permits whatever
+//! members each client reaches (proof in [`Semaphore`]'s module).
+//!
 //! # Redis Cluster
 //!
 //! [`Builder::cluster`] adds one quorum member that is a whole Redis
@@ -181,6 +187,7 @@ mod redis_cluster;
 mod resolve;
 mod restart;
 mod rounds;
+mod semaphore;
 #[cfg(feature = "tls")]
 mod tls;
 mod wait;
@@ -190,6 +197,7 @@ pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};
 pub use rounds::{FENCE_SUFFIX, MAX_TTL, fence_key};
+pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use wait::{RELEASE_SUFFIX, release_channel};
 
 // The README's examples compile as doctests (they are `no_run`).

@@ -15,7 +15,7 @@ use crate::quorum;
 use crate::redis_cluster::{Identities, RedisCluster};
 use crate::resolve::ResolveFn;
 use crate::restart::Policy;
-use crate::rounds::{MAX_TTL, Rounds, new_token};
+use crate::rounds::{MAX_TTL, Rounds, Token, new_token};
 use crate::wait::Waiters;
 
 // The defaults, in one place.
@@ -49,7 +49,7 @@ impl Retry {
 
 /// How long one acquisition may go on pausing between attempts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Budget {
+pub(crate) enum Budget {
     /// One attempt, no pause (`try_lock`).
     Once,
     /// `lock`: pauses left to draw, and the unspent rest of the current
@@ -160,6 +160,11 @@ impl LockManager {
     pub fn set_retry(&mut self, count: u32, max_delay: Duration) -> Result<()> {
         self.retry = Retry::new(count, max_delay)?;
         Ok(())
+    }
+
+    /// The rounds this manager runs (for the other shapes of lock).
+    pub(crate) fn rounds(&self) -> &Arc<Rounds> {
+        &self.rounds
     }
 
     /// The retry settings: total attempts of [`lock`](Self::lock) and the
@@ -277,9 +282,31 @@ impl LockManager {
     /// all when the budget runs out, one is made then. The releases
     /// announced by this acquisition's own failed attempts (the clean-up of
     /// a split vote) wake none of this manager's threads.
-    fn acquire(&self, resource: &[u8], ttl: Duration, mut budget: Budget) -> Result<LockGuard> {
+    fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
         Rounds::check_resource(resource)?;
         let ttl_ms = self.rounds.check_ttl(ttl)?;
+        self.attempts(resource, budget, |token| {
+            let granted = self.rounds.acquire(resource, token, ttl_ms)?;
+            Ok(LockGuard::new(
+                self.rounds.clone(),
+                resource,
+                resource,
+                *token,
+                Duration::from_millis(ttl_ms),
+                granted,
+            ))
+        })
+    }
+
+    /// The loop of [`acquire`](Self::acquire) around any `attempt` (given
+    /// the acquisition's token), waiting in the queue of `resource` (the
+    /// name whose releases wake it).
+    pub(crate) fn attempts<T>(
+        &self,
+        resource: &[u8],
+        mut budget: Budget,
+        mut attempt: impl FnMut(&Token) -> Result<T>,
+    ) -> Result<T> {
         let token = new_token()?;
         let waiters = &self.rounds.waiters;
         let wait = !matches!(budget, Budget::Once) && self.rounds.wake_on_release;
@@ -299,18 +326,12 @@ impl LockManager {
                 if wait && place.is_none() {
                     seen = Some(waiters.before_attempt(resource));
                 }
-                match self.rounds.acquire(resource, &token, ttl_ms) {
-                    Ok(granted) => {
+                match attempt(&token) {
+                    Ok(acquired) => {
                         if let Some(place) = place {
                             place.acquired();
                         }
-                        return Ok(LockGuard::new(
-                            self.rounds.clone(),
-                            resource,
-                            token,
-                            Duration::from_millis(ttl_ms),
-                            granted,
-                        ));
+                        return Ok(acquired);
                     }
                     Err(err) if owed => return Err(err),
                     Err(err) => last = Some(err),

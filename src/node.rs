@@ -81,6 +81,21 @@ end
 return 0
 "#;
 
+/// A semaphore's survey: the first of its permit keys (KEYS) that is free,
+/// looking from index ARGV[1] on and around; answers its index plus one,
+/// or 0 when every permit is held here.
+const FREE_SRC: &str = r#"
+local n = #KEYS
+local start = tonumber(ARGV[1])
+for j = 0, n - 1 do
+    local i = (start + j) % n + 1
+    if not redis.call("GET", KEYS[i]) then
+        return i
+    end
+end
+return 0
+"#;
+
 /// Resets the key's expiry (ARGV[2] ms) only while it still holds our
 /// token: 1 when done, 0 when it holds another token, -1 when there is no
 /// key. With a second key (the resource's fencing counter), also keeps
@@ -162,6 +177,7 @@ pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UN
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
+pub(crate) static FREE: LazyLock<Lua> = LazyLock::new(|| Lua::new("free-permit", FREE_SRC));
 
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
@@ -197,6 +213,8 @@ pub(crate) enum Reply {
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
+    /// A count (a semaphore's survey): any number of 0 or more.
+    Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
     /// fencing): nil first is no (0); `OK` first is yes, and the count.
@@ -301,7 +319,7 @@ impl Pooled {
     /// Reads the reply to `req` (after any `ASKING`), up to a `WAIT`.
     fn finish_reply(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         match req.reply {
-            Reply::One | Reply::OneThenAny => {}
+            Reply::One | Reply::OneThenAny | Reply::Count => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -331,6 +349,7 @@ impl Pooled {
             (reply, _) => reply?,
         };
         match (req.reply, reply) {
+            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
             (_, Value::Int(1)) => Ok(1),
             (_, Value::Int(0)) => Ok(0),
             (_, Value::Int(-1)) => Ok(GONE),

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, NodeError, Result};
 use crate::member::Member;
-use crate::node::{CLEANUP, EXTEND, Lua, RAISE, Reply, Request, UNLOCK, pack};
+use crate::node::{CLEANUP, EXTEND, FREE, Lua, RAISE, Reply, Request, UNLOCK, pack};
 use crate::quorum::{self, Tally};
 use crate::redis_cluster::{self, Identities};
 use crate::restart::Policy;
@@ -106,6 +106,8 @@ pub(crate) struct Rounds {
 /// What a script round is for.
 #[derive(Clone, Copy)]
 struct Mode {
+    /// The script answers a count, not yes or no.
+    count: bool,
     /// A yes counts only once the replicas asked for acknowledged it.
     replicated: bool,
     /// Its answers decide a holder: servers kept out after a restart give
@@ -114,6 +116,7 @@ struct Mode {
 }
 
 const RELEASE: Mode = Mode {
+    count: false,
     replicated: false,
     decides: false,
 };
@@ -471,11 +474,12 @@ impl Rounds {
     }
 
     /// Releases a held lock: runs the check-and-delete script on every
-    /// node, with a `PUBLISH` on the resource's release channel pipelined
-    /// behind it (when releases wake waiters), and wakes this manager's
-    /// own waiters once the round is over.
-    pub(crate) fn unlock(&self, resource: &[u8], token: &[u8]) -> Tally {
-        let publish = self.publish(resource, token);
+    /// member, with a `PUBLISH` on the release channel of `announce` (the
+    /// resource, or a semaphore's name) pipelined behind it (when releases
+    /// wake waiters), and wakes this manager's own waiters of `announce`
+    /// once the round is over.
+    pub(crate) fn unlock(&self, resource: &[u8], announce: &[u8], token: &[u8]) -> Tally {
+        let publish = self.publish(announce, token);
         let args: &[&[u8]] = &[token];
         let node = Call {
             args,
@@ -494,9 +498,29 @@ impl Rounds {
             RELEASE,
         ));
         if let (true, Some((_, _, message))) = (tally.yes > 0, &publish) {
-            self.waiters.released(resource, message);
+            self.waiters.released(announce, message);
         }
         tally
+    }
+
+    /// A semaphore's survey on every member: the first free permit among
+    /// `keys` from index `start` on, plus one (0: none free there).
+    pub(crate) fn survey(
+        &self,
+        keys: &[&[u8]],
+        start: usize,
+    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        let start = start.to_string();
+        let call = Call {
+            args: &[start.as_bytes()],
+            tail: None,
+        };
+        let mode = Mode {
+            count: true,
+            replicated: false,
+            decides: false,
+        };
+        self.script_then(&FREE, None, keys, call, None, mode)
     }
 
     /// Sets the key's expiry to `ttl_ms` on every node where it holds
@@ -522,6 +546,7 @@ impl Rounds {
         };
         self.restart.note_ttl(ttl_ms);
         let mode = Mode {
+            count: false,
             replicated: true,
             decides: true,
         };
@@ -538,6 +563,7 @@ impl Rounds {
         args: &[&[u8]],
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
         let mode = Mode {
+            count: false,
             replicated: false,
             decides: true,
         };
@@ -577,6 +603,7 @@ impl Rounds {
             packed
         };
         let reply = |call: Call<'_>| match call.tail {
+            _ if mode.count => Reply::Count,
             Some(_) => Reply::OneThenAny,
             None => Reply::One,
         };

@@ -797,3 +797,53 @@ fn restart_quarantine_keeps_out_a_server_started_recently() {
     assert!(out.stdout.is_empty());
     assert!(stderr(&out).contains("not voting for"), "{}", stderr(&out));
 }
+
+/// `--permits K`: at most K commands run at once across lockruns; the
+/// K+1st waits for a free permit, or exits 75 after --wait.
+#[test]
+fn permits_limit_how_many_commands_run_at_once() {
+    let cluster = Cluster::start(3).unwrap();
+    let key = resource("lockrun-permits");
+    let marker = scratch("permits");
+    let script = format!("touch {m}; sleep 2", m = marker.display());
+    let mut holders: Vec<Child> = (0..2)
+        .map(|_| spawn(&mut lockrun(&cluster, &["--permits", "2"], &key, &script)))
+        .collect();
+    assert!(wait_for(Duration::from_secs(10), || marker.exists()).is_some());
+    thread::sleep(Duration::from_millis(300));
+    // Both permits are in use: a third gives up after its wait.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "2", "--wait", "300ms"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("all 2 permits"), "{}", stderr(&out));
+    // With a longer wait it runs once a holder is done.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "2", "--wait", "20s"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    for h in &mut holders {
+        assert!(h.wait().unwrap().success());
+    }
+    let bad = Command::new(lockrun_bin())
+        .args([
+            "--nodes",
+            "redis://127.0.0.1:1",
+            "--permits",
+            "0",
+            "r",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64));
+}

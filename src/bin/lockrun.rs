@@ -65,6 +65,10 @@ OPTIONS:
                           servers whose process started less than DUR ago do not
                           vote (set it to the longest TTL any client uses) [off:
                           only restarts this process saw, which it never does]
+    --permits K           run COMMAND holding one of K permits of the semaphore
+                          RESOURCE (at most K at once across machines: a
+                          concurrency limit for cron jobs); every holder must
+                          give the same K
     --check               report on every server instead of running a command:
                           one line each (ok / warning / UNSAFE, and what to
                           change); the lock's commands are tried on keys named
@@ -102,7 +106,8 @@ EXIT STATUS:
     COMMAND's    COMMAND ran under the lock (128 + N if signal N ended it)
     64           bad command line or configuration
     69           too many nodes unreachable or failing
-    75           the lock is held by someone else and --wait ran out
+    75           the lock is held by someone else (with --permits: all K permits) and
+                 --wait ran out
     76           the lock was lost while COMMAND ran; COMMAND was terminated
     126          COMMAND could not be started
     127          COMMAND was not found
@@ -142,6 +147,7 @@ struct Args {
     node_timeout: Duration,
     fencing: bool,
     restart_quarantine: Option<Duration>,
+    permits: Option<u32>,
     check: bool,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
@@ -296,7 +302,14 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let slice = left.min(Duration::from_millis(100));
-        let result = dlm.try_lock_for(&args.resource, args.ttl, slice);
+        let result = match args.permits {
+            None => dlm.try_lock_for(&args.resource, args.ttl, slice),
+            // One of K permits: a lock on one of the semaphore's slots.
+            Some(k) => dlm.semaphore(&args.resource, k).and_then(|sem| {
+                sem.try_acquire_for(args.ttl, slice)
+                    .map(redlock_sync::Permit::into_guard)
+            }),
+        };
         match &result {
             Err(Error::InvalidArgument { .. }) | Ok(_) => return Acquired::Lock(result),
             Err(e) if left > slice => {
@@ -511,6 +524,7 @@ fn parse() -> Result<Parsed, String> {
         node_timeout: Duration::from_millis(50),
         fencing: true,
         restart_quarantine: None,
+        permits: None,
         check: false,
         tls_ca: None,
         tls_cert: None,
@@ -549,6 +563,13 @@ fn parse() -> Result<Parsed, String> {
                 args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
             }
             Long("check") => args.check = true,
+            Long("permits") => {
+                let text = value(&mut parser, "--permits")?;
+                args.permits =
+                    Some(text.parse().ok().filter(|k| *k > 0).ok_or_else(|| {
+                        format!("--permits: {text:?} is not a count of 1 or more")
+                    })?)
+            }
             Long("tls-ca") => args.tls_ca = Some(value(&mut parser, "--tls-ca")?),
             Long("tls-cert") => args.tls_cert = Some(value(&mut parser, "--tls-cert")?),
             Long("tls-key") => args.tls_key = Some(value(&mut parser, "--tls-key")?),

@@ -1,0 +1,320 @@
+//! [`Semaphore`]: at most K holders at once across machines, over the
+//! same members as the lock, and [`Permit`], one of its K permits.
+//!
+//! # Design: K slots, each a Redlock mutex
+//!
+//! A semaphore named `S` with K permits is K ordinary locks, the *slots*
+//! `S:permit:0` … `S:permit:K-1` (each in `S`'s Redis Cluster slot, see
+//! [`fence_key`](crate::fence_key) for the naming rule). A permit is one
+//! slot taken with the lock's own acquisition round: `SET NX PX` on every
+//! member, granted by a majority within the TTL, with its own fencing
+//! counter, extend, keep-alive and release.
+//!
+//! An attempt tries one slot first (a per-semaphore counter spreads a
+//! manager's threads over the slots), so an uncontended acquisition is one
+//! round trip, as a lock. When that slot is taken, one *survey* round asks
+//! every member for the first free slot it sees (one script over the K
+//! keys, from a random start), and the slot most members named free is
+//! tried at once. When no slot is free on a majority, every permit is in
+//! use: [`Error::Taken`].
+//!
+//! # Why never more than K valid permits
+//!
+//! Each slot is a Redlock mutex with a strict-majority quorum, so under the
+//! lock's own assumptions (bounded clock drift, restart safety, no
+//! eviction) at most one permit per slot is valid at any moment: two
+//! holders of one slot would need two majorities that share a member, and
+//! that member grants a key only while it holds none. There are K slots,
+//! hence at most K valid permits, whatever subset of members each client
+//! reaches. The survey only chooses which slot to try; it never grants.
+//!
+//! Counting holders per member instead (as `redis-semaphore`'s
+//! `RedlockSemaphore` does) is not safe: with 3 members and 2 permits,
+//! three clients each cut off from a different member each count 2 of 3
+//! members with room, yet three hold a permit. Per-slot mutual exclusion
+//! has no such gap (a test reproduces exactly that partition).
+//!
+//! # Why a minority of dead members costs no permit
+//!
+//! A slot is granted by any majority, so with a minority of members dead
+//! or unreachable every free slot is still acquirable, for any K.
+//!
+//! # Waking
+//!
+//! A permit's release announces on the semaphore's own release channel
+//! (`release_channel(S)`), and waiters queue on the semaphore's name: any
+//! permit released wakes the longest waiter of each manager.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, NodeFailures, Result};
+use crate::guard::LockGuard;
+use crate::manager::{Budget, LockManager};
+use crate::quorum::{self, Tally};
+use crate::redis_cluster;
+
+/// The most permits a semaphore may have: the survey reads every slot key
+/// in one script.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// Suffix of a semaphore's slot keys, before the slot number.
+const PERMIT_SUFFIX: &str = ":permit:";
+
+/// At most K holders at once; made by [`LockManager::semaphore`].
+///
+/// Cheap to clone (clones share the slot hint).
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    manager: LockManager,
+    name: Box<[u8]>,
+    permits: u32,
+    /// Where the next attempt starts: spreads a manager's threads.
+    next: Arc<AtomicU32>,
+}
+
+impl Semaphore {
+    pub(crate) fn new(manager: LockManager, name: &[u8], permits: u32) -> Result<Semaphore> {
+        crate::rounds::Rounds::check_resource(name)?;
+        if permits == 0 || permits > MAX_PERMITS {
+            return Err(Error::invalid_argument(format!(
+                "a semaphore has 1 to {MAX_PERMITS} permits, got {permits}"
+            )));
+        }
+        Ok(Semaphore {
+            manager,
+            name: name.into(),
+            permits,
+            next: Arc::new(AtomicU32::new(random_u32() % permits)),
+        })
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// How many permits it has.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Takes a permit for `ttl`, waiting as [`LockManager::lock`] does
+    /// (its retry budget; woken by any permit's release).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
+    /// when too many members failed, and the lock's other errors.
+    pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
+        let (count, _) = self.manager.retry();
+        self.take(
+            ttl,
+            Budget::Pauses {
+                left: count - 1,
+                rest: Duration::ZERO,
+            },
+        )
+    }
+
+    /// Takes a permit for `ttl` with one attempt (the first slot tried,
+    /// and the survey's choice if that was taken).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
+        self.take(ttl, Budget::Once)
+    }
+
+    /// Takes a permit for `ttl`, trying until `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_for(&self, ttl: Duration, timeout: Duration) -> Result<Permit> {
+        self.take(ttl, Budget::Until(Instant::now().checked_add(timeout)))
+    }
+
+    /// The key of slot `i`.
+    fn slot_key(&self, i: u32) -> Vec<u8> {
+        redis_cluster::companion(&self.name, format!("{PERMIT_SUFFIX}{i}").as_bytes())
+    }
+
+    fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
+        let rounds = self.manager.rounds();
+        let ttl_ms = rounds.check_ttl(ttl)?;
+        self.manager.attempts(&self.name, budget, |token| {
+            let grant = |slot: u32| {
+                let key = self.slot_key(slot);
+                let granted = rounds.acquire(&key, token, ttl_ms)?;
+                Ok(Permit {
+                    slot,
+                    guard: LockGuard::new(
+                        rounds.clone(),
+                        &key,
+                        &self.name,
+                        *token,
+                        Duration::from_millis(ttl_ms),
+                        granted,
+                    ),
+                })
+            };
+            let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
+            match grant(first) {
+                Err(Error::Taken { .. }) if self.permits > 1 => {}
+                other => return other,
+            }
+            // Taken: ask every member for a free slot.
+            let keys: Vec<Vec<u8>> = (0..self.permits).map(|i| self.slot_key(i)).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let start = (random_u32() % self.permits) as usize;
+            let answers = rounds.survey(&refs, start);
+            let mut votes = std::collections::HashMap::<u32, usize>::new();
+            for answer in answers.iter().flatten() {
+                if let Ok(i @ 1..) = answer
+                    && let Ok(i) = u32::try_from(*i - 1)
+                {
+                    *votes.entry(i).or_default() += 1;
+                }
+            }
+            let quorum = quorum::quorum(answers.len());
+            match votes.into_iter().max_by_key(|(i, n)| (*n, u32::MAX - i)) {
+                Some((slot, n)) if n >= quorum => grant(slot),
+                _ => Err(self.all_in_use(Tally::count(answers))),
+            }
+        })
+    }
+
+    /// The error when no slot is free on a majority.
+    fn all_in_use(&self, survey: Tally) -> Error {
+        let nodes = survey.yes + survey.no + survey.gone + survey.failures.len();
+        Error::Taken {
+            resource: format!(
+                "{} (all {} permits)",
+                quorum::display(&self.name),
+                self.permits
+            ),
+            // Members that saw every permit held.
+            held_elsewhere: survey.no,
+            nodes,
+            quorum: quorum::quorum(nodes),
+            held_here: false,
+            failures: NodeFailures::some(survey.failures),
+        }
+    }
+}
+
+/// One permit of a [`Semaphore`], held until dropped.
+///
+/// Has the lock guard's API: a permit is a lock on one of the semaphore's
+/// slots. Dropping it releases it on every member, best effort.
+#[must_use = "the permit is released as soon as it is dropped"]
+#[derive(Debug)]
+pub struct Permit {
+    slot: u32,
+    guard: LockGuard,
+}
+
+impl Permit {
+    /// Which of the K slots this permit holds (0-based).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The slot's key.
+    pub fn resource(&self) -> &[u8] {
+        self.guard.resource()
+    }
+
+    /// This holder's random token.
+    pub fn token(&self) -> &[u8] {
+        self.guard.token()
+    }
+
+    /// A fencing token, strictly greater than every earlier one of the same
+    /// slot (see [`LockGuard::fencing_token`]); `None` with fencing off.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.guard.fencing_token()
+    }
+
+    /// How long the permit is still safe to rely on.
+    pub fn validity(&self) -> Duration {
+        self.guard.validity()
+    }
+
+    /// Whether any validity remains.
+    pub fn is_valid(&self) -> bool {
+        self.guard.is_valid()
+    }
+
+    /// As [`LockGuard::ensure_held`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] once the permit is not known to be held.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.guard.ensure_held()
+    }
+
+    /// As [`LockGuard::extend`].
+    ///
+    /// # Errors
+    ///
+    /// As [`LockGuard::extend`].
+    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+        self.guard.extend(ttl)
+    }
+
+    /// As [`LockGuard::keep_alive`].
+    pub fn keep_alive(self) -> Permit {
+        Permit {
+            slot: self.slot,
+            guard: self.guard.keep_alive(),
+        }
+    }
+
+    /// As [`LockGuard::keep_alive_for`].
+    pub fn keep_alive_for(self, limit: Duration) -> Permit {
+        Permit {
+            slot: self.slot,
+            guard: self.guard.keep_alive_for(limit),
+        }
+    }
+
+    /// Releases the permit and reports the outcome; `Drop` does the same
+    /// silently. A release wakes the semaphore's waiters.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockGuard::release`].
+    pub fn release(self) -> Result<()> {
+        self.guard.release()
+    }
+
+    /// The lock guard of the permit's slot.
+    pub fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+}
+
+impl LockManager {
+    /// A semaphore named `name` with `permits` permits over this manager's
+    /// members: at most `permits` valid [`Permit`]s at once, across every
+    /// manager using the same name and count (see [`Semaphore`]).
+    /// Permits use this manager's settings (retry budget, fencing,
+    /// waking).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 permits, more than
+    /// [`MAX_PERMITS`], or a name a lock could not have.
+    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
+        Semaphore::new(self.clone(), name.as_ref(), permits)
+    }
+}
+
+fn random_u32() -> u32 {
+    getrandom::u32().unwrap_or(0)
+}
