@@ -9,12 +9,7 @@ use redlock_sync::{LockManager, Verdict};
 use support::{Cluster, Server, admin};
 
 fn manager(urls: Vec<String>) -> LockManager {
-    LockManager::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap()
+    support::manager_over(urls, Duration::from_millis(500))
 }
 
 #[test]

@@ -36,6 +36,17 @@ fn manager(cluster: &RedisCluster) -> LockManager {
         .unwrap()
 }
 
+/// A manager whose one member is `cluster`, pausing 60 s between
+/// attempts: a waiter acquiring within a second was woken.
+fn waiter(cluster: &RedisCluster) -> LockManager {
+    LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
 /// What `server` holds at `key`; `None` when absent or not its slot.
 fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     let mut con = admin(server);
@@ -305,12 +316,7 @@ fn a_waiter_on_a_cluster_is_woken_by_the_release_with_sharded_pubsub() {
     }
     let cluster = RedisCluster::start(3, 0).unwrap();
     let holder = manager(&cluster);
-    let waiter = LockManager::builder()
-        .cluster(cluster.seeds())
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let waiter = waiter(&cluster);
     let r = resource("cluster-woken");
     let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
     let channel = release_channel(&r);
@@ -509,12 +515,7 @@ fn listeners_follow_a_slot_move_and_still_wake_the_waiter() {
     }
     let cluster = RedisCluster::start(3, 0).unwrap();
     let holder = manager(&cluster);
-    let waiter = LockManager::builder()
-        .cluster(cluster.seeds())
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let waiter = waiter(&cluster);
     let r = resource("follow-move");
     let slot = keyslot(&cluster.masters[0], r.as_bytes());
     let from = cluster.master_of(r.as_bytes());

@@ -14,12 +14,7 @@ use support::{Cluster, Server, admin, resource};
 const TTL: Duration = Duration::from_secs(10);
 
 fn manager(urls: &[String]) -> LockManager {
-    LockManager::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_secs(2))
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap()
+    support::manager_over(urls.to_vec(), Duration::from_secs(2))
 }
 
 /// One node, one cause: the message of a lock attempt on it.

@@ -14,12 +14,7 @@ use support::{Cluster, Server, resource, wait_for};
 const TTL: Duration = Duration::from_secs(10);
 
 fn manager(urls: Vec<String>) -> LockManager {
-    LockManager::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap()
+    support::manager_over(urls, Duration::from_millis(500))
 }
 
 fn dead_url() -> (Server, String) {

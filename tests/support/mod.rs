@@ -82,8 +82,13 @@ pub fn pttl(server: &Server, key: &[u8]) -> i64 {
 
 /// A lock manager over `cluster` with a node timeout and no retries.
 pub fn manager(cluster: &Cluster, node_timeout: Duration) -> redlock_sync::LockManager {
+    manager_over(cluster.urls(), node_timeout)
+}
+
+/// A lock manager over `urls` with a node timeout and no retries.
+pub fn manager_over(urls: Vec<String>, node_timeout: Duration) -> redlock_sync::LockManager {
     redlock_sync::LockManager::builder()
-        .nodes(cluster.urls())
+        .nodes(urls)
         .node_timeout(node_timeout)
         .retry(1, Duration::ZERO)
         .build()
