@@ -119,11 +119,12 @@ fn with_two_of_five_nodes_dead_every_permit_is_acquirable() {
 }
 
 /// Threads of two managers take permits of K = 3 with holds, some
-/// crashing (their permit leaked, expiring with its short TTL): a witness
-/// counts concurrent holders, which never exceed K.
+/// crashing (their permit leaked, expiring with its short TTL), while a
+/// minority of the 5 nodes is paused and restarted empty: a witness counts
+/// concurrent holders, which never exceed K.
 #[test]
-fn under_contention_and_crashed_holders_concurrency_never_exceeds_k() {
-    let cluster = Cluster::start(3).unwrap();
+fn under_contention_crashes_and_node_faults_concurrency_never_exceeds_k() {
+    let mut cluster = Cluster::start(5).unwrap();
     let name = resource("contended");
     let managers = [manager(cluster.urls()), manager(cluster.urls())];
     let inside = AtomicI64::new(0);
@@ -157,6 +158,17 @@ fn under_contention_and_crashed_holders_concurrency_never_exceeds_k() {
                 }
             });
         }
+        // Faults on a minority (2 of 5) while they run.
+        let cluster = &mut cluster;
+        s.spawn(move || {
+            while Instant::now() + Duration::from_millis(600) < end {
+                thread::sleep(Duration::from_millis(300));
+                cluster.servers[0].pause();
+                cluster.servers[1].restart().unwrap();
+                thread::sleep(Duration::from_millis(200));
+                cluster.servers[0].resume();
+            }
+        });
     });
     let most = most.load(Ordering::SeqCst);
     eprintln!(
