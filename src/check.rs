@@ -9,7 +9,7 @@ use crate::error::{NodeError, NodeErrorKind};
 use crate::member::Member;
 use crate::node::{CLEANUP, EXTEND, Node, RAISE, UNLOCK, pack};
 use crate::redis_cluster;
-use crate::restart::{config_value, field, text};
+use crate::restart::{config_pairs, field, text};
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -219,11 +219,22 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
         report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
         report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
     }
-    report.appendfsync = node
-        .query(&pack(&[b"CONFIG", b"GET", b"appendfsync"]), deadline())
-        .ok()
-        .as_ref()
-        .and_then(config_value);
+    // The configuration, where allowed: INFO says aof_enabled:0 while a
+    // server loads its append-only file.
+    let config = node
+        .query(&pack(&[b"CONFIG", b"GET", b"append*"]), deadline())
+        .map(|reply| config_pairs(&reply))
+        .unwrap_or_default();
+    let setting = |name: &str| {
+        config
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    report.appendfsync = setting("appendfsync");
+    if let Some(on) = setting("appendonly") {
+        report.aof = Some(on == "yes");
+    }
     if report.role.as_deref().is_some_and(|r| r != "master") {
         report.problem(
             Verdict::Unsafe,

@@ -490,8 +490,7 @@ pub(crate) struct Node {
     handshake: Vec<Vec<u8>>,
     /// The required commands' names, for messages.
     required_names: Vec<&'static str>,
-    /// Where in the handshake `INFO server`, `INFO persistence` and
-    /// `CONFIG GET appendfsync` are.
+    /// Where in the handshake `INFO server` and `CONFIG GET append*` are.
     identity_at: usize,
     /// What the connections told about the server over time.
     watch: Watch,
@@ -558,8 +557,7 @@ impl Node {
         // read on every new connection, never in a lock round.
         let identity_at = handshake.len();
         handshake.push(pack(&[b"INFO", b"server"]));
-        handshake.push(pack(&[b"INFO", b"persistence"]));
-        handshake.push(pack(&[b"CONFIG", b"GET", b"appendfsync"]));
+        handshake.push(pack(&[b"CONFIG", b"GET", b"append*"]));
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
         for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP] {
@@ -876,7 +874,7 @@ impl Node {
         }
         // A refused command leaves its slot Nil: read as unknown.
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
-        let identity = Identity::read(at(0), at(1), at(2));
+        let identity = Identity::read(at(0), at(1));
         match self.watch.observe(&identity, Instant::now()) {
             Seen::Same => {}
             Seen::Restarted => crate::log!(
@@ -1121,10 +1119,10 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        assert_eq!(n.handshake.len(), 11);
+        assert_eq!(n.handshake.len(), 10);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 9);
+        assert_eq!(n.handshake.len(), 8);
     }
 
     #[test]

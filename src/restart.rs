@@ -13,14 +13,17 @@
 //! # What is read, and when
 //!
 //! Every new connection (never a lock round) reads `INFO server`
-//! (`run_id`, which is new at every start, and `uptime_in_seconds`),
-//! `INFO persistence` (`aof_enabled`) and `CONFIG GET appendfsync`, in the
-//! handshake's single write. From them a node knows the instant its server
-//! started (on this machine's clock: the connect instant less the uptime,
-//! which is whole seconds rounded down, so the latest possible start) and
-//! whether it persists every write before answering (append-only file with
-//! `appendfsync always`). `CONFIG` or `INFO` refused (ACL users without
-//! them) leaves a node as it was before this module: it votes.
+//! (`run_id`, which is new at every start, and `uptime_in_seconds`) and
+//! `CONFIG GET append*` (`appendonly`, `appendfsync`), in the handshake's
+//! single write. From them a node knows the instant its server started
+//! (on this machine's clock: the connect instant less the uptime, which is
+//! whole seconds rounded down, so the latest possible start) and whether
+//! it persists every write before answering (`appendonly yes` with
+//! `appendfsync always`). The configuration is read, not `INFO
+//! persistence`: while a server loads its append-only file at startup,
+//! `INFO` says `aof_enabled:0`. `INFO` refused (an ACL user without it)
+//! leaves a node as it was before this module: it votes; `CONFIG` refused
+//! leaves durability unknown, taken as not durable (the safe side).
 //!
 //! # The rule
 //!
@@ -118,16 +121,17 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
-    /// Reads the replies of `INFO server`, `INFO persistence` and `CONFIG
-    /// GET appendfsync` (each `None` when refused).
-    pub(crate) fn read(
-        server: Option<&Value>,
-        persistence: Option<&Value>,
-        config: Option<&Value>,
-    ) -> Identity {
+    /// Reads the replies of `INFO server` and `CONFIG GET append*` (each
+    /// `None` when refused).
+    pub(crate) fn read(server: Option<&Value>, config: Option<&Value>) -> Identity {
         let server = server.and_then(text);
-        let persistence = persistence.and_then(text);
-        let fsync = config.and_then(config_value);
+        let config = config.map(config_pairs).unwrap_or_default();
+        let setting = |name: &str| {
+            config
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
         Identity {
             run_id: server
                 .as_deref()
@@ -138,11 +142,8 @@ impl Identity {
                 .and_then(|s| field(s, "uptime_in_seconds"))
                 .and_then(|u| u.parse().ok())
                 .map(Duration::from_secs),
-            aof: persistence
-                .as_deref()
-                .and_then(|s| field(s, "aof_enabled"))
-                .is_some_and(|v| v == "1"),
-            fsync_always: fsync.as_deref() == Some("always"),
+            aof: setting("appendonly") == Some("yes"),
+            fsync_always: setting("appendfsync") == Some("always"),
             info_refused: server.is_none(),
             cluster_mode: server
                 .as_deref()
@@ -167,13 +168,19 @@ pub(crate) fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// The value in a `CONFIG GET` reply for one parameter (a name-value
-/// array in RESP2, a map in RESP3).
-pub(crate) fn config_value(reply: &Value) -> Option<String> {
+/// The name-value pairs of a `CONFIG GET` reply (an array of names and
+/// values in RESP2, a map in RESP3).
+pub(crate) fn config_pairs(reply: &Value) -> Vec<(String, String)> {
     match reply {
-        Value::Array(items) => items.get(1).and_then(text),
-        Value::Map(pairs) => pairs.first().and_then(|(_, v)| text(v)),
-        _ => None,
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|p| Some((text(p.first()?)?, text(p.get(1)?)?)))
+            .collect(),
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -380,17 +387,29 @@ mod tests {
             b"# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n"
                 .to_vec(),
         );
-        let persistence = Value::BulkString(b"# Persistence\r\naof_enabled:1\r\n".to_vec());
-        let config = Value::Array(vec![
-            Value::BulkString(b"appendfsync".to_vec()),
-            Value::BulkString(b"always".to_vec()),
-        ]);
-        let i = Identity::read(Some(&server), Some(&persistence), Some(&config));
+        let config = |on: &str, fsync: &str| {
+            Value::Array(
+                [
+                    "appendonly",
+                    on,
+                    "appendfilename",
+                    "a.aof",
+                    "appendfsync",
+                    fsync,
+                ]
+                .iter()
+                .map(|s| Value::BulkString(s.as_bytes().to_vec()))
+                .collect(),
+            )
+        };
+        let i = Identity::read(Some(&server), Some(&config("yes", "always")));
         assert_eq!(i.run_id.as_deref(), Some("abc123"));
         assert_eq!(i.uptime, Some(42 * S));
         assert!(i.durable());
-        let i = Identity::read(Some(&server), Some(&persistence), None);
-        assert!(i.aof && !i.durable());
-        assert!(Identity::read(None, None, None).info_refused);
+        assert!(!Identity::read(Some(&server), Some(&config("yes", "everysec"))).durable());
+        assert!(!Identity::read(Some(&server), Some(&config("no", "always"))).durable());
+        let i = Identity::read(Some(&server), None);
+        assert!(!i.info_refused && !i.durable());
+        assert!(Identity::read(None, None).info_refused);
     }
 }

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, LockManager, NodeErrorKind};
-use support::{Cluster, Server, resource};
+use support::{Cluster, Server, resource, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -177,4 +177,72 @@ fn a_node_that_syncs_every_write_keeps_its_vote_after_a_restart() {
         .unwrap()
         .release()
         .unwrap();
+}
+
+/// A durable server is seen as durable even by a connection made while
+/// it still loads its append-only file (when `INFO` says
+/// `aof_enabled:0`): once loaded it votes at once.
+#[test]
+fn a_durable_node_seen_while_loading_keeps_its_vote() {
+    if !support::server::server_at_least(7, 0) {
+        eprintln!("skipped: needs --loading-process-events-interval-bytes (Redis 7.0+)");
+        return;
+    }
+    let mut cluster =
+        Cluster::start_with(3, &["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    dlm.lock(resource("loading-warmup"), TTL)
+        .unwrap()
+        .release()
+        .unwrap();
+    let mut admin = support::admin(&cluster.servers[0]);
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(20000)
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("BGREWRITEAOF").query(&mut admin).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            support::info_field(
+                &mut support::admin(&cluster.servers[0]),
+                "persistence",
+                "aof_rewrite_in_progress",
+            )
+            .unwrap()
+            .as_deref()
+                == Some("0")
+        })
+        .is_some()
+    );
+    drop(admin);
+    cluster.servers[0]
+        .restart_with(&[
+            "--key-load-delay",
+            "20",
+            "--loading-process-events-interval-bytes",
+            "1024",
+        ])
+        .unwrap();
+    // This manager's first connection to the new process is made while it
+    // loads (its lock commands answer LOADING).
+    let r = resource("loading");
+    let _ = dlm.lock(&r, TTL).map(|g| g.release());
+    let loaded = wait_for(Duration::from_secs(30), || {
+        support::info_field(
+            &mut support::admin(&cluster.servers[0]),
+            "persistence",
+            "loading",
+        )
+        .ok()
+        .flatten()
+        .as_deref()
+            == Some("0")
+    });
+    assert!(loaded.is_some(), "never loaded");
+    // Nodes 1 and 2 down: node 0 must vote for the lock to be had.
+    cluster.servers[1].kill();
+    let guard = dlm.lock(&r, TTL);
+    let guard = guard.unwrap_or_else(|e| panic!("the durable node did not vote: {e}"));
+    guard.release().unwrap();
 }
