@@ -81,11 +81,21 @@ end
 return 0
 "#;
 
-/// A semaphore's survey: the first of its permit keys (KEYS) that is free,
-/// looking from index ARGV[1] on and around; answers its index plus one,
-/// or 0 when every permit is held here.
+/// A semaphore's survey of its permit keys (KEYS). With ARGV[1] `mask`
+/// (at most 52 keys, exact in a Lua number): the sum of 2^i over the free
+/// keys i. Otherwise the first free key looking from index ARGV[1] on and
+/// around: its index plus one, or 0 when every permit is held here.
 const FREE_SRC: &str = r#"
 local n = #KEYS
+if ARGV[1] == "mask" then
+    local mask = 0
+    for i = 1, n do
+        if not redis.call("GET", KEYS[i]) then
+            mask = mask + 2 ^ (i - 1)
+        end
+    end
+    return mask
+end
 local start = tonumber(ARGV[1])
 for j = 0, n - 1 do
     local i = (start + j) % n + 1

@@ -503,16 +503,17 @@ impl Rounds {
         tally
     }
 
-    /// A semaphore's survey on every member: the first free permit among
-    /// `keys` from index `start` on, plus one (0: none free there).
+    /// A semaphore's survey on every member: with `start` `None` (at most
+    /// 52 keys), the mask of the free permits among `keys`; otherwise the
+    /// first free permit from index `start` on, plus one (0: none free).
     pub(crate) fn survey(
         &self,
         keys: &[&[u8]],
-        start: usize,
+        start: Option<usize>,
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
-        let start = start.to_string();
+        let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
         let call = Call {
-            args: &[start.as_bytes()],
+            args: &[arg.as_bytes()],
             tail: None,
         };
         let mode = Mode {

@@ -12,11 +12,12 @@
 //!
 //! An attempt tries one slot first (a per-semaphore counter spreads a
 //! manager's threads over the slots), so an uncontended acquisition is one
-//! round trip, as a lock. When that slot is taken, one *survey* round asks
-//! every member for the first free slot it sees (one script over the K
-//! keys, from a random start), and the slot most members named free is
-//! tried at once. When no slot is free on a majority, every permit is in
-//! use: [`Error::Taken`].
+//! round trip, as a lock. When that slot is held by another owner on some
+//! member, one *survey* round asks every member which slots it sees free
+//! (one script over the K keys: a mask of them for K ≤ 52, else the first
+//! free one from a random start), and a slot free on a majority is tried
+//! at once. When no slot is free on a majority, every permit is in use:
+//! [`Error::Taken`].
 //!
 //! # Why never more than K valid permits
 //!
@@ -58,6 +59,10 @@ use crate::redis_cluster;
 /// The most permits a semaphore may have: the survey reads every slot key
 /// in one script.
 pub const MAX_PERMITS: u32 = 10_000;
+
+/// Up to this many permits, the survey answers a mask of every free slot
+/// (exact in a Lua number); beyond, the first free slot it sees.
+const MASK_PERMITS: u32 = 52;
 
 /// Suffix of a semaphore's slot keys, before the slot number.
 const PERMIT_SUFFIX: &str = ":permit:";
@@ -164,25 +169,46 @@ impl Semaphore {
             let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
             match grant(first) {
                 Err(Error::Taken { .. }) if self.permits > 1 => {}
+                // Some member holds it for another owner, some failed.
+                Err(Error::NoQuorum {
+                    agreed,
+                    nodes,
+                    ref failures,
+                    ..
+                }) if self.permits > 1
+                    && nodes > agreed + failures.as_ref().map_or(0, |f| f.len()) => {}
                 other => return other,
             }
-            // Taken: ask every member for a free slot.
+            // Taken: ask every member which slots it sees free.
             let keys: Vec<Vec<u8>> = (0..self.permits).map(|i| self.slot_key(i)).collect();
             let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-            let start = (random_u32() % self.permits) as usize;
-            let answers = rounds.survey(&refs, start);
-            let mut votes = std::collections::HashMap::<u32, usize>::new();
+            let start = random_u32() % self.permits;
+            let masks = self.permits <= MASK_PERMITS;
+            let answers = rounds.survey(&refs, (!masks).then_some(start as usize));
+            let mut votes = vec![0usize; self.permits as usize];
             for answer in answers.iter().flatten() {
-                if let Ok(i @ 1..) = answer
-                    && let Ok(i) = u32::try_from(*i - 1)
-                {
-                    *votes.entry(i).or_default() += 1;
+                match answer {
+                    Ok(mask) if masks => {
+                        for (i, v) in votes.iter_mut().enumerate() {
+                            *v += usize::from(mask >> i & 1 == 1);
+                        }
+                    }
+                    Ok(i @ 1..) => {
+                        if let Some(v) = votes.get_mut((*i - 1) as usize) {
+                            *v += 1;
+                        }
+                    }
+                    _ => {}
                 }
             }
             let quorum = quorum::quorum(answers.len());
-            match votes.into_iter().max_by_key(|(i, n)| (*n, u32::MAX - i)) {
-                Some((slot, n)) if n >= quorum => grant(slot),
-                _ => Err(self.all_in_use(Tally::count(answers))),
+            // The first slot free on a majority, from a random start.
+            let chosen = (0..self.permits)
+                .map(|j| (start + j) % self.permits)
+                .find(|&i| votes[i as usize] >= quorum);
+            match chosen {
+                Some(slot) => grant(slot),
+                None => Err(self.all_in_use(Tally::count(answers))),
             }
         })
     }

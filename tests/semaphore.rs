@@ -100,6 +100,26 @@ fn three_clients_each_cut_off_from_a_different_node_get_only_two_permits() {
     assert!(a.is_valid() && b.is_valid());
 }
 
+/// Beyond 52 permits the survey names the first free slot each node
+/// sees instead of a mask: every permit is still found.
+#[test]
+fn many_permits_are_all_found() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(cluster.urls());
+    let sem = dlm.semaphore(resource("many"), 60).unwrap();
+    let permits: Vec<_> = (0..60)
+        .map(|i| {
+            sem.try_acquire(TTL)
+                .unwrap_or_else(|e| panic!("permit {i}: {e}"))
+        })
+        .collect();
+    let mut slots: Vec<u32> = permits.iter().map(|p| p.slot()).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 60);
+    assert!(matches!(sem.try_acquire(TTL), Err(Error::Taken { .. })));
+}
+
 #[test]
 fn with_two_of_five_nodes_dead_every_permit_is_acquirable() {
     let mut cluster = Cluster::start(5).unwrap();
