@@ -77,7 +77,6 @@ fn a_hung_resolver_costs_one_node_timeout_and_the_rest_still_lock() {
 #[test]
 fn a_name_that_moves_to_another_server_is_followed() {
     let mut old = Server::start().unwrap();
-    let new = Server::start().unwrap();
     let target = Arc::new(AtomicU16::new(old.port()));
     let lookup = target.clone();
     let dlm = LockManager::builder()
@@ -93,11 +92,15 @@ fn a_name_that_moves_to_another_server_is_followed() {
         .build()
         .unwrap();
     let key = resource("moved");
-    let ttl = Duration::from_secs(1);
+    // The longest TTL this manager uses: how long a new server behind the
+    // name is kept out.
+    let ttl = Duration::from_secs(3);
     let guard = dlm.lock(&key, ttl).unwrap();
     assert_eq!(get(&old, key.as_bytes()).as_deref(), Some(guard.token()));
     guard.release().unwrap();
-    // Failover: the old server dies, the name now points at the new one.
+    // Failover: the old server dies, the name now points at a new one.
+    let new = Server::start().unwrap();
+    let started = std::time::Instant::now();
     old.kill();
     target.store(new.port(), Ordering::SeqCst);
     // Another server behind the name (a new run_id) may lack what the
@@ -108,7 +111,8 @@ fn a_name_that_moves_to_another_server_is_followed() {
             .contains("another server behind its address"),
         "{err}"
     );
-    std::thread::sleep(ttl + Duration::from_millis(100));
+    // Uptime is whole seconds: the start is known within a second.
+    std::thread::sleep((ttl + Duration::from_millis(1100)).saturating_sub(started.elapsed()));
     let guard = dlm.lock(&key, ttl).unwrap();
     assert_eq!(get(&new, key.as_bytes()).as_deref(), Some(guard.token()));
 }

@@ -251,7 +251,7 @@ fn killed_paused_and_black_holed_nodes_over_tls() {
     cluster.servers[1].start_again().unwrap();
     // Restarted empty: kept out of votes for the longest TTL used.
     cycle(false, &[NodeErrorKind::Restarted]);
-    thread::sleep(Duration::from_millis(1100));
+    thread::sleep(Duration::from_millis(2100)); // the TTL, and uptime rounding (whole seconds)
     cycle(true, &[]);
     // Paused.
     cluster.servers[0].pause();
