@@ -737,7 +737,7 @@ impl Node {
         if self.plain.load(std::sync::atomic::Ordering::Relaxed) && self.watch.cluster_mode() {
             let mut e = NodeError::cluster(
                 self.name.clone(),
-                "a Redis Cluster node (redis_mode:cluster), given as a plain node: give the \
+                "a Redis Cluster node (in cluster mode), given as a plain node: give the \
                  cluster with Builder::cluster([seed URLs]) or lockrun --cluster"
                     .into(),
                 self.timeout,

@@ -116,7 +116,8 @@ pub(crate) struct Identity {
     pub(crate) fsync_always: bool,
     /// `INFO` was refused (an ACL user without `+info`).
     pub(crate) info_refused: bool,
-    /// The server runs in cluster mode (`redis_mode:cluster`).
+    /// The server runs in cluster mode (`redis_mode:cluster`, Valkey's
+    /// `server_mode:cluster`).
     pub(crate) cluster_mode: bool,
 }
 
@@ -145,10 +146,9 @@ impl Identity {
             aof: setting("appendonly") == Some("yes"),
             fsync_always: setting("appendfsync") == Some("always"),
             info_refused: server.is_none(),
-            cluster_mode: server
-                .as_deref()
-                .and_then(|s| field(s, "redis_mode"))
-                .is_some_and(|m| m == "cluster"),
+            cluster_mode: server.as_deref().is_some_and(|s| {
+                field(s, "redis_mode").or_else(|| field(s, "server_mode")) == Some("cluster")
+            }),
         }
     }
 
