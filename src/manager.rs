@@ -236,11 +236,16 @@ impl LockManager {
     /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
     /// larger than [`MAX_TTL`], or too small to leave any validity.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        let budget = Budget::Pauses {
+        self.acquire(resource.as_ref(), ttl, self.lock_budget())
+    }
+
+    /// The waiting `lock` buys: `count - 1` pauses (see
+    /// [`set_retry`](Self::set_retry)).
+    pub(crate) fn lock_budget(&self) -> Budget {
+        Budget::Pauses {
             left: self.retry.count - 1,
             rest: Duration::ZERO,
-        };
-        self.acquire(resource.as_ref(), ttl, budget)
+        }
     }
 
     /// Takes the lock on `resource` for `ttl` with exactly one attempt.

@@ -113,14 +113,7 @@ impl Semaphore {
     /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
     /// when too many members failed, and the lock's other errors.
     pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
-        let (count, _) = self.manager.retry();
-        self.take(
-            ttl,
-            Budget::Pauses {
-                left: count - 1,
-                rest: Duration::ZERO,
-            },
-        )
+        self.take(ttl, self.manager.lock_budget())
     }
 
     /// Takes a permit for `ttl` with one attempt (the first slot tried,
