@@ -7,9 +7,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::member::Member;
-use crate::node::{CLEANUP, EXTEND, Node, RAISE, UNLOCK, pack};
+use crate::node::{
+    CLEANUP, EXTEND, EXTEND_READ, LOCK_SET, Node, RAISE, READ, UNLOCK, UNLOCK_SET, UNREAD, pack,
+};
 use crate::redis_cluster;
 use crate::restart::{config_pairs, field, text};
+use crate::rounds::{READERS_SUFFIX, WRITER_SUFFIX};
+use crate::shapes::READERS_MARK;
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -304,51 +308,89 @@ fn trial(
     let fence = crate::rounds::fence_key(&key);
     let channel = crate::wait::release_channel(&key);
     let token = b"redlock-check";
-    let mut commands: Vec<(&str, Vec<u8>, bool)> = vec![
+    // What a refusal stops: None for the lock itself (unsafe), or the
+    // feature that cannot work (a warning).
+    const LOCK: Option<&str> = None;
+    const WAKING: Option<&str> = Some("waiters poll instead of being woken");
+    const SETS: Option<&str> = Some("lock_all (sets) cannot work; the README lists what sets add");
+    const READS: Option<&str> = Some(
+        "read locks (RwLock::read, lockrun --shared) cannot work; the README lists what \
+         read locks add",
+    );
+    let mut commands: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
         (
             "SET",
             pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
-            true,
+            LOCK,
         ),
         (
             "EVAL (extend)",
             EXTEND.eval(&[&key], &[token, b"5000"]),
-            true,
+            LOCK,
         ),
     ];
     if fencing {
         commands.push((
             "SET",
             pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
-            true,
+            LOCK,
         ));
-        commands.push(("INCR", pack(&[b"INCR", &fence]), true));
-        commands.push(("PEXPIRE", pack(&[b"PEXPIRE", &fence, b"5000"]), true));
+        commands.push(("INCR", pack(&[b"INCR", &fence]), LOCK));
+        commands.push(("PEXPIRE", pack(&[b"PEXPIRE", &fence, b"5000"]), LOCK));
         commands.push((
             "EVAL (raise)",
             RAISE.eval(&[&fence], &[b"2", b"5000"]),
-            true,
+            LOCK,
         ));
         commands.push((
             "EVAL (extend)",
             EXTEND.eval(&[&key, &fence], &[token, b"5000", b"5000"]),
-            true,
+            LOCK,
         ));
     }
     if wakes {
-        commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), false));
+        commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), WAKING));
     }
-    commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), true));
-    commands.push(("EVAL (clean-up)", CLEANUP.eval(&[&key], &[token]), true));
-    for (name, packed, needed) in commands {
+    commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), LOCK));
+    commands.push(("EVAL (clean-up)", CLEANUP.eval(&[&key], &[token]), LOCK));
+    // The key is free again: a set of it, then a reader, each taken and
+    // given back (every command inside their scripts runs).
+    let (set_keys, set_args): (Vec<&[u8]>, Vec<&[u8]>) = if fencing {
+        (vec![&key, &fence], vec![token, b"5000", b"1", b"5000"])
+    } else {
+        (vec![&key], vec![token, b"5000"])
+    };
+    commands.push(("EVAL (lock-set)", LOCK_SET.eval(&set_keys, &set_args), SETS));
+    commands.push((
+        "EVAL (unlock-set)",
+        UNLOCK_SET.eval(&[&key], &[token]),
+        SETS,
+    ));
+    let readers = crate::redis_cluster::companion(&key, READERS_SUFFIX);
+    let flag = crate::redis_cluster::companion(&key, WRITER_SUFFIX);
+    commands.push((
+        "EVAL (read)",
+        READ.eval(&[&key, &readers, &flag], &[token, b"5000", READERS_MARK]),
+        READS,
+    ));
+    commands.push((
+        "EVAL (extend-read)",
+        EXTEND_READ.eval(&[&key, &readers], &[token, b"6000", READERS_MARK]),
+        READS,
+    ));
+    commands.push((
+        "EVAL (unread)",
+        UNREAD.eval(&[&key, &readers], &[token, READERS_MARK]),
+        READS,
+    ));
+    for (name, packed, then) in commands {
         match node.query(&packed, deadline()) {
             Ok(_) => {}
             Err(e) if e.kind() == NodeErrorKind::Permission => {
                 report.missing_permissions.push(name.to_owned());
-                let (verdict, then) = if needed {
-                    (Verdict::Unsafe, "the lock cannot work")
-                } else {
-                    (Verdict::Warning, "waiters poll instead of being woken")
+                let (verdict, then) = match then {
+                    None => (Verdict::Unsafe, "the lock cannot work"),
+                    Some(then) => (Verdict::Warning, then),
                 };
                 report.problem(verdict, format!("{name} refused, {}: {then}", cause(&e)));
             }

@@ -11,9 +11,21 @@ use crate::error::{Error, Result};
 use crate::quorum;
 use crate::rounds::{Granted, Rounds, Token};
 
+/// What a guard holds.
+pub(crate) enum Shape {
+    /// One key holding the token: a lock, a write lock, a permit.
+    One,
+    /// A set of resources (all of them, the first being `resource`), each
+    /// key holding the token.
+    Set(Box<[Box<[u8]>]>),
+    /// A read lock: the token among the readers beside the key.
+    Read,
+}
+
 /// What a guard and its keep-alive thread share.
 struct State {
     rounds: Arc<Rounds>,
+    shape: Shape,
     resource: Box<[u8]>,
     /// The name whose waiters a release wakes (the resource, or a
     /// semaphore's name for a permit).
@@ -53,7 +65,7 @@ impl State {
     fn not_held(&self, lost: Option<(usize, usize)>, renewal: Option<String>) -> Error {
         let (lost_on, taken_over) = lost.unwrap_or((0, 0));
         Error::NotHeld {
-            resource: quorum::display(&self.resource),
+            resource: quorum::display(&self.shown()),
             lost_on,
             taken_over,
             nodes: self.rounds.members.len(),
@@ -83,13 +95,17 @@ impl State {
         if lost.is_some() || start >= deadline {
             return Err(self.not_held(lost, None));
         }
-        let tally = rounds.extend(&self.resource, &self.token, ttl_ms);
+        let tally = match &self.shape {
+            Shape::One => rounds.extend(&self.resource, &self.token, ttl_ms),
+            Shape::Set(all) => rounds.extend_set(&refs(all), &self.token, ttl_ms),
+            Shape::Read => rounds.extend_read(&self.resource, &self.token, ttl_ms),
+        };
         let end = Instant::now();
         if end >= deadline {
             return Err(self.not_held(None, None));
         }
         if !tally.reached() {
-            let err = tally.held_error(&self.resource);
+            let err = tally.held_error(&self.shown());
             if let Error::NotHeld {
                 lost_on,
                 taken_over,
@@ -101,18 +117,30 @@ impl State {
             return Err(err);
         }
         let elapsed = end - start;
-        match quorum::validity(ttl, elapsed, rounds.drift_factor)
-            .and_then(|validity| start.checked_add(elapsed + validity))
-        {
+        match quorum::valid_until(start, elapsed, ttl, rounds.drift_factor) {
             Some(valid_until) => {
                 self.status.lock().valid_until = valid_until;
                 Ok(())
             }
             None => Err(Error::NoValidity {
-                resource: quorum::display(&self.resource),
+                resource: quorum::display(&self.shown()),
                 elapsed,
                 ttl,
             }),
+        }
+    }
+
+    /// What errors and logs name: the resource, or a set's resources
+    /// joined with `, `.
+    fn shown(&self) -> Vec<u8> {
+        quorum::joined(&self.resources())
+    }
+
+    /// Every resource held.
+    fn resources(&self) -> Vec<&[u8]> {
+        match &self.shape {
+            Shape::Set(all) => refs(all),
+            _ => vec![&self.resource],
         }
     }
 
@@ -200,7 +228,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         info,
                         "redlock_sync::keepalive",
                         "lock on {:?} renewed again",
-                        quorum::display(&state.resource)
+                        quorum::display(&state.shown())
                     );
                 }
                 pause = period;
@@ -229,7 +257,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         error,
                         "redlock_sync::keepalive",
                         "kept-alive lock on {:?} lost: its validity ran out while renewals failed",
-                        quorum::display(&state.resource)
+                        quorum::display(&state.shown())
                     );
                     return;
                 }
@@ -268,10 +296,27 @@ impl LockGuard {
         ttl: Duration,
         granted: Granted,
     ) -> LockGuard {
-        rounds.hold(resource);
+        LockGuard::shaped(rounds, Shape::One, resource, announce, token, ttl, granted)
+    }
+
+    /// A guard of any shape; `resource` is the lock key (a set's first).
+    pub(crate) fn shaped(
+        rounds: Arc<Rounds>,
+        shape: Shape,
+        resource: &[u8],
+        announce: &[u8],
+        token: Token,
+        ttl: Duration,
+        granted: Granted,
+    ) -> LockGuard {
+        match &shape {
+            Shape::Set(all) => all.iter().for_each(|r| rounds.hold(r)),
+            _ => rounds.hold(resource),
+        }
         LockGuard {
             state: Arc::new(State {
                 rounds,
+                shape,
                 resource: resource.into(),
                 announce: announce.into(),
                 token,
@@ -289,9 +334,23 @@ impl LockGuard {
         }
     }
 
-    /// The locked resource (the Redis key).
+    /// The locked resource (the Redis key); for a set
+    /// ([`LockManager::lock_all`](crate::LockManager::lock_all)), the first
+    /// one given.
     pub fn resource(&self) -> &[u8] {
         &self.state.resource
+    }
+
+    /// Every locked resource: the one of a lock, or the whole of a set in
+    /// the order given.
+    pub fn resources(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.state.resources().into_iter()
+    }
+
+    /// Whether this is a read lock ([`RwLock::read`](crate::RwLock::read)),
+    /// shared with other readers.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.state.shape, Shape::Read)
     }
 
     /// The random token stored as the key's value: 32 lowercase hex
@@ -307,6 +366,10 @@ impl LockGuard {
     /// the storage the lock protects with every write, and have the
     /// storage reject a token lower than the highest it has seen. Always
     /// below 2^53, so exact in JSON and JavaScript numbers.
+    ///
+    /// A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) has
+    /// one token, above every earlier token of each of its resources; a
+    /// read lock has none (`None`: readers do not write).
     pub fn fencing_token(&self) -> Option<u64> {
         self.state.fencing
     }
@@ -428,7 +491,7 @@ impl LockGuard {
         if tally.reached() {
             Ok(())
         } else {
-            Err(tally.held_error(&self.state.resource))
+            Err(tally.held_error(&self.state.shown()))
         }
     }
 
@@ -442,10 +505,15 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let tally = state
-            .rounds
-            .unlock(&state.resource, &state.announce, &state.token);
-        state.rounds.let_go(&state.resource);
+        let rounds = &state.rounds;
+        let tally = match &state.shape {
+            Shape::One => rounds.unlock(&state.resource, &state.announce, &state.token),
+            Shape::Set(all) => rounds.unlock_set(&refs(all), &state.token),
+            Shape::Read => rounds.unread(&state.resource, &state.token),
+        };
+        for r in state.resources() {
+            rounds.let_go(r);
+        }
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }
@@ -467,11 +535,22 @@ impl Drop for LockGuard {
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("resource", &String::from_utf8_lossy(self.resource()))
+            .field(
+                "resources",
+                &self
+                    .resources()
+                    .map(String::from_utf8_lossy)
+                    .collect::<Vec<_>>(),
+            )
+            .field("shared", &self.is_shared())
             .field("token", &String::from_utf8_lossy(self.token()))
             .field("fencing_token", &self.state.fencing)
             .field("validity", &self.validity())
             .field("keep_alive", &self.keeper.is_some())
             .finish()
     }
+}
+
+fn refs(all: &[Box<[u8]>]) -> Vec<&[u8]> {
+    all.iter().map(|r| &r[..]).collect()
 }

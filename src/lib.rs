@@ -68,6 +68,15 @@
 //! each a Redlock mutex, so never more than K valid permits whatever
 //! members each client reaches (proof in [`Semaphore`]'s module).
 //!
+//! # Sets and read-write locks
+//!
+//! [`LockManager::lock_all`] locks several resources at once, all or
+//! nothing on every member, with one guard; crossing sets never deadlock
+//! (proof in the `set` module's docs). [`LockManager::rwlock`] gives a
+//! [`RwLock`]: readers share, a writer excludes readers and writers, its
+//! write side is the ordinary lock on the name, and waiting writers go
+//! before new readers (proof in its module docs).
+//!
 //! # Redis Cluster
 //!
 //! [`Builder::cluster`] adds one quorum member that is a whole Redis
@@ -187,7 +196,10 @@ mod redis_cluster;
 mod resolve;
 mod restart;
 mod rounds;
+mod rwlock;
 mod semaphore;
+mod set;
+mod shapes;
 #[cfg(feature = "tls")]
 mod tls;
 mod wait;
@@ -197,7 +209,9 @@ pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
 pub use manager::{Builder, LockManager};
 pub use rounds::{FENCE_SUFFIX, MAX_TTL, fence_key};
+pub use rwlock::RwLock;
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
+pub use set::MAX_SET;
 pub use wait::{RELEASE_SUFFIX, release_channel};
 
 // The README's examples compile as doctests (they are `no_run`).

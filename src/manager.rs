@@ -82,6 +82,21 @@ impl Budget {
         }
     }
 
+    /// The most this budget may still wait (`None`: no bound), given the
+    /// pauses' maximum.
+    fn most(&self, max_delay: Duration) -> Option<Duration> {
+        match *self {
+            Budget::Once => Some(Duration::ZERO),
+            Budget::Pauses { left, rest } => {
+                Some(rest.saturating_add(max_delay.saturating_mul(left)))
+            }
+            Budget::Until(None) => None,
+            Budget::Until(Some(deadline)) => {
+                Some(deadline.saturating_duration_since(Instant::now()))
+            }
+        }
+    }
+
     /// Records that `paused` of the current pause went by (all of it, or
     /// less when a release ended it early).
     fn spent(&mut self, paused: Duration) {
@@ -89,6 +104,18 @@ impl Budget {
             *rest = rest.saturating_sub(paused);
         }
     }
+}
+
+/// What an acquisition waits on.
+#[derive(Clone, Copy)]
+pub(crate) struct Wait<'a> {
+    /// The names whose releases wake it (one; a set's resources).
+    pub(crate) names: &'a [&'a [u8]],
+    /// A writer: while it waits, new readers of `names[0]` queue behind it.
+    pub(crate) writer: bool,
+    /// A shared acquisition (a reader): once in, it wakes the next waiter
+    /// of this manager, who may share too.
+    pub(crate) shared: bool,
 }
 
 /// Takes Redlock locks over a fixed set of independent Redis masters.
@@ -224,6 +251,10 @@ impl LockManager {
     /// it already holds waits for its own release, and gets
     /// [`Error::Taken`] with `held_here` set.
     ///
+    /// `lock` is the write side of [`rwlock`](Self::rwlock)`(resource)`:
+    /// it waits for readers to leave, and while it waits behind readers,
+    /// new readers wait behind it.
+    ///
     /// The returned guard releases the lock when dropped. The lock is safe
     /// to rely on only for [`LockGuard::validity`]: the TTL less the time
     /// the acquisition took and a clock drift allowance.
@@ -290,7 +321,12 @@ impl LockManager {
     fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
         Rounds::check_resource(resource)?;
         let ttl_ms = self.rounds.check_ttl(ttl)?;
-        self.attempts(resource, budget, |token| {
+        let wait = Wait {
+            names: &[resource],
+            writer: true,
+            shared: false,
+        };
+        self.attempts_on(wait, budget, |token, _| {
             let granted = self.rounds.acquire(resource, token, ttl_ms)?;
             Ok(LockGuard::new(
                 self.rounds.clone(),
@@ -309,54 +345,114 @@ impl LockManager {
     pub(crate) fn attempts<T>(
         &self,
         resource: &[u8],
-        mut budget: Budget,
+        budget: Budget,
         mut attempt: impl FnMut(&Token) -> Result<T>,
     ) -> Result<T> {
+        let wait = Wait {
+            names: &[resource],
+            writer: false,
+            shared: false,
+        };
+        self.attempts_on(wait, budget, |token, _| attempt(token))
+    }
+
+    /// The acquisition loop for any shape (see [`Wait`]): `attempt` gets
+    /// the token and may name, by its index in `wait.names`, the name
+    /// found held by another owner; the thread then waits in that name's
+    /// queue.
+    pub(crate) fn attempts_on<T>(
+        &self,
+        wait_on: Wait<'_>,
+        mut budget: Budget,
+        mut attempt: impl FnMut(&Token, &mut Option<usize>) -> Result<T>,
+    ) -> Result<T> {
         let token = new_token()?;
-        let waiters = &self.rounds.waiters;
-        let wait = !matches!(budget, Budget::Once) && self.rounds.wake_on_release;
+        let names = wait_on.names;
+        let rounds = &self.rounds;
+        let waiters = &rounds.waiters;
+        let wait = !matches!(budget, Budget::Once) && rounds.wake_on_release;
         let (_own, busy) = match wait {
             true => {
-                let (own, busy) = waiters.start(resource, &token);
+                let (own, busy) = waiters.start(names[0], &token);
                 (Some(own), busy)
             }
             false => (None, false),
         };
-        let mut seen = wait.then(|| waiters.before_attempt(resource));
-        let mut place = busy.then(|| waiters.join(resource, seen));
+        let seen_all = || {
+            names
+                .iter()
+                .map(|n| waiters.before_attempt(n))
+                .collect::<Vec<_>>()
+        };
+        let mut at = 0;
+        let mut seen = wait.then(seen_all);
+        let mut place = busy.then(|| waiters.join(names[at], seen.as_ref().map(|s| s[at])));
         let mut turn = place.is_none();
-        let (mut last, mut owed) = (None, false);
+        let (mut last, mut owed, mut flagged) = (None, false, false);
+        // A writer's flag is taken down once it waits no more.
+        let done = |flagged: bool| {
+            if flagged {
+                rounds.writer_done(names[0], &token);
+            }
+        };
         loop {
             if turn {
                 if wait && place.is_none() {
-                    seen = Some(waiters.before_attempt(resource));
+                    seen = Some(seen_all());
                 }
-                match attempt(&token) {
+                let mut blocked = None;
+                match attempt(&token, &mut blocked) {
                     Ok(acquired) => {
                         if let Some(place) = place {
-                            place.acquired();
+                            place.acquired(wait_on.shared);
                         }
+                        done(flagged);
                         return Ok(acquired);
                     }
-                    Err(err) if owed => return Err(err),
+                    Err(err) if owed => {
+                        done(flagged);
+                        return Err(err);
+                    }
                     Err(err) => last = Some(err),
+                }
+                if let Some(b) = blocked.filter(|&b| b != at && b < names.len()) {
+                    // Another name holds it up now: wait in its queue.
+                    at = b;
+                    place = None;
                 }
             }
             let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
+            let most = budget.most(self.retry.max_delay);
             match budget.next(delay) {
-                Some(pause) if wait => {
-                    let place = place.get_or_insert_with(|| waiters.join(resource, seen));
-                    let started = Instant::now();
-                    turn = place.wait(pause);
-                    budget.spent(started.elapsed());
-                }
                 Some(pause) => {
-                    thread::sleep(pause);
-                    budget.spent(pause);
-                    turn = true;
+                    if wait_on.writer && matches!(last, Some(Error::Taken { .. })) {
+                        // Where readers hold it, new readers queue behind
+                        // this writer while it waits: at most what is left
+                        // of its wait, and never long past its next
+                        // attempt (each pause after a refusal sets it
+                        // again).
+                        let cap = self.retry.max_delay * 2 + rounds.node_timeout;
+                        let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
+                        flagged |= rounds.writer_waits(names[0], &token, ms);
+                    }
+                    if wait {
+                        let place = place.get_or_insert_with(|| {
+                            waiters.join(names[at], seen.as_ref().map(|s| s[at]))
+                        });
+                        let started = Instant::now();
+                        turn = place.wait(pause);
+                        budget.spent(started.elapsed());
+                    } else {
+                        thread::sleep(pause);
+                        budget.spent(pause);
+                        turn = true;
+                    }
                 }
                 None => match last.take() {
-                    Some(err) => return Err(err),
+                    Some(err) => {
+                        done(flagged);
+                        return Err(err);
+                    }
                     None => {
                         // Queued all along: the one attempt owed.
                         drop(place.take());

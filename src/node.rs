@@ -128,14 +128,232 @@ end
 return -1
 "#;
 
-/// Raises the fencing counter to at least ARGV[1], keeping its expiry; a
-/// counter that expired meanwhile is created with the expiry ARGV[2].
+/// Raises each fencing counter (KEYS: one, or a set's) to at least
+/// ARGV[1], keeping its expiry; a counter that expired meanwhile is
+/// created with the expiry ARGV[2].
 const RAISE_SRC: &str = r#"
-local seen = redis.call("GET", KEYS[1])
-if not seen then
-    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-elseif tonumber(seen) < tonumber(ARGV[1]) then
-    redis.call("SET", KEYS[1], ARGV[1], "KEEPTTL")
+for i = 1, #KEYS do
+    local seen = redis.call("GET", KEYS[i])
+    if not seen then
+        redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+    elseif tonumber(seen) < tonumber(ARGV[1]) then
+        redis.call("SET", KEYS[i], ARGV[1], "KEEPTTL")
+    end
+end
+return 1
+"#;
+
+/// Takes a set of resources, all or nothing. KEYS: the n resource keys,
+/// then (with fencing, ARGV[3] given) their n fencing counters. ARGV[1]:
+/// the token, ARGV[2]: the TTL in ms, ARGV[3]: a new counter's start,
+/// ARGV[4]: the counters' expiry in ms.
+///
+/// When some key exists, nothing is written and the answer is -i for the
+/// first such key i (1-based). Otherwise every key is set to the token;
+/// with fencing, every counter is counted up as for one lock (one more
+/// than it was, or than ARGV[3] when there was none), then all are set to
+/// the highest of them, which is the answer (a number that
+/// every counter of the set reached, so a token above each resource's
+/// earlier ones); without fencing the answer is 1.
+const LOCK_SET_SRC: &str = r#"
+local n = #KEYS
+if ARGV[3] then
+    n = n / 2
+end
+local held = redis.call("MGET", unpack(KEYS, 1, n))
+for i = 1, n do
+    if held[i] then
+        return -i
+    end
+end
+for i = 1, n do
+    redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+end
+if not ARGV[3] then
+    return 1
+end
+local counts = redis.call("MGET", unpack(KEYS, n + 1, 2 * n))
+local top = 0
+for i = 1, n do
+    local count = (tonumber(counts[i]) or tonumber(ARGV[3])) + 1
+    if count > top then
+        top = count
+    end
+end
+top = string.format("%d", top)
+for i = n + 1, 2 * n do
+    redis.call("SET", KEYS[i], top, "PX", ARGV[4])
+end
+return tonumber(top)
+"#;
+
+/// Releases a set (KEYS): deletes each key that holds the token ARGV[1],
+/// and for each one deleted announces its release (ARGV[2], `PUBLISH` or
+/// `SPUBLISH`, of message ARGV[3] on channel ARGV[3 + i]) when ARGV[2] is
+/// given. Answers 1 when it deleted keys and no key holds another token,
+/// 0 when some key holds another token, -1 when no key was there.
+const UNLOCK_SET_SRC: &str = r#"
+local held = redis.call("MGET", unpack(KEYS))
+local mine, other = {}, 0
+for i = 1, #KEYS do
+    if held[i] == ARGV[1] then
+        mine[#mine + 1] = i
+    elseif held[i] then
+        other = other + 1
+    end
+end
+if #mine > 0 then
+    local keys = {}
+    for j, i in ipairs(mine) do
+        keys[j] = KEYS[i]
+    end
+    redis.call("DEL", unpack(keys))
+    if ARGV[2] then
+        for _, i in ipairs(mine) do
+            redis.pcall(ARGV[2], ARGV[3 + i], ARGV[3])
+        end
+    end
+end
+if other > 0 then
+    return 0
+elseif #mine > 0 then
+    return 1
+end
+return -1
+"#;
+
+/// Extends a set: KEYS are the n resource keys, then (with ARGV[3]) their
+/// n fencing counters. Only when every key holds the token ARGV[1], sets
+/// their expiry to ARGV[2] ms and keeps each counter alive as the extend
+/// script does (expiry ARGV[3] when it has less than the TTL left);
+/// answers 1. Otherwise changes nothing and answers 0 when a key holds
+/// another token, -1 when one is gone.
+const EXTEND_SET_SRC: &str = r#"
+local n = #KEYS
+if ARGV[3] then
+    n = n / 2
+end
+local held = redis.call("MGET", unpack(KEYS, 1, n))
+for i = 1, n do
+    if held[i] ~= ARGV[1] then
+        if held[i] then
+            return 0
+        end
+        return -1
+    end
+end
+for i = 1, n do
+    redis.call("PEXPIRE", KEYS[i], ARGV[2])
+    if ARGV[3] then
+        local left = redis.call("PTTL", KEYS[n + i])
+        if left >= 0 and left < tonumber(ARGV[2]) then
+            redis.call("PEXPIRE", KEYS[n + i], ARGV[3])
+        end
+    end
+end
+return 1
+"#;
+
+/// A writer waits for the lock key KEYS[1]: while readers hold it (it
+/// holds the readers' mark ARGV[3]), sets the waiting-writer flag KEYS[2]
+/// to the writer's token ARGV[1] for ARGV[2] ms and answers 1; otherwise
+/// writes nothing and answers 0.
+const WRITER_WAITS_SRC: &str = r#"
+if redis.call("GET", KEYS[1]) ~= ARGV[3] then
+    return 0
+end
+redis.call("SET", KEYS[2], ARGV[1], "PX", ARGV[2])
+return 1
+"#;
+
+/// The server's clock in ms, as scripts read it (`TIME`).
+const NOW_LUA: &str = r#"
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"#;
+
+/// Takes a read lock. KEYS[1]: the lock key, KEYS[2]: the readers (a
+/// sorted set of reader tokens scored by their expiry, in ms of the
+/// server's clock), KEYS[3]: the waiting-writer flag. ARGV[1]: the token,
+/// ARGV[2]: the TTL in ms, ARGV[3]: the readers' mark.
+///
+/// Refused (0) while the lock key holds anything but the mark (a writer)
+/// or a writer waits (the flag exists). Otherwise adds this reader, and
+/// makes sure the lock key holds the mark for at least the TTL (the key
+/// lives as long as its longest reader, so a writer's `SET NX` fails until
+/// every reader is gone); the readers' set always gets the key's expiry.
+/// Answers 1. (Expired readers are dropped on release.)
+const READ_SRC: &str = r#"
+local got = redis.call("MGET", KEYS[1], KEYS[3])
+local held = got[1]
+if (held and held ~= ARGV[3]) or got[2] then
+    return 0
+end
+NOW
+local ttl = tonumber(ARGV[2])
+redis.call("ZADD", KEYS[2], now + ttl, ARGV[1])
+if not held or redis.call("PTTL", KEYS[1]) < ttl then
+    redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[2])
+    redis.call("PEXPIRE", KEYS[2], ARGV[2])
+end
+return 1
+"#;
+
+/// Releases a read lock (keys and ARGV[1] as the read script, ARGV[2]:
+/// the readers' mark): removes the reader. When no valid reader is left,
+/// deletes the lock key (if it holds the mark) and the readers, and
+/// announces the
+/// release (ARGV[5], `PUBLISH` or `SPUBLISH`, of message ARGV[4] on
+/// channel ARGV[3], when given); otherwise drops the expired readers and
+/// shortens the key's expiry to the longest remaining reader's. Answers 1 when the reader was there
+/// and valid, -1 when it was gone or expired.
+const UNREAD_SRC: &str = r#"
+NOW
+local mine = redis.call("ZSCORE", KEYS[2], ARGV[1])
+if mine then
+    redis.call("ZREM", KEYS[2], ARGV[1])
+end
+if redis.call("GET", KEYS[1]) == ARGV[2] then
+    local last = redis.call("ZRANGE", KEYS[2], -1, -1, "WITHSCORES")
+    if #last == 0 or tonumber(last[2]) <= now then
+        redis.call("DEL", KEYS[1], KEYS[2])
+        if ARGV[3] then
+            redis.pcall(ARGV[5], ARGV[3], ARGV[4])
+        end
+    else
+        redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now)
+        local left = tonumber(last[2]) - now
+        redis.call("PEXPIRE", KEYS[1], left)
+        redis.call("PEXPIRE", KEYS[2], left)
+    end
+end
+if mine and tonumber(mine) > now then
+    return 1
+end
+return -1
+"#;
+
+/// Extends a read lock (keys, ARGV[1] and ARGV[2] as the read script,
+/// ARGV[3]: the readers' mark): only while the reader is there and not
+/// expired, moves its expiry to ARGV[2] ms from now and makes sure the
+/// lock key (and the readers' set) lives at least as long; answers 1.
+/// Otherwise answers 0 when a writer holds the key, -1 when the reader is
+/// gone.
+const EXTEND_READ_SRC: &str = r#"
+NOW
+local mine = redis.call("ZSCORE", KEYS[2], ARGV[1])
+local held = redis.call("GET", KEYS[1])
+if not mine or tonumber(mine) <= now or held ~= ARGV[3] then
+    if held and held ~= ARGV[3] then
+        return 0
+    end
+    return -1
+end
+local ttl = tonumber(ARGV[2])
+redis.call("ZADD", KEYS[2], now + ttl, ARGV[1])
+if redis.call("PTTL", KEYS[1]) < ttl then
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    redis.call("PEXPIRE", KEYS[2], ARGV[2])
 end
 return 1
 "#;
@@ -144,17 +362,23 @@ return 1
 /// once by [`redis::Script`].
 pub(crate) struct Lua {
     name: &'static str,
-    src: &'static str,
+    src: String,
     sha: String,
 }
 
 impl Lua {
-    fn new(name: &'static str, src: &'static str) -> Lua {
+    fn new(name: &'static str, src: &str) -> Lua {
         Lua {
             name,
-            src,
+            src: src.to_owned(),
             sha: redis::Script::new(src).get_hash().to_owned(),
         }
+    }
+
+    /// A script that reads the server's clock: `NOW` in `src` becomes
+    /// the lines that set `now` (ms).
+    fn timed(name: &'static str, src: &str) -> Lua {
+        Lua::new(name, &src.replacen("NOW", NOW_LUA.trim(), 1))
     }
 
     /// What a failure of this script on `key` concerns, for messages.
@@ -188,6 +412,21 @@ pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EX
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
 pub(crate) static FREE: LazyLock<Lua> = LazyLock::new(|| Lua::new("free-permit", FREE_SRC));
+pub(crate) static LOCK_SET: LazyLock<Lua> = LazyLock::new(|| Lua::new("lock-set", LOCK_SET_SRC));
+pub(crate) static UNLOCK_SET: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new("unlock-set", UNLOCK_SET_SRC));
+pub(crate) static EXTEND_SET: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new("extend-set", EXTEND_SET_SRC));
+pub(crate) static WRITER_WAITS: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new("writer-waits", WRITER_WAITS_SRC));
+pub(crate) static READ: LazyLock<Lua> = LazyLock::new(|| Lua::timed("read", READ_SRC));
+pub(crate) static UNREAD: LazyLock<Lua> = LazyLock::new(|| Lua::timed("unread", UNREAD_SRC));
+pub(crate) static EXTEND_READ: LazyLock<Lua> =
+    LazyLock::new(|| Lua::timed("extend-read", EXTEND_READ_SRC));
+
+/// An answer of the set script that names the first busy key: this bit,
+/// plus the key's index (see [`Reply::Count`]).
+pub(crate) const BUSY: u64 = 1 << 62;
 
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
@@ -223,7 +462,9 @@ pub(crate) enum Reply {
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
-    /// A count (a semaphore's survey): any number of 0 or more.
+    /// A count (a semaphore's survey, a set's fencing token): any number
+    /// of 0 or more; a negative `-i` (the set script's first busy key)
+    /// reads as [`BUSY`] plus `i - 1`.
     Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
@@ -360,6 +601,7 @@ impl Pooled {
         };
         match (req.reply, reply) {
             (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
+            (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
             (_, Value::Int(1)) => Ok(1),
             (_, Value::Int(0)) => Ok(0),
             (_, Value::Int(-1)) => Ok(GONE),
@@ -986,16 +1228,53 @@ const SCHEMES: [&str; 7] = [
     "valkey+unix",
 ];
 
+/// A node URL split around its authority:
+/// `scheme://[userinfo@]host_port[rest]`, `rest` being the path, query
+/// and fragment (what starts with `/`, `?` or `#`).
+pub(crate) struct UrlParts<'a> {
+    pub(crate) scheme: &'a str,
+    /// Everything before the last `@` that comes before the first `/`: a
+    /// password holding `?` or `#` stays whole, so that it is never shown.
+    pub(crate) userinfo: Option<&'a str>,
+    pub(crate) host_port: &'a str,
+    pub(crate) rest: &'a str,
+}
+
+impl UrlParts<'_> {
+    /// The fragment (after `#`), if any.
+    pub(crate) fn fragment(&self) -> Option<&str> {
+        self.rest.split_once('#').map(|(_, f)| f)
+    }
+}
+
+/// Splits a node URL (see [`UrlParts`]); `None` without `://`.
+pub(crate) fn url_parts(url: &str) -> Option<UrlParts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let before_path = rest.find('/').unwrap_or(rest.len());
+    let (userinfo, tail) = match rest[..before_path].rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+    Some(UrlParts {
+        scheme,
+        userinfo,
+        host_port: &tail[..end],
+        rest: &tail[end..],
+    })
+}
+
 /// Says what is wrong with a node URL's form, before the `redis` crate
 /// reads it: no scheme, an unknown one, no host, a bad port.
 fn check_url(url: &str) -> Result<(), String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some(parts) = url_parts(url) else {
         return Err(if url.starts_with('/') {
             format!("no scheme: write unix://{url} for a socket path")
         } else {
             format!("no scheme: write redis://{url} (or rediss:// for TLS)")
         });
     };
+    let scheme = parts.scheme;
     if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
         return Err(format!(
             "unknown scheme {scheme:?}: use redis://, rediss://, valkey://, valkeys:// or unix://"
@@ -1004,8 +1283,7 @@ fn check_url(url: &str) -> Result<(), String> {
     if scheme.contains("unix") {
         return Ok(());
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let host_port = parts.host_port;
     let (host, port) = match host_port.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
             Some((host, tail)) => (host, tail.strip_prefix(':')),
@@ -1029,14 +1307,14 @@ fn check_url(url: &str) -> Result<(), String> {
 
 /// The URL with any credentials replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}***{}", &url[..scheme_end + 3], &rest[at..]),
-        None => url.to_owned(),
+    match url_parts(url) {
+        Some(UrlParts {
+            scheme,
+            userinfo: Some(_),
+            host_port,
+            rest,
+        }) => format!("{scheme}://***@{host_port}{rest}"),
+        _ => url.to_owned(),
     }
 }
 
@@ -1078,6 +1356,12 @@ mod tests {
         assert_eq!(redact("redis://:pw@host"), "redis://***@host");
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
         assert_eq!(redact("not a url"), "not a url");
+        // A password holding `#` or `?` is hidden whole.
+        assert_eq!(redact("redis://:p#w?x@host/1"), "redis://***@host/1");
+        assert_eq!(
+            redact("rediss://u:p@h:6380#insecure"),
+            "rediss://***@h:6380#insecure"
+        );
     }
 
     fn setup() -> Setup {

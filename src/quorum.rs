@@ -261,6 +261,22 @@ pub(crate) fn display(resource: &[u8]) -> String {
     String::from_utf8_lossy(resource).into_owned()
 }
 
+/// Names as messages show several at once (a set): joined with `, `.
+pub(crate) fn joined(names: &[&[u8]]) -> Vec<u8> {
+    names.join(&b", "[..])
+}
+
+/// The end of the validity of a round that started at `start` and took
+/// `elapsed`, for `ttl` (see [`validity`]); `None` when nothing is left.
+pub(crate) fn valid_until(
+    start: Instant,
+    elapsed: Duration,
+    ttl: Duration,
+    factor: f64,
+) -> Option<Instant> {
+    validity(ttl, elapsed, factor).and_then(|validity| start.checked_add(elapsed + validity))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,7 +74,7 @@ use parking_lot::{Mutex, RwLock};
 use redis::Value;
 
 use crate::error::{Error, NodeError};
-use crate::node::{Node, Request, Setup, pack};
+use crate::node::{Node, Request, Setup, UrlParts, pack, url_parts};
 
 /// Hash slots in a Redis Cluster.
 pub(crate) const SLOTS: usize = 16384;
@@ -317,15 +317,17 @@ impl RedisCluster {
                 )));
             }
         }
-        let (scheme, rest) = first.split_once("://").unwrap_or(("redis", first));
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        let userinfo = authority
-            .rsplit_once('@')
-            .map(|(u, _)| format!("{u}@"))
+        let parts = url_parts(first);
+        let scheme = parts.as_ref().map_or("redis", |p| p.scheme);
+        let userinfo = parts
+            .as_ref()
+            .and_then(|p| p.userinfo)
+            .map(|u| format!("{u}@"))
             .unwrap_or_default();
-        let fragment = rest
-            .split_once('#')
-            .map(|(_, f)| format!("#{f}"))
+        let fragment = parts
+            .as_ref()
+            .and_then(UrlParts::fragment)
+            .map(|f| format!("#{f}"))
             .unwrap_or_default();
         Ok(RedisCluster {
             name: format!("cluster {}", nodes[0].name()).into(),

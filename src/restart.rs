@@ -72,7 +72,7 @@
 //! so only the rates of the clocks matter (the drift factor's assumption),
 //! not their settings.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -207,6 +207,9 @@ pub(crate) struct Quarantine {
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
     state: Mutex<State>,
+    /// It runs in cluster mode: read on every answer of a plain node, so
+    /// kept apart from `state` (one atomic load, no lock).
+    cluster_mode: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -215,8 +218,6 @@ struct State {
     /// When its server started (on this machine's clock).
     started: Option<Instant>,
     durable: bool,
-    /// It runs in cluster mode.
-    cluster_mode: bool,
     /// Its run_id changed since this manager first connected.
     witnessed: bool,
     /// `INFO` refusal already reported.
@@ -255,7 +256,8 @@ impl Watch {
         }
         state.started = identity.uptime.and_then(|up| now.checked_sub(up));
         state.durable = identity.durable();
-        state.cluster_mode = identity.cluster_mode;
+        self.cluster_mode
+            .store(identity.cluster_mode, Ordering::Relaxed);
         if restarted {
             Seen::Restarted
         } else {
@@ -265,7 +267,7 @@ impl Watch {
 
     /// Whether the server said it runs in cluster mode.
     pub(crate) fn cluster_mode(&self) -> bool {
-        self.state.lock().cluster_mode
+        self.cluster_mode.load(Ordering::Relaxed)
     }
 
     /// Whether the server is kept out at `now`, under `policy`.

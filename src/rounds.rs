@@ -27,6 +27,14 @@ pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
 /// ending with it are reserved.
 pub const FENCE_SUFFIX: &[u8] = b":redlock-fence";
 
+/// Suffix of the key that lists a read-write lock's readers (see
+/// `rwlock.rs`), kept beside the lock key in its slot. Reserved.
+pub(crate) const READERS_SUFFIX: &[u8] = b":redlock-readers";
+
+/// Suffix of the flag a waiting writer sets so that new readers queue
+/// behind it (see `rwlock.rs`). Reserved.
+pub(crate) const WRITER_SUFFIX: &[u8] = b":redlock-writer";
+
 /// The key of the fencing counter of `resource`: the resource's name
 /// followed by [`FENCE_SUFFIX`], in the resource's Redis Cluster hash slot
 /// (`lock:job:redlock-fence{29178}`; see the README's "Redis Cluster"
@@ -63,10 +71,57 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// starts above every value an earlier one reached (see the README's
 /// fencing section for the exact assumption). Stays below 2^53 until the
 /// year 2255.
-fn counter_start() -> u64 {
+pub(crate) fn counter_start() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Which members may hold what an attempt wrote, by their answers: those
+/// that said yes, and those that failed after the command may have run
+/// (not settled).
+pub(crate) fn may_hold(answers: &[Option<std::result::Result<u64, NodeError>>]) -> Vec<bool> {
+    answers
+        .iter()
+        .map(|answer| match answer {
+            Some(Ok(count)) => *count > 0,
+            Some(Err(e)) => !e.settled,
+            None => false,
+        })
+        .collect()
+}
+
+/// The error of an attempt that got no validity (and whose clean-up
+/// is done): the raising round's when the fencing counters could not
+/// be brought to a quorum (`raised`), `NoValidity` when a quorum
+/// granted it (`reached`) too slowly, else what `tally` says, with
+/// `held_here` filled in for `Taken`. `shown` names the resource (or
+/// the set).
+pub(crate) fn attempt_error(
+    shown: &[u8],
+    raised: Option<Tally>,
+    reached: bool,
+    elapsed: Duration,
+    ttl: Duration,
+    tally: Tally,
+    held_here: impl FnOnce() -> bool,
+) -> Error {
+    match raised {
+        // The failures of the raising round say why.
+        Some(raised) => raised.acquire_error(shown),
+        None if reached => Error::NoValidity {
+            resource: quorum::display(shown),
+            elapsed,
+            ttl,
+        },
+        None => {
+            let mut err = tally.acquire_error(shown);
+            if let Error::Taken { held_here: h, .. } = &mut err {
+                *h = held_here();
+            }
+            err
+        }
+    }
 }
 
 /// A granted acquisition.
@@ -105,17 +160,17 @@ pub(crate) struct Rounds {
 
 /// What a script round is for.
 #[derive(Clone, Copy)]
-struct Mode {
+pub(crate) struct Mode {
     /// The script answers a count, not yes or no.
-    count: bool,
+    pub(crate) count: bool,
     /// A yes counts only once the replicas asked for acknowledged it.
-    replicated: bool,
+    pub(crate) replicated: bool,
     /// Its answers decide a holder: servers kept out after a restart give
     /// none.
-    decides: bool,
+    pub(crate) decides: bool,
 }
 
-const RELEASE: Mode = Mode {
+pub(crate) const RELEASE: Mode = Mode {
     count: false,
     replicated: false,
     decides: false,
@@ -124,7 +179,7 @@ const RELEASE: Mode = Mode {
 /// The arguments of the clean-up script: the token, then the channel,
 /// message and command (`PUBLISH`, or `SPUBLISH` on a Redis Cluster) of
 /// the announcement (none when releases are not announced).
-fn announce_args<'a>(
+pub(crate) fn announce_args<'a>(
     token: &'a [u8],
     channel: &'a [u8],
     message: &'a [u8],
@@ -140,9 +195,9 @@ fn announce_args<'a>(
 /// How one variant of a script call differs: its arguments, and what is
 /// written behind it.
 #[derive(Clone, Copy)]
-struct Call<'a> {
-    args: &'a [&'a [u8]],
-    tail: Option<&'a [u8]>,
+pub(crate) struct Call<'a> {
+    pub(crate) args: &'a [&'a [u8]],
+    pub(crate) tail: Option<&'a [u8]>,
 }
 
 impl Rounds {
@@ -151,19 +206,25 @@ impl Rounds {
         if resource.is_empty() {
             return Err(Error::invalid_argument("the resource name is empty"));
         }
-        if redis_cluster::is_companion(resource, FENCE_SUFFIX) {
-            return Err(Error::invalid_argument(format!(
-                "resource names ending with {:?} (or with it and a {{number}} hash tag) are \
-                 reserved for fencing counters",
-                String::from_utf8_lossy(FENCE_SUFFIX)
-            )));
+        for (suffix, what) in [
+            (FENCE_SUFFIX, "fencing counters"),
+            (READERS_SUFFIX, "the readers of read-write locks"),
+            (WRITER_SUFFIX, "the flags of waiting writers"),
+        ] {
+            if redis_cluster::is_companion(resource, suffix) {
+                return Err(Error::invalid_argument(format!(
+                    "resource names ending with {:?} (or with it and a {{number}} hash tag) \
+                     are reserved for {what}",
+                    String::from_utf8_lossy(suffix)
+                )));
+            }
         }
         Ok(())
     }
 
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
-    fn wait_command(&self) -> Vec<u8> {
+    pub(crate) fn wait_command(&self) -> Vec<u8> {
         match &self.replica_acks {
             Some((n, ms)) => pack(&[b"WAIT", n.to_string().as_bytes(), ms.as_bytes()]),
             None => Vec::new(),
@@ -203,10 +264,12 @@ impl Rounds {
         Ok(ttl_ms)
     }
 
-    /// How long a counter is kept after an acquisition or renewal with
-    /// `ttl_ms`: the idle expiry, and never less than the lock's TTL.
-    fn counter_keep_ms(&self, expiry_ms: u64, ttl_ms: u64) -> u64 {
-        expiry_ms.max(ttl_ms)
+    /// With fencing on, how long (ms, as a command argument) a counter is
+    /// kept after an acquisition or renewal with `ttl_ms`: the idle
+    /// expiry, and never less than the lock's TTL. `None`: fencing off.
+    pub(crate) fn counter_keep(&self, ttl_ms: u64) -> Option<String> {
+        self.fencing_expiry_ms
+            .map(|expiry_ms| expiry_ms.max(ttl_ms).to_string())
     }
 
     /// One acquisition attempt on every node.
@@ -231,9 +294,7 @@ impl Rounds {
         let px = ttl_ms.to_string();
         let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
         let fence = fence_key(resource);
-        let keep = self
-            .fencing_expiry_ms
-            .map(|expiry_ms| self.counter_keep_ms(expiry_ms, ttl_ms).to_string());
+        let keep = self.counter_keep(ttl_ms);
         let reply = match &keep {
             None => Reply::Set,
             Some(keep) => {
@@ -330,8 +391,7 @@ impl Rounds {
         let elapsed = start.elapsed();
         let conflict = self.check_members().err();
         let valid_until = if granted >= quorum && failed.is_none() && conflict.is_none() {
-            quorum::validity(ttl, elapsed, self.drift_factor)
-                .and_then(|validity| start.checked_add(elapsed + validity))
+            quorum::valid_until(start, elapsed, ttl, self.drift_factor)
         } else {
             None
         };
@@ -341,40 +401,24 @@ impl Rounds {
                 fencing: keep.is_some().then_some(highest),
             });
         }
-        // Best effort, on every node that may hold our key: those that
-        // granted it, and those that failed after the command may have run
-        // (unless the cleanup is already queued behind it).
-        let dirty: Vec<bool> = answers
-            .iter()
-            .map(|answer| match answer {
-                Some(Ok(count)) => *count > 0,
-                Some(Err(e)) => !e.settled,
-                None => false,
-            })
-            .collect();
+        // Best effort, on every node that may hold our key (a failure
+        // whose clean-up is already queued behind it is settled).
+        let dirty = may_hold(&answers);
         if dirty.contains(&true) {
             self.clean_up(&dirty, resource, token);
         }
         if let Some(conflict) = conflict {
             return Err(conflict);
         }
-        Err(match failed {
-            // The counters could not be brought to a quorum: the failures
-            // of the raising round say why.
-            Some(raised) => raised.acquire_error(resource),
-            None if granted >= quorum => Error::NoValidity {
-                resource: quorum::display(resource),
-                elapsed,
-                ttl,
-            },
-            None => {
-                let mut err = Tally::count(answers).acquire_error(resource);
-                if let Error::Taken { held_here, .. } = &mut err {
-                    *held_here = self.held_here(resource);
-                }
-                err
-            }
-        })
+        Err(attempt_error(
+            resource,
+            failed,
+            granted >= quorum,
+            elapsed,
+            ttl,
+            Tally::count(answers),
+            || self.held_here(resource),
+        ))
     }
 
     /// Raises the counter to `to` on the nodes `only` selects, keeping its
@@ -393,7 +437,11 @@ impl Rounds {
     /// (sharded, in the resource's slot) sent to Redis Cluster members,
     /// when releases wake waiters, and their message (see
     /// [`announcement`](Self::announcement)).
-    fn publish(&self, resource: &[u8], token: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    pub(crate) fn publish(
+        &self,
+        resource: &[u8],
+        token: &[u8],
+    ) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
         self.wake_on_release.then(|| {
             let (channel, message) = self.announcement(resource, token);
             (
@@ -408,7 +456,7 @@ impl Rounds {
     /// resource's release channel, and a message naming this one unlock
     /// (the token, then a count that tells apart the unlocks of one token:
     /// a release and the clean-ups of its failed attempts).
-    fn announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    pub(crate) fn announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
         static UNLOCKS: AtomicU64 = AtomicU64::new(0);
         let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
         (channel(resource), [token, b":", n.as_bytes()].concat())
@@ -441,7 +489,7 @@ impl Rounds {
 
     /// The channel and message a clean-up announces its release with
     /// (both empty when releases are not announced).
-    fn cleanup_announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    pub(crate) fn cleanup_announcement(&self, resource: &[u8], token: &[u8]) -> (Vec<u8>, Vec<u8>) {
         if self.wake_on_release {
             self.announcement(resource, token)
         } else {
@@ -531,9 +579,7 @@ impl Rounds {
     pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
         let fence = fence_key(resource);
-        let keep = self
-            .fencing_expiry_ms
-            .map(|expiry_ms| self.counter_keep_ms(expiry_ms, ttl_ms).to_string());
+        let keep = self.counter_keep(ttl_ms);
         let (keys, args): (Vec<&[u8]>, Vec<&[u8]>) = match &keep {
             None => (vec![resource], vec![token, ttl.as_bytes()]),
             Some(keep) => (
@@ -556,7 +602,7 @@ impl Rounds {
 
     /// Runs a script that answers 1 or 0 on the members `only` selects,
     /// to decide a holder.
-    fn script(
+    pub(crate) fn script(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
@@ -577,13 +623,33 @@ impl Rounds {
     /// is written right behind it. `mode` says whether a yes counts only
     /// once replicas acknowledged it (`WAIT`), and whether servers kept
     /// out after a restart answer.
-    fn script_then(
+    pub(crate) fn script_then(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
         keys: &[&[u8]],
         node: Call<'_>,
         cluster: Option<Call<'_>>,
+        mode: Mode,
+    ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
+        self.script_split(
+            lua,
+            only,
+            (keys, node),
+            (keys, cluster.unwrap_or(node)),
+            mode,
+        )
+    }
+
+    /// As [`script_then`](Self::script_then), with keys of their own for
+    /// Redis Cluster members (a set's keys in one slot, where nodes take
+    /// the whole set). The round is routed by the cluster keys' slot.
+    pub(crate) fn script_split(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        (node_keys, node): (&[&[u8]], Call<'_>),
+        (cluster_keys, cluster): (&[&[u8]], Call<'_>),
         mode: Mode,
     ) -> Vec<Option<std::result::Result<u64, NodeError>>> {
         let replicated = mode.replicated;
@@ -608,45 +674,42 @@ impl Rounds {
             Some(_) => Reply::OneThenAny,
             None => Reply::One,
         };
-        let describe = |_: usize| lua.describe(keys[0]);
-        let cluster = cluster.unwrap_or(node);
+        let describe_node = |_: usize| lua.describe(node_keys[0]);
+        let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
         let cluster_packed = if self.has_clusters {
-            packed(cluster, lua.evalsha(keys, cluster.args))
+            packed(cluster, lua.evalsha(cluster_keys, cluster.args))
         } else {
             Vec::new()
         };
-        let cluster_reload = || packed(cluster, lua.eval(keys, cluster.args));
+        let cluster_reload = || packed(cluster, lua.eval(cluster_keys, cluster.args));
         let cluster_req = Request {
             packed: &cluster_packed,
-            key: keys[0],
+            key: cluster_keys[0],
             alt: None,
             asking: false,
             follow_ask: true,
             decides: mode.decides,
             wait: acks,
             reply: reply(cluster),
-            describe: &describe,
+            describe: &describe_cluster,
             reload: Some(&cluster_reload),
             on_timeout: None,
         };
-        let node_packed = packed(node, lua.evalsha(keys, node.args));
-        let node_reload = || packed(node, lua.eval(keys, node.args));
+        let node_packed = packed(node, lua.evalsha(node_keys, node.args));
+        let node_reload = || packed(node, lua.eval(node_keys, node.args));
         let req = Request {
             packed: &node_packed,
-            key: keys[0],
-            alt: Some(&cluster_req),
+            // The slot routes the round to each cluster's master.
+            key: cluster_keys[0],
+            alt: self.has_clusters.then_some(&cluster_req),
             asking: false,
             follow_ask: true,
             decides: mode.decides,
             wait: acks,
             reply: reply(node),
-            describe: &describe,
+            describe: &describe_node,
             reload: Some(&node_reload),
             on_timeout: None,
-        };
-        let req = Request {
-            alt: self.has_clusters.then_some(&cluster_req),
-            ..req
         };
         quorum::round(&self.members, only, &req)
     }
@@ -688,6 +751,11 @@ mod tests {
             assert!(Rounds::check_resource(&fence_key(r)).is_err());
         }
         assert!(Rounds::check_resource(b"lock:job:redlock-fence").is_err());
+        for suffix in [READERS_SUFFIX, WRITER_SUFFIX] {
+            let taken = redis_cluster::companion(b"lock:job", suffix);
+            assert!(Rounds::check_resource(&taken).is_err());
+            assert!(Rounds::check_resource(&[b"lock:job", suffix].concat()).is_err());
+        }
         assert!(Rounds::check_resource(b"").is_err());
     }
 }

@@ -391,8 +391,16 @@ impl Place<'_> {
 
     /// Leaves the queue holding the lock: releases heard meanwhile were
     /// before this acquisition, so nobody is woken for them.
-    pub(crate) fn acquired(self) {
+    /// A `shared` acquisition (a reader) wakes the next waiter instead,
+    /// who may get in beside it.
+    pub(crate) fn acquired(self, shared: bool) {
         self.leave(true);
+        if shared {
+            let mut reg = self.waiters.shared.reg.lock();
+            if let Some(entry) = reg.resources.get_mut(&self.resource) {
+                entry.wake_first();
+            }
+        }
     }
 
     fn leave(&self, acquired: bool) {
@@ -733,7 +741,7 @@ mod tests {
         w.released(b"r", b"t2");
         drop(a);
         assert!(b.wait(Duration::from_secs(60)));
-        b.acquired();
+        b.acquired(false);
         assert!(!w.busy(b"r"));
         assert_eq!(w.listening(), 0);
     }
@@ -744,7 +752,7 @@ mod tests {
         let a = w.join(b"r", None);
         let b = w.join(b"r", None);
         w.released(b"r", b"t1");
-        a.acquired();
+        a.acquired(false);
         // b is first now, but the release was before a's acquisition.
         let mut reg = w.shared.reg.lock();
         assert!(!reg.resources[&b"r"[..]].wake);

@@ -37,6 +37,7 @@ fn create_user_with(server: &Server, name: &str, pattern: &str, channels: bool) 
         .arg("+eval")
         .arg("+evalsha")
         .arg("+get")
+        .arg("+mget")
         .arg("+del")
         .arg("+pttl")
         .arg("+script|load");
@@ -302,4 +303,60 @@ fn a_wrong_password_is_still_an_authentication_error() {
     let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
     assert_eq!(err.failures()[0].kind(), NodeErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("failed"), "{err}");
+}
+
+#[test]
+fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
+    let cluster = Cluster::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let ttl = Duration::from_secs(10);
+    let mut set = dlm.try_lock_all(["lock:set:a", "lock:set:b"], ttl).unwrap();
+    set.extend(ttl).unwrap();
+    assert!(matches!(
+        dlm.try_lock("lock:set:b", ttl),
+        Err(Error::Taken { .. })
+    ));
+    set.release().unwrap();
+    // Read locks need the README's additions for them.
+    let refused = dlm.rwlock("lock:rw").try_read(ttl).unwrap_err();
+    assert!(
+        refused
+            .failures()
+            .iter()
+            .all(|f| f.kind() == NodeErrorKind::Permission),
+        "{refused}"
+    );
+    grant(
+        &cluster,
+        &[
+            "+time",
+            "+zadd",
+            "+zrem",
+            "+zscore",
+            "+zrange",
+            "+zremrangebyscore",
+        ],
+    );
+    let rw = dlm.rwlock("lock:rw");
+    let mut r = rw.try_read(ttl).unwrap();
+    r.extend(ttl).unwrap();
+    let r2 = rw.try_read(ttl).unwrap();
+    assert!(matches!(rw.try_write(ttl), Err(Error::Taken { .. })));
+    drop((r, r2));
+    rw.try_write(ttl).unwrap().release().unwrap();
+}
+
+/// Adds `commands` to the user `locker` on every server.
+fn grant(cluster: &Cluster, commands: &[&str]) {
+    for server in &cluster.servers {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg(commands)
+            .query(&mut admin(server))
+            .unwrap();
+    }
 }

@@ -102,11 +102,14 @@ fn acl_user(server: &Server, name: &str, rule: &str) {
 fn an_acl_user_without_info_or_a_lock_command_is_reported() {
     let cluster = Cluster::start(2).unwrap();
     let base = "on >pw resetkeys ~lock:* resetchannels &lock:* -@all +set +pexpire +eval \
-                +evalsha +get +del +pttl +script|load +publish +subscribe +unsubscribe +ping";
-    // Without +info (restart detection off) but every lock command.
+                +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +ping";
+    let reads = "+time +zadd +zrem +zscore +zrange +zremrangebyscore";
+    // Without +info (restart detection off) and the read locks' commands,
+    // but every lock command.
     acl_user(&cluster.servers[0], "locker", &format!("{base} +incr"));
     // Without +incr: fencing cannot count.
-    acl_user(&cluster.servers[1], "locker", base);
+    acl_user(&cluster.servers[1], "locker", &format!("{base} {reads}"));
     let urls = cluster
         .servers
         .iter()
@@ -124,6 +127,17 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
         reports[0]
     );
     assert!(reports[0].to_string().contains("+info"), "{}", reports[0]);
+    assert_eq!(
+        reports[0].missing_permissions,
+        ["EVAL (read)", "EVAL (extend-read)", "EVAL (unread)"],
+        "{}",
+        reports[0]
+    );
+    assert!(
+        reports[0].to_string().contains("read locks"),
+        "{}",
+        reports[0]
+    );
     assert_eq!(reports[1].verdict, Verdict::Unsafe, "{}", reports[1]);
     assert_eq!(reports[1].missing_permissions, ["INCR"], "{}", reports[1]);
     assert!(

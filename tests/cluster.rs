@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, LockManager, NodeErrorKind, fence_key, release_channel};
 use support::redis_cluster::{RedisCluster, cmd, keyslot, shard_subscribers, unsupported};
-use support::{Cluster, Server, admin, resource, timed, wait_for};
+use support::{Cluster, Server, admin, assert_woken, resource, timed, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -63,6 +63,20 @@ fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
         .query(&mut con)
         .unwrap();
     value
+}
+
+/// Waits until `server` has a sharded subscriber for the release channel
+/// of `resource` (a waiter's listener), asserting it happens.
+fn until_shard_listening(server: &Server, resource: &[u8]) {
+    let channel = release_channel(resource);
+    let subscribed = wait_for(Duration::from_secs(10), || {
+        shard_subscribers(server, &channel) == 1
+    });
+    assert!(
+        subscribed.is_some(),
+        "no sharded subscriber on {}",
+        server.port()
+    );
 }
 
 fn pttl(server: &Server, key: &[u8]) -> i64 {
@@ -319,33 +333,14 @@ fn a_waiter_on_a_cluster_is_woken_by_the_release_with_sharded_pubsub() {
     let waiter = waiter(&cluster);
     let r = resource("cluster-woken");
     let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
-    let channel = release_channel(&r);
     let guard = holder.lock(&r, TTL).unwrap();
-    thread::scope(|s| {
-        let waiting = s.spawn(|| {
-            let got = waiter.try_lock_for(&r, TTL, Duration::from_secs(120));
-            (got.map(|g| g.token().to_vec()), Instant::now())
-        });
+    let got = assert_woken(
+        || waiter.try_lock_for(&r, TTL, Duration::from_secs(120)),
         // The waiter's listener subscribes on the slot's master.
-        let subscribed = wait_for(Duration::from_secs(10), || {
-            shard_subscribers(owner, &channel) == 1
-        });
-        assert!(
-            subscribed.is_some(),
-            "no sharded subscriber on the slot's master"
-        );
-        thread::sleep(Duration::from_millis(300));
-        let released = Instant::now();
-        guard.release().unwrap();
-        let (got, at) = waiting.join().unwrap();
-        let after = at.duration_since(released);
-        eprintln!("acquired {after:?} after the release");
-        assert!(got.is_ok(), "{got:?}");
-        assert!(
-            after < Duration::from_secs(1),
-            "acquired {after:?} after the release"
-        );
-    });
+        || until_shard_listening(owner, r.as_bytes()),
+        || guard.release().unwrap(),
+    );
+    assert!(got.is_ok(), "{got:?}");
 }
 
 #[test]
@@ -432,7 +427,7 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     }
     let cluster = RedisCluster::start(3, 0).unwrap();
     let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
-                +eval +evalsha +get +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +eval +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
                 +ping +cluster|slots +asking +spublish +ssubscribe +sunsubscribe";
     for s in cluster.servers() {
         let mut con = admin(s);
@@ -460,12 +455,10 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     let token = guard.fencing_token().unwrap();
     thread::scope(|s| {
         let waiting = s.spawn(|| dlm.try_lock_for(r, TTL, Duration::from_secs(120)));
-        let owner = &cluster.masters[cluster.master_of(r.as_bytes())];
-        let channel = release_channel(r);
-        let subscribed = wait_for(Duration::from_secs(10), || {
-            shard_subscribers(owner, &channel) == 1
-        });
-        assert!(subscribed.is_some(), "the waiter could not SSUBSCRIBE");
+        until_shard_listening(
+            &cluster.masters[cluster.master_of(r.as_bytes())],
+            r.as_bytes(),
+        );
         thread::sleep(Duration::from_millis(300));
         let (released, took) = timed(|| guard.release());
         released.unwrap();
@@ -522,27 +515,123 @@ fn listeners_follow_a_slot_move_and_still_wake_the_waiter() {
     let to = (from + 1) % 3;
     let channel = release_channel(&r);
     let guard = holder.lock(&r, TTL).unwrap();
-    thread::scope(|s| {
-        let waiting = s.spawn(|| {
-            let got = waiter.try_lock_for(&r, TTL, Duration::from_secs(120));
-            (got.map(|g| g.token().to_vec()), Instant::now())
-        });
-        let on = |i: usize| shard_subscribers(&cluster.masters[i], &channel) == 1;
-        assert!(wait_for(Duration::from_secs(10), || on(from)).is_some());
-        cluster.move_slot(slot, from, to, || {});
-        assert!(
-            wait_for(Duration::from_secs(10), || on(to)).is_some(),
-            "the listener never subscribed on the new owner"
+    let on = |i: usize| shard_subscribers(&cluster.masters[i], &channel) == 1;
+    let got = assert_woken(
+        || waiter.try_lock_for(&r, TTL, Duration::from_secs(120)),
+        || {
+            assert!(wait_for(Duration::from_secs(10), || on(from)).is_some());
+            cluster.move_slot(slot, from, to, || {});
+            assert!(
+                wait_for(Duration::from_secs(10), || on(to)).is_some(),
+                "the listener never subscribed on the new owner"
+            );
+        },
+        || guard.release().unwrap(),
+    );
+    assert!(got.is_ok(), "{got:?}");
+}
+
+#[test]
+fn a_set_spanning_the_shards_is_taken_whole_or_given_back() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = manager(&cluster);
+    // One name per master, and a second one on the first name's slot.
+    let mut set: Vec<Vec<u8>> = Vec::new();
+    for i in 0.. {
+        let name = resource(&format!("span:{i}")).into_bytes();
+        if !set
+            .iter()
+            .any(|s| cluster.master_of(s) == cluster.master_of(&name))
+        {
+            set.push(name);
+        }
+        if set.len() == 3 {
+            break;
+        }
+    }
+    let tagged = [b"{".as_slice(), &set[0], b"}:more"].concat();
+    let first = [b"{".as_slice(), &set[0], b"}"].concat();
+    set.push(tagged);
+    set.push(first);
+    let guard = dlm.try_lock_all(&set, TTL).unwrap();
+    for name in &set {
+        let master = &cluster.masters[cluster.master_of(name)];
+        assert_eq!(
+            get(master, name).as_deref(),
+            Some(guard.token()),
+            "{name:?}"
         );
-        thread::sleep(Duration::from_millis(300));
-        let released = Instant::now();
-        guard.release().unwrap();
-        let (got, at) = waiting.join().unwrap();
-        let after = at.duration_since(released);
-        assert!(got.is_ok(), "{got:?}");
-        assert!(
-            after < Duration::from_secs(1),
-            "woken {after:?} after the release"
+        assert!(pttl(master, &fence_key(name)) > 0, "{name:?}: counter");
+    }
+    let token = guard.fencing_token().unwrap();
+    guard.release().unwrap();
+    for name in &set {
+        assert_eq!(get(&cluster.masters[cluster.master_of(name)], name), None);
+    }
+    // Another owner holds the third name on its shard: the member takes
+    // the other shards' parts, sees the busy one, and gives them back.
+    let busy = &set[2];
+    let mut con = admin(&cluster.masters[cluster.master_of(busy)]);
+    let _: () = redis::cmd("SET")
+        .arg(busy)
+        .arg("other")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut con)
+        .unwrap();
+    assert!(matches!(
+        dlm.try_lock_all(&set, TTL),
+        Err(Error::Taken { .. })
+    ));
+    for name in set.iter().filter(|n| *n != busy) {
+        assert_eq!(
+            get(&cluster.masters[cluster.master_of(name)], name),
+            None,
+            "{name:?} left behind"
         );
-    });
+    }
+    let _: () = redis::cmd("DEL").arg(busy).query(&mut con).unwrap();
+    let again = dlm.try_lock_all(&set, TTL).unwrap();
+    assert!(again.fencing_token().unwrap() > token);
+}
+
+#[test]
+fn read_locks_on_a_cluster_member_live_in_the_names_slot_and_wake_writers() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = manager(&cluster);
+    let waiter = waiter(&cluster);
+    let name = resource("cluster-rw");
+    let owner = &cluster.masters[cluster.master_of(name.as_bytes())];
+    let rw = dlm.rwlock(&name);
+    let r1 = rw.try_read(TTL).unwrap();
+    let mut r2 = rw.try_read(TTL).unwrap();
+    r2.extend(TTL).unwrap();
+    assert_eq!(
+        get(owner, name.as_bytes()).as_deref(),
+        Some(&b"redlock:readers"[..])
+    );
+    assert!(matches!(rw.try_write(TTL), Err(Error::Taken { .. })));
+    let got = assert_woken(
+        || {
+            waiter
+                .rwlock(&name)
+                .try_write_for(TTL, Duration::from_secs(120))
+        },
+        || {
+            until_shard_listening(owner, name.as_bytes());
+            r1.release().unwrap();
+        },
+        // The last reader's release announces (SPUBLISH in its script).
+        || r2.release().unwrap(),
+    );
+    assert!(!got.unwrap().is_shared(), "the writer holds a write guard");
+    // The writer is gone: readers again, and nothing left behind.
+    drop(rw.try_read(TTL).unwrap());
+    assert_eq!(get(owner, name.as_bytes()), None);
 }

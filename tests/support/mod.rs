@@ -115,6 +115,50 @@ pub fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration
     None
 }
 
+/// Runs `waiter` (an acquisition whose pause between attempts is a minute
+/// or more) on a thread, then `ready` (which waits until the waiter
+/// listens, asserting that it does), lets 300 ms pass (past the attempt a
+/// waiter makes once subscribed), runs `release`, and asserts that the
+/// waiter got its answer within a second of the release: woken by it, not
+/// by its pause. Returns what `waiter` returned.
+pub fn assert_woken<T: Send>(
+    waiter: impl FnOnce() -> T + Send,
+    ready: impl FnOnce(),
+    release: impl FnOnce(),
+) -> T {
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter();
+            (got, Instant::now())
+        });
+        ready();
+        std::thread::sleep(Duration::from_millis(300));
+        let released = Instant::now();
+        release();
+        let (got, at) = waiting.join().unwrap();
+        let after = at.duration_since(released);
+        eprintln!("answered {after:?} after the release");
+        assert!(
+            after < Duration::from_secs(1),
+            "answered {after:?} after the release: not woken"
+        );
+        got
+    })
+}
+
+/// Waits until every server of `cluster` has a subscriber for the release
+/// channel of `resource` (a waiter listens), asserting it happens.
+pub fn until_listening(cluster: &Cluster, resource: &str) {
+    assert!(
+        wait_for(Duration::from_secs(10), || cluster
+            .servers
+            .iter()
+            .all(|s| release_subscribers(s, resource) >= 1))
+        .is_some(),
+        "the waiter never subscribed on every node"
+    );
+}
+
 /// A resource name unique to the calling test.
 pub fn resource(name: &str) -> String {
     format!("redlock-sync-test:{name}")
