@@ -847,3 +847,99 @@ fn permits_limit_how_many_commands_run_at_once() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(64));
 }
+
+#[test]
+fn several_resources_are_locked_together_and_shared_runs_read() {
+    let cluster = Cluster::start(3).unwrap();
+    let (a, b) = (resource("lockrun-set-a"), resource("lockrun-set-b"));
+    let urls = cluster.urls().join(",");
+    let base = |flags: &[&str], resources: &[&str], script: &str| {
+        let mut cmd = Command::new(lockrun_bin());
+        cmd.args(["--nodes", &urls, "--node-timeout", "500ms"])
+            .args(flags)
+            .args(resources)
+            .args(["--", "sh", "-c", script])
+            .env_remove("REDLOCK_NODES")
+            .stdin(Stdio::null());
+        cmd
+    };
+    // Both resources are held while the command runs, and named to it.
+    let out = run(&mut base(
+        &[],
+        &[&a, &b],
+        "printf '%s|' \"$REDLOCK_RESOURCE\" \"$REDLOCK_RESOURCES\"",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{a}|{a}\n{b}|")
+    );
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let marker = scratch("set.started");
+    let mut child = spawn(&mut base(
+        &[],
+        &[&a, &b],
+        &format!("touch {}; sleep 30", marker.display()),
+    ));
+    assert!(wait_for(Duration::from_secs(20), || marker.exists()).is_some());
+    for r in [&a, &b] {
+        assert!(matches!(
+            dlm.try_lock(r, Duration::from_secs(5)),
+            Err(redlock_sync::Error::Taken { .. })
+        ));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    child.wait().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, a.as_bytes()), None);
+        assert_eq!(get(server, b.as_bytes()), None);
+    }
+    // Two --shared runs overlap; an exclusive one waits for both.
+    let log = scratch("shared.log");
+    let reader = format!(
+        "echo in >> {log}; sleep 1; echo out >> {log}",
+        log = log.display()
+    );
+    let mut readers: Vec<Child> = (0..2)
+        .map(|_| spawn(&mut base(&["--shared", "--wait", "20s"], &[&a], &reader)))
+        .collect();
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= 2)
+        })
+        .is_some()
+    );
+    let writer = run(&mut base(
+        &["--wait", "20s"],
+        &[&a],
+        &format!("echo write >> {}", log.display()),
+    ));
+    assert_eq!(writer.status.code(), Some(0), "{}", stderr(&writer));
+    for r in &mut readers {
+        assert!(r.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["in", "in", "out", "out", "write"],
+        "readers share, the writer waits for both"
+    );
+    // Bad combinations are refused with a reason.
+    for (flags, resources, says) in [
+        (
+            &["--shared"][..],
+            &[&a[..], &b[..]][..],
+            "--shared takes one RESOURCE",
+        ),
+        (
+            &["--permits", "2"],
+            &[&a, &b],
+            "--permits takes one RESOURCE",
+        ),
+        (&["--permits", "2", "--shared"], &[&a], "do not go together"),
+    ] {
+        let out = run(&mut base(flags, resources, "true"));
+        assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+}

@@ -44,12 +44,13 @@ lockrun: run a command while holding a distributed lock (Redlock over
 several independent Redis masters), like flock(1) across machines.
 
 USAGE:
-    lockrun [OPTIONS] RESOURCE -- COMMAND [ARGS...]
+    lockrun [OPTIONS] RESOURCE... -- COMMAND [ARGS...]
     lockrun --check [OPTIONS] [RESOURCE]
 
-RESOURCE and `--` before COMMAND are required. The lock on RESOURCE (a Redis key) is taken, kept alive while COMMAND runs,
-and released as soon as COMMAND exits; lockrun then exits with COMMAND's
-status.
+RESOURCE and `--` before COMMAND are required. The lock on RESOURCE (a Redis
+key) is taken, kept alive while COMMAND runs, and released as soon as COMMAND
+exits; lockrun then exits with COMMAND's status. With several RESOURCEs, all
+of them are locked at once, all or nothing.
 
 OPTIONS:
     --nodes URL,...       Redis masters, comma-separated (redis://, rediss://);
@@ -65,6 +66,10 @@ OPTIONS:
                           servers whose process started less than DUR ago do not
                           vote (set it to the longest TTL any client uses) [off:
                           only restarts this process saw, which it never does]
+    --shared              take a read lock: other --shared runs on RESOURCE go
+                          on beside it, and an exclusive run (the default: the
+                          write side) waits for every reader to finish; once
+                          it waits, new readers wait behind it [one RESOURCE]
     --permits K           run COMMAND holding one of K permits of the semaphore
                           RESOURCE (at most K at once across machines: a
                           concurrency limit for cron jobs); every holder must
@@ -90,7 +95,8 @@ ENVIRONMENT:
                             cluster:URL|URL... is one Redis Cluster member
                             (redis://a,redis://b,cluster:redis://c1:7000|redis://c2:7000)
     COMMAND receives:
-    REDLOCK_RESOURCE        the resource
+    REDLOCK_RESOURCE        the resource (with several: the first)
+    REDLOCK_RESOURCES       every resource, one per line
     REDLOCK_FENCING_TOKEN   the lock's fencing token (unless --no-fencing): pass it
                             to the storage COMMAND writes to
 
@@ -148,11 +154,14 @@ struct Args {
     fencing: bool,
     restart_quarantine: Option<Duration>,
     permits: Option<u32>,
+    shared: bool,
     check: bool,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
+    /// The resources, for messages: `"a"`, or `"a", "b"`.
     resource: String,
+    resources: Vec<String>,
     command: Vec<std::ffi::OsString>,
 }
 
@@ -229,19 +238,20 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         Err(e) => return usage_error(e.to_string()),
     };
     if args.check {
-        return check(&dlm, &args.resource);
+        return check(&dlm, &args.resources[0]);
     }
 
+    let what = if args.shared { " for reading" } else { "" };
     if args.wait.is_zero() {
         say!(
             INFO,
-            "locking {:?} without waiting (--wait 0)",
+            "locking {}{what} without waiting (--wait 0)",
             args.resource
         );
     } else {
         say!(
             INFO,
-            "locking {:?}, waiting up to {} if it is busy",
+            "locking {}{what}, waiting up to {} if it is busy",
             args.resource,
             human(args.wait)
         );
@@ -250,7 +260,7 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         Acquired::Signal(sig) => return ExitCode::from(128u8.saturating_add(sig as u8)),
         Acquired::Lock(Ok(guard)) => guard.keep_alive(),
         Acquired::Lock(Err(e)) => {
-            say!(ERROR, "cannot lock {:?}: {e}", args.resource);
+            say!(ERROR, "cannot lock {}: {e}", args.resource);
             return ExitCode::from(match e {
                 Error::Taken { .. } => EX_TEMPFAIL,
                 Error::InvalidArgument { .. } => EX_USAGE,
@@ -259,13 +269,14 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         }
     };
     match guard.fencing_token() {
-        Some(token) => say!(INFO, "locked {:?} (fencing token {token})", args.resource),
-        None => say!(INFO, "locked {:?}", args.resource),
+        Some(token) => say!(INFO, "locked {} (fencing token {token})", args.resource),
+        None => say!(INFO, "locked {}", args.resource),
     }
     let mut command = Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
-        .env("REDLOCK_RESOURCE", &args.resource);
+        .env("REDLOCK_RESOURCE", &args.resources[0])
+        .env("REDLOCK_RESOURCES", args.resources.join("\n"));
     if let Some(token) = guard.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
@@ -302,10 +313,13 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let slice = left.min(Duration::from_millis(100));
+        let first = &args.resources[0];
         let result = match args.permits {
-            None => dlm.try_lock_for(&args.resource, args.ttl, slice),
+            None if args.shared => dlm.rwlock(first).try_read_for(args.ttl, slice),
+            None if args.resources.len() == 1 => dlm.try_lock_for(first, args.ttl, slice),
+            None => dlm.try_lock_all_for(&args.resources, args.ttl, slice),
             // One of K permits: a lock on one of the semaphore's slots.
-            Some(k) => dlm.semaphore(&args.resource, k).and_then(|sem| {
+            Some(k) => dlm.semaphore(first, k).and_then(|sem| {
                 sem.try_acquire_for(args.ttl, slice)
                     .map(redlock_sync::Permit::into_guard)
             }),
@@ -316,7 +330,7 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
                 if !e.failures().is_empty() && !nodes_reported {
                     say!(
                         WARN,
-                        "cannot lock {:?} yet: {e}; still trying for up to {}",
+                        "cannot lock {} yet: {e}; still trying for up to {}",
                         args.resource,
                         human(left)
                     );
@@ -325,7 +339,7 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
                 } else if !announced {
                     say!(
                         INFO,
-                        "cannot lock {:?} yet ({e}); waiting up to {}",
+                        "cannot lock {} yet ({e}); waiting up to {}",
                         args.resource,
                         human(left)
                     );
@@ -463,9 +477,13 @@ fn check(dlm: &LockManager, resource: &str) -> ExitCode {
 }
 
 fn release(guard: LockGuard) {
-    let resource = String::from_utf8_lossy(guard.resource()).into_owned();
+    let resource = guard
+        .resources()
+        .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
+        .collect::<Vec<_>>()
+        .join(", ");
     match guard.release() {
-        Ok(()) => say!(INFO, "released {resource:?}"),
+        Ok(()) => say!(INFO, "released {resource}"),
         Err(e) => say!(WARN, "release: {e} (what is left expires with the TTL)"),
     }
 }
@@ -525,14 +543,16 @@ fn parse() -> Result<Parsed, String> {
         fencing: true,
         restart_quarantine: None,
         permits: None,
+        shared: false,
         check: false,
         tls_ca: None,
         tls_cert: None,
         tls_key: None,
         resource: String::new(),
+        resources: Vec::new(),
         command: Vec::new(),
     };
-    let mut resource = None;
+    let mut resources: Vec<String> = Vec::new();
     // The value of option `name`, as UTF-8 text.
     let value = |parser: &mut lexopt::Parser, name: &str| -> Result<String, String> {
         parser
@@ -583,18 +603,11 @@ fn parse() -> Result<Parsed, String> {
                 println!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"));
                 return Ok(Parsed::Exit(ExitCode::SUCCESS));
             }
-            Value(v) if resource.is_none() => {
-                resource = Some(
-                    v.into_string()
-                        .map_err(|_| "RESOURCE: not valid UTF-8".to_owned())?,
-                )
-            }
-            Value(v) => {
-                return Err(format!(
-                    "unexpected {:?} after RESOURCE: put `--` before COMMAND",
-                    v.to_string_lossy()
-                ));
-            }
+            Long("shared") => args.shared = true,
+            Value(v) => resources.push(
+                v.into_string()
+                    .map_err(|_| "RESOURCE: not valid UTF-8".to_owned())?,
+            ),
             other => return Err(other.unexpected().to_string()),
         }
     }
@@ -602,19 +615,47 @@ fn parse() -> Result<Parsed, String> {
         if command.is_some() {
             return Err("--check runs no COMMAND: drop `--` and what follows".into());
         }
-        args.resource = resource.unwrap_or_else(|| "redlock-check".to_owned());
+        if resources.len() > 1 {
+            return Err("--check takes at most one RESOURCE".into());
+        }
+        if resources.is_empty() {
+            resources.push("redlock-check".to_owned());
+        }
     } else {
-        args.resource =
-            resource.ok_or("missing RESOURCE (lockrun [OPTIONS] RESOURCE -- COMMAND)")?;
+        if resources.is_empty() {
+            return Err("missing RESOURCE (lockrun [OPTIONS] RESOURCE... -- COMMAND)".into());
+        }
         args.command = match command {
             Some(command) if !command.is_empty() => command,
             Some(_) => return Err("missing COMMAND after `--`".into()),
+            None if resources.len() > 1 => {
+                return Err(
+                    "missing `--`: put `--` before COMMAND (lockrun [OPTIONS] RESOURCE... -- \
+                     COMMAND)"
+                        .into(),
+                );
+            }
             None => return Err("missing `--` and COMMAND after RESOURCE".into()),
         };
     }
-    if args.resource.is_empty() {
+    if resources.iter().any(String::is_empty) {
         return Err("RESOURCE is empty".into());
     }
+    if resources.len() > 1 && (args.shared || args.permits.is_some()) {
+        return Err(format!(
+            "{} takes one RESOURCE",
+            if args.shared { "--shared" } else { "--permits" }
+        ));
+    }
+    if args.shared && args.permits.is_some() {
+        return Err("--shared and --permits do not go together".into());
+    }
+    args.resource = resources
+        .iter()
+        .map(|r| format!("{r:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    args.resources = resources;
     args.members = if members.is_empty() {
         match std::env::var("REDLOCK_NODES") {
             Ok(list) if !list.trim().is_empty() => env_members(&list)?,
