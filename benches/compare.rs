@@ -309,6 +309,7 @@ fn main() {
     let only_cycles = args.iter().any(|a| a == "--cycles");
     let only_cluster = args.iter().any(|a| a == "--cluster");
     let only_semaphore = args.iter().any(|a| a == "--semaphore");
+    let only_shapes = args.iter().any(|a| a == "--shapes");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -337,6 +338,16 @@ fn main() {
     }
     if only_semaphore {
         semaphore_cost(&mut report, &direct[..3], samples * 2, contention_run);
+        return;
+    }
+    if only_shapes {
+        shapes_cost(
+            &mut report,
+            &direct[..3],
+            &delayed[..3],
+            samples * 2,
+            proxied_samples,
+        );
         return;
     }
     if only_contention {
@@ -368,6 +379,13 @@ fn main() {
     wake_cost(&mut report, &direct, samples * 2);
     cluster_cost(&mut report, &direct[..1], samples * 2);
     semaphore_cost(&mut report, &direct[..3], samples * 2, contention_run);
+    shapes_cost(
+        &mut report,
+        &direct[..3],
+        &delayed[..3],
+        samples * 2,
+        proxied_samples,
+    );
     if only_cycles {
         return;
     }
@@ -736,20 +754,7 @@ fn semaphore_cost(report: &mut Report, urls: &[String], n: usize, run: Duration)
     let mut lock = || dlm.lock("bench:sem-lock", TTL).unwrap().release().unwrap();
     let mut permit = || sem.acquire(TTL).unwrap().release().unwrap();
     let results = race(n, &mut [("lock", &mut lock), ("permit", &mut permit)]);
-    let base = results[0].1.median.as_secs_f64();
-    for (name, stats) in &results {
-        let ratio = stats.median.as_secs_f64() / base;
-        report.line(format!(
-            "| {name:<7} | {:>9.1} | {:>6.1} | {ratio:>6.3} |",
-            us(stats.median),
-            us(stats.p99)
-        ));
-        let _ = write!(
-            report.json,
-            "{{\"kind\":\"semaphore_cost\",\"shape\":\"{name}\",\"median_us\":{:.1},\"ratio\":{ratio:.4}}},",
-            us(stats.median)
-        );
-    }
+    shape_rows(report, &results, 7, "\"kind\":\"semaphore_cost\"");
     // K = 4, 16 threads, 1 ms holds.
     let sem = dlm.semaphore("bench:sem-contended", 4).unwrap();
     let stop = AtomicBool::new(false);
@@ -790,6 +795,72 @@ fn semaphore_cost(report: &mut Report, urls: &[String], n: usize, run: Duration)
         at(0.99).as_secs_f64() * 1e3,
         waits[waits.len() - 1].as_secs_f64() * 1e3
     ));
+}
+
+/// One row per raced shape (the first is the baseline): its name padded
+/// to `width`, median, p99 and ratio to the first; and a JSON object with
+/// the fields `json` and the same figures.
+fn shape_rows(report: &mut Report, results: &[(String, Stats)], width: usize, json: &str) {
+    let base = results[0].1.median.as_secs_f64();
+    for (name, stats) in results {
+        let ratio = stats.median.as_secs_f64() / base;
+        report.line(format!(
+            "| {name:<width$} | {:>9.1} | {:>6.1} | {ratio:>6.3} |",
+            us(stats.median),
+            us(stats.p99)
+        ));
+        let _ = write!(
+            report.json,
+            "{{{json},\"shape\":\"{name}\",\"median_us\":{:.1},\"ratio\":{ratio:.4}}},",
+            us(stats.median)
+        );
+    }
+}
+
+/// A set of 4 resources (`lock_all`), a read lock and a write lock, each
+/// taken and released uncontended, against a lock cycle (raced alone, 3
+/// nodes, fencing on as by default): on loopback, then through the
+/// 250 µs-each-way delay.
+fn shapes_cost(
+    report: &mut Report,
+    direct: &[String],
+    delayed: &[String],
+    n: usize,
+    n_delayed: usize,
+) {
+    for (urls, network, n) in [(direct, "loopback", n), (delayed, "250µs", n_delayed)] {
+        report.line(String::new());
+        report.line(format!(
+            "Sets and read-write locks against a lock, uncontended take + release, 3 nodes, \
+             {network} ({n} cycles each, raced alone)"
+        ));
+        report.line(String::new());
+        report.line("| shape         | median µs | p99 µs | × lock |".into());
+        report.line("|---------------|----------:|-------:|-------:|".into());
+        let dlm = LockManager::builder().nodes(urls).build().unwrap();
+        let rw = dlm.rwlock("bench:rw");
+        let set = ["bench:set:1", "bench:set:2", "bench:set:3", "bench:set:4"];
+        let mut lock = || {
+            dlm.lock("bench:shape-lock", TTL)
+                .unwrap()
+                .release()
+                .unwrap()
+        };
+        let mut all = || dlm.lock_all(set, TTL).unwrap().release().unwrap();
+        let mut read = || rw.read(TTL).unwrap().release().unwrap();
+        let mut write = || rw.write(TTL).unwrap().release().unwrap();
+        let results = race(
+            n,
+            &mut [
+                ("lock", &mut lock),
+                ("lock_all of 4", &mut all),
+                ("read", &mut read),
+                ("write", &mut write),
+            ],
+        );
+        let json = format!("\"kind\":\"shape_cost\",\"network\":\"{network}\"");
+        shape_rows(report, &results, 13, &json);
+    }
 }
 
 /// A lock cycle on a Redis Cluster member (3 masters) against one
