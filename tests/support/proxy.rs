@@ -56,7 +56,7 @@ pub struct Proxy {
 impl Proxy {
     /// Starts a proxy in front of `upstream` on a free port.
     pub fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let listener = super::server::claimed_listener()?;
         let port = listener.local_addr()?.port();
         let state = Arc::new(State {
             mode: Mutex::new(Mode::Pass),

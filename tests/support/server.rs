@@ -272,8 +272,34 @@ impl std::ops::IndexMut<usize> for Cluster {
     }
 }
 
+/// Ports handed out in this process, never handed out again. A test that
+/// kills a server frees its port; were a server or proxy of another test
+/// (running beside it) started there, the dead node would answer again,
+/// as someone else, and vote: a killed node must stay dead until its own
+/// test starts it again.
+static CLAIMED: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A listener on a loopback port that no server, proxy or listener of this
+/// process has had before.
+pub fn claimed_listener() -> io::Result<TcpListener> {
+    for _ in 0..1000 {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        if claimed.insert(port) {
+            return Ok(listener);
+        }
+    }
+    Err(io::Error::other(
+        "no loopback port left that this process has not used",
+    ))
+}
+
+/// A free loopback port that this process has not handed out before (see
+/// [`claimed_listener`]).
 pub fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(claimed_listener()?.local_addr()?.port())
 }
 
 fn ping(port: u16) -> bool {

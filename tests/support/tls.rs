@@ -155,12 +155,7 @@ impl Drop for Certs {
 /// A server with a TLS port (`tls_port`) beside its plain one; `None`,
 /// saying why, when this `redis-server` was built without TLS.
 pub fn tls_server(certs: &Certs, client_certs: bool) -> Option<(Server, u16)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = super::server::free_port().unwrap().to_string();
     let args = [
         "--tls-port",
         &port,
