@@ -802,6 +802,8 @@ impl Builder {
     /// whose write reached fewer replicas in that time counts as a failed
     /// member ([`NodeErrorKind::Replication`](crate::NodeErrorKind), "the
     /// write reached 0 of 1 replicas in time"; its key is removed again).
+    /// A refusal wrote nothing, and counts as the no it is however far the
+    /// replicas lag.
     /// This is the answer to a failover losing a lock: Redis replicates
     /// asynchronously, so a master that fails right after granting may be
     /// replaced by a replica that never saw the key. With `n` ≥ 1, a

@@ -551,7 +551,9 @@ impl Pooled {
             other => return Err(unexpected(&other).into()),
         };
         match answer {
-            Ok(yes) if yes > 0 && yes != GONE && acked < needed => Err(Failure {
+            // Only a write waits for replicas: a no (0), a gone key and a
+            // set's busy key are answers whatever the replicas saw.
+            Ok(yes) if yes > 0 && yes & BUSY == 0 && acked < needed => Err(Failure {
                 error: RedisError::from((
                     redis::ErrorKind::Client,
                     "not replicated",

@@ -76,3 +76,36 @@ fn a_write_no_replica_acknowledged_is_no_vote_and_leaves_no_key() {
         .release()
         .unwrap();
 }
+
+/// A set refused because one of its resources is taken is a no, however
+/// far the replicas lag: only a write waits for them. (The busy answer
+/// used to be read as a write the replicas had not seen, a failure.)
+#[test]
+fn a_set_refused_for_a_taken_resource_is_taken_while_the_replica_lags() {
+    let (master, mut replica) = pair();
+    let dlm = manager(master.url(), 1);
+    let (a, b) = (resource("set-free"), resource("set-busy"));
+    let _: () = redis::cmd("SET")
+        .arg(&b)
+        .arg("someone-else")
+        .query(&mut admin(&master))
+        .unwrap();
+    // In sync first. This also loads the scripts: a first EVALSHA is
+    // refused (NOSCRIPT) and the WAIT already sent behind it waits out its
+    // time too, so with a lagging replica the two waits would fill the
+    // node timeout.
+    let err = dlm.try_lock_all([&a, &b], TTL).unwrap_err();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    replica.pause();
+    let err = dlm.try_lock_all([&a, &b], TTL).unwrap_err();
+    let plain = dlm.try_lock(&b, TTL).unwrap_err();
+    replica.resume();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    assert!(err.failures().is_empty(), "{err}");
+    assert!(matches!(plain, Error::Taken { .. }), "{plain:?}");
+    assert_eq!(
+        get(&master, a.as_bytes()),
+        None,
+        "nothing of the set was taken"
+    );
+}
