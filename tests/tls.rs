@@ -9,10 +9,13 @@ use std::thread;
 use std::time::Duration;
 
 use redis::Commands;
-use redlock_sync::{Error, LockManager, NodeErrorKind};
+use redlock_sync::{Error, LockManager, NodeErrorKind, release_channel};
 use support::proxy::{Mode, Proxy};
-use support::tls::{Certs, tls_cluster, tls_server, tls_url};
-use support::{Cluster, admin, get, resource, timed};
+use support::redis_cluster::{RedisCluster, keyslot, shard_subscribers};
+use support::tls::{Certs, tls_cluster, tls_redis_cluster, tls_server, tls_url};
+use support::{Cluster, admin, assert_woken, get, resource, timed, wait_for};
+
+const TTL: Duration = Duration::from_secs(10);
 
 const TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -280,4 +283,67 @@ fn killed_paused_and_black_holed_nodes_over_tls() {
         let left: Option<Vec<u8>> = admin(server).get(&key).unwrap();
         assert_eq!(left, None);
     }
+}
+
+/// A name that `cluster` keeps on master `i`.
+fn name_on(cluster: &RedisCluster, i: usize, prefix: &str) -> String {
+    (0..)
+        .map(|n| resource(&format!("{prefix}-{n}")))
+        .find(|r| cluster.master_of(r.as_bytes()) == i)
+        .unwrap()
+}
+
+/// A Redis Cluster served over TLS, as MemoryDB and ElastiCache with
+/// in-transit encryption are, given by one `rediss://` seed: the slot map
+/// and the redirects name TLS ports, reached with the seed's scheme and
+/// trust. Locks land on each shard, a set spans the shards, a moved slot
+/// is followed, and a waiter is woken by the release's sharded message.
+#[test]
+fn a_redis_cluster_over_tls_from_one_seed() {
+    let certs = Certs::make();
+    let Some((cluster, ports)) = tls_redis_cluster(&certs, 3, 0) else {
+        return;
+    };
+    let builder = || {
+        LockManager::builder()
+            .cluster([tls_url(ports[0])])
+            .tls_root_cert(certs.read("ca.pem"))
+            .node_timeout(Duration::from_millis(500))
+    };
+    let dlm = builder().retry(1, Duration::ZERO).build().unwrap();
+    let names: Vec<String> = (0..3).map(|i| name_on(&cluster, i, "tls-shard")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let guard = dlm.lock(name, TTL).unwrap();
+        let held: Option<Vec<u8>> = admin(&cluster.masters[i]).get(name).unwrap();
+        assert_eq!(held.as_deref(), Some(guard.token()), "{name}");
+        guard.release().unwrap();
+    }
+    let set = dlm.lock_all(&names, TTL).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        let held: Option<Vec<u8>> = admin(&cluster.masters[i]).get(name).unwrap();
+        assert_eq!(held.as_deref(), Some(set.token()), "{name}");
+    }
+    set.release().unwrap();
+    // A slot moved under a held lock: MOVED names the TLS port.
+    let moving = &names[0];
+    let slot = keyslot(&cluster.masters[0], moving.as_bytes());
+    let mut guard = dlm.lock(moving, TTL).unwrap();
+    cluster.move_slot(slot, 0, 1, || {});
+    guard.extend(TTL).unwrap();
+    let held: Option<Vec<u8>> = admin(&cluster.masters[1]).get(moving).unwrap();
+    assert_eq!(held.as_deref(), Some(guard.token()));
+    // Its release wakes a waiter pausing 60 s, over a TLS listener.
+    let waiter = builder().retry(1, Duration::from_secs(60)).build().unwrap();
+    let channel = release_channel(moving.as_bytes());
+    let got = assert_woken(
+        || waiter.try_lock_for(moving, TTL, Duration::from_secs(120)),
+        || {
+            let subscribed = wait_for(Duration::from_secs(10), || {
+                shard_subscribers(&cluster.masters[1], &channel) == 1
+            });
+            assert!(subscribed.is_some(), "no TLS listener on the new owner");
+        },
+        || guard.release().unwrap(),
+    );
+    assert!(got.is_ok(), "{got:?}");
 }

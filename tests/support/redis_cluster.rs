@@ -27,13 +27,17 @@ pub fn unsupported() -> Option<String> {
 pub struct RedisCluster {
     pub masters: Vec<Server>,
     pub replicas: Vec<Server>,
+    /// The TLS ports, in the order of [`servers`](Self::servers), when
+    /// the servers talk to each other over TLS (`MIGRATE` too).
+    pub tls_ports: Vec<u16>,
 }
 
-/// Starts one cluster-enabled server with a bus port of its own.
-fn cluster_server() -> io::Result<(Server, u16)> {
+/// Starts one cluster-enabled server with a bus port of its own, and
+/// `extra` arguments.
+fn cluster_server(extra: &[String]) -> io::Result<(Server, u16)> {
     let port = free_port()?;
     let bus = port.to_string();
-    let server = Server::start_with(&[
+    let mut args = vec![
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
@@ -42,7 +46,9 @@ fn cluster_server() -> io::Result<(Server, u16)> {
         "1000",
         "--cluster-port",
         &bus,
-    ])?;
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let server = Server::start_with(&args)?;
     Ok((server, port))
 }
 
@@ -87,13 +93,23 @@ impl RedisCluster {
     /// Starts `masters` masters and `replicas` replicas and waits until
     /// every server sees the cluster as ok.
     pub fn start(masters: usize, replicas: usize) -> io::Result<RedisCluster> {
+        RedisCluster::start_with(masters, replicas, Vec::new)
+    }
+
+    /// As [`start`](Self::start), each server (masters first) with the
+    /// arguments `extra` makes for it.
+    pub fn start_with(
+        masters: usize,
+        replicas: usize,
+        mut extra: impl FnMut() -> Vec<String>,
+    ) -> io::Result<RedisCluster> {
         let (masters, buses): (Vec<Server>, Vec<u16>) = (0..masters)
-            .map(|_| cluster_server())
+            .map(|_| cluster_server(&extra()))
             .collect::<io::Result<Vec<_>>>()?
             .into_iter()
             .unzip();
         let replicas: Vec<Server> = (0..replicas)
-            .map(|_| cluster_server().map(|(s, _)| s))
+            .map(|_| cluster_server(&extra()).map(|(s, _)| s))
             .collect::<io::Result<_>>()?;
         let n = masters.len();
         for (i, m) in masters.iter().enumerate() {
@@ -108,7 +124,11 @@ impl RedisCluster {
                 ],
             );
         }
-        let cluster = RedisCluster { masters, replicas };
+        let cluster = RedisCluster {
+            masters,
+            replicas,
+            tls_ports: Vec::new(),
+        };
         let first = &cluster.masters[0];
         for s in cluster.servers().skip(1) {
             let (port, bus) = (first.port().to_string(), buses[0].to_string());
@@ -237,9 +257,10 @@ impl RedisCluster {
             }
             let mut con = super::admin(src);
             let mut migrate = redis::cmd("MIGRATE");
+            let port = self.tls_ports.get(to).copied().unwrap_or(dst.port());
             migrate
                 .arg("127.0.0.1")
-                .arg(dst.port())
+                .arg(port)
                 .arg("")
                 .arg(0)
                 .arg(5000)

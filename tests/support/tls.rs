@@ -180,6 +180,52 @@ pub fn tls_server(certs: &Certs, client_certs: bool) -> Option<(Server, u16)> {
     }
 }
 
+/// A Redis Cluster whose servers serve TLS beside their plain port, the
+/// cluster bus included (`tls-cluster yes`, each server authenticating
+/// to the others with the client certificate), so that they announce
+/// their TLS ports to TLS clients: in `CLUSTER SLOTS` and in redirects.
+/// Returns the TLS ports in the order of `servers()`; `None`, saying why,
+/// when this `redis-server` cannot (no TLS, or no Redis Cluster).
+pub fn tls_redis_cluster(
+    certs: &Certs,
+    masters: usize,
+    replicas: usize,
+) -> Option<(super::redis_cluster::RedisCluster, Vec<u16>)> {
+    if let Some(why) = super::redis_cluster::unsupported() {
+        eprintln!("{why}");
+        return None;
+    }
+    tls_server(certs, false)?;
+    let mut ports = Vec::new();
+    let mut cluster = super::redis_cluster::RedisCluster::start_with(masters, replicas, || {
+        let port = super::server::free_port().unwrap();
+        ports.push(port);
+        [
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cluster",
+            "yes",
+            "--tls-cert-file",
+            &certs.path("server.pem"),
+            "--tls-key-file",
+            &certs.path("server.key"),
+            "--tls-client-cert-file",
+            &certs.path("client.pem"),
+            "--tls-client-key-file",
+            &certs.path("client.key"),
+            "--tls-ca-cert-file",
+            &certs.path("ca.pem"),
+            "--tls-auth-clients",
+            "optional",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    })
+    .unwrap();
+    cluster.tls_ports = ports.clone();
+    Some((cluster, ports))
+}
+
 /// `n` TLS servers; their `rediss://127.0.0.1:PORT` URLs.
 pub fn tls_cluster(certs: &Certs, n: usize, client_certs: bool) -> Option<(Cluster, Vec<u16>)> {
     let mut servers = Vec::new();
