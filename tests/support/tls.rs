@@ -152,13 +152,12 @@ impl Drop for Certs {
     }
 }
 
-/// A server with a TLS port (`tls_port`) beside its plain one; `None`,
-/// saying why, when this `redis-server` was built without TLS.
-pub fn tls_server(certs: &Certs, client_certs: bool) -> Option<(Server, u16)> {
-    let port = super::server::free_port().unwrap().to_string();
-    let args = [
+/// The arguments that open a TLS port with the test certificates;
+/// `auth_clients` is `tls-auth-clients` (`yes`, `no`, `optional`).
+fn tls_args(certs: &Certs, port: u16, auth_clients: &str) -> Vec<String> {
+    [
         "--tls-port",
-        &port,
+        &port.to_string(),
         "--tls-cert-file",
         &certs.path("server.pem"),
         "--tls-key-file",
@@ -166,10 +165,20 @@ pub fn tls_server(certs: &Certs, client_certs: bool) -> Option<(Server, u16)> {
         "--tls-ca-cert-file",
         &certs.path("ca.pem"),
         "--tls-auth-clients",
-        if client_certs { "yes" } else { "no" },
-    ];
+        auth_clients,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A server with a TLS port (`tls_port`) beside its plain one; `None`,
+/// saying why, when this `redis-server` was built without TLS.
+pub fn tls_server(certs: &Certs, client_certs: bool) -> Option<(Server, u16)> {
+    let port = super::server::free_port().unwrap();
+    let args = tls_args(certs, port, if client_certs { "yes" } else { "no" });
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match Server::start_with(&args) {
-        Ok(server) => Some((server, port.parse().unwrap())),
+        Ok(server) => Some((server, port)),
         Err(e) => {
             eprintln!(
                 "skipped: {:?} cannot serve TLS ({e}); TLS tests need a redis-server built with TLS",
@@ -195,31 +204,25 @@ pub fn tls_redis_cluster(
         eprintln!("{why}");
         return None;
     }
+    // Says why and gives up when this server has no TLS.
     tls_server(certs, false)?;
     let mut ports = Vec::new();
     let mut cluster = super::redis_cluster::RedisCluster::start_with(masters, replicas, || {
         let port = super::server::free_port().unwrap();
         ports.push(port);
-        [
-            "--tls-port",
-            &port.to_string(),
-            "--tls-cluster",
-            "yes",
-            "--tls-cert-file",
-            &certs.path("server.pem"),
-            "--tls-key-file",
-            &certs.path("server.key"),
-            "--tls-client-cert-file",
-            &certs.path("client.pem"),
-            "--tls-client-key-file",
-            &certs.path("client.key"),
-            "--tls-ca-cert-file",
-            &certs.path("ca.pem"),
-            "--tls-auth-clients",
-            "optional",
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        let mut args = tls_args(certs, port, "optional");
+        args.extend(
+            [
+                "--tls-cluster",
+                "yes",
+                "--tls-client-cert-file",
+                &certs.path("client.pem"),
+                "--tls-client-key-file",
+                &certs.path("client.key"),
+            ]
+            .map(str::to_owned),
+        );
+        args
     })
     .unwrap();
     cluster.tls_ports = ports.clone();
