@@ -240,6 +240,26 @@ impl Rounds {
         }
     }
 
+    /// How an attempt that began at `start` and took `elapsed` ends: its
+    /// validity, when a quorum said yes (`won`), no two members turned
+    /// out to be the same during the round, and time is left of `ttl`;
+    /// and that conflict, when one was found.
+    pub(crate) fn settle(
+        &self,
+        start: Instant,
+        elapsed: Duration,
+        ttl: Duration,
+        won: bool,
+    ) -> (Option<Instant>, Option<Error>) {
+        let conflict = self.check_members().err();
+        let valid_until = if won && conflict.is_none() {
+            quorum::valid_until(start, elapsed, ttl, self.drift_factor)
+        } else {
+            None
+        };
+        (valid_until, conflict)
+    }
+
     /// Checks a TTL and returns it in whole milliseconds (what `PX` and
     /// `PEXPIRE` take; a fraction of a millisecond is dropped).
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
@@ -389,12 +409,8 @@ impl Rounds {
             }
         }
         let elapsed = start.elapsed();
-        let conflict = self.check_members().err();
-        let valid_until = if granted >= quorum && failed.is_none() && conflict.is_none() {
-            quorum::valid_until(start, elapsed, ttl, self.drift_factor)
-        } else {
-            None
-        };
+        let (valid_until, conflict) =
+            self.settle(start, elapsed, ttl, granted >= quorum && failed.is_none());
         if let Some(valid_until) = valid_until {
             return Ok(Granted {
                 valid_until,

@@ -298,12 +298,8 @@ impl Rounds {
             }
         }
         let elapsed = start.elapsed();
-        let conflict = self.check_members().err();
-        let valid_until = if granted >= quorum && failed.is_none() && conflict.is_none() {
-            quorum::valid_until(start, elapsed, ttl, self.drift_factor)
-        } else {
-            None
-        };
+        let (valid_until, conflict) =
+            self.settle(start, elapsed, ttl, granted >= quorum && failed.is_none());
         if let Some(valid_until) = valid_until {
             // A member that took part of the set (a cluster whose other
             // slots were busy) gives it back now.
@@ -420,11 +416,8 @@ impl Rounds {
             .iter()
             .filter(|a| matches!(a, Some(Ok(c)) if *c > 0))
             .count();
-        let conflict = self.check_members().err();
-        if granted >= quorum
-            && conflict.is_none()
-            && let Some(valid_until) = quorum::valid_until(start, elapsed, ttl, self.drift_factor)
-        {
+        let (valid_until, conflict) = self.settle(start, elapsed, ttl, granted >= quorum);
+        if let Some(valid_until) = valid_until {
             return Ok(Granted {
                 valid_until,
                 fencing: None,
