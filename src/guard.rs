@@ -101,6 +101,21 @@ impl State {
             Shape::Read => rounds.extend_read(&self.resource, &self.token, ttl_ms),
         };
         let end = Instant::now();
+        // Whatever the round returns, nodes that applied the new TTL may
+        // let go at `start + ttl - drift`: the validity never stays past
+        // that (see `quorum::after_extend`).
+        let confirmed = tally.reached() && end < deadline;
+        let valid_until = {
+            let mut status = self.status.lock();
+            status.valid_until = quorum::after_extend(
+                status.valid_until,
+                start,
+                ttl,
+                rounds.drift_factor,
+                confirmed,
+            );
+            status.valid_until
+        };
         if end >= deadline {
             return Err(self.not_held(None, None));
         }
@@ -116,17 +131,14 @@ impl State {
             }
             return Err(err);
         }
-        let elapsed = end - start;
-        match quorum::valid_until(start, elapsed, ttl, rounds.drift_factor) {
-            Some(valid_until) => {
-                self.status.lock().valid_until = valid_until;
-                Ok(())
-            }
-            None => Err(Error::NoValidity {
+        if end < valid_until {
+            Ok(())
+        } else {
+            Err(Error::NoValidity {
                 resource: quorum::display(&self.shown()),
-                elapsed,
+                elapsed: end - start,
                 ttl,
-            }),
+            })
         }
     }
 
@@ -451,8 +463,14 @@ impl LockGuard {
     /// Sets the expiry of every node's key that still holds our token. The
     /// extension counts only if a quorum confirms it before the current
     /// validity runs out; the validity is then `ttl` less the round's
-    /// duration and the drift allowance. On error the validity is left as
-    /// it was.
+    /// duration and the drift allowance.
+    ///
+    /// Whatever the outcome, the validity afterwards is at most `ttl` less
+    /// the drift allowance, counted from the round's start: the nodes that
+    /// applied the new TTL may let the key go that early even when too few
+    /// of them answered in time. So a failed extend to a shorter TTL
+    /// shortens the validity too; a failed extend to a longer one leaves it
+    /// as it was.
     ///
     /// With [`keep_alive`](Self::keep_alive) on, waits for a renewal under
     /// way (at most about one node timeout), so that the two never overlap;

@@ -277,11 +277,68 @@ pub(crate) fn valid_until(
     validity(ttl, elapsed, factor).and_then(|validity| start.checked_add(elapsed + validity))
 }
 
+/// The end of a guard's validity after an extend round with `ttl` that
+/// began at `start`, whatever the round returned. A node that applied the
+/// new TTL may let the key go as early as `start + ttl - drift` (it ran
+/// the script after `start`, and its clock may run faster by the drift),
+/// so no outcome keeps more than that: a failed round that reached some
+/// nodes with a shorter TTL shortens the validity as surely as a
+/// successful one. A round a quorum confirmed (`confirmed`) in time sets
+/// the validity to exactly that; any other keeps the smaller of `current`
+/// and that.
+///
+/// This is the one rule every shape's extend goes through (lock, set,
+/// permit, read lock): a guard never claims a moment a node may not
+/// grant.
+pub(crate) fn after_extend(
+    current: Instant,
+    start: Instant,
+    ttl: Duration,
+    factor: f64,
+    confirmed: bool,
+) -> Instant {
+    // Nothing is left of a TTL no larger than the drift: the round's
+    // start is then the latest moment the lock is known to be held.
+    let bound = ttl
+        .checked_sub(drift(ttl, factor))
+        .and_then(|left| start.checked_add(left))
+        .unwrap_or(start);
+    if confirmed { bound } else { current.min(bound) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn an_extend_never_leaves_more_than_its_new_ttl_allows() {
+        let start = Instant::now();
+        let long = start + Duration::from_secs(30);
+        // A shorter TTL that failed still bounds the validity.
+        assert_eq!(
+            after_extend(long, start, 30 * MS, 0.0, false),
+            start + 28 * MS
+        );
+        // A failed longer TTL keeps what was there.
+        let short = start + 100 * MS;
+        assert_eq!(
+            after_extend(short, start, Duration::from_secs(30), 0.01, false),
+            short
+        );
+        // Confirmed: exactly the new bound, shorter or longer.
+        assert_eq!(
+            after_extend(long, start, 1000 * MS, 0.01, true),
+            start + 988 * MS
+        );
+        assert_eq!(
+            after_extend(short, start, 1000 * MS, 0.01, true),
+            start + 988 * MS
+        );
+        // A TTL the drift eats leaves nothing past the start.
+        assert_eq!(after_extend(long, start, 2 * MS, 0.0, false), start);
+    }
 
     #[test]
     fn quorum_is_a_strict_majority() {

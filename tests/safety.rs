@@ -1,0 +1,132 @@
+//! The schedules a review found to break the lock's promise (two holders
+//! at once, or a fencing token that runs backwards), each replayed on real
+//! servers. Every test here failed before its fix.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_sync::{Error, LockGuard, LockManager};
+use support::{Cluster, resource};
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+
+fn manager(urls: Vec<String>) -> LockManager {
+    support::manager_over(urls, TIMEOUT)
+}
+
+/// A holds R with a long TTL; one node stalls; A extends to a short TTL.
+/// The round takes the stalled node's timeout, longer than the new TTL,
+/// so it fails: yet the two nodes that answered let the key go after the
+/// short TTL. B must not find A still believing it holds R.
+fn a_failed_shorter_extend_bounds_the_validity(take: impl Fn(&LockManager, &str) -> LockGuard) {
+    let mut cluster = Cluster::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let key = resource("short-extend");
+    let mut held = take(&a, &key);
+    cluster.servers[2].pause();
+    let err = held.extend(Duration::from_millis(30)).unwrap_err();
+    assert!(
+        matches!(err, Error::NoValidity { .. } | Error::NoQuorum { .. }),
+        "{err:?}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let b_has_it = b.try_lock(&key, Duration::from_secs(30));
+    let a_believes = held.ensure_held();
+    cluster.servers[2].resume();
+    assert!(
+        !(b_has_it.is_ok() && a_believes.is_ok()),
+        "two holders: B locked {key} while A's guard said it still held it"
+    );
+    assert!(
+        a_believes.is_err(),
+        "A kept a validity the nodes no longer grant"
+    );
+    assert!(!held.is_valid());
+}
+
+#[test]
+fn a_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    a_failed_shorter_extend_bounds_the_validity(|dlm, key| {
+        dlm.try_lock(key, Duration::from_secs(30)).unwrap()
+    });
+}
+
+#[test]
+fn a_set_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    a_failed_shorter_extend_bounds_the_validity(|dlm, key| {
+        dlm.try_lock_all(
+            [key.to_owned(), format!("{key}:other")],
+            Duration::from_secs(30),
+        )
+        .unwrap()
+    });
+}
+
+#[test]
+fn a_permit_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    // A semaphore of one permit: its slot is the resource B locks.
+    let mut cluster = Cluster::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let name = resource("short-extend-permit");
+    let mut permit = a
+        .semaphore(&name, 1)
+        .unwrap()
+        .try_acquire(Duration::from_secs(30))
+        .unwrap();
+    cluster.servers[2].pause();
+    assert!(permit.extend(Duration::from_millis(30)).is_err());
+    std::thread::sleep(Duration::from_millis(100));
+    let b_has_it = b
+        .semaphore(&name, 1)
+        .unwrap()
+        .try_acquire(Duration::from_secs(30));
+    let a_believes = permit.ensure_held();
+    cluster.servers[2].resume();
+    assert!(
+        !(b_has_it.is_ok() && a_believes.is_ok()),
+        "two holders of a 1-permit semaphore"
+    );
+    assert!(a_believes.is_err());
+}
+
+#[test]
+fn a_read_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    let mut cluster = Cluster::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let key = resource("short-extend-read");
+    let mut read = a.rwlock(&key).try_read(Duration::from_secs(30)).unwrap();
+    cluster.servers[2].pause();
+    assert!(read.extend(Duration::from_millis(30)).is_err());
+    std::thread::sleep(Duration::from_millis(100));
+    let b_writes = b.rwlock(&key).try_write(Duration::from_secs(30));
+    let a_believes = read.ensure_held();
+    cluster.servers[2].resume();
+    assert!(
+        !(b_writes.is_ok() && a_believes.is_ok()),
+        "a writer beside a reader that believes it still reads"
+    );
+    assert!(a_believes.is_err());
+}
+
+#[test]
+fn a_no_quorum_extend_that_reached_some_nodes_bounds_the_validity() {
+    // Two of three nodes stall: the round misses the quorum, but the one
+    // node that answered now lets the key go in 30 ms.
+    let mut cluster = Cluster::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let key = resource("short-extend-noquorum");
+    let mut guard = a.try_lock(&key, Duration::from_secs(30)).unwrap();
+    cluster.servers[1].pause();
+    cluster.servers[2].pause();
+    let err = guard.extend(Duration::from_millis(30)).unwrap_err();
+    cluster.servers[1].resume();
+    cluster.servers[2].resume();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(guard.ensure_held().is_err());
+    assert!(guard.validity().is_zero());
+}
