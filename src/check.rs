@@ -260,7 +260,30 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
         );
     }
     trial(node, resource, fencing, wakes, &mut report, deadline);
+    let skips_on_rewrite = node
+        .query(
+            &pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]),
+            deadline(),
+        )
+        .ok()
+        .map(|reply| config_pairs(&reply))
+        .and_then(|pairs| {
+            pairs
+                .into_iter()
+                .find(|(k, _)| k == "no-appendfsync-on-rewrite")
+        })
+        .map(|(_, v)| v == "yes");
     match (report.aof, report.appendfsync.as_deref()) {
+        (Some(true), Some("always")) if skips_on_rewrite != Some(false) => report.problem(
+            Verdict::Warning,
+            if skips_on_rewrite == Some(true) {
+                "no-appendfsync-on-rewrite yes: writes during a rewrite are not synced, so \
+                 appendfsync always does not exempt restarts from the quarantine (set it to no)"
+            } else {
+                "no-appendfsync-on-rewrite unreadable: restarts are not exempt from the \
+                 quarantine"
+            },
+        ),
         (Some(true), Some("always")) => {}
         (Some(true), Some("everysec")) => report.problem(
             Verdict::Warning,

@@ -54,11 +54,13 @@
 //!
 //! # Restarts
 //!
-//! A server that restarted without its data does not vote until it has
-//! been up longer than the longest TTL this manager used (a restart it
-//! witnessed: the server's `run_id` changed), or than
-//! [`Builder::restart_quarantine`] (any recent start); a server that syncs
-//! every write (`appendfsync always`) keeps its vote.
+//! A server whose `run_id` changed since this manager last connected (a
+//! restart, or another server behind a name or address that moved) does
+//! not vote until the longest TTL this manager used has passed since the
+//! change was seen, whatever its uptime or persistence. With
+//! [`Builder::restart_quarantine`], any server started within the
+//! quarantine is kept out too, except one that syncs every write
+//! (`appendfsync always`, `no-appendfsync-on-rewrite no`).
 //! [`LockManager::check`] reports on every server: verdicts and what to
 //! change.
 //!

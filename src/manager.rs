@@ -825,15 +825,19 @@ impl Builder {
     /// longest TTL any client uses on these servers: then a server that
     /// restarted empty cannot help a second client take a lock the first
     /// still holds. Servers that sync every write to their append-only file
-    /// (`appendfsync always`) are exempt, and so is any server whose `INFO`
-    /// this user may not read. A server kept out is a failure in `Taken`
-    /// and `NoQuorum`: "restarted 0.4s ago, not voting for 9.6s".
+    /// (`appendfsync always` with `no-appendfsync-on-rewrite no`) are
+    /// exempt, and so is any server whose `INFO` this user may not read. A
+    /// server kept out is a failure in `Taken` and `NoQuorum`: "restarted
+    /// 0.4s ago, not voting for 9.6s".
     ///
-    /// Without it, a restart this manager witnessed (the server's `run_id`
-    /// changed since it last connected) keeps the server out for the
-    /// longest TTL this manager has used: zero configuration, but blind to
-    /// restarts before this process first connected (a short-lived
-    /// `lockrun`), and to longer TTLs of other clients.
+    /// Always on, with or without it: a change this manager witnessed (the
+    /// server's `run_id` changed since it last connected: a restart, or
+    /// another server behind a name that moved) keeps the server out for
+    /// the longest TTL this manager has used (or this quarantine, if
+    /// longer), counted from when the change was seen, whatever the
+    /// server's uptime or persistence. That needs no configuration, but is
+    /// blind to restarts before this process first connected (a
+    /// short-lived `lockrun`), and to longer TTLs of other clients.
     ///
     /// Defaults to off (witnessed restarts only).
     pub fn restart_quarantine(mut self, quarantine: Duration) -> Builder {

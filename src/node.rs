@@ -812,6 +812,7 @@ impl Node {
         let identity_at = handshake.len();
         handshake.push(pack(&[b"INFO", b"server"]));
         handshake.push(pack(&[b"CONFIG", b"GET", b"append*"]));
+        handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
         for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP] {
@@ -1001,16 +1002,19 @@ impl Node {
 
     /// The failure of a server kept out after a restart.
     fn quarantined(&self, q: Quarantine) -> NodeError {
-        let why = if q.witnessed {
-            "its run_id changed: a restart, or another server behind its address"
+        let (seen, why) = if q.witnessed {
+            (
+                "restarted or replaced (run_id changed)",
+                "a restart, or another server behind its address",
+            )
         } else {
-            "within the restart quarantine"
+            ("restarted", "within the restart quarantine")
         };
         let e = RedisError::from((
             redis::ErrorKind::Client,
             "restarted",
             format!(
-                "{RESTART_DETAIL_PREFIX}restarted {:.1}s ago, not voting for {:.1}s ({why})",
+                "{RESTART_DETAIL_PREFIX}{seen} {:.1}s ago, not voting for {:.1}s ({why})",
                 q.up.as_secs_f64(),
                 q.left.as_secs_f64()
             ),
@@ -1128,19 +1132,17 @@ impl Node {
         }
         // A refused command leaves its slot Nil: read as unknown.
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
-        let identity = Identity::read(at(0), at(1));
+        let identity = Identity::read(at(0), at(1), at(2));
         match self.watch.observe(&identity, Instant::now()) {
             Seen::Same => {}
             Seen::Restarted => crate::log!(
                 warn,
                 "redlock_sync::restart",
-                "{}: restarted (new run_id){}",
+                "{}: restarted, or another server behind its address (new run_id){}",
                 self.name,
-                if identity.durable() {
-                    "; it syncs every write to its append-only file, so it keeps its vote"
-                } else {
-                    "; it votes again once it has been up longer than the restart quarantine"
-                }
+                "; it votes again once the longest TTL (or the restart quarantine) has \
+                 passed since the change was seen, whatever its uptime or persistence: \
+                 the server now behind the address may lack the old one's keys"
             ),
             Seen::Unreadable => crate::log!(
                 warn,
@@ -1415,10 +1417,10 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        assert_eq!(n.handshake.len(), 10);
+        assert_eq!(n.handshake.len(), 11);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 8);
+        assert_eq!(n.handshake.len(), 9);
     }
 
     #[test]

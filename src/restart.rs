@@ -13,13 +13,13 @@
 //! # What is read, and when
 //!
 //! Every new connection (never a lock round) reads `INFO server`
-//! (`run_id`, which is new at every start, and `uptime_in_seconds`) and
-//! `CONFIG GET append*` (`appendonly`, `appendfsync`), in the handshake's
-//! single write. From them a node knows the instant its server started
+//! (`run_id`, which is new at every start, and `uptime_in_seconds`),
+//! `CONFIG GET append*` (`appendonly`, `appendfsync`) and `CONFIG GET
+//! no-appendfsync-on-rewrite`, in the handshake's single write. From them a node knows the instant its server started
 //! (on this machine's clock: the connect instant less the uptime, which is
 //! whole seconds rounded down, so the latest possible start) and whether
 //! it persists every write before answering (`appendonly yes` with
-//! `appendfsync always`). The configuration is read, not `INFO
+//! `appendfsync always` and `no-appendfsync-on-rewrite no`). The configuration is read, not `INFO
 //! persistence`: while a server loads its append-only file at startup,
 //! `INFO` says `aof_enabled:0`. `INFO` refused (an ACL user without it)
 //! leaves a node as it was before this module: it votes; `CONFIG` refused
@@ -30,47 +30,67 @@
 //! A server's answers count toward no quorum (acquire, extend, raise)
 //! while it is *quarantined*:
 //!
-//! - **witnessed restart** (always on): its `run_id` changed since this
-//!   manager last connected to it, and it has been up for less than the
-//!   quarantine: the longest TTL this manager has used, or
-//!   [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)
-//!   if that is longer;
+//! - **witnessed change** (always on): its `run_id` changed since this
+//!   manager last connected to it, and less than the quarantine has passed
+//!   *since this manager saw the change*: the longest TTL this manager has
+//!   used, or [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)
+//!   if that is longer. The new server's uptime does not shorten it: a
+//!   name, virtual IP or managed endpoint that moved to another server
+//!   after a failover reaches a server that may have been up for days and
+//!   never held the old one's keys, and nothing the library can read tells
+//!   that move apart from a restart. For the same reason a durable server
+//!   (below) is kept out after a witnessed change too: its append-only
+//!   file holds *its own* writes, and the library cannot tell that the
+//!   server now behind the address is the one that wrote them.
 //! - **strict mode** (with `restart_quarantine(q)`): its server started
 //!   less than `q` ago, whether this manager saw it before or not (a
 //!   short-lived process such as `lockrun` never sees the restart).
 //!
-//! A server that persists every write before answering is never
-//! quarantined: a restart reloads every key it granted, with its expiry.
-//! A fresh deployment (servers never seen, no strict mode) votes at once.
+//! A server that persists every write before answering (`appendonly yes`,
+//! `appendfsync always`, and `no-appendfsync-on-rewrite no`, without
+//! which it skips the fsync while a rewrite runs) is exempt from strict
+//! mode: a restart reloads every key it granted, with its expiry. A fresh
+//! deployment (servers never seen, no strict mode) votes at once.
 //!
 //! # Why a quarantined server cannot help a second holder
 //!
 //! Let A hold R, granted at `t0` by a majority `QA`, valid until at most
 //! `t0 + TTL_A`. Let B win R at some `t < t0 + TTL_A` with a majority
-//! `QB` of counted votes. Two majorities share a server `n`. `n` granted A
-//! at `t0`, so to grant B at `t` it must have lost A's key: the key did
-//! not expire (`t < t0 + TTL_A`), and without eviction or deletion (which
-//! [`LockManager::check`](crate::LockManager::check) flags) that means `n`
-//! restarted empty at some `r` with `t0 ≤ r ≤ t`. Then at `t` it had been
-//! up `t - r < t0 + TTL_A - t0 = TTL_A`. B's manager counts `n` only if it
-//! was not quarantined: in strict mode with `q ≥ TTL_A`, `t - r < q`
-//! quarantines it; in witnessed mode, when B's manager saw `n` before `r`
-//! and has itself used a TTL ≥ `TTL_A`, likewise. So `n` is no vote for B,
-//! `QB` has no counted vote in common with `QA`, and cannot be a majority:
-//! contradiction. Hence: set `restart_quarantine` to the longest TTL any
-//! client uses on these servers; the witnessed rule alone covers clients
-//! of one manager, and those whose TTLs it has matched.
+//! `QB` of counted votes. Two majorities share a member `n`. The server
+//! behind `n` granted A at `t0`; to grant B at `t`, the server behind
+//! `n` at `t` must lack A's key: the key did not expire (`t < t0 +
+//! TTL_A`), so without eviction or deletion (which
+//! [`LockManager::check`](crate::LockManager::check) flags) either that
+//! server restarted empty at some `r` with `t0 ≤ r ≤ t`, or `n`'s address
+//! reached another server from some `r` with `t0 ≤ r ≤ t` on.
 //!
-//! # Why a server up longer than every TTL is safe again
+//! - Witnessed: B's manager connected to `n` before `r` and again after
+//!   it (it must connect anew: the old connection ended with the old
+//!   server), at some `s` with `r ≤ s ≤ t`, and saw a new `run_id`. It
+//!   counts `n` at `t` only once `t - s ≥ TTL_B ≥ TTL_A` (its own longest
+//!   TTL, matched to A's), but `t - s ≤ t - t0 < TTL_A`: no vote.
+//! - Strict, for a restart: `n` had been up `t - r < TTL_A ≤ q` at `t`:
+//!   no vote. (A move to a server up longer than `q` is not seen by a
+//!   manager that never knew the old server: run such managers against
+//!   addresses that do not move, or restart them with the change.)
 //!
-//! Every lock it forgot was granted before its restart `r`, and expired by
-//! `r + TTL ≤ r + q`. Once it has been up `q`, the keys it lost protected
-//! nothing any more, and every lock granted since is in its memory like
-//! on any other server.
+//! So `n` is no vote for B, `QB` has no counted vote in common with `QA`,
+//! and cannot be a majority: contradiction. Hence: set
+//! `restart_quarantine` to the longest TTL any client uses on these
+//! servers; the witnessed rule alone covers clients of one manager, and
+//! those whose TTLs it has matched.
+//!
+//! # Why a server kept out long enough is safe again
+//!
+//! Every key it lacks was granted before the change (a restart, or the
+//! move), which came before it was seen, and expired by then plus the
+//! TTL. Once the quarantine has passed, the keys it lost protected nothing
+//! any more, and every lock granted since is in its memory like on any
+//! other server.
 //!
 //! Clocks: the start instant is measured from the server's own uptime,
-//! so only the rates of the clocks matter (the drift factor's assumption),
-//! not their settings.
+//! and a change from this machine's clock, so only the rates of the
+//! clocks matter (the drift factor's assumption), not their settings.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -114,6 +134,9 @@ pub(crate) struct Identity {
     pub(crate) uptime: Option<Duration>,
     pub(crate) aof: bool,
     pub(crate) fsync_always: bool,
+    /// `no-appendfsync-on-rewrite yes` (or unknown): the server skips the
+    /// fsync while a rewrite runs.
+    pub(crate) skips_fsync_on_rewrite: bool,
     /// `INFO` was refused (an ACL user without `+info`).
     pub(crate) info_refused: bool,
     /// The server runs in cluster mode (`redis_mode:cluster`, Valkey's
@@ -122,11 +145,16 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
-    /// Reads the replies of `INFO server` and `CONFIG GET append*` (each
-    /// `None` when refused).
-    pub(crate) fn read(server: Option<&Value>, config: Option<&Value>) -> Identity {
+    /// Reads the replies of `INFO server`, `CONFIG GET append*` and
+    /// `CONFIG GET no-appendfsync-on-rewrite` (each `None` when refused).
+    pub(crate) fn read(
+        server: Option<&Value>,
+        config: Option<&Value>,
+        rewrite: Option<&Value>,
+    ) -> Identity {
         let server = server.and_then(text);
-        let config = config.map(config_pairs).unwrap_or_default();
+        let mut config = config.map(config_pairs).unwrap_or_default();
+        config.extend(rewrite.map(config_pairs).unwrap_or_default());
         let setting = |name: &str| {
             config
                 .iter()
@@ -145,6 +173,8 @@ impl Identity {
                 .map(Duration::from_secs),
             aof: setting("appendonly") == Some("yes"),
             fsync_always: setting("appendfsync") == Some("always"),
+            // Unknown is taken as skipping (the safe side).
+            skips_fsync_on_rewrite: setting("no-appendfsync-on-rewrite") != Some("no"),
             info_refused: server.is_none(),
             cluster_mode: server.as_deref().is_some_and(|s| {
                 field(s, "redis_mode").or_else(|| field(s, "server_mode")) == Some("cluster")
@@ -152,9 +182,10 @@ impl Identity {
         }
     }
 
-    /// Every write is on disk before the server answers.
+    /// Every write is on disk before the server answers, rewrites
+    /// included.
     pub(crate) fn durable(&self) -> bool {
-        self.aof && self.fsync_always
+        self.aof && self.fsync_always && !self.skips_fsync_on_rewrite
     }
 }
 
@@ -195,7 +226,8 @@ pub(crate) fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 /// Why a server does not vote now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Quarantine {
-    /// How long ago its server started.
+    /// How long ago its server started (strict mode), or this manager saw
+    /// the change (witnessed).
     pub(crate) up: Duration,
     /// How long it is still kept out.
     pub(crate) left: Duration,
@@ -220,6 +252,9 @@ struct State {
     durable: bool,
     /// Its run_id changed since this manager first connected.
     witnessed: bool,
+    /// When this manager last saw the run_id change (on this machine's
+    /// clock).
+    changed: Option<Instant>,
     /// `INFO` refusal already reported.
     refusal_noted: bool,
 }
@@ -252,7 +287,10 @@ impl Watch {
         let restarted = state.run_id.as_ref().is_some_and(|old| old != run_id);
         if state.run_id.as_ref() != Some(run_id) {
             state.run_id = Some(run_id.clone());
-            state.witnessed = restarted;
+            state.witnessed |= restarted;
+            if restarted {
+                state.changed = Some(now);
+            }
         }
         state.started = identity.uptime.and_then(|up| now.checked_sub(up));
         state.durable = identity.durable();
@@ -273,19 +311,25 @@ impl Watch {
     /// Whether the server is kept out at `now`, under `policy`.
     pub(crate) fn quarantine(&self, policy: &Policy, now: Instant) -> Option<Quarantine> {
         let state = self.state.lock();
-        if state.durable {
-            return None;
+        // A witnessed change counts from when it was seen, whatever the
+        // server's uptime or durability (see the module docs).
+        if let (true, Some(changed)) = (state.witnessed, state.changed) {
+            let since = now.saturating_duration_since(changed);
+            let period = policy.witnessed();
+            if since < period {
+                return Some(Quarantine {
+                    up: since,
+                    left: period - since,
+                    witnessed: true,
+                });
+            }
         }
+        let q = policy.strict.filter(|_| !state.durable)?;
         let up = now.saturating_duration_since(state.started?);
-        let (period, witnessed) = match (state.witnessed, policy.strict) {
-            (true, _) => (policy.witnessed(), true),
-            (false, Some(q)) => (q, false),
-            (false, None) => return None,
-        };
-        (up < period).then(|| Quarantine {
+        (up < q).then(|| Quarantine {
             up,
-            left: period - up,
-            witnessed,
+            left: q - up,
+            witnessed: false,
         })
     }
 }
@@ -339,36 +383,63 @@ mod tests {
         assert_eq!(q.left, 10 * S);
     }
 
-    #[test]
-    fn a_server_that_syncs_every_write_is_never_kept_out() {
-        let policy = Policy::new(Some(60 * S));
-        let w = Watch::default();
-        let t0 = Instant::now();
-        let durable = Identity {
+    fn durable(run: &str, up_s: u64) -> Identity {
+        Identity {
             aof: true,
             fsync_always: true,
-            ..id("a", 0)
-        };
-        w.observe(&durable, t0);
+            skips_fsync_on_rewrite: false,
+            ..id(run, up_s)
+        }
+    }
+
+    #[test]
+    fn a_server_that_syncs_every_write_is_exempt_from_strict_mode_only() {
+        let policy = Policy::new(Some(60 * S));
+        policy.note_ttl(10_000);
+        let w = Watch::default();
+        let t0 = Instant::now();
+        w.observe(&durable("a", 0), t0);
         assert_eq!(w.quarantine(&policy, t0), None);
-        w.observe(
-            &Identity {
-                aof: true,
-                fsync_always: true,
-                ..id("b", 0)
-            },
-            t0 + S,
-        );
-        assert_eq!(w.quarantine(&policy, t0 + S), None);
-        // Every second is not enough.
+        // A witnessed change: the server now behind the address may not be
+        // the one that wrote the file, so it is kept out all the same.
+        w.observe(&durable("b", 0), t0 + S);
+        assert!(w.quarantine(&policy, t0 + S).is_some());
+        // Every second is not enough even for strict mode.
+        let w = Watch::default();
         w.observe(
             &Identity {
                 aof: true,
                 ..id("c", 0)
             },
-            t0 + 2 * S,
+            t0,
         );
-        assert!(w.quarantine(&policy, t0 + 2 * S).is_some());
+        assert!(w.quarantine(&policy, t0).is_some());
+        // Nor is always, when rewrites skip the fsync.
+        let w = Watch::default();
+        w.observe(
+            &Identity {
+                skips_fsync_on_rewrite: true,
+                ..durable("d", 0)
+            },
+            t0,
+        );
+        assert!(w.quarantine(&policy, t0).is_some());
+    }
+
+    #[test]
+    fn a_witnessed_change_counts_from_when_it_was_seen_not_from_the_uptime() {
+        let policy = Policy::new(None);
+        policy.note_ttl(10_000);
+        let w = Watch::default();
+        let t0 = Instant::now();
+        w.observe(&id("a", 100), t0);
+        // The address now reaches another server, up for a day.
+        let seen = t0 + 5 * S;
+        assert_eq!(w.observe(&id("b", 86_400), seen), Seen::Restarted);
+        let q = w.quarantine(&policy, seen + S).unwrap();
+        assert_eq!((q.up, q.left, q.witnessed), (S, 9 * S, true));
+        assert!(w.quarantine(&policy, seen + 9 * S).is_some());
+        assert_eq!(w.quarantine(&policy, seen + 10 * S), None);
     }
 
     #[test]
@@ -404,14 +475,27 @@ mod tests {
                 .collect(),
             )
         };
-        let i = Identity::read(Some(&server), Some(&config("yes", "always")));
+        let rewrite = |skip: &str| {
+            Value::Array(
+                ["no-appendfsync-on-rewrite", skip]
+                    .iter()
+                    .map(|s| Value::BulkString(s.as_bytes().to_vec()))
+                    .collect(),
+            )
+        };
+        let no = rewrite("no");
+        let i = Identity::read(Some(&server), Some(&config("yes", "always")), Some(&no));
         assert_eq!(i.run_id.as_deref(), Some("abc123"));
         assert_eq!(i.uptime, Some(42 * S));
         assert!(i.durable());
-        assert!(!Identity::read(Some(&server), Some(&config("yes", "everysec"))).durable());
-        assert!(!Identity::read(Some(&server), Some(&config("no", "always"))).durable());
-        let i = Identity::read(Some(&server), None);
+        let read = |c: &Value, r: Option<&Value>| Identity::read(Some(&server), Some(c), r);
+        assert!(!read(&config("yes", "everysec"), Some(&no)).durable());
+        assert!(!read(&config("no", "always"), Some(&no)).durable());
+        assert!(!read(&config("yes", "always"), Some(&rewrite("yes"))).durable());
+        // Not known: taken as skipping.
+        assert!(!read(&config("yes", "always"), None).durable());
+        let i = Identity::read(Some(&server), None, None);
         assert!(!i.info_refused && !i.durable());
-        assert!(Identity::read(None, None).info_refused);
+        assert!(Identity::read(None, None, None).info_refused);
     }
 }

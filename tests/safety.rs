@@ -130,3 +130,77 @@ fn a_no_quorum_extend_that_reached_some_nodes_bounds_the_validity() {
     assert!(guard.ensure_held().is_err());
     assert!(guard.validity().is_zero());
 }
+
+/// A name that moves, after a failover, to a server that has been up for
+/// longer than the TTL and never had A's key: the manager saw the new
+/// run_id, so that server must not vote until the longest TTL has passed
+/// since the change was seen, whatever its uptime.
+#[test]
+fn a_name_moved_to_a_long_running_server_is_kept_out_from_the_move() {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU16, Ordering};
+
+    let ttl = Duration::from_secs(2);
+    let cluster = Cluster::start(2).unwrap();
+    let old = support::Server::start().unwrap();
+    // Up well over the TTL before the move.
+    let spare = support::Server::start().unwrap();
+    let spare_up = std::time::Instant::now();
+    let target = Arc::new(AtomicU16::new(old.port()));
+    // A does not reach node 1 (a partition: its connections there are
+    // black-holed); B reaches every node.
+    let cut = support::proxy::Proxy::start(
+        format!("127.0.0.1:{}", cluster.servers[1].port())
+            .parse()
+            .unwrap(),
+    )
+    .unwrap();
+    cut.set(support::proxy::Mode::Blackhole);
+    let manager = |second: String| {
+        let target = target.clone();
+        LockManager::builder()
+            .node(cluster.servers[0].url())
+            .node(second)
+            .node("redis://moving.test:6379")
+            .node_timeout(Duration::from_millis(200))
+            .retry(1, Duration::ZERO)
+            .resolver(move |_, _| {
+                Ok(vec![SocketAddr::from((
+                    [127, 0, 0, 1],
+                    target.load(Ordering::SeqCst),
+                ))])
+            })
+            .build()
+            .unwrap()
+    };
+    let a = manager(cut.url());
+    let b = manager(cluster.servers[1].url());
+    let key = resource("moved-name");
+    // B knows the old server behind the name, and has used the TTL.
+    b.try_lock(resource("moved-warmup"), ttl)
+        .unwrap()
+        .release()
+        .unwrap();
+    // The spare has been up longer than the TTL (uptime is whole seconds).
+    std::thread::sleep((ttl + Duration::from_millis(1100)).saturating_sub(spare_up.elapsed()));
+    // A holds the key on node 0 and the old server behind the name.
+    let guard = a.try_lock(&key, ttl).unwrap();
+    // The failover: the old server is gone, the name reaches the spare,
+    // which never had A's key.
+    target.store(spare.port(), Ordering::SeqCst);
+    drop(old);
+    let b_has_it = b.try_lock(&key, ttl);
+    let a_believes = guard.ensure_held();
+    assert!(
+        !(b_has_it.is_ok() && a_believes.is_ok()),
+        "two holders: the server now behind the moved name voted for B at once"
+    );
+    let err = b_has_it.unwrap_err();
+    assert!(
+        err.failures()
+            .iter()
+            .any(|f| f.kind() == redlock_sync::NodeErrorKind::Restarted),
+        "{err}"
+    );
+}
