@@ -45,11 +45,25 @@
 //! # Fencing
 //!
 //! With fencing on, each member counts every resource's counter up as one
-//! lock does, then sets all of them to the highest; the set's token is the
-//! highest among the granting members, and laggards are raised to it. So
-//! the set's one fencing token is above every token handed out before for
-//! each of its resources, and every later token for any of them is above
-//! it.
+//! lock does, then sets all of them to the highest (on a Redis Cluster
+//! member, each slot group to that group's highest: the groups run
+//! separate scripts). The set's token `T` is the highest answer among the
+//! granting members. Before the guard is returned, every granting member
+//! on which any counter of the set may be below `T` (a plain node whose
+//! answer is below it; a cluster member whose *lowest* group answer is
+//! below it) is raised to `T` on every counter of the set, so that on a
+//! quorum of members every counter of every resource is at least `T`.
+//!
+//! Why that makes `T` below every later token of each resource `r`: a
+//! later acquisition of `r` (a lock or another set) is granted by a
+//! majority, which shares a member `m` with the set's quorum. On `m`, the
+//! counter of `r` was at least `T` when the set was granted, counters only
+//! grow (increments, raises that never lower; an expired counter starts
+//! again from the clock in microseconds, above every earlier count), and
+//! the later acquisition counts it up past that: its token, the highest
+//! among its granting members, is above `T`. And `T` is above every
+//! earlier token of each of its resources by the same argument run the
+//! other way. A raise that misses the quorum fails the attempt.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

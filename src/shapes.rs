@@ -58,6 +58,10 @@ fn slot_groups(resources: &[&[u8]]) -> Vec<Vec<usize>> {
 struct Vote {
     /// Every group said yes: the highest answer.
     yes: Option<u64>,
+    /// The lowest yes among the groups (a Redis Cluster member counts each
+    /// slot group's counters up to that group's own top): with `yes`, the
+    /// member's counters of this set are all between the two.
+    low: u64,
     /// The set index of a key held by another owner, when a group said so.
     busy: Option<usize>,
     /// Some group may have written: it said yes, or failed unsettled.
@@ -169,6 +173,7 @@ impl Rounds {
                 if got.is_empty() {
                     return Vote {
                         yes: None,
+                        low: 0,
                         busy: None,
                         dirty: false,
                         answer: None,
@@ -176,6 +181,7 @@ impl Rounds {
                 }
                 let mut vote = Vote {
                     yes: Some(0),
+                    low: u64::MAX,
                     busy: None,
                     dirty: false,
                     answer: None,
@@ -207,6 +213,7 @@ impl Rounds {
                         Ok(c) => {
                             vote.dirty = true;
                             vote.yes = vote.yes.map(|y| y.max(c));
+                            vote.low = vote.low.min(c);
                         }
                         Err(e) => {
                             vote.dirty |= !e.settled;
@@ -266,9 +273,13 @@ impl Rounds {
         let highest = votes.iter().filter_map(|v| v.yes).max().unwrap_or(0);
         let mut failed = None;
         if let (true, Some(keep)) = (granted >= quorum, &keep) {
+            // Every counter of the set on every granting member must
+            // reach the token, not just the member's highest: a Redis
+            // Cluster member whose hottest slot group made the token has
+            // its other groups below it (each group counts up on its own).
             let lagging: Vec<bool> = votes
                 .iter()
-                .map(|v| v.yes.is_some_and(|c| c < highest))
+                .map(|v| v.yes.is_some() && v.low < highest)
                 .collect();
             let behind = lagging.iter().filter(|l| **l).count();
             if behind > 0 {

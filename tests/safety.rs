@@ -204,3 +204,68 @@ fn a_name_moved_to_a_long_running_server_is_kept_out_from_the_move() {
         "{err}"
     );
 }
+
+/// A set over resources in different slots, granted by a plain node and a
+/// Redis Cluster member whose counter for one resource ("hot") is far
+/// ahead: the set's token comes from that counter. Later a lock of the
+/// other resource ("cold") through a quorum that shares only the cluster
+/// member with the set's must get a larger token.
+#[test]
+fn a_sets_token_is_below_every_later_token_of_each_resource_with_a_cluster_member() {
+    if let Some(why) = support::redis_cluster::unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let rc = support::redis_cluster::RedisCluster::start(3, 0).unwrap();
+    let nodes = Cluster::start(2).unwrap();
+    let mut dead = support::Server::start().unwrap();
+    dead.kill();
+    let dead_url = format!("redis://127.0.0.1:{}", dead.port());
+    let over = |first: String, second: String| {
+        LockManager::builder()
+            .node(first)
+            .node(second)
+            .cluster(rc.seeds())
+            .node_timeout(Duration::from_millis(500))
+            .retry(1, Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    // Two resources in different slots (and on different masters).
+    let hot = resource("set-fence-hot");
+    let cold = (0..)
+        .map(|i| resource(&format!("set-fence-cold-{i}")))
+        .find(|c| rc.master_of(c.as_bytes()) != rc.master_of(hot.as_bytes()))
+        .unwrap();
+    // Many earlier locks of "hot" on the cluster: its counter there is
+    // far ahead of the clock every new counter starts from.
+    let ahead = 1_000_000_000_000u64
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+    let hot_master = rc.server(rc.master_of(hot.as_bytes()));
+    let _: () = redis::cmd("SET")
+        .arg(redlock_sync::fence_key(&hot))
+        .arg(ahead)
+        .arg("PX")
+        .arg(600_000)
+        .query(&mut support::admin(hot_master))
+        .unwrap();
+    // The set, granted by node 0 and the cluster (node 1 unreachable).
+    let a = over(nodes.servers[0].url(), dead_url.clone());
+    let set = a
+        .try_lock_all([&hot, &cold], Duration::from_secs(10))
+        .unwrap();
+    let set_token = set.fencing_token().unwrap();
+    assert!(set_token > ahead, "{set_token} <= {ahead}");
+    set.release().unwrap();
+    // "cold" through node 1 and the cluster (node 0 unreachable).
+    let b = over(dead_url, nodes.servers[1].url());
+    let later = b.try_lock(&cold, Duration::from_secs(10)).unwrap();
+    let later_token = later.fencing_token().unwrap();
+    assert!(
+        later_token > set_token,
+        "fencing ran backwards: {cold} got {later_token} after the set's {set_token}"
+    );
+}
