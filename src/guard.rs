@@ -13,8 +13,11 @@ use crate::rounds::{Granted, Rounds, Token};
 
 /// What a guard holds.
 pub(crate) enum Shape {
-    /// One key holding the token: a lock, a write lock, a permit.
+    /// One key holding the token: a lock, a write lock.
     One,
+    /// A semaphore's permit: one key holding the token, and the key of the
+    /// semaphore's stored count, kept alive with it.
+    Permit(Box<[u8]>),
     /// A set of resources (all of them, the first being `resource`), each
     /// key holding the token.
     Set(Box<[Box<[u8]>]>),
@@ -96,7 +99,8 @@ impl State {
             return Err(self.not_held(lost, None));
         }
         let tally = match &self.shape {
-            Shape::One => rounds.extend(&self.resource, &self.token, ttl_ms),
+            Shape::One => rounds.extend(&self.resource, &self.token, ttl_ms, None),
+            Shape::Permit(count) => rounds.extend(&self.resource, &self.token, ttl_ms, Some(count)),
             Shape::Set(all) => rounds.extend_set(&refs(all), &self.token, ttl_ms),
             Shape::Read => rounds.extend_read(&self.resource, &self.token, ttl_ms),
         };
@@ -525,7 +529,9 @@ impl LockGuard {
         let state = &self.state;
         let rounds = &state.rounds;
         let tally = match &state.shape {
-            Shape::One => rounds.unlock(&state.resource, &state.announce, &state.token),
+            Shape::One | Shape::Permit(_) => {
+                rounds.unlock(&state.resource, &state.announce, &state.token)
+            }
             Shape::Set(all) => rounds.unlock_set(&refs(all), &state.token),
             Shape::Read => rounds.unread(&state.resource, &state.token),
         };

@@ -327,7 +327,7 @@ impl LockManager {
             shared: false,
         };
         self.attempts_on(wait, budget, |token, _| {
-            let granted = self.rounds.acquire(resource, token, ttl_ms)?;
+            let granted = self.rounds.acquire(resource, token, ttl_ms, None)?;
             Ok(LockGuard::new(
                 self.rounds.clone(),
                 resource,

@@ -108,17 +108,17 @@ return 0
 
 /// Resets the key's expiry (ARGV[2] ms) only while it still holds our
 /// token: 1 when done, 0 when it holds another token, -1 when there is no
-/// key. With a second key (the resource's fencing counter), also keeps
-/// the counter alive longer than the lock: when it has less than the new
-/// TTL left, its expiry is reset to ARGV[3] ms (a counter with no expiry,
+/// key. Further keys (the resource's fencing counter, a semaphore's
+/// stored count) are kept alive longer than the lock: each that has less
+/// than the new TTL left gets the expiry ARGV[3] ms (one with no expiry,
 /// or none at all, is left alone).
 const EXTEND_SRC: &str = r#"
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
-    if KEYS[2] then
-        local left = redis.call("PTTL", KEYS[2])
+    for i = 2, #KEYS do
+        local left = redis.call("PTTL", KEYS[i])
         if left >= 0 and left < tonumber(ARGV[2]) then
-            redis.call("PEXPIRE", KEYS[2], ARGV[3])
+            redis.call("PEXPIRE", KEYS[i], ARGV[3])
         end
     end
     return redis.call("PEXPIRE", KEYS[1], ARGV[2])
@@ -126,6 +126,25 @@ elseif held then
     return 0
 end
 return -1
+"#;
+
+/// A semaphore's stored permit count, checked ahead of a permit's
+/// acquisition in the same write. KEYS[1]: the count's key, ARGV[1]: the
+/// count this client was made with, ARGV[2]: how long (ms) the count is
+/// kept at least. When another count is stored, changes nothing and
+/// answers it; otherwise stores ours (or keeps it alive at least ARGV[2]
+/// ms) and answers 0.
+const PERMITS_SRC: &str = r#"
+local stored = redis.call("GET", KEYS[1])
+if stored and stored ~= ARGV[1] then
+    return tonumber(stored) or -1
+end
+if not stored then
+    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+elseif redis.call("PTTL", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("PEXPIRE", KEYS[1], ARGV[2])
+end
+return 0
 "#;
 
 /// Raises each fencing counter (KEYS: one, or a set's) to at least
@@ -411,6 +430,7 @@ pub(crate) static UNLOCK: LazyLock<Lua> = LazyLock::new(|| Lua::new("unlock", UN
 pub(crate) static EXTEND: LazyLock<Lua> = LazyLock::new(|| Lua::new("extend", EXTEND_SRC));
 pub(crate) static RAISE: LazyLock<Lua> = LazyLock::new(|| Lua::new("raise", RAISE_SRC));
 pub(crate) static CLEANUP: LazyLock<Lua> = LazyLock::new(|| Lua::new("clean-up", CLEANUP_SRC));
+pub(crate) static PERMITS: LazyLock<Lua> = LazyLock::new(|| Lua::new("permit-count", PERMITS_SRC));
 pub(crate) static FREE: LazyLock<Lua> = LazyLock::new(|| Lua::new("free-permit", FREE_SRC));
 pub(crate) static LOCK_SET: LazyLock<Lua> = LazyLock::new(|| Lua::new("lock-set", LOCK_SET_SRC));
 pub(crate) static UNLOCK_SET: LazyLock<Lua> =
@@ -427,6 +447,11 @@ pub(crate) static EXTEND_READ: LazyLock<Lua> =
 /// An answer of the set script that names the first busy key: this bit,
 /// plus the key's index (see [`Reply::Count`]).
 pub(crate) const BUSY: u64 = 1 << 62;
+
+/// An acquisition answer of a member that stores another permit count for
+/// the semaphore: this bit, plus the count stored there (the acquisition
+/// behind it may have written, so it is cleaned up as a yes would be).
+pub(crate) const MISMATCH: u64 = 1 << 61;
 
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
@@ -483,6 +508,9 @@ pub(crate) struct Request<'a> {
     pub(crate) alt: Option<&'a Request<'a>>,
     /// `packed` starts with `ASKING`, whose `OK` is read first.
     pub(crate) asking: bool,
+    /// After any `ASKING`, `packed` starts with the semaphore count check
+    /// (see `PERMITS_SRC`), whose answer is read next.
+    pub(crate) permits: bool,
     /// A Redis Cluster member may follow an `ASK` for it: it touches one
     /// key, or is a script (for which the servers themselves refuse keys
     /// split by a migration).
@@ -516,12 +544,11 @@ struct Failure {
 }
 
 impl From<RedisError> for Failure {
+    /// The failure of one read: an error reply was read whole (the
+    /// connection is in step so far); anything else breaks it.
     fn from(error: RedisError) -> Failure {
-        Failure {
-            error,
-            at: 0,
-            keep: false,
-        }
+        let keep = is_reply(&error);
+        Failure { error, at: 0, keep }
     }
 }
 
@@ -533,22 +560,60 @@ pub(crate) struct Pooled {
 impl Pooled {
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
+    ///
+    /// A failure's `keep` says whether every reply of the request was read
+    /// (the connection is in step and may go back to the pool); any path
+    /// that leaves a reply unread returns `keep: false`, so that a later
+    /// request never reads this one's reply as its own.
     fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         if req.asking {
             self.asked(deadline)?;
         }
+        // The count check's reply; the acquisition behind it ran anyway.
+        let check = if req.permits {
+            match self.con.read(deadline) {
+                Ok(Value::Int(n)) if n >= 0 => Ok(n as u64),
+                Ok(other) => Err(unexpected(&other)),
+                Err(e) if is_reply(&e) => Err(e),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            Ok(0)
+        };
+        let answer = self.replicated(req, deadline);
+        match (check, answer) {
+            (Ok(0), answer) => answer,
+            // Not in step: that failure is the answer.
+            (_, Err(f)) if !f.keep => Err(f),
+            (Ok(stored), _) => Ok(MISMATCH | stored),
+            (Err(error), _) => Err(Failure {
+                error,
+                at: 0,
+                keep: true,
+            }),
+        }
+    }
+
+    /// Reads the reply to `req` past any `ASKING` and count check, then
+    /// its `WAIT`: a yes counts only when enough replicas acknowledged it.
+    fn replicated(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         let answer = self.finish_reply(req, deadline);
         let Some(needed) = req.wait else {
             return answer;
         };
         if let Err(f) = &answer
-            && !is_reply(&f.error)
+            && !f.keep
         {
             return answer;
         }
         let acked = match self.con.read(deadline)? {
             Value::Int(acked) => u32::try_from(acked).unwrap_or(0),
-            other => return Err(unexpected(&other).into()),
+            other => {
+                return Err(Failure {
+                    keep: true,
+                    ..unexpected(&other).into()
+                });
+            }
         };
         match answer {
             // Only a write waits for replicas: a no (0), a gone key and a
@@ -611,12 +676,20 @@ impl Pooled {
         }
     }
 
-    /// Reads the `OK` of an `ASKING` sent first.
+    /// Reads the `OK` of an `ASKING` sent first. A refusal (an ACL user
+    /// without `+asking`, `-BUSY`, `-LOADING`) leaves the command's
+    /// replies behind it unread: the connection is out of step.
     fn asked(&mut self, deadline: Instant) -> Result<(), Failure> {
-        match self.con.read(deadline)? {
-            Value::Okay => Ok(()),
-            other => Err(unexpected(&other).into()),
-        }
+        let error = match self.con.read(deadline) {
+            Ok(Value::Okay) => return Ok(()),
+            Ok(other) => unexpected(&other),
+            Err(e) => e,
+        };
+        Err(Failure {
+            error,
+            at: 0,
+            keep: false,
+        })
     }
 
     /// Reads a reply (an error reply as the inner `Err`), then, with
@@ -671,7 +744,7 @@ impl Pooled {
                     refused.get_or_insert(Failure {
                         error,
                         at,
-                        keep: false,
+                        keep: true,
                     });
                 }
                 Err(error) => {
@@ -1034,8 +1107,12 @@ impl Node {
                 self.checkin(pooled);
                 Received::Done(self.vote(req, Ok(v)))
             }
-            Err(f) if f.keep || is_reply(&f.error) => {
+            Err(f) if f.keep => {
                 self.checkin(pooled);
+                Received::Done(self.vote(req, Err(self.refused(f, req))))
+            }
+            // Refused with replies left unread: the connection is dropped.
+            Err(f) if is_reply(&f.error) => {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             Err(f) if is_stale(&f.error) => {
@@ -1064,10 +1141,12 @@ impl Node {
                 self.checkin(pooled);
                 self.vote(req, Ok(v))
             }
-            Err(f) if f.keep || is_reply(&f.error) => {
+            Err(f) if f.keep => {
                 self.checkin(pooled);
                 self.vote(req, Err(self.refused(f, req)))
             }
+            // Refused with replies left unread: the connection is dropped.
+            Err(f) if is_reply(&f.error) => self.vote(req, Err(self.refused(f, req))),
             Err(f) => Err(self.failed(pooled, f.error, req)),
         }
     }
@@ -1085,7 +1164,15 @@ impl Node {
     fn failed(&self, mut pooled: Pooled, e: RedisError, req: &Request<'_>) -> NodeError {
         let mut error = self.error(e, false);
         if let (true, Some(follow_up)) = (error.redis_error().is_timeout(), req.on_timeout) {
-            error.settled = pooled.con.write_now(&follow_up()).is_ok();
+            // Sent as the request was: a request that followed an `ASK`
+            // runs on the importing node only after `ASKING`, and so does
+            // its clean-up.
+            let follow_up = if req.asking {
+                [&pack(&[b"ASKING"])[..], &follow_up()].concat()
+            } else {
+                follow_up()
+            };
+            error.settled = pooled.con.write_now(&follow_up).is_ok();
         }
         error
     }

@@ -11,7 +11,9 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, NodeError, Result};
 use crate::member::Member;
-use crate::node::{CLEANUP, EXTEND, FREE, Lua, RAISE, Reply, Request, UNLOCK, pack};
+use crate::node::{
+    CLEANUP, EXTEND, FREE, Lua, MISMATCH, PERMITS, RAISE, Reply, Request, UNLOCK, pack,
+};
 use crate::quorum::{self, Tally};
 use crate::redis_cluster::{self, Identities};
 use crate::restart::Policy;
@@ -30,6 +32,10 @@ pub const FENCE_SUFFIX: &[u8] = b":redlock-fence";
 /// Suffix of the key that lists a read-write lock's readers (see
 /// `rwlock.rs`), kept beside the lock key in its slot. Reserved.
 pub(crate) const READERS_SUFFIX: &[u8] = b":redlock-readers";
+
+/// Suffix of the key that stores a semaphore's permit count (see
+/// `semaphore.rs`), beside its name in its slot. Reserved.
+pub(crate) const PERMITS_SUFFIX: &[u8] = b":redlock-permits";
 
 /// Suffix of the flag a waiting writer sets so that new readers queue
 /// behind it (see `rwlock.rs`). Reserved.
@@ -210,6 +216,7 @@ impl Rounds {
             (FENCE_SUFFIX, "fencing counters"),
             (READERS_SUFFIX, "the readers of read-write locks"),
             (WRITER_SUFFIX, "the flags of waiting writers"),
+            (PERMITS_SUFFIX, "the permit counts of semaphores"),
         ] {
             if redis_cluster::is_companion(resource, suffix) {
                 return Err(Error::invalid_argument(format!(
@@ -307,12 +314,37 @@ impl Rounds {
     ///
     /// On failure removes whatever it set, from every node, before
     /// returning.
-    pub(crate) fn acquire(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Result<Granted> {
+    ///
+    /// A semaphore's permit (`permits`: the key of its stored count, and
+    /// this client's count) puts the count check ahead of it in the same
+    /// write: a member that stores another count answers that, and the
+    /// attempt fails with `InvalidArgument` (after its clean-up).
+    pub(crate) fn acquire(
+        &self,
+        resource: &[u8],
+        token: &[u8],
+        ttl_ms: u64,
+        permits: Option<(&[u8], u32)>,
+    ) -> Result<Granted> {
         self.check_members()?;
         self.restart.note_ttl(ttl_ms);
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
-        let mut packed = pack(&[b"SET", resource, token, b"NX", b"PX", px.as_bytes()]);
+        let mut packed = match permits {
+            Some((key, k)) => {
+                let keep = self.permits_keep(ttl_ms);
+                PERMITS.eval(&[key], &[k.to_string().as_bytes(), keep.as_bytes()])
+            }
+            None => Vec::new(),
+        };
+        packed.extend_from_slice(&pack(&[
+            b"SET",
+            resource,
+            token,
+            b"NX",
+            b"PX",
+            px.as_bytes(),
+        ]));
         let fence = fence_key(resource);
         let keep = self.counter_keep(ttl_ms);
         let reply = match &keep {
@@ -370,7 +402,9 @@ impl Rounds {
             key: resource,
             alt: None,
             asking: false,
-            follow_ask: keep.is_none(),
+            permits: permits.is_some(),
+            // One key only (see above).
+            follow_ask: keep.is_none() && permits.is_none(),
             decides: true,
             wait: acks,
             reply,
@@ -391,10 +425,12 @@ impl Rounds {
                 .iter()
                 .filter_map(|a| a.as_ref()?.as_ref().ok().copied())
         };
-        let granted = counts().filter(|&c| c > 0).count();
-        let highest = counts().max().unwrap_or(0);
+        // A member storing another permit count grants nothing.
+        let stored = counts().find(|c| c & MISMATCH != 0).map(|c| c & !MISMATCH);
+        let granted = counts().filter(|&c| c > 0 && c & MISMATCH == 0).count();
+        let highest = counts().filter(|&c| c & MISMATCH == 0).max().unwrap_or(0);
         let mut failed = None;
-        if let (true, Some(keep)) = (granted >= quorum, &keep) {
+        if let (true, None, Some(keep)) = (granted >= quorum, stored, &keep) {
             let lagging: Vec<bool> = answers
                 .iter()
                 .map(|a| matches!(a, Some(Ok(c)) if *c > 0 && *c < highest))
@@ -409,8 +445,8 @@ impl Rounds {
             }
         }
         let elapsed = start.elapsed();
-        let (valid_until, conflict) =
-            self.settle(start, elapsed, ttl, granted >= quorum && failed.is_none());
+        let won = granted >= quorum && failed.is_none() && stored.is_none();
+        let (valid_until, conflict) = self.settle(start, elapsed, ttl, won);
         if let Some(valid_until) = valid_until {
             return Ok(Granted {
                 valid_until,
@@ -426,6 +462,14 @@ impl Rounds {
         if let Some(conflict) = conflict {
             return Err(conflict);
         }
+        if let (Some(stored), Some((_, k))) = (stored, permits) {
+            return Err(Error::invalid_argument(format!(
+                "this semaphore was made with {k} permits, but its members store {stored}: \
+                 every client of one semaphore must give the same count (it may change once \
+                 no permit has been held for {:?})",
+                Duration::from_millis(self.permits_keep(ttl_ms).parse().unwrap_or(ttl_ms))
+            )));
+        }
         Err(attempt_error(
             resource,
             failed,
@@ -435,6 +479,15 @@ impl Rounds {
             Tally::count(answers),
             || self.held_here(resource),
         ))
+    }
+
+    /// How long (ms, as a command argument) a semaphore's stored count is
+    /// kept after an acquisition or renewal with `ttl_ms`: as a fencing
+    /// counter, and never less than the TTL, so that it outlives every
+    /// permit granted with it.
+    pub(crate) fn permits_keep(&self, ttl_ms: u64) -> String {
+        self.counter_keep(ttl_ms)
+            .unwrap_or_else(|| ttl_ms.to_string())
     }
 
     /// Raises the counter to `to` on the nodes `only` selects, keeping its
@@ -592,16 +645,28 @@ impl Rounds {
     /// `token`; with fencing on, also keeps the counter alive at least as
     /// long (raising its expiry to the idle period when it has less than
     /// the TTL left).
-    pub(crate) fn extend(&self, resource: &[u8], token: &[u8], ttl_ms: u64) -> Tally {
+    ///
+    /// A permit's semaphore count (`count`, its key) is kept alive with it.
+    pub(crate) fn extend(
+        &self,
+        resource: &[u8],
+        token: &[u8],
+        ttl_ms: u64,
+        count: Option<&[u8]>,
+    ) -> Tally {
         let ttl = ttl_ms.to_string();
         let fence = fence_key(resource);
-        let keep = self.counter_keep(ttl_ms);
-        let (keys, args): (Vec<&[u8]>, Vec<&[u8]>) = match &keep {
-            None => (vec![resource], vec![token, ttl.as_bytes()]),
-            Some(keep) => (
-                vec![resource, &fence],
-                vec![token, ttl.as_bytes(), keep.as_bytes()],
-            ),
+        let fenced = self.fencing_expiry_ms.is_some();
+        let keep = self.permits_keep(ttl_ms);
+        let mut keys = vec![resource];
+        if fenced {
+            keys.push(&fence);
+        }
+        keys.extend(count);
+        let args: Vec<&[u8]> = if keys.len() > 1 {
+            vec![token, ttl.as_bytes(), keep.as_bytes()]
+        } else {
+            vec![token, ttl.as_bytes()]
         };
         let call = Call {
             args: &args,
@@ -703,6 +768,7 @@ impl Rounds {
             key: cluster_keys[0],
             alt: None,
             asking: false,
+            permits: false,
             follow_ask: true,
             decides: mode.decides,
             wait: acks,
@@ -719,6 +785,7 @@ impl Rounds {
             key: cluster_keys[0],
             alt: self.has_clusters.then_some(&cluster_req),
             asking: false,
+            permits: false,
             follow_ask: true,
             decides: mode.decides,
             wait: acks,
@@ -767,7 +834,7 @@ mod tests {
             assert!(Rounds::check_resource(&fence_key(r)).is_err());
         }
         assert!(Rounds::check_resource(b"lock:job:redlock-fence").is_err());
-        for suffix in [READERS_SUFFIX, WRITER_SUFFIX] {
+        for suffix in [READERS_SUFFIX, WRITER_SUFFIX, PERMITS_SUFFIX] {
             let taken = redis_cluster::companion(b"lock:job", suffix);
             assert!(Rounds::check_resource(&taken).is_err());
             assert!(Rounds::check_resource(&[b"lock:job", suffix].concat()).is_err());

@@ -35,6 +35,25 @@
 //! members with room, yet three hold a permit. Per-slot mutual exclusion
 //! has no such gap (a test reproduces exactly that partition).
 //!
+//! # The count is stored with the semaphore
+//!
+//! K slots bound the holders only if every client agrees on K: a client
+//! given K = 3 would take slot 1 or 2 beside a client given K = 1 holding
+//! slot 0. So each member stores the count at `S:redlock-permits` (in
+//! `S`'s slot), and every permit's acquisition checks it in the same write
+//! (one script ahead of the `SET NX`): where no count is stored it stores
+//! its own, where its own is stored it keeps it alive, and where another
+//! is stored the member grants nothing and the attempt fails with
+//! [`Error::InvalidArgument`] naming both counts. The count lives at least
+//! as long as every permit granted with it (each acquisition and renewal
+//! keeps it alive past the permit's TTL, like a fencing counter), so two
+//! clients with different counts cannot both hold permits: a member that
+//! granted one of them a permit still stores its count while that permit
+//! is valid, and any two majorities share a member. A semaphore's count
+//! can change once no permit has been taken or renewed for the fencing
+//! expiry ([`Builder::fencing_expiry`](crate::Builder::fencing_expiry),
+//! 10 minutes by default; the TTL with fencing off).
+//!
 //! # Why a minority of dead members costs no permit
 //!
 //! A slot is granted by any majority, so with a minority of members dead
@@ -51,10 +70,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeFailures, Result};
-use crate::guard::LockGuard;
+use crate::guard::{LockGuard, Shape};
 use crate::manager::{Budget, LockManager};
 use crate::quorum::{self, Tally};
 use crate::redis_cluster;
+use crate::rounds::PERMITS_SUFFIX;
 
 /// The most permits a semaphore may have: the survey reads every slot key
 /// in one script.
@@ -111,7 +131,9 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
-    /// when too many members failed, and the lock's other errors.
+    /// when too many members failed, [`Error::InvalidArgument`] when the
+    /// members store another permit count for this name (see the module
+    /// docs), and the lock's other errors.
     pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
         self.take(ttl, self.manager.lock_budget())
     }
@@ -144,13 +166,15 @@ impl Semaphore {
         let rounds = self.manager.rounds();
         let ttl_ms = rounds.check_ttl(ttl)?;
         self.manager.attempts(&self.name, budget, |token| {
+            let count = redis_cluster::companion(&self.name, PERMITS_SUFFIX);
             let grant = |slot: u32| {
                 let key = self.slot_key(slot);
-                let granted = rounds.acquire(&key, token, ttl_ms)?;
+                let granted = rounds.acquire(&key, token, ttl_ms, Some((&count, self.permits)))?;
                 Ok(Permit {
                     slot,
-                    guard: LockGuard::new(
+                    guard: LockGuard::shaped(
                         rounds.clone(),
+                        Shape::Permit(count.clone().into()),
                         &key,
                         &self.name,
                         *token,

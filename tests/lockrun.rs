@@ -833,6 +833,20 @@ fn permits_limit_how_many_commands_run_at_once() {
     for h in &mut holders {
         assert!(h.wait().unwrap().success());
     }
+    // Another count for the same semaphore is a mistake, said as such.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "3"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("made with 3 permits, but its members store 2"),
+        "{}",
+        stderr(&out)
+    );
     let bad = Command::new(lockrun_bin())
         .args([
             "--nodes",

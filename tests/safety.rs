@@ -269,3 +269,58 @@ fn a_sets_token_is_below_every_later_token_of_each_resource_with_a_cluster_membe
         "fencing ran backwards: {cold} got {later_token} after the set's {set_token}"
     );
 }
+
+/// Two clients that give one semaphore different counts: the count is
+/// stored with the semaphore, and the second is refused, naming both, in
+/// either order. Before, 3 could hold a 1-permit semaphore.
+#[test]
+fn a_semaphore_given_another_count_is_refused_naming_both() {
+    let cluster = Cluster::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    for (first, second, name) in [(1, 3, "count-1-then-3"), (3, 1, "count-3-then-1")] {
+        let name = resource(name);
+        let held = a
+            .semaphore(&name, first)
+            .unwrap()
+            .try_acquire(Duration::from_secs(10))
+            .unwrap();
+        let sem = b.semaphore(&name, second).unwrap();
+        for _ in 0..3 {
+            match sem.try_acquire(Duration::from_secs(10)) {
+                Err(e @ Error::InvalidArgument { .. }) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains(&format!("made with {second} permits"))
+                            && msg.contains(&format!("store {first}")),
+                        "{msg}"
+                    );
+                }
+                other => {
+                    panic!("a client giving {second} permits where {first} are stored: {other:?}")
+                }
+            }
+        }
+        // Nothing of the refused client is left on the slots.
+        for server in &cluster.servers {
+            for slot in 0..first.max(second) {
+                let key = format!("{name}:permit:{slot}");
+                let key = if redlock_sync::fence_key(&name).ends_with(b"}") {
+                    // The slot keys share the name's hash slot: same tag.
+                    let fence = redlock_sync::fence_key(&name);
+                    let tag = &fence[fence.iter().rposition(|&c| c == b'{').unwrap()..];
+                    [key.as_bytes(), tag].concat()
+                } else {
+                    key.into_bytes()
+                };
+                let value = support::get(server, &key);
+                assert!(
+                    value.is_none() || value.as_deref() == Some(held.token()),
+                    "slot {slot} holds {value:?} on {}",
+                    server.port()
+                );
+            }
+        }
+        held.release().unwrap();
+    }
+}
