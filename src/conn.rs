@@ -192,7 +192,7 @@ impl Conn {
                 }
             }
             #[cfg(unix)]
-            (ConnectionAddr::Unix(path), _) => Stream::Unix(UnixStream::connect(path)?),
+            (ConnectionAddr::Unix(path), _) => Stream::Unix(unix_connect(path, deadline)?),
             _ => {
                 return Err(RedisError::from((
                     redis::ErrorKind::InvalidClientConfig,
@@ -441,6 +441,28 @@ fn from_io(e: io::Error) -> RedisError {
     }
 }
 
+/// Connects to a Unix socket by `deadline`. The standard library's
+/// `connect` has no timeout, and a server that stopped accepting (paused,
+/// its listen backlog full) blocks it indefinitely; so it runs on a
+/// short-lived thread of its own, which is left to finish (and drop what
+/// it got) when the deadline passes first. Connects are rare: a pooled
+/// connection serves many rounds.
+#[cfg(unix)]
+fn unix_connect(path: &std::path::Path, deadline: Instant) -> RedisResult<UnixStream> {
+    let left = left(deadline).ok_or_else(timed_out)?;
+    let (sent, got) = std::sync::mpsc::sync_channel(1);
+    let path = path.to_owned();
+    std::thread::Builder::new()
+        .name("redlock-unix-connect".into())
+        .spawn(move || {
+            let _ = sent.send(UnixStream::connect(path));
+        })?;
+    match got.recv_timeout(left) {
+        Ok(connected) => Ok(connected?),
+        Err(_) => Err(timed_out()),
+    }
+}
+
 /// What is left until `deadline`, if anything.
 fn left(deadline: Instant) -> Option<Duration> {
     Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
@@ -518,6 +540,37 @@ mod tests {
         let start = Instant::now();
         assert!(con.read(start).unwrap_err().is_timeout());
         assert!(start.elapsed() < Duration::from_millis(500));
+    }
+
+    /// A Unix socket whose listener never accepts, its backlog filled:
+    /// `connect` would block for ever; it ends at the deadline.
+    #[cfg(unix)]
+    #[test]
+    fn a_unix_connect_to_a_full_backlog_ends_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("redlock-unix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("full.sock");
+        let _ = std::fs::remove_file(&path);
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Fill the backlog (128 or the system's somaxconn) without accepting.
+        let mut held = Vec::new();
+        let addr = ConnectionAddr::Unix(path.clone());
+        let timeout = Duration::from_millis(50);
+        let mut blocked = None;
+        for _ in 0..10_000 {
+            let start = Instant::now();
+            match Conn::open(&addr, None, None, start + timeout, timeout) {
+                Ok(con) => held.push(con),
+                Err(e) => {
+                    blocked = Some((e, start.elapsed()));
+                    break;
+                }
+            }
+        }
+        let (e, took) = blocked.expect("the backlog never filled");
+        assert!(e.is_timeout(), "{e}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
