@@ -177,12 +177,37 @@ pub(crate) fn run(
                                 .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
                         })
                         .unwrap_or_else(|| resource.to_vec());
-                    reports.push(check_node(&node, &slot_key, fencing, wakes));
+                    let mut report = check_node(&node, &slot_key, fencing, wakes);
+                    check_asking(&node, &mut report);
+                    reports.push(report);
                 }
             }
         }
     }
     reports
+}
+
+/// A cluster master must take `ASKING`: a lock whose slot is being
+/// migrated is followed to the importing master after it. Sent with a
+/// `PING` behind it on a connection of its own, so that the flag it sets
+/// is spent on the `PING`.
+fn check_asking(node: &Node, report: &mut NodeReport) {
+    let asked = node.query_each(
+        &[pack(&[b"ASKING"]), pack(&[b"PING"])],
+        Instant::now() + node.timeout() * 2,
+    );
+    if let Ok(replies) = asked
+        && let Some(Err(e)) = replies.first()
+    {
+        report.problem(
+            Verdict::Warning,
+            format!(
+                "ASKING refused ({}): while a slot migrates, this cluster gives locks in it \
+                 no vote (give the user +asking)",
+                cause(e)
+            ),
+        );
+    }
 }
 
 fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeReport {

@@ -1016,6 +1016,33 @@ impl Node {
         }
     }
 
+    /// Sends several commands at once and reads each one's reply (an error
+    /// reply as its `Err`), by `deadline`, on a connection of its own that
+    /// goes back to the pool only in step: for the control plane (`check`),
+    /// where a command such as `ASKING` must be followed by another on the
+    /// same connection.
+    pub(crate) fn query_each(
+        &self,
+        commands: &[Vec<u8>],
+        deadline: Instant,
+    ) -> Result<Vec<Result<Value, NodeError>>, NodeError> {
+        let mut pooled = self.connect(deadline)?;
+        pooled
+            .con
+            .write(&commands.concat(), deadline)
+            .map_err(|e| self.error(e, false))?;
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            match pooled.con.read(deadline) {
+                Ok(value) => replies.push(Ok(value)),
+                Err(e) if is_reply(&e) => replies.push(Err(self.error(e, false))),
+                Err(e) => return Err(self.error(e, false)),
+            }
+        }
+        self.checkin(pooled);
+        Ok(replies)
+    }
+
     /// The node timeout.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout

@@ -472,6 +472,83 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     });
 }
 
+/// A user refused `ASKING` (the README's rule without `+asking`) while a
+/// slot migrates: the lock on that slot gets no vote, and the connection
+/// whose replies were left unread is dropped, never pooled: later locks on
+/// the importing master read their own replies (before, one read the
+/// previous request's `+OK` as a yes on a key held by another owner).
+/// `check()` says that `ASKING` is refused.
+#[test]
+fn a_refused_asking_never_leaves_a_connection_out_of_step() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
+                +eval +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +ping +info +cluster|slots +spublish +ssubscribe +sunsubscribe";
+    for s in cluster.servers() {
+        let mut c = redis::cmd("ACL");
+        c.arg("SETUSER").arg("locker");
+        for part in rule.split_whitespace() {
+            c.arg(part);
+        }
+        let _: () = c.query(&mut admin(s)).unwrap();
+    }
+    let seeds: Vec<String> = cluster
+        .masters
+        .iter()
+        .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port()))
+        .collect();
+    // Fencing off: a one-key lock follows an ASK to the importing master.
+    let dlm = LockManager::builder()
+        .cluster(&seeds)
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fencing(false)
+        .max_idle_per_node(1)
+        .build()
+        .unwrap();
+    let other = manager(&cluster);
+    let migrating = "lock:asking-migrating";
+    let slot = keyslot(&cluster.masters[0], migrating.as_bytes());
+    let from = cluster.master_of(migrating.as_bytes());
+    let to = (from + 1) % 3;
+    // Two keys whose slots the importing master owns: one free, one held
+    // by another owner.
+    let on_target = |name: &str| {
+        (0..)
+            .map(|i| format!("lock:asking-{name}-{i}"))
+            .find(|k| cluster.master_of(k.as_bytes()) == to)
+            .unwrap()
+    };
+    let (free, held) = (on_target("free"), on_target("held"));
+    let _owner = other.try_lock(&held, TTL).unwrap();
+    // A connection to the importing master in the pool.
+    dlm.try_lock(&free, TTL).unwrap().release().unwrap();
+    cluster.move_slot(slot, from, to, || {
+        let err = dlm.try_lock(migrating, TTL).unwrap_err();
+        eprintln!("{err}");
+        assert!(
+            err.to_string().contains("ASKING") || err.to_string().contains("NOPERM"),
+            "{err}"
+        );
+        // Whatever connection served the refused ASKING is not reused
+        // with a reply unread: each lock reads its own answer.
+        let free_again = dlm.try_lock(&free, TTL);
+        assert!(free_again.is_ok(), "{free_again:?}");
+        drop(free_again);
+        match dlm.try_lock(&held, TTL) {
+            Err(Error::Taken { .. }) => {}
+            other => panic!("a key held by another owner: {other:?}"),
+        }
+        let reports = dlm.check("lock:asking-check");
+        let target = format!(":{}", cluster.masters[to].port());
+        let report = reports.iter().find(|r| r.node.ends_with(&target)).unwrap();
+        assert!(report.to_string().contains("ASKING refused"), "{report}");
+    });
+}
+
 /// `check()` reports on every master of a cluster member, trying the
 /// lock's commands on keys of each master's own slots.
 #[test]
