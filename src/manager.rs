@@ -807,8 +807,11 @@ impl Builder {
     /// This is the answer to a failover losing a lock: Redis replicates
     /// asynchronously, so a master that fails right after granting may be
     /// replaced by a replica that never saw the key. With `n` ≥ 1, a
-    /// granted vote survives the promotion of any replica that
-    /// acknowledged it. Costs one replication round trip per acquisition
+    /// granted vote survives the promotion of a replica that acknowledged
+    /// it, and only that: with `n` below the number of replicas another
+    /// may be promoted, and in a split where the old master keeps taking
+    /// writes while a replica is promoted on the other side, both sides
+    /// can grant (`WAIT` does not make replication consistent). Costs one replication round trip per acquisition
     /// and extend (see BENCHMARKS.md), and a member whose replicas are
     /// down cannot vote: use it with members that have replicas (a Redis
     /// Cluster with replicas, a managed primary with a replica).
