@@ -1,6 +1,8 @@
 //! A TCP proxy between the client and one node whose behaviour can be
 //! switched while it runs: pass, add latency, black-hole, refuse new
-//! connections, reset connections, truncate replies.
+//! connections, reset connections, truncate replies; and a forwarder whose
+//! target can be switched to another server, cutting live connections (an
+//! address that moves in a failover).
 //!
 //! Plain std threads: one accepting, two per connection (one per
 //! direction). Every socket read has a short timeout so the threads notice
@@ -41,6 +43,10 @@ const POLL: Duration = Duration::from_millis(2);
 
 struct State {
     mode: Mutex<Mode>,
+    /// Where new connections go.
+    upstream: Mutex<SocketAddr>,
+    /// Bumped by [`Proxy::retarget`]: connections made before are cut.
+    cuts: AtomicU64,
     /// Bumped on every mode change; connections compare to act once.
     epoch: AtomicU64,
     stop: AtomicBool,
@@ -60,12 +66,14 @@ impl Proxy {
         let port = listener.local_addr()?.port();
         let state = Arc::new(State {
             mode: Mutex::new(Mode::Pass),
+            upstream: Mutex::new(upstream),
+            cuts: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
         let acceptor = {
             let state = state.clone();
-            thread::spawn(move || accept_loop(Some(listener), port, upstream, &state))
+            thread::spawn(move || accept_loop(Some(listener), port, &state))
         };
         Ok(Proxy {
             port,
@@ -97,6 +105,19 @@ impl Proxy {
     pub fn mode(&self) -> Mode {
         *self.state.mode.lock()
     }
+
+    /// Sends new connections to `upstream` from now on, and cuts every
+    /// open one (closed both ways): the address now reaches another
+    /// server, as after a failover behind a name or virtual IP.
+    pub fn retarget(&self, upstream: SocketAddr) {
+        *self.state.upstream.lock() = upstream;
+        self.state.cuts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Cuts every open connection (closed both ways), keeping the target.
+    pub fn cut(&self) {
+        self.state.cuts.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Proxy {
@@ -108,12 +129,7 @@ impl Drop for Proxy {
     }
 }
 
-fn accept_loop(
-    mut listener: Option<TcpListener>,
-    port: u16,
-    upstream: SocketAddr,
-    state: &Arc<State>,
-) {
+fn accept_loop(mut listener: Option<TcpListener>, port: u16, state: &Arc<State>) {
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     while !state.stop.load(Ordering::SeqCst) {
         let refuse = *state.mode.lock() == Mode::Refuse;
@@ -132,6 +148,7 @@ fn accept_loop(
         match l.accept() {
             Ok((client, _)) => {
                 let state = state.clone();
+                let upstream = *state.upstream.lock();
                 connections.push(thread::spawn(move || serve(client, upstream, &state)));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
@@ -148,6 +165,7 @@ fn accept_loop(
 /// mode ends it, or the proxy stops.
 fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
     let epoch = state.epoch.load(Ordering::SeqCst);
+    let cuts = state.cuts.load(Ordering::SeqCst);
     let mode = *state.mode.lock();
     if matches!(mode, Mode::Refuse | Mode::Reset) {
         reset(&client);
@@ -167,6 +185,7 @@ fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
         done: AtomicBool::new(false),
         stalled: AtomicBool::new(false),
         start_epoch: epoch,
+        start_cuts: cuts,
     };
     thread::scope(|scope| {
         scope.spawn(|| conn.pump(true, state));
@@ -180,6 +199,7 @@ struct Conn {
     done: AtomicBool,
     stalled: AtomicBool,
     start_epoch: u64,
+    start_cuts: u64,
 }
 
 impl Conn {
@@ -194,6 +214,10 @@ impl Conn {
         let mut truncated = false;
         loop {
             if self.done.load(Ordering::SeqCst) || state.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if state.cuts.load(Ordering::SeqCst) != self.start_cuts {
+                self.end(false);
                 break;
             }
             let mode = *state.mode.lock();
@@ -215,6 +239,11 @@ impl Conn {
                     break;
                 }
             };
+            // Nothing read after a cut crosses it.
+            if state.cuts.load(Ordering::SeqCst) != self.start_cuts {
+                self.end(false);
+                break;
+            }
             if self.stalled.load(Ordering::SeqCst) {
                 continue;
             }
