@@ -171,6 +171,27 @@ fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
         reset(&client);
         return;
     }
+    if mode == Mode::Blackhole {
+        // Swallow what comes, with no connection to the node (many
+        // clients time out and reconnect here: each upstream connection
+        // would leave a port in TIME_WAIT), until the mode changes.
+        let _ = client.set_read_timeout(Some(POLL));
+        let mut buf = [0u8; 4096];
+        let mut client = client;
+        while !state.stop.load(Ordering::SeqCst)
+            && state.epoch.load(Ordering::SeqCst) == epoch
+            && state.cuts.load(Ordering::SeqCst) == cuts
+        {
+            match client.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+        }
+        let _ = client.shutdown(std::net::Shutdown::Both);
+        return;
+    }
     let server = match TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) {
         Ok(s) => s,
         Err(_) => return, // the node is down: the client sees the close
