@@ -99,6 +99,13 @@
 //!
 //! # Long work and fencing
 //!
+//! [`LockGuard::extend`] resets the TTL on every node that still holds the
+//! token. Whatever an extend returns, the guard's validity afterwards is
+//! at most the new TTL less the drift, counted from the round's start: a
+//! node that applied a shorter TTL may let the key go that early even when
+//! the round as a whole failed (too slow, or too few answers), so no
+//! outcome keeps a validity the nodes no longer grant. This one rule
+//! serves every shape (locks, sets, permits, read locks).
 //! [`LockGuard::keep_alive`] renews the lock every TTL/3 in a background
 //! thread until the guard is dropped; [`LockGuard::ensure_held`] fails
 //! closed (no network call) once the validity has run out or a renewal
