@@ -47,6 +47,24 @@ fn waiter(cluster: &RedisCluster) -> LockManager {
         .unwrap()
 }
 
+/// Creates the user `locker` (password `s3cret`) with the ACL `rule` on
+/// every server of `cluster`; returns seeds that log in as it.
+fn locker(cluster: &RedisCluster, rule: &str) -> Vec<String> {
+    for s in cluster.servers() {
+        let mut c = redis::cmd("ACL");
+        c.arg("SETUSER").arg("locker");
+        for part in rule.split_whitespace() {
+            c.arg(part);
+        }
+        let _: () = c.query(&mut admin(s)).unwrap();
+    }
+    cluster
+        .masters
+        .iter()
+        .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port()))
+        .collect()
+}
+
 /// What `server` holds at `key`; `None` when absent or not its slot.
 fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     let mut con = admin(server);
@@ -429,20 +447,7 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
                 +eval +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
                 +ping +cluster|slots +asking +spublish +ssubscribe +sunsubscribe";
-    for s in cluster.servers() {
-        let mut con = admin(s);
-        let mut c = redis::cmd("ACL");
-        c.arg("SETUSER").arg("locker");
-        for part in rule.split_whitespace() {
-            c.arg(part);
-        }
-        let _: () = c.query(&mut con).unwrap();
-    }
-    let seeds: Vec<String> = cluster
-        .masters
-        .iter()
-        .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port()))
-        .collect();
+    let seeds = locker(&cluster, rule);
     let dlm = LockManager::builder()
         .cluster(&seeds)
         .node_timeout(Duration::from_millis(500))
@@ -487,19 +492,7 @@ fn a_refused_asking_never_leaves_a_connection_out_of_step() {
     let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
                 +eval +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
                 +ping +info +cluster|slots +spublish +ssubscribe +sunsubscribe";
-    for s in cluster.servers() {
-        let mut c = redis::cmd("ACL");
-        c.arg("SETUSER").arg("locker");
-        for part in rule.split_whitespace() {
-            c.arg(part);
-        }
-        let _: () = c.query(&mut admin(s)).unwrap();
-    }
-    let seeds: Vec<String> = cluster
-        .masters
-        .iter()
-        .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port()))
-        .collect();
+    let seeds = locker(&cluster, rule);
     // Fencing off: a one-key lock follows an ASK to the importing master.
     let dlm = LockManager::builder()
         .cluster(&seeds)
