@@ -585,6 +585,19 @@ impl Pooled {
             (Ok(0), answer) => answer,
             // Not in step: that failure is the answer.
             (_, Err(f)) if !f.keep => Err(f),
+            // The check is sent by hash (loaded with the handshake): after
+            // a `SCRIPT FLUSH` this attempt gets no vote here, and the
+            // script is loaded again on this connection for the next one.
+            (Err(error), _) if is_noscript(&error) => {
+                let load = pack(&[b"SCRIPT", b"LOAD", PERMITS.src.as_bytes()]);
+                self.con.write(&load, deadline)?;
+                self.con.read(deadline)?;
+                Err(Failure {
+                    error,
+                    at: 0,
+                    keep: true,
+                })
+            }
             (Ok(stored), _) => Ok(MISMATCH | stored),
             (Err(error), _) => Err(Failure {
                 error,
@@ -888,7 +901,7 @@ impl Node {
         handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
-        for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP] {
+        for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*CLEANUP, &*PERMITS] {
             handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.src.as_bytes()]));
         }
         handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
@@ -1531,10 +1544,10 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        assert_eq!(n.handshake.len(), 11);
+        assert_eq!(n.handshake.len(), 12);
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 9);
+        assert_eq!(n.handshake.len(), 10);
     }
 
     #[test]

@@ -330,10 +330,12 @@ impl Rounds {
         self.restart.note_ttl(ttl_ms);
         let ttl = Duration::from_millis(ttl_ms);
         let px = ttl_ms.to_string();
+        // The count check goes by hash: the handshake loads it, and a
+        // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
         let mut packed = match permits {
             Some((key, k)) => {
                 let keep = self.permits_keep(ttl_ms);
-                PERMITS.eval(&[key], &[k.to_string().as_bytes(), keep.as_bytes()])
+                PERMITS.evalsha(&[key], &[k.to_string().as_bytes(), keep.as_bytes()])
             }
             None => Vec::new(),
         };

@@ -198,6 +198,45 @@ fn script_flush_is_survived() {
     }
 }
 
+/// A semaphore's count check is sent by hash: after a `SCRIPT FLUSH` one
+/// attempt gets no vote, the script is loaded again, and the next attempt
+/// takes a permit (one `acquire` does, within its retries).
+#[test]
+fn script_flush_costs_a_permit_one_attempt_at_most() {
+    let cluster = Cluster::start(3).unwrap();
+    let dlm = manager(&cluster, TIMEOUT);
+    let sem = dlm.semaphore(resource("flush-permit"), 2).unwrap();
+    sem.try_acquire(Duration::from_secs(10))
+        .unwrap()
+        .release()
+        .unwrap();
+    for server in &cluster.servers {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut support::admin(server))
+            .unwrap();
+    }
+    let first = sem.try_acquire(Duration::from_secs(10));
+    let err = first.map(drop).unwrap_err();
+    assert!(err.to_string().contains("NOSCRIPT"), "{err}");
+    let permit = sem.try_acquire(Duration::from_secs(10)).unwrap();
+    // Nothing of the failed attempt is left beside the permit: each slot
+    // key is absent or holds the new permit's token.
+    let mine = String::from_utf8(permit.resource().to_vec()).unwrap();
+    let here = format!(":permit:{}", permit.slot());
+    for slot in 0..2 {
+        let key = mine.replace(&here, &format!(":permit:{slot}"));
+        for server in &cluster.servers {
+            let held = get(server, key.as_bytes());
+            assert!(
+                held.is_none() || held.as_deref() == Some(permit.token()),
+                "{key} holds {held:?}"
+            );
+        }
+    }
+    permit.release().unwrap();
+}
+
 #[test]
 fn dropping_a_guard_with_every_node_dead_returns_promptly() {
     let mut cluster = Cluster::start(3).unwrap();
