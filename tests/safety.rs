@@ -18,12 +18,17 @@ fn manager(urls: Vec<String>) -> LockManager {
 /// A holds R with a long TTL; one node stalls; A extends to a short TTL.
 /// The round takes the stalled node's timeout, longer than the new TTL,
 /// so it fails: yet the two nodes that answered let the key go after the
-/// short TTL. B must not find A still believing it holds R.
-fn a_failed_shorter_extend_bounds_the_validity(take: impl Fn(&LockManager, &str) -> LockGuard) {
+/// short TTL. B must not find A still believing it holds R. `take` is how
+/// A holds `name`, `rival` how B tries for it (true when B got it).
+fn a_failed_shorter_extend_bounds_the_validity(
+    name: &str,
+    take: impl Fn(&LockManager, &str) -> LockGuard,
+    rival: impl Fn(&LockManager, &str) -> bool,
+) {
     let mut cluster = Cluster::start(3).unwrap();
     let a = manager(cluster.urls());
     let b = manager(cluster.urls());
-    let key = resource("short-extend");
+    let key = resource(name);
     let mut held = take(&a, &key);
     cluster.servers[2].pause();
     let err = held.extend(Duration::from_millis(30)).unwrap_err();
@@ -32,12 +37,12 @@ fn a_failed_shorter_extend_bounds_the_validity(take: impl Fn(&LockManager, &str)
         "{err:?}"
     );
     std::thread::sleep(Duration::from_millis(100));
-    let b_has_it = b.try_lock(&key, Duration::from_secs(30));
+    let b_has_it = rival(&b, &key);
     let a_believes = held.ensure_held();
     cluster.servers[2].resume();
     assert!(
-        !(b_has_it.is_ok() && a_believes.is_ok()),
-        "two holders: B locked {key} while A's guard said it still held it"
+        !(b_has_it && a_believes.is_ok()),
+        "two holders: B took {key} while A's guard said it still held it"
     );
     assert!(
         a_believes.is_err(),
@@ -46,70 +51,48 @@ fn a_failed_shorter_extend_bounds_the_validity(take: impl Fn(&LockManager, &str)
     assert!(!held.is_valid());
 }
 
+const LONG: Duration = Duration::from_secs(30);
+
 #[test]
 fn a_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
-    a_failed_shorter_extend_bounds_the_validity(|dlm, key| {
-        dlm.try_lock(key, Duration::from_secs(30)).unwrap()
-    });
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend",
+        |dlm, key| dlm.try_lock(key, LONG).unwrap(),
+        |dlm, key| dlm.try_lock(key, LONG).is_ok(),
+    );
 }
 
 #[test]
 fn a_set_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
-    a_failed_shorter_extend_bounds_the_validity(|dlm, key| {
-        dlm.try_lock_all(
-            [key.to_owned(), format!("{key}:other")],
-            Duration::from_secs(30),
-        )
-        .unwrap()
-    });
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-set",
+        |dlm, key| {
+            dlm.try_lock_all([key.to_owned(), format!("{key}:other")], LONG)
+                .unwrap()
+        },
+        |dlm, key| dlm.try_lock(key, LONG).is_ok(),
+    );
 }
 
 #[test]
 fn a_permit_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
-    // A semaphore of one permit: its slot is the resource B locks.
-    let mut cluster = Cluster::start(3).unwrap();
-    let a = manager(cluster.urls());
-    let b = manager(cluster.urls());
-    let name = resource("short-extend-permit");
-    let mut permit = a
-        .semaphore(&name, 1)
-        .unwrap()
-        .try_acquire(Duration::from_secs(30))
-        .unwrap();
-    cluster.servers[2].pause();
-    assert!(permit.extend(Duration::from_millis(30)).is_err());
-    std::thread::sleep(Duration::from_millis(100));
-    let b_has_it = b
-        .semaphore(&name, 1)
-        .unwrap()
-        .try_acquire(Duration::from_secs(30));
-    let a_believes = permit.ensure_held();
-    cluster.servers[2].resume();
-    assert!(
-        !(b_has_it.is_ok() && a_believes.is_ok()),
-        "two holders of a 1-permit semaphore"
+    // A semaphore of one permit: two holders would be two permits.
+    let permit = |dlm: &LockManager, name: &str| dlm.semaphore(name, 1).unwrap().try_acquire(LONG);
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-permit",
+        |dlm, name| permit(dlm, name).unwrap().into_guard(),
+        |dlm, name| permit(dlm, name).is_ok(),
     );
-    assert!(a_believes.is_err());
 }
 
 #[test]
 fn a_read_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
-    let mut cluster = Cluster::start(3).unwrap();
-    let a = manager(cluster.urls());
-    let b = manager(cluster.urls());
-    let key = resource("short-extend-read");
-    let mut read = a.rwlock(&key).try_read(Duration::from_secs(30)).unwrap();
-    cluster.servers[2].pause();
-    assert!(read.extend(Duration::from_millis(30)).is_err());
-    std::thread::sleep(Duration::from_millis(100));
-    let b_writes = b.rwlock(&key).try_write(Duration::from_secs(30));
-    let a_believes = read.ensure_held();
-    cluster.servers[2].resume();
-    assert!(
-        !(b_writes.is_ok() && a_believes.is_ok()),
-        "a writer beside a reader that believes it still reads"
+    // B is a writer: it must not write beside a reader that still reads.
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-read",
+        |dlm, key| dlm.rwlock(key).try_read(LONG).unwrap(),
+        |dlm, key| dlm.rwlock(key).try_write(LONG).is_ok(),
     );
-    assert!(a_believes.is_err());
 }
 
 #[test]
