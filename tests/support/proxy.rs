@@ -113,11 +113,6 @@ impl Proxy {
         *self.state.upstream.lock() = upstream;
         self.state.cuts.fetch_add(1, Ordering::SeqCst);
     }
-
-    /// Cuts every open connection (closed both ways), keeping the target.
-    pub fn cut(&self) {
-        self.state.cuts.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 impl Drop for Proxy {
