@@ -111,17 +111,20 @@ return 0
 /// key. Further keys (the resource's fencing counter, a semaphore's
 /// stored count) are kept alive longer than the lock: each that has less
 /// than the new TTL left gets the expiry ARGV[3] ms (one with no expiry,
-/// or none at all, is left alone).
+/// or none at all, is left alone). The lock's expiry is set first, so that
+/// on a server whose clock moves during a script the others' end no
+/// earlier.
 const EXTEND_SRC: &str = r#"
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
+    local done = redis.call("PEXPIRE", KEYS[1], ARGV[2])
     for i = 2, #KEYS do
         local left = redis.call("PTTL", KEYS[i])
         if left >= 0 and left < tonumber(ARGV[2]) then
             redis.call("PEXPIRE", KEYS[i], ARGV[3])
         end
     end
-    return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    return done
 elseif held then
     return 0
 end
