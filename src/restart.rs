@@ -250,10 +250,8 @@ struct State {
     /// When its server started (on this machine's clock).
     started: Option<Instant>,
     durable: bool,
-    /// Its run_id changed since this manager first connected.
-    witnessed: bool,
     /// When this manager last saw the run_id change (on this machine's
-    /// clock).
+    /// clock); `None` while it never did (a witnessed change).
     changed: Option<Instant>,
     /// `INFO` refusal already reported.
     refusal_noted: bool,
@@ -287,7 +285,6 @@ impl Watch {
         let restarted = state.run_id.as_ref().is_some_and(|old| old != run_id);
         if state.run_id.as_ref() != Some(run_id) {
             state.run_id = Some(run_id.clone());
-            state.witnessed |= restarted;
             if restarted {
                 state.changed = Some(now);
             }
@@ -313,7 +310,7 @@ impl Watch {
         let state = self.state.lock();
         // A witnessed change counts from when it was seen, whatever the
         // server's uptime or durability (see the module docs).
-        if let (true, Some(changed)) = (state.witnessed, state.changed) {
+        if let Some(changed) = state.changed {
             let since = now.saturating_duration_since(changed);
             let period = policy.witnessed();
             if since < period {

@@ -334,7 +334,7 @@ impl Rounds {
         // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
         let mut packed = match permits {
             Some((key, k)) => {
-                let keep = self.permits_keep(ttl_ms);
+                let keep = self.permits_keep(ttl_ms).to_string();
                 PERMITS.evalsha(&[key], &[k.to_string().as_bytes(), keep.as_bytes()])
             }
             None => Vec::new(),
@@ -469,7 +469,7 @@ impl Rounds {
                 "this semaphore was made with {k} permits, but its members store {stored}: \
                  every client of one semaphore must give the same count (it may change once \
                  no permit has been held for {:?})",
-                Duration::from_millis(self.permits_keep(ttl_ms).parse().unwrap_or(ttl_ms))
+                Duration::from_millis(self.permits_keep(ttl_ms))
             )));
         }
         Err(attempt_error(
@@ -483,13 +483,13 @@ impl Rounds {
         ))
     }
 
-    /// How long (ms, as a command argument) a semaphore's stored count is
+    /// How long (in ms) a semaphore's stored count is
     /// kept after an acquisition or renewal with `ttl_ms`: as a fencing
     /// counter, and never less than the TTL, so that it outlives every
     /// permit granted with it.
-    pub(crate) fn permits_keep(&self, ttl_ms: u64) -> String {
-        self.counter_keep(ttl_ms)
-            .unwrap_or_else(|| ttl_ms.to_string())
+    pub(crate) fn permits_keep(&self, ttl_ms: u64) -> u64 {
+        self.fencing_expiry_ms
+            .map_or(ttl_ms, |expiry_ms| expiry_ms.max(ttl_ms))
     }
 
     /// Raises the counter to `to` on the nodes `only` selects, keeping its
@@ -659,7 +659,7 @@ impl Rounds {
         let ttl = ttl_ms.to_string();
         let fence = fence_key(resource);
         let fenced = self.fencing_expiry_ms.is_some();
-        let keep = self.permits_keep(ttl_ms);
+        let keep = self.permits_keep(ttl_ms).to_string();
         let mut keys = vec![resource];
         if fenced {
             keys.push(&fence);

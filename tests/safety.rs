@@ -284,22 +284,17 @@ fn a_semaphore_given_another_count_is_refused_naming_both() {
                 }
             }
         }
-        // Nothing of the refused client is left on the slots.
-        for server in &cluster.servers {
-            for slot in 0..first.max(second) {
-                let key = format!("{name}:permit:{slot}");
-                let key = if redlock_sync::fence_key(&name).ends_with(b"}") {
-                    // The slot keys share the name's hash slot: same tag.
-                    let fence = redlock_sync::fence_key(&name);
-                    let tag = &fence[fence.iter().rposition(|&c| c == b'{').unwrap()..];
-                    [key.as_bytes(), tag].concat()
-                } else {
-                    key.into_bytes()
-                };
-                let value = support::get(server, &key);
+        // Nothing of the refused client is left on the slots: each slot
+        // key is absent or holds the holder's token.
+        let mine = String::from_utf8(held.resource().to_vec()).unwrap();
+        let here = format!(":permit:{}", held.slot());
+        for slot in 0..first.max(second) {
+            let key = mine.replace(&here, &format!(":permit:{slot}"));
+            for server in &cluster.servers {
+                let value = support::get(server, key.as_bytes());
                 assert!(
                     value.is_none() || value.as_deref() == Some(held.token()),
-                    "slot {slot} holds {value:?} on {}",
+                    "{key} holds {value:?} on {}",
                     server.port()
                 );
             }
