@@ -5,15 +5,13 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::conn::pack;
 use crate::error::{NodeError, NodeErrorKind};
+use crate::keys::{self, READERS_MARK, fence_key, readers_key, release_channel, writer_key};
 use crate::member::Member;
-use crate::node::{
-    CLEANUP, EXTEND, EXTEND_READ, LOCK_SET, Node, RAISE, READ, UNLOCK, UNLOCK_SET, UNREAD, pack,
-};
-use crate::redis_cluster;
+use crate::node::Node;
 use crate::restart::{config_pairs, field, text};
-use crate::rounds::{READERS_SUFFIX, WRITER_SUFFIX};
-use crate::shapes::READERS_MARK;
+use crate::script::{EXTEND, EXTEND_READ, LOCK_SET, RAISE, READ, UNLOCK, UNLOCK_SET, UNREAD};
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -173,7 +171,7 @@ pub(crate) fn run(
                         .map(|i| [resource, format!(":redlock-check:{i}").as_bytes()].concat())
                         .find(|k| {
                             cluster
-                                .route(redis_cluster::slot(k))
+                                .route(keys::slot(k))
                                 .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
                         })
                         .unwrap_or_else(|| resource.to_vec());
@@ -353,8 +351,8 @@ fn trial(
     deadline: impl Fn() -> Instant,
 ) {
     let key = [resource, b":redlock-check"].concat();
-    let fence = crate::rounds::fence_key(&key);
-    let channel = crate::wait::release_channel(&key);
+    let fence = fence_key(&key);
+    let channel = release_channel(&key);
     let token = b"redlock-check";
     // What a refusal stops: None for the lock itself (unsafe), or the
     // feature that cannot work (a warning).
@@ -400,7 +398,11 @@ fn trial(
         commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), WAKING));
     }
     commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), LOCK));
-    commands.push(("EVAL (clean-up)", CLEANUP.eval(&[&key], &[token]), LOCK));
+    commands.push((
+        "EVAL (unlock, announced)",
+        UNLOCK.eval(&[&key], &[token, b"PUBLISH", b"check", &channel]),
+        LOCK,
+    ));
     // The key is free again: a set of it, then a reader, each taken and
     // given back (every command inside their scripts runs).
     let (set_keys, set_args): (Vec<&[u8]>, Vec<&[u8]>) = if fencing {
@@ -414,8 +416,8 @@ fn trial(
         UNLOCK_SET.eval(&[&key], &[token]),
         SETS,
     ));
-    let readers = crate::redis_cluster::companion(&key, READERS_SUFFIX);
-    let flag = crate::redis_cluster::companion(&key, WRITER_SUFFIX);
+    let readers = readers_key(&key);
+    let flag = writer_key(&key);
     commands.push((
         "EVAL (read)",
         READ.eval(&[&key, &readers, &flag], &[token, b"5000", READERS_MARK]),

@@ -446,7 +446,7 @@ fn from_io(e: io::Error) -> RedisError {
 /// its listen backlog full) blocks it indefinitely; so it runs on a
 /// short-lived thread of its own, which is left to finish (and drop what
 /// it got) when the deadline passes first. Connects are rare: a pooled
-/// connection serves many rounds.
+/// connection serves many pipeline.
 #[cfg(unix)]
 fn unix_connect(path: &std::path::Path, deadline: Instant) -> RedisResult<UnixStream> {
     let left = left(deadline).ok_or_else(timed_out)?;
@@ -475,9 +475,34 @@ pub(crate) fn timed_out() -> RedisError {
     ))
 }
 
+/// Encodes one command in RESP.
+pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
+    let len = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
+    let mut out = Vec::with_capacity(len);
+    out.push(b'*');
+    out.extend_from_slice(args.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        out.push(b'$');
+        out.extend_from_slice(arg.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pack_is_resp() {
+        assert_eq!(
+            pack(&[b"SET", b"k", b"", b"NX"]),
+            b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nNX\r\n"
+        );
+    }
 
     fn one(input: &[u8]) -> (RedisResult<Value>, usize) {
         parse(input).unwrap().expect("complete")

@@ -8,31 +8,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::pipeline::{Granted, Pipeline, Shape, Token};
 use crate::quorum;
-use crate::rounds::{Granted, Rounds, Token};
-
-/// What a guard holds.
-pub(crate) enum Shape {
-    /// One key holding the token: a lock, a write lock.
-    One,
-    /// A semaphore's permit: one key holding the token, and the key of the
-    /// semaphore's stored count, kept alive with it.
-    Permit(Box<[u8]>),
-    /// A set of resources (all of them, the first being `resource`), each
-    /// key holding the token.
-    Set(Box<[Box<[u8]>]>),
-    /// A read lock: the token among the readers beside the key.
-    Read,
-}
 
 /// What a guard and its keep-alive thread share.
 struct State {
-    rounds: Arc<Rounds>,
-    shape: Shape,
-    resource: Box<[u8]>,
-    /// The name whose waiters a release wakes (the resource, or a
-    /// semaphore's name for a permit).
-    announce: Box<[u8]>,
+    pipeline: Arc<Pipeline>,
+    /// What is held: its rounds (see `pipeline.rs`).
+    shape: Arc<dyn Shape>,
     token: Token,
     ttl: Duration,
     fencing: Option<u64>,
@@ -71,7 +54,7 @@ impl State {
             resource: quorum::display(&self.shown()),
             lost_on,
             taken_over,
-            nodes: self.rounds.members.len(),
+            nodes: self.pipeline.members.len(),
             renewal,
         }
     }
@@ -86,8 +69,8 @@ impl State {
 
     /// One extend round; see [`LockGuard::extend`].
     fn extend(&self, ttl: Duration) -> Result<()> {
-        let rounds = &*self.rounds;
-        let ttl_ms = rounds.check_ttl(ttl)?;
+        let pipeline = &*self.pipeline;
+        let ttl_ms = pipeline.check_ttl(ttl)?;
         let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
@@ -98,12 +81,7 @@ impl State {
         if lost.is_some() || start >= deadline {
             return Err(self.not_held(lost, None));
         }
-        let tally = match &self.shape {
-            Shape::One => rounds.extend(&self.resource, &self.token, ttl_ms, None),
-            Shape::Permit(count) => rounds.extend(&self.resource, &self.token, ttl_ms, Some(count)),
-            Shape::Set(all) => rounds.extend_set(&refs(all), &self.token, ttl_ms),
-            Shape::Read => rounds.extend_read(&self.resource, &self.token, ttl_ms),
-        };
+        let tally = pipeline.extend(&*self.shape, &self.token, ttl_ms);
         let end = Instant::now();
         // Whatever the round returns, nodes that applied the new TTL may
         // let go at `start + ttl - drift`: the validity never stays past
@@ -115,7 +93,7 @@ impl State {
                 status.valid_until,
                 start,
                 ttl,
-                rounds.drift_factor,
+                pipeline.drift_factor,
                 confirmed,
             );
             status.valid_until
@@ -154,10 +132,7 @@ impl State {
 
     /// Every resource held.
     fn resources(&self) -> Vec<&[u8]> {
-        match &self.shape {
-            Shape::Set(all) => refs(all),
-            _ => vec![&self.resource],
-        }
+        self.shape.resources()
     }
 
     fn ensure_held(&self) -> Result<()> {
@@ -304,37 +279,21 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    /// The guard of what `shape` holds with `token`, as `granted`.
     pub(crate) fn new(
-        rounds: Arc<Rounds>,
-        resource: &[u8],
-        announce: &[u8],
+        pipeline: Arc<Pipeline>,
+        shape: Arc<dyn Shape>,
         token: Token,
         ttl: Duration,
         granted: Granted,
     ) -> LockGuard {
-        LockGuard::shaped(rounds, Shape::One, resource, announce, token, ttl, granted)
-    }
-
-    /// A guard of any shape; `resource` is the lock key (a set's first).
-    pub(crate) fn shaped(
-        rounds: Arc<Rounds>,
-        shape: Shape,
-        resource: &[u8],
-        announce: &[u8],
-        token: Token,
-        ttl: Duration,
-        granted: Granted,
-    ) -> LockGuard {
-        match &shape {
-            Shape::Set(all) => all.iter().for_each(|r| rounds.hold(r)),
-            _ => rounds.hold(resource),
+        for r in shape.resources() {
+            pipeline.hold(r);
         }
         LockGuard {
             state: Arc::new(State {
-                rounds,
+                pipeline,
                 shape,
-                resource: resource.into(),
-                announce: announce.into(),
                 token,
                 ttl,
                 fencing: granted.fencing,
@@ -354,7 +313,7 @@ impl LockGuard {
     /// ([`LockManager::lock_all`](crate::LockManager::lock_all)), the first
     /// one given.
     pub fn resource(&self) -> &[u8] {
-        &self.state.resource
+        self.state.shape.resources()[0]
     }
 
     /// Every locked resource: the one of a lock, or the whole of a set in
@@ -366,7 +325,7 @@ impl LockGuard {
     /// Whether this is a read lock ([`RwLock::read`](crate::RwLock::read)),
     /// shared with other readers.
     pub fn is_shared(&self) -> bool {
-        matches!(self.state.shape, Shape::Read)
+        self.state.shape.shared()
     }
 
     /// The random token stored as the key's value: 32 lowercase hex
@@ -527,16 +486,10 @@ impl LockGuard {
             keeper.signal();
         }
         let state = &self.state;
-        let rounds = &state.rounds;
-        let tally = match &state.shape {
-            Shape::One | Shape::Permit(_) => {
-                rounds.unlock(&state.resource, &state.announce, &state.token)
-            }
-            Shape::Set(all) => rounds.unlock_set(&refs(all), &state.token),
-            Shape::Read => rounds.unread(&state.resource, &state.token),
-        };
+        let pipeline = &state.pipeline;
+        let tally = pipeline.release(&*state.shape, &state.token);
         for r in state.resources() {
-            rounds.let_go(r);
+            pipeline.let_go(r);
         }
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
@@ -573,8 +526,4 @@ impl fmt::Debug for LockGuard {
             .field("keep_alive", &self.keeper.is_some())
             .finish()
     }
-}
-
-fn refs(all: &[Box<[u8]>]) -> Vec<&[u8]> {
-    all.iter().map(|r| &r[..]).collect()
 }

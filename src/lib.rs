@@ -193,35 +193,41 @@ macro_rules! log {
 }
 pub(crate) use log;
 
+mod builder;
 mod check;
 mod conn;
 mod error;
 mod guard;
+mod keys;
+mod lock;
 mod manager;
 mod member;
 mod node;
+mod pipeline;
 mod quorum;
 mod redis_cluster;
+mod request;
 mod resolve;
 mod restart;
-mod rounds;
 mod rwlock;
+mod script;
 mod semaphore;
 mod set;
-mod shapes;
 #[cfg(feature = "tls")]
 mod tls;
+mod url;
 mod wait;
 
+pub use builder::Builder;
 pub use check::{NodeReport, Problem, Verdict};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
 pub use guard::LockGuard;
-pub use manager::{Builder, LockManager};
-pub use rounds::{FENCE_SUFFIX, MAX_TTL, fence_key};
+pub use keys::{FENCE_SUFFIX, RELEASE_SUFFIX, fence_key, release_channel};
+pub use manager::LockManager;
+pub use pipeline::MAX_TTL;
 pub use rwlock::RwLock;
 pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
 pub use set::MAX_SET;
-pub use wait::{RELEASE_SUFFIX, release_channel};
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::NodeError;
-use crate::node::{Node, Request};
+use crate::node::Node;
 use crate::redis_cluster::RedisCluster;
+use crate::request::Request;
 
 /// One vote of the quorum.
 pub(crate) enum Member {

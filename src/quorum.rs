@@ -11,9 +11,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeError, NodeFailures};
+use crate::keys;
 use crate::member::Member;
-use crate::node::{GONE, Node, Pooled, Received, Request};
-use crate::redis_cluster;
+use crate::node::{Node, Received};
+use crate::request::{Pooled, Request};
+use crate::script::GONE;
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -76,7 +78,7 @@ pub(crate) fn round(
     let deadline = Instant::now() + first.timeout();
     let selected = |i: usize| only.is_none_or(|only| only[i]);
     let slot = if members.iter().any(|m| matches!(m, Member::Cluster(_))) {
-        redis_cluster::slot(req.key)
+        keys::slot(req.key)
     } else {
         0
     };

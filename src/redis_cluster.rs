@@ -1,28 +1,5 @@
-//! A Redis Cluster as one quorum member: hash slots, the names of the
-//! keys and channels that go with a resource, the slot map, and routing
-//! (`MOVED`, `ASK`).
-//!
-//! # Keys and channels share the resource's slot
-//!
-//! A Redis Cluster serves a key from the master that owns the key's hash
-//! slot (CRC16 of the key, or of its hash tag: the bytes between the
-//! first `{` and the first `}` after it, when there are some, modulo
-//! 16384). A script may only touch keys of one slot, and a sharded
-//! channel lives in one slot too. So everything that goes with a resource
-//! `R` (its fencing counter, its release channel) is named so that it
-//! hashes to `R`'s slot, whatever bytes `R` holds:
-//!
-//! - `R` has a hash tag: `R` followed by the suffix (the tag is still the
-//!   first one);
-//! - `R` has no `{`: `R`, the suffix, then `{T}`, where `T` is a short
-//!   decimal tag chosen for `R`'s slot (the first `{` is ours, so `T` is
-//!   the tag);
-//! - `R` has a `{` but no tag (`a{b`, `a{}b`): `{T}`, then `R`, then the
-//!   suffix.
-//!
-//! The lock key is `R` itself, on every member, so that other Redlock
-//! clients (node-redlock) interoperate. The same names are used on plain
-//! nodes, so one request suits every member.
+//! A Redis Cluster as one quorum member: the slot map, and routing
+//! (`MOVED`, `ASK`). The slots of keys and channels are in `keys.rs`.
 //!
 //! # Routing
 //!
@@ -73,103 +50,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use redis::Value;
 
+use crate::conn::pack;
 use crate::error::{Error, NodeError};
-use crate::node::{Node, Request, Setup, UrlParts, pack, url_parts};
-
-/// Hash slots in a Redis Cluster.
-pub(crate) const SLOTS: usize = 16384;
-
-/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), as Redis
-/// Cluster hashes keys.
-pub(crate) fn crc16(data: &[u8]) -> u16 {
-    static TABLE: OnceLock<[u16; 256]> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut table = [0u16; 256];
-        for (i, entry) in table.iter_mut().enumerate() {
-            let mut crc = (i as u16) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-            *entry = crc;
-        }
-        table
-    });
-    data.iter().fold(0u16, |crc, &b| {
-        (crc << 8) ^ table[usize::from((crc >> 8) as u8 ^ b)]
-    })
-}
-
-/// The hash tag of `key`: the bytes between its first `{` and the first
-/// `}` after it, when there are some.
-fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
-    let rest = &key[open + 1..];
-    let close = rest.iter().position(|&b| b == b'}')?;
-    (close > 0).then(|| &rest[..close])
-}
-
-/// The hash slot of `key`.
-pub(crate) fn slot(key: &[u8]) -> u16 {
-    crc16(hash_tag(key).unwrap_or(key)) & (SLOTS as u16 - 1)
-}
-
-/// A short tag for each slot: the smallest number whose decimal digits
-/// hash to it (all below 200,000; found once, in about a millisecond).
-fn tag_for(slot: u16) -> u32 {
-    static TAGS: OnceLock<Vec<u32>> = OnceLock::new();
-    let tags = TAGS.get_or_init(|| {
-        let mut tags = vec![u32::MAX; SLOTS];
-        let mut left = SLOTS;
-        let mut n = 0u32;
-        while left > 0 {
-            let s = usize::from(crc16(n.to_string().as_bytes()) & (SLOTS as u16 - 1));
-            if tags[s] == u32::MAX {
-                tags[s] = n;
-                left -= 1;
-            }
-            n += 1;
-        }
-        tags
-    });
-    tags[usize::from(slot)]
-}
-
-/// The name of what goes with `resource` (its fencing counter, its
-/// release channel): `resource` and `suffix`, in `resource`'s hash slot
-/// (see the module docs for the rule).
-pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
-    if hash_tag(resource).is_some() {
-        return [resource, suffix].concat();
-    }
-    let tag = tag_for(slot(resource)).to_string();
-    if resource.contains(&b'{') {
-        [b"{", tag.as_bytes(), b"}", resource, suffix].concat()
-    } else {
-        [resource, suffix, b"{", tag.as_bytes(), b"}"].concat()
-    }
-}
-
-/// Whether `name` could be the companion of some resource with `suffix`
-/// (such names are reserved: a resource of that name would share its key
-/// with another resource's counter).
-pub(crate) fn is_companion(name: &[u8], suffix: &[u8]) -> bool {
-    if name.ends_with(suffix) {
-        return true;
-    }
-    // `R` + suffix + `{digits}`.
-    let Some(body) = name.strip_suffix(b"}") else {
-        return false;
-    };
-    let Some(open) = body.iter().rposition(|&b| b == b'{') else {
-        return false;
-    };
-    let digits = &body[open + 1..];
-    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) && body[..open].ends_with(suffix)
-}
+use crate::keys::SLOTS;
+use crate::node::{Node, Setup};
+use crate::request::Request;
+use crate::url::{UrlParts, url_parts};
 
 /// Which master serves each slot.
 struct SlotMap {
@@ -675,80 +561,6 @@ fn parse_redirect(e: &redis::RedisError) -> Option<(u16, String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_match_redis_cluster() {
-        // Values from CLUSTER KEYSLOT on a real server.
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"bar"), 5061);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
-        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
-        assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
-        assert_eq!(crc16(b"123456789"), 0x31C3);
-    }
-
-    #[test]
-    fn companions_share_the_resource_slot() {
-        for r in [
-            &b"lock:job"[..],
-            b"{user:42}:lock",
-            b"a{b",
-            b"a{}b",
-            b"}{",
-            b"x}y",
-            b"",
-            b"{",
-            b"{}",
-        ] {
-            for suffix in [&b":redlock-fence"[..], b":redlock-release"] {
-                let c = companion(r, suffix);
-                assert_eq!(slot(&c), slot(r), "{:?}", String::from_utf8_lossy(&c));
-                assert!(
-                    is_companion(&c, suffix),
-                    "{:?}",
-                    String::from_utf8_lossy(&c)
-                );
-            }
-        }
-        assert_eq!(companion(b"{u}:l", b":s"), b"{u}:l:s");
-        assert!(companion(b"lock:job", b":s").starts_with(b"lock:job:s{"));
-        assert!(companion(b"a{b", b":s").starts_with(b"{"));
-        assert!(!is_companion(b"lock:job", b":s"));
-        assert!(!is_companion(b"lock:job{12}", b":s"));
-        assert!(!is_companion(b"lock:job:s{}", b":s"));
-        assert!(!is_companion(b"lock:job:s{1a}", b":s"));
-    }
-
-    proptest::proptest! {
-        /// Whatever bytes a resource holds (braces included), its
-        /// counter and channel share its slot, are reserved names, and
-        /// differ from it.
-        #[test]
-        fn any_resource_shares_its_slot_with_its_companions(
-            name in proptest::collection::vec(proptest::prop_oneof![
-                proptest::num::u8::ANY,
-                proptest::strategy::Just(b'{'),
-                proptest::strategy::Just(b'}'),
-            ], 0..40)
-        ) {
-            for suffix in [&b":redlock-fence"[..], b":redlock-release"] {
-                let c = companion(&name, suffix);
-                proptest::prop_assert_eq!(slot(&c), slot(&name));
-                proptest::prop_assert!(is_companion(&c, suffix));
-                proptest::prop_assert_ne!(&c, &name);
-            }
-        }
-    }
-
-    #[test]
-    fn every_slot_has_a_short_tag() {
-        for s in 0..SLOTS as u16 {
-            let tag = tag_for(s);
-            assert!(tag < 200_000, "slot {s}: {tag}");
-            assert_eq!(slot(tag.to_string().as_bytes()), s);
-        }
-    }
 
     #[test]
     fn redirects_are_read() {

@@ -64,10 +64,15 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use crate::error::Result;
-use crate::guard::{LockGuard, Shape};
-use crate::manager::{Budget, LockManager, Wait};
-use crate::rounds::Rounds;
+use crate::guard::LockGuard;
+use crate::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
+use crate::manager::{self, Budget, LockManager, Wait};
+use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args};
+use crate::quorum::Tally;
+use crate::script::{EXTEND_READ, READ, UNLOCK, UNREAD, WRITER_WAITS};
 
 /// A read-write lock named `name` over a manager's members: see
 /// [`LockManager::rwlock`] and the module docs' safety argument.
@@ -164,21 +169,20 @@ impl RwLock {
 
     fn acquire_read(&self, ttl: Duration, budget: Budget) -> Result<LockGuard> {
         let name = &self.name[..];
-        Rounds::check_resource(name)?;
-        let rounds = self.manager.rounds();
-        let ttl_ms = rounds.check_ttl(ttl)?;
+        keys::check_resource(name)?;
+        let pipeline = self.manager.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
         let wait = Wait {
             names: &[name],
-            writer: false,
+            writer: None,
             shared: true,
         };
-        self.manager.attempts_on(wait, budget, |token, _| {
-            let granted = rounds.acquire_read(name, token, ttl_ms)?;
-            Ok(LockGuard::shaped(
-                rounds.clone(),
-                Shape::Read,
-                name,
-                name,
+        let shape = Arc::new(Read { name: name.into() });
+        self.manager.attempts_on(wait, budget, |token, blocked| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
+            Ok(LockGuard::new(
+                pipeline.clone(),
+                shape.clone(),
                 *token,
                 Duration::from_millis(ttl_ms),
                 granted,
@@ -193,4 +197,129 @@ impl std::fmt::Debug for RwLock {
             .field("name", &String::from_utf8_lossy(&self.name))
             .finish()
     }
+}
+
+/// A read lock: the token among the readers beside the lock key, which
+/// holds the readers' mark.
+struct Read {
+    name: Box<[u8]>,
+}
+
+impl Shape for Read {
+    fn resources(&self) -> Vec<&[u8]> {
+        vec![&self.name]
+    }
+
+    /// Readers do not write: no fencing token.
+    fn fenced(&self) -> bool {
+        false
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    /// The read script on every member (see its docs).
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
+        let px = ttl_ms.to_string();
+        let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
+        let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
+        let call = &args;
+        p.script_then(
+            &READ,
+            None,
+            &[&self.name, &readers, &flag],
+            call,
+            None,
+            DECIDE,
+        )
+        .into_iter()
+        .map(Vote::of)
+        .collect()
+    }
+
+    /// Never called: readers have no counters.
+    fn raise(&self, _: &Pipeline, _: &[bool], _: u64, _: &str) -> Tally {
+        Tally::default()
+    }
+
+    /// This reader's expiry to `ttl_ms` from now.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        let readers = readers_key(&self.name);
+        let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
+        let call = &args;
+        Tally::count(p.script_then(
+            &EXTEND_READ,
+            None,
+            &[&self.name, &readers],
+            call,
+            None,
+            DECIDE,
+        ))
+    }
+
+    /// Removes this reader; the last reader out deletes the lock key and
+    /// announces the release.
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+    ) -> Tally {
+        let readers = readers_key(&self.name);
+        let channel = release_channel(&self.name);
+        let args = |cluster: bool| {
+            let mut args = vec![token, READERS_MARK];
+            let announce = announce_args(message, cluster);
+            if !announce.is_empty() {
+                args.extend(announce);
+                args.push(&channel);
+            }
+            args
+        };
+        let (node, cluster) = (args(false), args(true));
+        Tally::count(p.script_then(
+            &UNREAD,
+            only,
+            &[&self.name, &readers],
+            &node,
+            Some(&cluster),
+            RELEASE,
+        ))
+    }
+}
+
+/// A writer of the read-write lock of its name (any lock: the write side
+/// is the plain lock).
+pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
+
+impl manager::Writer for Writer<'_> {
+    /// Where readers hold the name, sets the flag that makes new readers
+    /// queue behind the writer, for `ms`. True when some member set it.
+    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool {
+        writer_waits(p, self.0, token, ms)
+    }
+
+    /// Removes the writer's flag where it is still its own.
+    fn done(&self, p: &Pipeline, token: &[u8]) {
+        writer_done(p, self.0, token)
+    }
+}
+
+fn writer_waits(p: &Pipeline, name: &[u8], token: &[u8], ms: u64) -> bool {
+    let flag = writer_key(name);
+    let ms = ms.max(1).to_string();
+    let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
+    let call = &args;
+    // Decides no holder, waits for no replica: as a release.
+    p.script_then(&WRITER_WAITS, None, &[name, &flag], call, None, RELEASE)
+        .into_iter()
+        .any(|a| matches!(a, Some(Ok(1))))
+}
+
+fn writer_done(p: &Pipeline, name: &[u8], token: &[u8]) {
+    let flag = writer_key(name);
+    p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
 }

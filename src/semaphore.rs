@@ -70,11 +70,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeFailures, Result};
-use crate::guard::{LockGuard, Shape};
+use crate::guard::LockGuard;
+use crate::keys;
+use crate::lock::One;
 use crate::manager::{Budget, LockManager};
+use crate::pipeline::{Answer, Mode, Pipeline};
 use crate::quorum::{self, Tally};
-use crate::redis_cluster;
-use crate::rounds::PERMITS_SUFFIX;
+use crate::script::FREE;
 
 /// The most permits a semaphore may have: the survey reads every slot key
 /// in one script.
@@ -83,9 +85,6 @@ pub const MAX_PERMITS: u32 = 10_000;
 /// Up to this many permits, the survey answers a mask of every free slot
 /// (exact in a Lua number); beyond, the first free slot it sees.
 const MASK_PERMITS: u32 = 52;
-
-/// Suffix of a semaphore's slot keys, before the slot number.
-const PERMIT_SUFFIX: &str = ":permit:";
 
 /// At most K holders at once; made by [`LockManager::semaphore`].
 ///
@@ -101,7 +100,7 @@ pub struct Semaphore {
 
 impl Semaphore {
     pub(crate) fn new(manager: LockManager, name: &[u8], permits: u32) -> Result<Semaphore> {
-        crate::rounds::Rounds::check_resource(name)?;
+        keys::check_resource(name)?;
         if permits == 0 || permits > MAX_PERMITS {
             return Err(Error::invalid_argument(format!(
                 "a semaphore has 1 to {MAX_PERMITS} permits, got {permits}"
@@ -157,26 +156,19 @@ impl Semaphore {
         self.take(ttl, Budget::Until(Instant::now().checked_add(timeout)))
     }
 
-    /// The key of slot `i`.
-    fn slot_key(&self, i: u32) -> Vec<u8> {
-        redis_cluster::companion(&self.name, format!("{PERMIT_SUFFIX}{i}").as_bytes())
-    }
-
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
-        let rounds = self.manager.rounds();
-        let ttl_ms = rounds.check_ttl(ttl)?;
+        let pipeline = self.manager.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
         self.manager.attempts(&self.name, budget, |token| {
-            let count = redis_cluster::companion(&self.name, PERMITS_SUFFIX);
             let grant = |slot: u32| {
-                let key = self.slot_key(slot);
-                let granted = rounds.acquire(&key, token, ttl_ms, Some((&count, self.permits)))?;
+                let key = keys::permit_key(&self.name, slot);
+                let shape = Arc::new(One::permit(&key, &self.name, self.permits));
+                let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut None)?;
                 Ok(Permit {
                     slot,
-                    guard: LockGuard::shaped(
-                        rounds.clone(),
-                        Shape::Permit(count.clone().into()),
-                        &key,
-                        &self.name,
+                    guard: LockGuard::new(
+                        pipeline.clone(),
+                        shape,
                         *token,
                         Duration::from_millis(ttl_ms),
                         granted,
@@ -197,11 +189,13 @@ impl Semaphore {
                 other => return other,
             }
             // Taken: ask every member which slots it sees free.
-            let keys: Vec<Vec<u8>> = (0..self.permits).map(|i| self.slot_key(i)).collect();
+            let keys: Vec<Vec<u8>> = (0..self.permits)
+                .map(|i| keys::permit_key(&self.name, i))
+                .collect();
             let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             let start = random_u32() % self.permits;
             let masks = self.permits <= MASK_PERMITS;
-            let answers = rounds.survey(&refs, (!masks).then_some(start as usize));
+            let answers = survey(pipeline, &refs, (!masks).then_some(start as usize));
             let mut votes = vec![0usize; self.permits as usize];
             for answer in answers.iter().flatten() {
                 match answer {
@@ -360,4 +354,17 @@ impl LockManager {
 
 fn random_u32() -> u32 {
     getrandom::u32().unwrap_or(0)
+}
+
+/// A semaphore's survey on every member: with `start` `None` (at most 52
+/// keys), the mask of the free permits among `keys`; otherwise the first
+/// free permit from index `start` on, plus one (0: none free).
+fn survey(p: &Pipeline, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
+    let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
+    let mode = Mode {
+        count: true,
+        replicated: false,
+        decides: false,
+    };
+    p.script_then(&FREE, None, keys, &[arg.as_bytes()], None, mode)
 }

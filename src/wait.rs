@@ -24,28 +24,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::Value;
 
+use crate::conn::pack;
 use crate::error::{NodeError, NodeErrorKind};
+use crate::keys::{self, release_channel as channel};
 use crate::member::Member;
-use crate::node::{Listener, Node, pack};
+use crate::node::{Listener, Node};
 use crate::quorum;
-use crate::redis_cluster;
-
-/// Suffix of the channels releases are published on: the channel of
-/// resource `R` is `R` followed by this suffix, so that an ACL channel
-/// pattern can follow the key pattern (`~lock:* &lock:*`).
-pub const RELEASE_SUFFIX: &[u8] = b":redlock-release";
-
-/// The channel a release of `resource` is published on: the resource's
-/// name followed by [`RELEASE_SUFFIX`], in the resource's Redis Cluster
-/// hash slot (as its fencing counter: `lock:job:redlock-release{29178}`),
-/// so that a cluster member announces it with sharded pub/sub.
-pub fn release_channel(resource: impl AsRef<[u8]>) -> Vec<u8> {
-    redis_cluster::companion(resource.as_ref(), RELEASE_SUFFIX)
-}
-
-pub(crate) fn channel(resource: &[u8]) -> Vec<u8> {
-    release_channel(resource)
-}
 
 /// How long a resource stays subscribed after its last waiter left, and
 /// the listeners stay connected after the last resource was dropped: a
@@ -580,7 +564,7 @@ fn want<'a>(member: &Member, resources: impl Iterator<Item = &'a Vec<u8>>) -> Wa
     for resource in resources {
         let node = match member {
             Member::Node(node) => Some(node.clone()),
-            Member::Cluster(cluster) => cluster.route(redis_cluster::slot(resource)),
+            Member::Cluster(cluster) => cluster.route(keys::slot(resource)),
         };
         let Some(node) = node else {
             unknown = true;
@@ -801,9 +785,6 @@ mod tests {
     fn channels_follow_the_resource_name_in_its_slot() {
         assert!(channel(b"lock:a").starts_with(b"lock:a:redlock-release{"));
         assert_eq!(channel(b"{lock}:a"), b"{lock}:a:redlock-release");
-        assert_eq!(
-            redis_cluster::slot(&channel(b"lock:a")),
-            redis_cluster::slot(b"lock:a")
-        );
+        assert_eq!(keys::slot(&channel(b"lock:a")), keys::slot(b"lock:a"));
     }
 }

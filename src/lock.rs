@@ -1,0 +1,335 @@
+//! The lock: one key per resource, taken with `SET NX PX` on every
+//! member. Its shape for the pipeline ([`One`]: the lock, a write lock,
+//! a semaphore's permit) and its entry points on [`LockManager`]. The
+//! safety argument is on [`LockManager`] ("Why it is safe").
+
+use std::time::{Duration, Instant};
+
+use crate::conn::pack;
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::keys::{self, fence_key, release_channel};
+use crate::manager::{Budget, LockManager, Wait};
+use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
+use crate::quorum::{self, Tally};
+use crate::request::{Reply, Request};
+use crate::rwlock::Writer;
+use crate::script::{EXTEND, MISMATCH, PERMITS, RAISE, UNLOCK};
+
+/// One key holding the token: a lock, a write lock, or a semaphore's
+/// permit (which also checks and keeps alive the semaphore's count).
+pub(crate) struct One {
+    key: Box<[u8]>,
+    /// The name whose waiters a release wakes: the key, or a permit's
+    /// semaphore.
+    wakes: Box<[u8]>,
+    /// A permit: the key of the semaphore's stored count, and the count
+    /// this client was made with.
+    permits: Option<(Box<[u8]>, u32)>,
+}
+
+impl One {
+    /// The lock on `key`.
+    pub(crate) fn lock(key: &[u8]) -> One {
+        One {
+            key: key.into(),
+            wakes: key.into(),
+            permits: None,
+        }
+    }
+
+    /// A permit: the lock on the slot `key` of the semaphore `name`, made
+    /// with `count` permits.
+    pub(crate) fn permit(key: &[u8], name: &[u8], count: u32) -> One {
+        One {
+            key: key.into(),
+            wakes: name.into(),
+            permits: Some((keys::permits_key(name).into(), count)),
+        }
+    }
+
+    /// The arguments of the unlock script after the token: the
+    /// announcement, and its channel.
+    fn unlock_args<'a>(
+        &self,
+        message: Option<&'a [u8]>,
+        cluster: bool,
+        channel: &'a [u8],
+    ) -> Vec<&'a [u8]> {
+        let mut args = announce_args(message, cluster);
+        if !args.is_empty() {
+            args.push(channel);
+        }
+        args
+    }
+}
+
+impl Shape for One {
+    fn resources(&self) -> Vec<&[u8]> {
+        vec![&self.key]
+    }
+
+    fn wakes(&self) -> Vec<&[u8]> {
+        vec![&self.wakes]
+    }
+
+    /// Fencing off: `SET key token NX PX ttl`, nothing else.
+    ///
+    /// Fencing on: the same, pipelined in one write with three commands on
+    /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
+    /// created anew starts from the clock), `INCR counter` and `PEXPIRE
+    /// counter keep`. A member's count is its counter's value.
+    ///
+    /// A permit puts the count check ahead of it in the same write: a
+    /// member that stores another count answers that, and grants nothing.
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        let key = &self.key[..];
+        let px = ttl_ms.to_string();
+        // The count check goes by hash: the handshake loads it, and a
+        // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
+        let mut packed = match &self.permits {
+            Some((count, k)) => {
+                let keep = p.permits_keep(ttl_ms).to_string();
+                PERMITS.evalsha(&[count], &[k.to_string().as_bytes(), keep.as_bytes()])
+            }
+            None => Vec::new(),
+        };
+        packed.extend_from_slice(&pack(&[b"SET", key, token, b"NX", b"PX", px.as_bytes()]));
+        let fence = fence_key(key);
+        let reply = match keep {
+            None => Reply::Set,
+            Some(keep) => {
+                // The counter is incremented on every member asked,
+                // whether or not it set the lock key: only the counts of
+                // members that set it make the token; the others' counts
+                // just grow, which keeps every counter monotonic.
+                let start = counter_start().to_string();
+                let keep = keep.as_bytes();
+                packed.extend_from_slice(&pack(&[
+                    b"SET",
+                    &fence,
+                    start.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    keep,
+                ]));
+                packed.extend_from_slice(&pack(&[b"INCR", &fence]));
+                packed.extend_from_slice(&pack(&[b"PEXPIRE", &fence, keep]));
+                Reply::SetCount
+            }
+        };
+        packed.extend_from_slice(&p.wait_command());
+        let describe = |at: usize| {
+            let (verb, key) = match at {
+                0 => ("SET", key),
+                1 => ("SET", &fence[..]),
+                2 => ("INCR", &fence[..]),
+                _ => ("PEXPIRE", &fence[..]),
+            };
+            format!("{verb} {:?}", String::from_utf8_lossy(key))
+        };
+        // Queued behind an acquisition that times out: removes the key
+        // right after a late execution (and announces that only if it did).
+        let message = p.message(token);
+        let channel = release_channel(&self.wakes);
+        let cleanup = |cluster: bool| {
+            let mut args = vec![token];
+            args.extend(self.unlock_args(message.as_deref(), cluster, &channel));
+            UNLOCK.eval(&[key], &args)
+        };
+        let node_cleanup = || cleanup(false);
+        let cluster_cleanup = || cleanup(true);
+        // On a Redis Cluster member the same pipeline goes to the slot's
+        // master. An `ASK` is followed to the target only for a single-key
+        // request (see `redis_cluster.rs`, "Safety under slot
+        // migration"): a lock with a fencing counter or a permit count is
+        // no vote while its slot migrates.
+        let cluster_req = Request {
+            packed: &packed,
+            key,
+            alt: None,
+            asking: false,
+            permits: self.permits.is_some(),
+            follow_ask: keep.is_none() && self.permits.is_none(),
+            decides: true,
+            wait: p.replica_acks.as_ref().map(|(n, _)| *n),
+            reply,
+            describe: &describe,
+            reload: None,
+            on_timeout: Some(&cluster_cleanup),
+        };
+        let req = Request {
+            alt: p.has_clusters.then_some(&cluster_req),
+            on_timeout: Some(&node_cleanup),
+            ..cluster_req
+        };
+        quorum::round(&p.members, None, &req)
+            .into_iter()
+            .map(|answer| match answer {
+                // Another permit count stored: no grant (the acquisition
+                // behind the check may have written: cleaned up as a yes).
+                Some(Ok(c)) if c & MISMATCH != 0 => Vote {
+                    yes: None,
+                    ..Vote::of(Some(Ok(c)))
+                },
+                answer => Vote::of(answer),
+            })
+            .collect()
+    }
+
+    fn refusal(&self, p: &Pipeline, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
+        let (_, k) = self.permits.as_ref()?;
+        let stored = votes.iter().find_map(|v| match v.answer {
+            Some(Ok(c)) if c & MISMATCH != 0 => Some(c & !MISMATCH),
+            _ => None,
+        })?;
+        Some(Error::invalid_argument(format!(
+            "this semaphore was made with {k} permits, but its members store {stored}: \
+             every client of one semaphore must give the same count (it may change once \
+             no permit has been held for {:?})",
+            Duration::from_millis(p.permits_keep(ttl_ms))
+        )))
+    }
+
+    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+        let to = to.to_string();
+        let fence = fence_key(&self.key);
+        Tally::count(p.script(
+            &RAISE,
+            Some(only),
+            &[&fence],
+            &[to.as_bytes(), keep.as_bytes()],
+        ))
+    }
+
+    /// Sets the key's expiry to `ttl_ms` where it holds `token`; with
+    /// fencing on, also keeps the counter alive at least as long (raising
+    /// its expiry to the idle period when it has less than the TTL left);
+    /// a permit's semaphore count is kept alive with it.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        let fence = fence_key(&self.key);
+        let keep = p.permits_keep(ttl_ms).to_string();
+        let mut keys: Vec<&[u8]> = vec![&self.key];
+        if p.fencing_expiry_ms.is_some() {
+            keys.push(&fence);
+        }
+        if let Some((count, _)) = &self.permits {
+            keys.push(count);
+        }
+        let args: Vec<&[u8]> = if keys.len() > 1 {
+            vec![token, ttl.as_bytes(), keep.as_bytes()]
+        } else {
+            vec![token, ttl.as_bytes()]
+        };
+        let call = &args;
+        Tally::count(p.script_then(&EXTEND, None, &keys, call, None, DECIDE))
+    }
+
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+    ) -> Tally {
+        let channel = release_channel(&self.wakes);
+        let node: Vec<&[u8]> = [vec![token], self.unlock_args(message, false, &channel)].concat();
+        let cluster: Vec<&[u8]> = [vec![token], self.unlock_args(message, true, &channel)].concat();
+        Tally::count(p.script_then(&UNLOCK, only, &[&self.key], &node, Some(&cluster), RELEASE))
+    }
+}
+
+impl LockManager {
+    /// Takes the lock on `resource` for `ttl`, waiting for it as the retry
+    /// settings allow (see [`set_retry`](Self::set_retry)).
+    ///
+    /// The first attempt is made at once. After a failed one, the thread
+    /// pauses (a random pause between half the retry delay and all of it)
+    /// and asks again; `count - 1` pauses in all, so a lock that is never
+    /// released is given up after between `(count - 1) × max_delay / 2`
+    /// and `(count - 1) × max_delay` (by default 3 attempts and 200-400 ms
+    /// of pauses). A release of the resource ends a pause early (see
+    /// [`Builder::wake_on_release`]) and the thread asks at once; if it is
+    /// beaten to the lock, it waits out the rest of the interrupted pause,
+    /// so being woken never shortens the time `lock` waits. Threads of this
+    /// manager waiting for the same resource are served in arrival order: a
+    /// thread that finds others waiting queues behind them, and its time
+    /// behind them counts as pausing.
+    ///
+    /// Locks are not re-entrant: a thread that calls `lock` on a resource
+    /// it already holds waits for its own release, and gets
+    /// [`Error::Taken`] with `held_here` set.
+    ///
+    /// `lock` is the write side of [`rwlock`](Self::rwlock)`(resource)`:
+    /// it waits for readers to leave, and while it waits behind readers,
+    /// new readers wait behind it.
+    ///
+    /// The returned guard releases the lock when dropped. The lock is safe
+    /// to rely on only for [`LockGuard::validity`]: the TTL less the time
+    /// the acquisition took and a clock drift allowance.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: [`Error::Taken`] when another owner holds
+    /// the resource, [`Error::NoQuorum`] when too many nodes failed,
+    /// [`Error::NoValidity`] when the round was too slow for the TTL.
+    /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
+    /// larger than [`MAX_TTL`], or too small to leave any validity.
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
+        self.acquire(resource.as_ref(), ttl, self.lock_budget())
+    }
+
+    /// Takes the lock on `resource` for `ttl` with exactly one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the single attempt.
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
+        self.acquire(resource.as_ref(), ttl, Budget::Once)
+    }
+
+    /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
+    /// passed, with a random pause (between half the retry delay and all of
+    /// it, and never past the timeout) between attempts. At least one
+    /// attempt is made. Waits as [`lock`](Self::lock) does: woken by
+    /// releases, served in arrival order.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the last attempt.
+    pub fn try_lock_for(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<LockGuard> {
+        let budget = Budget::Until(Instant::now().checked_add(timeout));
+        self.acquire(resource.as_ref(), ttl, budget)
+    }
+
+    /// The lock's acquisition: its shape through the pipeline, in the
+    /// manager's waiting loop. A plain lock is a writer of the read-write
+    /// lock of the same name.
+    fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
+        keys::check_resource(resource)?;
+        let pipeline = self.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let wait = Wait {
+            names: &[resource],
+            writer: Some(&Writer(resource)),
+            shared: false,
+        };
+        let shape = std::sync::Arc::new(One::lock(resource));
+        self.attempts_on(wait, budget, |token, blocked| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
+            Ok(LockGuard::new(
+                pipeline.clone(),
+                shape.clone(),
+                *token,
+                Duration::from_millis(ttl_ms),
+                granted,
+            ))
+        })
+    }
+}

@@ -1,0 +1,329 @@
+//! One request on one connection: what it is ([`Request`]), how its
+//! reply reads ([`Reply`]), and the reading itself on a pooled connection
+//! ([`Pooled`]), which keeps the connection in step or says it is not.
+
+use std::time::Instant;
+
+use redis::{RedisError, Value};
+
+use crate::conn::{Conn, pack};
+use crate::error::REPLICATION_DETAIL_PREFIX;
+use crate::script::{BUSY, GONE, MISMATCH, PERMITS};
+
+/// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
+/// "no such key", anything else is yes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reply {
+    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise).
+    One,
+    /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
+    /// (1), nil is no.
+    Set,
+    /// A count (a semaphore's survey, a set's fencing token): any number
+    /// of 0 or more; a negative `-i` (the set script's first busy key)
+    /// reads as [`BUSY`] plus `i - 1`.
+    Count,
+    /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
+    /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
+    /// fencing): nil first is no (0); `OK` first is yes, and the count.
+    SetCount,
+}
+
+/// One request, the same for every node of a round.
+pub(crate) struct Request<'a> {
+    /// The command(s), packed.
+    pub(crate) packed: &'a [u8],
+    /// The key whose hash slot routes the request on a Redis Cluster
+    /// member (the resource).
+    pub(crate) key: &'a [u8],
+    /// The request as Redis Cluster members take it, when it differs.
+    pub(crate) alt: Option<&'a Request<'a>>,
+    /// `packed` starts with `ASKING`, whose `OK` is read first.
+    pub(crate) asking: bool,
+    /// After any `ASKING`, `packed` starts with the semaphore count check
+    /// (see `PERMITS_SRC`), whose answer is read next.
+    pub(crate) permits: bool,
+    /// A Redis Cluster member may follow an `ASK` for it: it touches one
+    /// key, or is a script (for which the servers themselves refuse keys
+    /// split by a migration).
+    pub(crate) follow_ask: bool,
+    /// The answers decide a holder (acquire, extend, raise): a server kept
+    /// out after a restart (see `restart.rs`) gives none.
+    pub(crate) decides: bool,
+    /// `packed` (and the reload) end with `WAIT <replicas> <ms>`: a yes
+    /// counts only when this many replicas acknowledged the write.
+    pub(crate) wait: Option<u32>,
+    /// How to read its reply.
+    pub(crate) reply: Reply,
+    /// Names the command (by its index among the request's commands) and
+    /// key that an error reply concerns, for messages.
+    pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
+    /// For a script sent by hash: the command that sends its source, for a
+    /// node that answers `NOSCRIPT`.
+    pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+    /// Written behind the command on the same connection when its reply
+    /// does not come in time, before the connection is dropped.
+    pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+/// A request that got no useful answer: the error, and which of the
+/// request's commands it belongs to (for an error reply).
+pub(crate) struct Failure {
+    pub(crate) error: RedisError,
+    pub(crate) at: usize,
+    /// The connection is still in step (the replies were all read).
+    pub(crate) keep: bool,
+}
+
+impl From<RedisError> for Failure {
+    /// The failure of one read: an error reply was read whole (the
+    /// connection is in step so far); anything else breaks it.
+    fn from(error: RedisError) -> Failure {
+        let keep = is_reply(&error);
+        Failure { error, at: 0, keep }
+    }
+}
+
+/// A connection, between uses kept in a node's pool.
+pub(crate) struct Pooled {
+    pub(crate) con: Conn,
+}
+
+impl Pooled {
+    /// Reads the reply to `req` (already written), sending the script's
+    /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
+    ///
+    /// A failure's `keep` says whether every reply of the request was read
+    /// (the connection is in step and may go back to the pool); any path
+    /// that leaves a reply unread returns `keep: false`, so that a later
+    /// request never reads this one's reply as its own.
+    pub(crate) fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        if req.asking {
+            self.asked(deadline)?;
+        }
+        // The count check's reply; the acquisition behind it ran anyway.
+        let check = if req.permits {
+            match self.con.read(deadline) {
+                Ok(Value::Int(n)) if n >= 0 => Ok(n as u64),
+                Ok(other) => Err(unexpected(&other)),
+                Err(e) if is_reply(&e) => Err(e),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            Ok(0)
+        };
+        let answer = self.replicated(req, deadline);
+        match (check, answer) {
+            (Ok(0), answer) => answer,
+            // Not in step: that failure is the answer.
+            (_, Err(f)) if !f.keep => Err(f),
+            // The check is sent by hash (loaded with the handshake): after
+            // a `SCRIPT FLUSH` this attempt gets no vote here, and the
+            // script is loaded again on this connection for the next one.
+            (Err(error), _) if is_noscript(&error) => {
+                let load = pack(&[b"SCRIPT", b"LOAD", PERMITS.source()]);
+                self.con.write(&load, deadline)?;
+                self.con.read(deadline)?;
+                Err(Failure {
+                    error,
+                    at: 0,
+                    keep: true,
+                })
+            }
+            (Ok(stored), _) => Ok(MISMATCH | stored),
+            (Err(error), _) => Err(Failure {
+                error,
+                at: 0,
+                keep: true,
+            }),
+        }
+    }
+
+    /// Reads the reply to `req` past any `ASKING` and count check, then
+    /// its `WAIT`: a yes counts only when enough replicas acknowledged it.
+    pub(crate) fn replicated(
+        &mut self,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        let answer = self.finish_reply(req, deadline);
+        let Some(needed) = req.wait else {
+            return answer;
+        };
+        if let Err(f) = &answer
+            && !f.keep
+        {
+            return answer;
+        }
+        let acked = match self.con.read(deadline)? {
+            Value::Int(acked) => u32::try_from(acked).unwrap_or(0),
+            other => {
+                return Err(Failure {
+                    keep: true,
+                    ..unexpected(&other).into()
+                });
+            }
+        };
+        match answer {
+            // Only a write waits for replicas: a no (0), a gone key and a
+            // set's busy key are answers whatever the replicas saw.
+            Ok(yes) if yes > 0 && yes & BUSY == 0 && acked < needed => Err(Failure {
+                error: RedisError::from((
+                    redis::ErrorKind::Client,
+                    "not replicated",
+                    format!(
+                        "{REPLICATION_DETAIL_PREFIX}the write reached {acked} of {needed} \
+                         replicas in time (WAIT)"
+                    ),
+                )),
+                at: 0,
+                keep: true,
+            }),
+            other => other,
+        }
+    }
+
+    /// Reads the reply to `req` (after any `ASKING`), up to a `WAIT`.
+    pub(crate) fn finish_reply(
+        &mut self,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        match req.reply {
+            Reply::One | Reply::Count => {}
+            Reply::Set => {
+                return match self.con.read(deadline)? {
+                    Value::Okay => Ok(1),
+                    Value::Nil => Ok(0),
+                    other => Err(unexpected(&other).into()),
+                };
+            }
+            Reply::SetCount => return self.finish_set_count(deadline),
+        }
+        let reply = match (self.read_one(deadline)?, req.reload) {
+            (Err(e), Some(reload)) if is_noscript(&e) => {
+                if req.wait.is_some() {
+                    // The WAIT sent behind the refused script.
+                    self.con.read(deadline)?;
+                }
+                if req.asking {
+                    // ASKING holds for one command: the reload needs it too.
+                    self.con
+                        .write(&[&pack(&[b"ASKING"])[..], &reload()].concat(), deadline)?;
+                    self.asked(deadline)?;
+                } else {
+                    self.con.write(&reload(), deadline)?;
+                }
+                self.read_one(deadline)??
+            }
+            (reply, _) => reply?,
+        };
+        match (req.reply, reply) {
+            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
+            (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
+            (_, Value::Int(1)) => Ok(1),
+            (_, Value::Int(0)) => Ok(0),
+            (_, Value::Int(-1)) => Ok(GONE),
+            (_, other) => Err(unexpected(&other).into()),
+        }
+    }
+
+    /// Reads the `OK` of an `ASKING` sent first. A refusal (an ACL user
+    /// without `+asking`, `-BUSY`, `-LOADING`) leaves the command's
+    /// replies behind it unread: the connection is out of step.
+    pub(crate) fn asked(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let error = match self.con.read(deadline) {
+            Ok(Value::Okay) => return Ok(()),
+            Ok(other) => unexpected(&other),
+            Err(e) => e,
+        };
+        Err(Failure {
+            error,
+            at: 0,
+            keep: false,
+        })
+    }
+
+    /// Reads one reply: an error reply as the inner error (the connection
+    /// is still in step), anything else that fails as the outer one.
+    pub(crate) fn read_one(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Result<Value, RedisError>, RedisError> {
+        match self.con.read(deadline) {
+            Err(e) if !is_reply(&e) => Err(e),
+            first => Ok(first),
+        }
+    }
+
+    /// Reads the four replies of the acquisition pipeline; the first error
+    /// reply fails it.
+    pub(crate) fn finish_set_count(&mut self, deadline: Instant) -> Result<u64, Failure> {
+        let mut replies = [Value::Nil, Value::Nil, Value::Nil, Value::Nil];
+        if let Some(refused) = self.read_replies(&mut replies, deadline)? {
+            return Err(refused);
+        }
+        match replies {
+            [Value::Okay, _, Value::Int(n), _] if n > 0 => Ok(n as u64),
+            [Value::Nil, _, Value::Int(_), _] => Ok(0),
+            [Value::Okay | Value::Nil, _, other, _] | [other, ..] => Err(unexpected(&other).into()),
+        }
+    }
+
+    /// Reads one reply into each slot, whatever the earlier ones were, so
+    /// that the connection stays in step after an error reply. A broken
+    /// connection ends it at once (`Err`); otherwise returns the first
+    /// error reply, if any (its slot is left as it was).
+    pub(crate) fn read_replies(
+        &mut self,
+        slots: &mut [Value],
+        deadline: Instant,
+    ) -> Result<Option<Failure>, Failure> {
+        let mut refused = None;
+        for (at, slot) in slots.iter_mut().enumerate() {
+            match self.con.read(deadline) {
+                Ok(value) => *slot = value,
+                Err(error) if is_reply(&error) => {
+                    refused.get_or_insert(Failure {
+                        error,
+                        at,
+                        keep: true,
+                    });
+                }
+                Err(error) => {
+                    return Err(Failure {
+                        error,
+                        at,
+                        keep: false,
+                    });
+                }
+            }
+        }
+        Ok(refused)
+    }
+}
+
+/// The node sent a complete error reply: the connection is still in step.
+pub(crate) fn is_reply(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
+}
+
+pub(crate) fn is_noscript(e: &RedisError) -> bool {
+    e.code() == Some("NOSCRIPT")
+}
+
+/// The connection was found closed by the peer: nothing was answered.
+pub(crate) fn is_stale(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_timeout()
+}
+
+pub(crate) fn unexpected(value: &Value) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        format!("{value:?}"),
+    ))
+}

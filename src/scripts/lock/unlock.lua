@@ -1,0 +1,25 @@
+-- unlock: deletes the lock key only while it holds our token, and
+-- announces the release it made. Releases and clean-ups of locks and
+-- permits.
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  our token
+-- ARGV[2]  optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
+-- ARGV[3]  the release message
+-- ARGV[4]  the release channel
+--
+-- Answers 1 when it deleted the key, 0 when the key holds another token,
+-- -1 when there is no key. The announcement goes out only when it deleted
+-- the key, and may be refused (an ACL user without channels, a server
+-- without sharded pub/sub): that never fails the unlock.
+local held = redis.call("GET", KEYS[1])
+if held == ARGV[1] then
+    redis.call("DEL", KEYS[1])
+    if ARGV[2] then
+        redis.pcall(ARGV[2], ARGV[4], ARGV[3])
+    end
+    return 1
+elseif held then
+    return 0
+end
+return -1

@@ -1,0 +1,44 @@
+-- lock_set: takes a set of resources, all or nothing.
+--
+-- KEYS     the n lock keys, then (with fencing) their n fencing counters
+-- ARGV[1]  our token
+-- ARGV[2]  the TTL in ms
+-- ARGV[3]  optional (fencing on): a new counter's start
+-- ARGV[4]  the counters' expiry in ms
+--
+-- When some key exists, nothing is written and the answer is -i for the
+-- first such key i (1-based). Otherwise every key is set to the token;
+-- with fencing, every counter is counted up as for one lock (one more
+-- than it was, or than ARGV[3] when there was none), then all are set to
+-- the highest of them, which is the answer (a number every counter of the
+-- set reached, so a token above each resource's earlier ones); without
+-- fencing the answer is 1.
+local n = #KEYS
+if ARGV[3] then
+    n = n / 2
+end
+local held = redis.call("MGET", unpack(KEYS, 1, n))
+for i = 1, n do
+    if held[i] then
+        return -i
+    end
+end
+for i = 1, n do
+    redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+end
+if not ARGV[3] then
+    return 1
+end
+local counts = redis.call("MGET", unpack(KEYS, n + 1, 2 * n))
+local top = 0
+for i = 1, n do
+    local count = (tonumber(counts[i]) or tonumber(ARGV[3])) + 1
+    if count > top then
+        top = count
+    end
+end
+top = string.format("%d", top)
+for i = n + 1, 2 * n do
+    redis.call("SET", KEYS[i], top, "PX", ARGV[4])
+end
+return tonumber(top)

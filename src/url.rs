@@ -1,0 +1,189 @@
+//! Node URLs: their form checked before the `redis` crate reads them,
+//! split around the authority, TLS schemes, and redaction of credentials
+//! for messages.
+
+/// The schemes a node URL may have.
+const SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "valkey",
+    "valkeys",
+    "unix",
+    "redis+unix",
+    "valkey+unix",
+];
+
+/// A node URL split around its authority:
+/// `scheme://[userinfo@]host_port[rest]`, `rest` being the path, query
+/// and fragment (what starts with `/`, `?` or `#`).
+pub(crate) struct UrlParts<'a> {
+    pub(crate) scheme: &'a str,
+    /// Everything before the last `@` that comes before the first `/`: a
+    /// password holding `?` or `#` stays whole, so that it is never shown.
+    pub(crate) userinfo: Option<&'a str>,
+    pub(crate) host_port: &'a str,
+    pub(crate) rest: &'a str,
+}
+
+impl UrlParts<'_> {
+    /// The fragment (after `#`), if any.
+    pub(crate) fn fragment(&self) -> Option<&str> {
+        self.rest.split_once('#').map(|(_, f)| f)
+    }
+}
+
+/// Splits a node URL (see [`UrlParts`]); `None` without `://`.
+pub(crate) fn url_parts(url: &str) -> Option<UrlParts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let before_path = rest.find('/').unwrap_or(rest.len());
+    let (userinfo, tail) = match rest[..before_path].rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
+    Some(UrlParts {
+        scheme,
+        userinfo,
+        host_port: &tail[..end],
+        rest: &tail[end..],
+    })
+}
+
+/// Says what is wrong with a node URL's form, before the `redis` crate
+/// reads it: no scheme, an unknown one, no host, a bad port.
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
+    let Some(parts) = url_parts(url) else {
+        return Err(if url.starts_with('/') {
+            format!("no scheme: write unix://{url} for a socket path")
+        } else {
+            format!("no scheme: write redis://{url} (or rediss:// for TLS)")
+        });
+    };
+    let scheme = parts.scheme;
+    if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "unknown scheme {scheme:?}: use redis://, rediss://, valkey://, valkeys:// or unix://"
+        ));
+    }
+    if scheme.contains("unix") {
+        return Ok(());
+    }
+    let host_port = parts.host_port;
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, tail)) => (host, tail.strip_prefix(':')),
+            None => return Err("an IPv6 address needs its closing ']'".into()),
+        },
+        None => match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    match port {
+        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Err(format!("bad port {port:?}: a number from 1 to 65535"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The URL with any credentials replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    match url_parts(url) {
+        Some(UrlParts {
+            scheme,
+            userinfo: Some(_),
+            host_port,
+            rest,
+        }) => format!("{scheme}://***@{host_port}{rest}"),
+        _ => url.to_owned(),
+    }
+}
+
+/// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
+/// `redis` crate reads and whether certificate checks are off
+/// (`#insecure`); `None` for a plain URL.
+pub(crate) fn tls_scheme(url: &str) -> (String, Option<bool>) {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return (url.to_owned(), None),
+    };
+    let plain = match scheme {
+        "rediss" => "redis",
+        "valkeys" => "valkey",
+        _ => return (url.to_owned(), None),
+    };
+    let (rest, insecure) = match rest.rsplit_once('#') {
+        Some((rest, "insecure")) => (rest, true),
+        _ => (rest, false),
+    };
+    (format!("{plain}://{rest}"), Some(insecure))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_mistakes_are_named() {
+        let why = |url| check_url(url).unwrap_err();
+        assert!(why("127.0.0.1:7000").contains("write redis://127.0.0.1:7000"));
+        assert!(why("/tmp/r.sock").contains("unix:///tmp/r.sock"));
+        assert!(why("http://h:1").contains("unknown scheme \"http\""));
+        assert!(why("redis://h:70000").contains("bad port \"70000\""));
+        assert!(why("redis://h:x1").contains("bad port \"x1\""));
+        assert!(why("redis://h:").contains("bad port \"\""));
+        assert!(why("redis://:pw@").contains("no host"));
+        assert!(why("redis://[::1").contains("']'"));
+        for ok in [
+            "redis://h",
+            "redis://u:p@h:6379/2",
+            "rediss://h:6380#insecure",
+            "redis://[::1]:7000",
+            "redis://[::1]",
+            "unix:///tmp/r.sock",
+            "redis+unix:///tmp/r.sock",
+            "valkey://h:1",
+        ] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn redact_hides_credentials_only() {
+        assert_eq!(
+            redact("redis://user:secret@host:6379/2"),
+            "redis://***@host:6379/2"
+        );
+        assert_eq!(redact("redis://:pw@host"), "redis://***@host");
+        assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("not a url"), "not a url");
+        // A password holding `#` or `?` is hidden whole.
+        assert_eq!(redact("redis://:p#w?x@host/1"), "redis://***@host/1");
+        assert_eq!(
+            redact("rediss://u:p@h:6380#insecure"),
+            "rediss://***@h:6380#insecure"
+        );
+    }
+
+    #[test]
+    fn tls_urls_are_read_as_plain_ones_with_a_flag() {
+        assert_eq!(tls_scheme("redis://h:1"), ("redis://h:1".into(), None));
+        assert_eq!(
+            tls_scheme("rediss://h:1/2"),
+            ("redis://h:1/2".into(), Some(false))
+        );
+        assert_eq!(
+            tls_scheme("rediss://u:p@h:1#insecure"),
+            ("redis://u:p@h:1".into(), Some(true))
+        );
+        assert_eq!(
+            tls_scheme("valkeys://h"),
+            ("valkey://h".into(), Some(false))
+        );
+        assert_eq!(tls_scheme("unix:///tmp/s"), ("unix:///tmp/s".into(), None));
+    }
+}
