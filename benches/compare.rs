@@ -838,7 +838,7 @@ fn shapes_cost(
         report.line("| shape         | median µs | p99 µs | × lock |".into());
         report.line("|---------------|----------:|-------:|-------:|".into());
         let dlm = LockManager::builder().nodes(urls).build().unwrap();
-        let rw = dlm.rwlock("bench:rw");
+        let rw = dlm.rwlock("bench:rw").unwrap();
         let set = ["bench:set:1", "bench:set:2", "bench:set:3", "bench:set:4"];
         let mut lock = || {
             dlm.lock("bench:shape-lock", TTL)

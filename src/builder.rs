@@ -257,7 +257,7 @@ impl Builder {
     }
 
     /// Sets whether acquisitions carry a fencing token
-    /// ([`LockGuard::fencing_token`]). On, each node keeps a counter per
+    /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)). On, each node keeps a counter per
     /// resource (at the resource's name followed by
     /// [`FENCE_SUFFIX`](crate::FENCE_SUFFIX)), incremented in the same
     /// write that sets the lock key and expiring after
@@ -393,6 +393,7 @@ impl Builder {
     /// Defaults to Mozilla's roots (the `webpki-roots` crate), which is
     /// what managed services' certificates chain to.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_cert(mut self, pem: impl AsRef<[u8]>) -> Builder {
         self.tls.roots.push(pem.as_ref().to_vec());
         self
@@ -404,6 +405,7 @@ impl Builder {
     ///
     /// Defaults to no client certificate.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_cert(
         mut self,
         cert_pem: impl AsRef<[u8]>,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 
-use crate::error::{RESOLVE_DETAIL_PREFIX, TLS_DETAIL_PREFIX, TlsFailure};
+use crate::error::ResolveFailure;
 use crate::resolve::Resolver;
 
 /// What a TLS connection needs: the client configuration and the name to
@@ -146,11 +146,7 @@ impl Conn {
                     if e.kind() == io::ErrorKind::TimedOut {
                         from_io(e)
                     } else {
-                        RedisError::from((
-                            redis::ErrorKind::Client,
-                            "name resolution failed",
-                            format!("{RESOLVE_DETAIL_PREFIX}{host}: {e}"),
-                        ))
+                        resolve_failure(format!("{host}: {e}"))
                     }
                 })?;
                 for sa in addrs {
@@ -167,11 +163,7 @@ impl Conn {
                     (Some(s), _) => s,
                     (None, Some(e)) => return Err(e.into()),
                     (None, None) => {
-                        return Err(RedisError::from((
-                            redis::ErrorKind::Client,
-                            "name resolution failed",
-                            format!("{RESOLVE_DETAIL_PREFIX}{host} has no address"),
-                        )));
+                        return Err(resolve_failure(format!("{host} has no address")));
                     }
                 };
                 stream.set_nodelay(true)?;
@@ -425,20 +417,15 @@ fn protocol(what: &'static str, detail: String) -> RedisError {
     RedisError::from((redis::ErrorKind::Parse, what, detail))
 }
 
-/// An I/O error as a Redis error; a TLS failure becomes one that names
-/// itself (see [`TLS_DETAIL_PREFIX`]).
+/// An I/O error as a Redis error (a TLS failure rides inside it, as
+/// `error::Cause` reads it).
 fn from_io(e: io::Error) -> RedisError {
-    match e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<TlsFailure>())
-    {
-        Some(TlsFailure(why)) => RedisError::from((
-            redis::ErrorKind::Client,
-            "TLS failed",
-            format!("{TLS_DETAIL_PREFIX}{why}"),
-        )),
-        None => e.into(),
-    }
+    e.into()
+}
+
+/// A name that did not resolve, as a Redis error that carries it.
+fn resolve_failure(why: String) -> RedisError {
+    io::Error::new(io::ErrorKind::NotFound, ResolveFailure(why)).into()
 }
 
 /// Connects to a Unix socket by `deadline`. The standard library's

@@ -20,8 +20,63 @@ impl fmt::Display for TlsFailure {
 
 impl std::error::Error for TlsFailure {}
 
-/// How a TLS failure's detail starts in the Redis error that carries it.
-pub(crate) const TLS_DETAIL_PREFIX: &str = "TLS: ";
+/// A host name that did not resolve, carried inside an `io::Error` from
+/// the connection layer.
+#[derive(Debug)]
+pub(crate) struct ResolveFailure(pub(crate) String);
+
+impl fmt::Display for ResolveFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ResolveFailure {}
+
+/// What one node's failure came from: the Redis client's error, or one of
+/// the crate's own causes (which carry their detail).
+#[derive(Debug)]
+pub(crate) enum Cause {
+    /// The Redis client's error: I/O, an error reply, a reply the protocol
+    /// does not allow here.
+    Redis(redis::RedisError),
+    /// The host name did not resolve.
+    Resolve(String),
+    /// TLS failed.
+    Tls(String),
+    /// The server restarted and does not vote yet.
+    Restarted(String),
+    /// Too few replicas acknowledged the write.
+    Replication(String),
+    /// A Redis Cluster member could not route the request.
+    Cluster(String),
+}
+
+impl Cause {
+    /// The Redis client's error, when it is one.
+    pub(crate) fn redis(&self) -> Option<&redis::RedisError> {
+        match self {
+            Cause::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Cause {
+    /// A Redis client error; an I/O error that carries a TLS or name
+    /// resolution failure becomes that cause.
+    fn from(e: redis::RedisError) -> Cause {
+        if let Some(inner) = io_error(&e).and_then(|io| io.get_ref()) {
+            if let Some(TlsFailure(why)) = inner.downcast_ref::<TlsFailure>() {
+                return Cause::Tls(why.clone());
+            }
+            if let Some(ResolveFailure(why)) = inner.downcast_ref::<ResolveFailure>() {
+                return Cause::Resolve(why.clone());
+            }
+        }
+        Cause::Redis(e)
+    }
+}
 
 /// Everything that can go wrong when taking, extending or releasing a lock.
 ///
@@ -48,6 +103,7 @@ pub enum Error {
         },
         failed_suffix(failures.as_ref())
     )]
+    #[non_exhaustive]
     Taken {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
@@ -72,6 +128,7 @@ pub enum Error {
         "no quorum for {resource:?}: {agreed} of {nodes} nodes agreed, {quorum} needed{}",
         failed_suffix(failures.as_ref())
     )]
+    #[non_exhaustive]
     NoQuorum {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
@@ -94,6 +151,7 @@ pub enum Error {
         "{resource:?} was confirmed by a quorum, but the round took {elapsed:?} of the \
          {ttl:?} TTL and left no validity"
     )]
+    #[non_exhaustive]
     NoValidity {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
@@ -114,6 +172,7 @@ pub enum Error {
         "the lock on {resource:?} is no longer held: {}",
         not_held_reason(*lost_on, *taken_over, *nodes, renewal.as_deref())
     )]
+    #[non_exhaustive]
     NotHeld {
         /// The resource name, lossily decoded as UTF-8.
         resource: String,
@@ -133,16 +192,18 @@ pub enum Error {
 
     /// The manager's configuration is unusable.
     #[error("invalid configuration: {reason}")]
+    #[non_exhaustive]
     InvalidConfig {
         /// What is wrong.
         reason: String,
         /// The parser's error, for a node URL that could not be read.
         #[source]
-        source: Option<redis::RedisError>,
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
     /// An argument of a call is unusable (empty resource, zero TTL, ...).
     #[error("invalid argument: {reason}")]
+    #[non_exhaustive]
     InvalidArgument {
         /// What is wrong.
         reason: String,
@@ -151,10 +212,11 @@ pub enum Error {
     /// The operating system's random number generator failed, so no token
     /// could be made.
     #[error("could not draw random bytes for a lock token")]
+    #[non_exhaustive]
     Entropy {
         /// The generator's error.
         #[source]
-        source: getrandom::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -172,6 +234,41 @@ impl Error {
             } => failures,
             _ => &[],
         }
+    }
+
+    /// Another owner holds the resource ([`Error::Taken`]): wait, or do
+    /// something else.
+    pub fn is_taken(&self) -> bool {
+        matches!(self, Error::Taken { .. })
+    }
+
+    /// The lock is no longer held ([`Error::NotHeld`]): stop the protected
+    /// work.
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. })
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged:
+    /// the resource was taken, too few nodes answered in time, or the
+    /// round was too slow for the TTL ([`Error::Taken`],
+    /// [`Error::NoQuorum`], [`Error::NoValidity`]). False for a lock no
+    /// longer held, bad arguments or configuration, and a failed random
+    /// generator.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }
+        )
+    }
+
+    /// An argument or the configuration is unusable
+    /// ([`Error::InvalidArgument`], [`Error::InvalidConfig`]): a bug to
+    /// fix, not a state to wait out.
+    pub fn is_invalid(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidArgument { .. } | Error::InvalidConfig { .. }
+        )
     }
 
     pub(crate) fn invalid_argument(reason: impl Into<String>) -> Self {
@@ -226,8 +323,7 @@ fn not_held_reason(
 /// The failing nodes of one round, each with its cause.
 ///
 /// Dereferences to a slice of [`NodeError`]. Its `Display` lists every node
-/// and cause on one line; its `source()` is the first node's underlying
-/// Redis error.
+/// and cause on one line; its `source()` is the first node's failure.
 #[derive(Default)]
 pub struct NodeFailures(Vec<NodeError>);
 
@@ -281,7 +377,7 @@ impl fmt::Display for NodeFailures {
 
 impl std::error::Error for NodeFailures {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.first().map(|e| &e.source as _)
+        self.0.first().map(|e| e as _)
     }
 }
 
@@ -329,14 +425,19 @@ pub enum NodeErrorKind {
     Cluster,
 }
 
-/// One node's failure: which node, what kind of failure, and the Redis
-/// client's error as the `source()`.
+/// One node's failure: which node, what kind of failure, and its cause.
+///
+/// Its `Display` is one line naming the node and the cause. Its
+/// `source()`, when the Redis client reported the failure, is that error,
+/// as an opaque [`std::error::Error`]; the crate's own causes (a restart,
+/// too few replicas, a name that did not resolve, TLS, Redis Cluster
+/// routing) are in the message and [`kind`](Self::kind).
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
     connecting: bool,
     timeout: Duration,
-    source: redis::RedisError,
+    cause: Cause,
     /// The command (and key) an error reply answered.
     command: Option<String>,
     /// Nothing of ours can be left on the node because of this call: no
@@ -345,49 +446,50 @@ pub struct NodeError {
 }
 
 impl NodeError {
-    /// Classifies a Redis client error from the connect step (`connecting`)
-    /// or from a command.
+    /// Classifies a failure from the connect step (`connecting`) or from a
+    /// command.
     pub(crate) fn classify(
         node: Arc<str>,
-        source: redis::RedisError,
+        cause: impl Into<Cause>,
         connecting: bool,
         timeout: Duration,
     ) -> Self {
-        let kind = if source.is_timeout() {
-            NodeErrorKind::Timeout
-        } else if tls_detail(&source).is_some() {
-            NodeErrorKind::Tls
-        } else if resolve_detail(&source).is_some() {
-            NodeErrorKind::Resolve
-        } else if detail_after(&source, REPLICATION_DETAIL_PREFIX).is_some() {
-            NodeErrorKind::Replication
-        } else if detail_after(&source, RESTART_DETAIL_PREFIX).is_some() {
-            NodeErrorKind::Restarted
-        } else if is_permission(&source) {
-            NodeErrorKind::Permission
-        } else if source.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
-            || is_auth_without_password(&source)
-        {
-            NodeErrorKind::Auth
-        } else if matches!(
-            source.kind(),
-            redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-        ) {
-            NodeErrorKind::Server
-        } else if connecting {
-            NodeErrorKind::Connect
-        } else if source.is_io_error() || source.is_connection_dropped() {
-            NodeErrorKind::Disconnected
-        } else {
-            NodeErrorKind::Protocol
+        let cause = cause.into();
+        let kind = match &cause {
+            Cause::Resolve(_) => NodeErrorKind::Resolve,
+            Cause::Tls(_) => NodeErrorKind::Tls,
+            Cause::Restarted(_) => NodeErrorKind::Restarted,
+            Cause::Replication(_) => NodeErrorKind::Replication,
+            Cause::Cluster(_) => NodeErrorKind::Cluster,
+            Cause::Redis(source) if source.is_timeout() => NodeErrorKind::Timeout,
+            Cause::Redis(source) if is_permission(source) => NodeErrorKind::Permission,
+            Cause::Redis(source)
+                if source.kind() == redis::ErrorKind::AuthenticationFailed
+                    || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+                    || is_auth_without_password(source) =>
+            {
+                NodeErrorKind::Auth
+            }
+            Cause::Redis(source)
+                if matches!(
+                    source.kind(),
+                    redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+                ) =>
+            {
+                NodeErrorKind::Server
+            }
+            Cause::Redis(_) if connecting => NodeErrorKind::Connect,
+            Cause::Redis(source) if source.is_io_error() || source.is_connection_dropped() => {
+                NodeErrorKind::Disconnected
+            }
+            Cause::Redis(_) => NodeErrorKind::Protocol,
         };
         NodeError {
             node,
             kind,
             connecting,
             timeout,
-            source,
+            cause,
             command: None,
             settled: connecting,
         }
@@ -397,18 +499,14 @@ impl NodeError {
     /// the server whose answer was unusable).
     pub(crate) fn cluster(node: Arc<str>, why: String, timeout: Duration) -> Self {
         NodeError {
-            node,
-            kind: NodeErrorKind::Cluster,
-            connecting: false,
-            timeout,
-            source: redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "Redis Cluster routing failed",
-                why,
-            )),
-            command: None,
             settled: true,
+            ..NodeError::classify(node, Cause::Cluster(why), false, timeout)
         }
+    }
+
+    /// The Redis client's error, when it reported this failure.
+    pub(crate) fn redis(&self) -> Option<&redis::RedisError> {
+        self.cause.redis()
     }
 
     /// The connection could not be opened or was lost (a server gone).
@@ -446,12 +544,40 @@ impl NodeError {
     /// The error code of a server error reply (`"OOM"`, `"READONLY"`,
     /// `"LOADING"`, `"WRONGTYPE"`, ...), if the node sent one.
     pub fn code(&self) -> Option<&str> {
-        self.source.code()
+        self.redis()?.code()
     }
 
-    /// The Redis client's error.
-    pub fn redis_error(&self) -> &redis::RedisError {
-        &self.source
+    /// Whether the same call may succeed on this node later without a
+    /// change of configuration: it was unreachable, slow, lost the
+    /// connection, restarted, lacked replicas in time, or answered an
+    /// error reply of a passing state (`LOADING`, `BUSY`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`, `MASTERDOWN`, `OOM`, `READONLY` during a failover).
+    /// False for refused credentials or permissions, TLS, names that do not
+    /// resolve, and replies the protocol does not allow.
+    pub fn is_transient(&self) -> bool {
+        match self.kind {
+            NodeErrorKind::Connect
+            | NodeErrorKind::Timeout
+            | NodeErrorKind::Disconnected
+            | NodeErrorKind::Restarted
+            | NodeErrorKind::Replication
+            | NodeErrorKind::Cluster => true,
+            NodeErrorKind::Server => matches!(
+                self.code(),
+                Some(
+                    "LOADING"
+                        | "BUSY"
+                        | "TRYAGAIN"
+                        | "CLUSTERDOWN"
+                        | "MASTERDOWN"
+                        | "OOM"
+                        | "READONLY"
+                        | "MOVED"
+                        | "ASK"
+                )
+            ),
+            _ => false,
+        }
     }
 }
 
@@ -459,18 +585,14 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let node = &self.node;
         match self.kind {
-            NodeErrorKind::Connect if self.source.is_connection_refusal() => {
+            NodeErrorKind::Connect if self.redis().is_some_and(|e| e.is_connection_refusal()) => {
                 write!(f, "{node}: connection refused")
             }
-            NodeErrorKind::Connect => match io_detail(&self.source) {
+            NodeErrorKind::Connect => match self.redis().and_then(io_detail) {
                 Some(detail) => write!(f, "{node}: could not connect ({detail})"),
-                None => write!(f, "{node}: could not connect ({})", self.source),
+                None => write!(f, "{node}: could not connect ({})", self.cause),
             },
-            NodeErrorKind::Resolve => write!(
-                f,
-                "{node}: name resolution failed ({})",
-                resolve_detail(&self.source).unwrap_or("unknown")
-            ),
+            NodeErrorKind::Resolve => write!(f, "{node}: name resolution failed ({})", self.cause),
             NodeErrorKind::Timeout if self.connecting => {
                 write!(f, "{node}: no connection within {:?}", self.timeout)
             }
@@ -488,11 +610,7 @@ impl fmt::Display for NodeError {
                 write!(f, "{node}: {why}")?;
                 self.write_reply(f)
             }
-            NodeErrorKind::Tls => write!(
-                f,
-                "{node}: TLS failed: {}",
-                tls_detail(&self.source).unwrap_or("unknown")
-            ),
+            NodeErrorKind::Tls => write!(f, "{node}: TLS failed: {}", self.cause),
             NodeErrorKind::Permission => {
                 write!(f, "{node}: permission denied")?;
                 if let Some(command) = &self.command {
@@ -508,7 +626,7 @@ impl fmt::Display for NodeError {
                 if let Some(command) = &self.command {
                     write!(f, " to {command}")?;
                 }
-                if let Some(detail) = self.source.detail() {
+                if let Some(detail) = self.redis().and_then(|e| e.detail()) {
                     write!(f, ": {detail}")?;
                 }
                 if matches!(self.code(), Some("MOVED" | "ASK" | "CROSSSLOT")) {
@@ -519,18 +637,10 @@ impl fmt::Display for NodeError {
                 }
                 Ok(())
             }
-            NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.source),
-            NodeErrorKind::Cluster => write!(f, "{node}: {}", self.detail()),
-            NodeErrorKind::Restarted => write!(
-                f,
-                "{node}: {}",
-                detail_after(&self.source, RESTART_DETAIL_PREFIX).unwrap_or("restarted")
-            ),
-            NodeErrorKind::Replication => write!(
-                f,
-                "{node}: {}",
-                detail_after(&self.source, REPLICATION_DETAIL_PREFIX).unwrap_or("not replicated")
-            ),
+            NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.cause),
+            NodeErrorKind::Cluster | NodeErrorKind::Restarted | NodeErrorKind::Replication => {
+                write!(f, "{node}: {}", self.cause)
+            }
         }
     }
 }
@@ -538,12 +648,12 @@ impl fmt::Display for NodeError {
 impl NodeError {
     /// The server's error text, if any.
     fn detail(&self) -> &str {
-        self.source.detail().unwrap_or("")
+        self.redis().and_then(|e| e.detail()).unwrap_or("")
     }
 
     /// ` (CODE detail)`: the server's own words.
     fn write_reply(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code(), self.source.detail()) {
+        match (self.code(), self.redis().and_then(|e| e.detail())) {
             (Some(code), Some(detail)) => write!(f, " ({code} {detail})"),
             (Some(code), None) => write!(f, " ({code})"),
             (None, Some(detail)) => write!(f, " ({detail})"),
@@ -561,57 +671,35 @@ impl fmt::Debug for NodeError {
         if let Some(command) = &self.command {
             d.field("command", command);
         }
-        d.field("cause", &self.source.to_string()).finish()
+        d.field("cause", &self.cause.to_string()).finish()
     }
 }
 
 /// The operating system's words for an I/O failure, if this is one.
 fn io_detail(e: &redis::RedisError) -> Option<String> {
+    match io_error(e) {
+        Some(io) => Some(io.to_string()),
+        None => e.is_io_error().then(|| e.to_string()),
+    }
+}
+
+/// The I/O error inside a Redis client error, if it carries one. The
+/// client keeps it behind an `Arc<dyn Error>` (a unit test below holds it
+/// to that).
+fn io_error(e: &redis::RedisError) -> Option<&std::io::Error> {
     use std::error::Error as _;
     let mut cause = e.source();
     while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            return Some(io.to_string());
+        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+            c.downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()
+                .and_then(|a| a.downcast_ref::<std::io::Error>())
+        });
+        if io.is_some() {
+            return io;
         }
         cause = c.source();
     }
-    e.is_io_error().then(|| e.to_string())
-}
-
-/// The detail of a failed name resolution.
-fn resolve_detail(e: &redis::RedisError) -> Option<&str> {
-    if e.kind() != redis::ErrorKind::Client {
-        return None;
-    }
-    e.detail()?.strip_prefix(RESOLVE_DETAIL_PREFIX)
-}
-
-/// How a failed name resolution's detail starts in the Redis error that
-/// carries it.
-pub(crate) const RESOLVE_DETAIL_PREFIX: &str = "resolve: ";
-
-/// How a server kept out after a restart says so in the Redis error that
-/// carries it.
-pub(crate) const RESTART_DETAIL_PREFIX: &str = "restart: ";
-
-/// How a write not acknowledged by enough replicas says so in the Redis
-/// error that carries it.
-pub(crate) const REPLICATION_DETAIL_PREFIX: &str = "replication: ";
-
-/// The detail of a client-side error, after `prefix`.
-fn detail_after<'a>(e: &'a redis::RedisError, prefix: &str) -> Option<&'a str> {
-    if e.kind() != redis::ErrorKind::Client {
-        return None;
-    }
-    e.detail()?.strip_prefix(prefix)
-}
-
-/// The detail of a TLS failure.
-fn tls_detail(e: &redis::RedisError) -> Option<&str> {
-    if e.kind() != redis::ErrorKind::Client {
-        return None;
-    }
-    e.detail()?.strip_prefix(TLS_DETAIL_PREFIX)
+    None
 }
 
 /// `AUTH` with a password sent to a server that has none ("ERR AUTH
@@ -640,6 +728,85 @@ fn is_permission(e: &redis::RedisError) -> bool {
 
 impl std::error::Error for NodeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        self.redis().map(|e| e as _)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Redis(e) => fmt::Display::fmt(e, f),
+            Cause::Resolve(why)
+            | Cause::Tls(why)
+            | Cause::Restarted(why)
+            | Cause::Replication(why)
+            | Cause::Cluster(why) => f.write_str(why),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_sort_errors_by_what_to_do() {
+        let taken = Error::Taken {
+            resource: "r".into(),
+            held_elsewhere: 2,
+            nodes: 3,
+            quorum: 2,
+            held_here: false,
+            failures: None,
+        };
+        assert!(taken.is_taken() && taken.is_retryable() && !taken.is_invalid());
+        let lost = Error::NotHeld {
+            resource: "r".into(),
+            lost_on: 2,
+            taken_over: 2,
+            nodes: 3,
+            renewal: None,
+        };
+        assert!(lost.is_not_held() && !lost.is_retryable() && !lost.is_taken());
+        let bad = Error::invalid_argument("x");
+        assert!(bad.is_invalid() && !bad.is_retryable());
+        assert!(Error::invalid_config("x").is_invalid());
+    }
+
+    #[test]
+    fn tls_and_resolve_failures_are_causes_of_their_own() {
+        let io = |inner: Box<dyn std::error::Error + Send + Sync>| {
+            redis::RedisError::from(std::io::Error::other(inner))
+        };
+        let tls = NodeError::classify(
+            "n:1".into(),
+            io(Box::new(TlsFailure("bad certificate".into()))),
+            true,
+            Duration::from_millis(50),
+        );
+        assert_eq!(tls.kind(), NodeErrorKind::Tls);
+        assert_eq!(tls.to_string(), "n:1: TLS failed: bad certificate");
+        assert!(std::error::Error::source(&tls).is_none());
+        let resolve = NodeError::classify(
+            "n:1".into(),
+            io(Box::new(ResolveFailure("db.local has no address".into()))),
+            true,
+            Duration::from_millis(50),
+        );
+        assert_eq!(resolve.kind(), NodeErrorKind::Resolve);
+        assert_eq!(
+            resolve.to_string(),
+            "n:1: name resolution failed (db.local has no address)"
+        );
+        let refused = NodeError::classify(
+            "n:1".into(),
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            true,
+            Duration::from_millis(50),
+        );
+        assert_eq!(refused.kind(), NodeErrorKind::Connect);
+        assert!(refused.is_transient());
+        assert!(std::error::Error::source(&refused).is_some());
+        assert!(!tls.is_transient() && !resolve.is_transient());
     }
 }

@@ -1,6 +1,9 @@
-//! [`LockGuard`]: a held lock, released when dropped.
+//! The guard core shared by every shape: [`Guard`], with a type per mode
+//! ([`LockGuard`], [`ReadGuard`], [`Permit`]); validity, extend,
+//! keep-alive, loss and release live here once.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,6 +22,8 @@ struct State {
     token: Token,
     ttl: Duration,
     fencing: Option<u64>,
+    /// A semaphore's permit: which slot it holds.
+    slot: Option<u32>,
     status: Mutex<Status>,
     /// Held for the whole of an extend round, so that a manual `extend`
     /// and a keep-alive renewal never overlap: the validity set is always
@@ -258,7 +263,57 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     }
 }
 
-/// A lock held on a quorum of nodes.
+/// What a guard holds, as a type parameter of [`Guard`]: it decides
+/// which methods the guard has, as `lock_api` has a guard per mode.
+pub mod mode {
+    /// An exclusive lock: [`LockManager::lock`](crate::LockManager::lock),
+    /// a set ([`LockManager::lock_all`](crate::LockManager::lock_all)), or
+    /// a write lock ([`RwLock::write`](crate::RwLock::write)). It has a
+    /// fencing token.
+    #[derive(Debug)]
+    pub enum Lock {}
+
+    /// A read lock ([`RwLock::read`](crate::RwLock::read)), shared with
+    /// other readers. It has no fencing token: readers do not write.
+    #[derive(Debug)]
+    pub enum Read {}
+
+    /// A semaphore's permit ([`Semaphore::acquire`](crate::Semaphore::acquire)):
+    /// an exclusive lock on one of its slots, with the slot's fencing
+    /// token.
+    #[derive(Debug)]
+    pub enum Permit {}
+
+    /// A mode of [`Guard`](crate::Guard); implemented by this module's
+    /// types only.
+    pub trait Mode: sealed::Sealed + Send + Sync + 'static {}
+
+    impl Mode for Lock {}
+    impl Mode for Read {}
+    impl Mode for Permit {}
+
+    mod sealed {
+        pub trait Sealed {}
+        impl Sealed for super::Lock {}
+        impl Sealed for super::Read {}
+        impl Sealed for super::Permit {}
+    }
+}
+
+use mode::Mode;
+
+/// A held lock: an exclusive lock, a set or a write lock.
+pub type LockGuard = Guard<mode::Lock>;
+
+/// A held read lock, shared with other readers: no fencing token.
+pub type ReadGuard = Guard<mode::Read>;
+
+/// One held permit of a [`Semaphore`](crate::Semaphore): an exclusive
+/// lock on one of its slots.
+pub type Permit = Guard<mode::Permit>;
+
+/// A lock held on a quorum of nodes, in mode `M` ([`LockGuard`],
+/// [`ReadGuard`], [`Permit`]).
 ///
 /// Dropping the guard releases the lock on every node, best effort and
 /// within the node timeout; [`release`](Self::release) does the same and
@@ -268,17 +323,18 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
 /// zero: check [`is_valid`](Self::is_valid) (or
 /// [`ensure_held`](Self::ensure_held)) before acting on shared state, and
 /// [`extend`](Self::extend) or [`keep_alive`](Self::keep_alive) for long
-/// work. Pass [`fencing_token`](Self::fencing_token) to the storage you
-/// protect, so that it can reject a holder that lost the lock.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct LockGuard {
+/// work. Pass the fencing token ([`LockGuard::fencing_token`]) to the
+/// storage you protect, so that it can reject a holder that lost the lock.
+#[must_use = "bind the guard (`let guard = ...`): dropped, as by `let _ = ...`, it releases the lock at once"]
+pub struct Guard<M: Mode> {
     state: Arc<State>,
     keeper: Option<Keeper>,
     /// Cleared by `release`, so that `Drop` has nothing left to do.
     armed: bool,
+    mode: PhantomData<M>,
 }
 
-impl LockGuard {
+impl<M: Mode> Guard<M> {
     /// The guard of what `shape` holds with `token`, as `granted`.
     pub(crate) fn new(
         pipeline: Arc<Pipeline>,
@@ -286,17 +342,30 @@ impl LockGuard {
         token: Token,
         ttl: Duration,
         granted: Granted,
-    ) -> LockGuard {
+    ) -> Guard<M> {
+        Guard::with_slot(pipeline, shape, token, ttl, granted, None)
+    }
+
+    /// As [`new`](Self::new), for a semaphore's `slot`.
+    pub(crate) fn with_slot(
+        pipeline: Arc<Pipeline>,
+        shape: Arc<dyn Shape>,
+        token: Token,
+        ttl: Duration,
+        granted: Granted,
+        slot: Option<u32>,
+    ) -> Guard<M> {
         for r in shape.resources() {
             pipeline.hold(r);
         }
-        LockGuard {
+        Guard {
             state: Arc::new(State {
                 pipeline,
                 shape,
                 token,
                 ttl,
                 fencing: granted.fencing,
+                slot,
                 status: Mutex::new(Status {
                     valid_until: granted.valid_until,
                     lost: None,
@@ -306,6 +375,7 @@ impl LockGuard {
             }),
             keeper: None,
             armed: true,
+            mode: PhantomData,
         }
     }
 
@@ -332,21 +402,6 @@ impl LockGuard {
     /// characters, new for every acquisition.
     pub fn token(&self) -> &[u8] {
         &self.state.token
-    }
-
-    /// The fencing token of this acquisition, `None` when the manager
-    /// has fencing off ([`Builder::fencing`](crate::Builder::fencing)):
-    /// strictly greater than every fencing token handed out before for the
-    /// same resource, under the assumptions in the crate docs. Give it to
-    /// the storage the lock protects with every write, and have the
-    /// storage reject a token lower than the highest it has seen. Always
-    /// below 2^53, so exact in JSON and JavaScript numbers.
-    ///
-    /// A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) has
-    /// one token, above every earlier token of each of its resources; a
-    /// read lock has none (`None`: readers do not write).
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.state.fencing
     }
 
     /// How long the lock is still safe to rely on, measured on this
@@ -394,18 +449,20 @@ impl LockGuard {
     /// Consumes and returns the guard, so that the thread's lifetime is the
     /// guard's: dropping it stops the thread and releases the lock.
     /// Calling it on a guard that already keeps alive changes nothing.
-    pub fn keep_alive(self) -> LockGuard {
+    #[must_use = "keep_alive returns the guard: bind it (`let guard = guard.keep_alive();`); dropped, it releases the lock at once"]
+    pub fn keep_alive(self) -> Self {
         self.keep_alive_with(None)
     }
 
     /// As [`keep_alive`](Self::keep_alive), but renewals stop once `limit`
     /// has passed, so that a stuck worker cannot hold the lock forever: the
     /// lock then expires within one TTL and `ensure_held` fails.
-    pub fn keep_alive_for(self, limit: Duration) -> LockGuard {
+    #[must_use = "keep_alive_for returns the guard: bind it (`let guard = guard.keep_alive_for(limit);`); dropped, it releases the lock at once"]
+    pub fn keep_alive_for(self, limit: Duration) -> Self {
         self.keep_alive_with(Some(limit))
     }
 
-    fn keep_alive_with(mut self, limit: Option<Duration>) -> LockGuard {
+    fn keep_alive_with(mut self, limit: Option<Duration>) -> Self {
         if self.keeper.is_none() {
             match Keeper::start(self.state.clone(), limit) {
                 Ok(keeper) => self.keeper = Some(keeper),
@@ -498,7 +555,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<M: Mode> Drop for Guard<M> {
     fn drop(&mut self) {
         if self.armed {
             self.armed = false;
@@ -509,9 +566,9 @@ impl Drop for LockGuard {
     }
 }
 
-impl fmt::Debug for LockGuard {
+impl<M: Mode> fmt::Debug for Guard<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
+        f.debug_struct("Guard")
             .field(
                 "resources",
                 &self
@@ -522,8 +579,51 @@ impl fmt::Debug for LockGuard {
             .field("shared", &self.is_shared())
             .field("token", &String::from_utf8_lossy(self.token()))
             .field("fencing_token", &self.state.fencing)
+            .field("slot", &self.state.slot)
             .field("validity", &self.validity())
             .field("keep_alive", &self.keeper.is_some())
             .finish()
+    }
+}
+
+impl Guard<mode::Lock> {
+    /// The fencing token of this acquisition, `None` when the manager
+    /// has fencing off ([`Builder::fencing`](crate::Builder::fencing)):
+    /// strictly greater than every fencing token handed out before for the
+    /// same resource, under the assumptions in the crate docs. Give it to
+    /// the storage the lock protects with every write, and have the
+    /// storage reject a token lower than the highest it has seen. Always
+    /// below 2^53, so exact in JSON and JavaScript numbers.
+    ///
+    /// A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) has
+    /// one token, above every earlier token of each of its resources.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.fencing
+    }
+}
+
+impl Guard<mode::Permit> {
+    /// Which of the semaphore's K slots this permit holds (0-based).
+    pub fn slot(&self) -> u32 {
+        self.state.slot.unwrap_or(0)
+    }
+
+    /// A fencing token, strictly greater than every earlier one of the
+    /// same slot (see [`LockGuard::fencing_token`]); `None` with fencing
+    /// off.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.fencing
+    }
+
+    /// The permit as a plain [`LockGuard`] on its slot (the permit stays
+    /// held; the guard releases it).
+    pub fn into_guard(mut self) -> LockGuard {
+        // `self` is disarmed, so dropping it releases nothing.
+        Guard {
+            state: self.state.clone(),
+            keeper: self.keeper.take(),
+            armed: std::mem::replace(&mut self.armed, false),
+            mode: PhantomData,
+        }
     }
 }

@@ -178,6 +178,7 @@
 //! [`NodeError`]s, with a [`NodeErrorKind`] each.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// Logs through the `log` facade with the `log` feature; compiles to
 /// nothing (the arguments are not evaluated) without it.
@@ -221,12 +222,12 @@ mod wait;
 pub use builder::Builder;
 pub use check::{NodeReport, Problem, Verdict};
 pub use error::{Error, NodeError, NodeErrorKind, NodeFailures, Result};
-pub use guard::LockGuard;
+pub use guard::{Guard, LockGuard, Permit, ReadGuard, mode};
 pub use keys::{FENCE_SUFFIX, RELEASE_SUFFIX, fence_key, release_channel};
-pub use manager::LockManager;
+pub use manager::{LockManager, Wait};
 pub use pipeline::MAX_TTL;
 pub use rwlock::RwLock;
-pub use semaphore::{MAX_PERMITS, Permit, Semaphore};
+pub use semaphore::{MAX_PERMITS, Semaphore};
 pub use set::MAX_SET;
 
 // The README's examples compile as doctests (they are `no_run`).

@@ -9,7 +9,7 @@ use crate::conn::pack;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
-use crate::manager::{Budget, LockManager, Wait};
+use crate::manager::{Budget, LockManager, Wait, WaitOn};
 use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
@@ -250,7 +250,7 @@ impl LockManager {
     /// released is given up after between `(count - 1) × max_delay / 2`
     /// and `(count - 1) × max_delay` (by default 3 attempts and 200-400 ms
     /// of pauses). A release of the resource ends a pause early (see
-    /// [`Builder::wake_on_release`]) and the thread asks at once; if it is
+    /// [`Builder::wake_on_release`](crate::Builder::wake_on_release)) and the thread asks at once; if it is
     /// beaten to the lock, it waits out the rest of the interrupted pause,
     /// so being woken never shortens the time `lock` waits. Threads of this
     /// manager waiting for the same resource are served in arrival order: a
@@ -275,9 +275,9 @@ impl LockManager {
     /// the resource, [`Error::NoQuorum`] when too many nodes failed,
     /// [`Error::NoValidity`] when the round was too slow for the TTL.
     /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
-    /// larger than [`MAX_TTL`], or too small to leave any validity.
+    /// larger than [`MAX_TTL`](crate::MAX_TTL), or too small to leave any validity.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.acquire(resource.as_ref(), ttl, self.lock_budget())
+        self.lock_with(resource, ttl, Wait::Retries)
     }
 
     /// Takes the lock on `resource` for `ttl` with exactly one attempt.
@@ -286,7 +286,7 @@ impl LockManager {
     ///
     /// As [`lock`](Self::lock), from the single attempt.
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.acquire(resource.as_ref(), ttl, Budget::Once)
+        self.lock_with(resource, ttl, Wait::No)
     }
 
     /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
@@ -294,6 +294,11 @@ impl LockManager {
     /// it, and never past the timeout) between attempts. At least one
     /// attempt is made. Waits as [`lock`](Self::lock) does: woken by
     /// releases, served in arrival order.
+    ///
+    /// The TTL comes before the wait, as in every call here; to name the
+    /// wait, write [`lock_with`](Self::lock_with)`(resource, ttl,
+    /// Wait::For(timeout))`, or use [`try_lock_until`](Self::try_lock_until),
+    /// whose deadline cannot be mistaken for the TTL.
     ///
     /// # Errors
     ///
@@ -304,8 +309,41 @@ impl LockManager {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<LockGuard> {
-        let budget = Budget::Until(Instant::now().checked_add(timeout));
-        self.acquire(resource.as_ref(), ttl, budget)
+        self.lock_with(resource, ttl, Wait::For(timeout))
+    }
+
+    /// Takes the lock on `resource` for `ttl`, trying until `deadline`, as
+    /// [`try_lock_for`](Self::try_lock_for) does. At least one attempt is
+    /// made.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the last attempt.
+    pub fn try_lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<LockGuard> {
+        self.lock_with(resource, ttl, Wait::Until(deadline))
+    }
+
+    /// Takes the lock on `resource` for `ttl`, waiting as `wait` says: the
+    /// one call behind [`lock`](Self::lock) ([`Wait::Retries`]),
+    /// [`try_lock`](Self::try_lock) ([`Wait::No`]),
+    /// [`try_lock_for`](Self::try_lock_for) ([`Wait::For`]) and
+    /// [`try_lock_until`](Self::try_lock_until) ([`Wait::Until`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), from the last attempt.
+    pub fn lock_with(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        wait: Wait,
+    ) -> Result<LockGuard> {
+        self.acquire(resource.as_ref(), ttl, self.budget(wait))
     }
 
     /// The lock's acquisition: its shape through the pipeline, in the
@@ -315,7 +353,7 @@ impl LockManager {
         keys::check_resource(resource)?;
         let pipeline = self.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
-        let wait = Wait {
+        let wait = WaitOn {
             names: &[resource],
             writer: Some(&Writer(resource)),
             shared: false,

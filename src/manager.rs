@@ -30,6 +30,36 @@ impl Retry {
     }
 }
 
+/// How long an acquisition may wait for a busy lock: the last argument of
+/// [`LockManager::lock_with`] and the other shapes' `_with` calls. Named
+/// so that a wait cannot be passed where the TTL goes (both would be
+/// `Duration`s); `lock`, `try_lock`, `try_lock_for` and `try_lock_until`
+/// are these four.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # use redlock_sync::{LockManager, Wait};
+/// # fn main() -> redlock_sync::Result<()> {
+/// # let dlm = LockManager::new(["redis://127.0.0.1"])?;
+/// let guard = dlm.lock_with("jobs/report", Duration::from_secs(30), Wait::For(Duration::from_secs(5)))?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// One attempt, no waiting ([`try_lock`](LockManager::try_lock)).
+    No,
+    /// The manager's retry settings: `count - 1` random pauses
+    /// ([`lock`](LockManager::lock), [`LockManager::set_retry`]).
+    Retries,
+    /// Until this much time has passed, at least one attempt
+    /// ([`try_lock_for`](LockManager::try_lock_for)).
+    For(Duration),
+    /// Until this instant, at least one attempt
+    /// ([`try_lock_until`](LockManager::try_lock_until)).
+    Until(Instant),
+}
+
 /// How long one acquisition may go on pausing between attempts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Budget {
@@ -91,7 +121,7 @@ impl Budget {
 
 /// What an acquisition waits on.
 #[derive(Clone, Copy)]
-pub(crate) struct Wait<'a> {
+pub(crate) struct WaitOn<'a> {
     /// The names whose releases wake it (one; a set's resources).
     pub(crate) names: &'a [&'a [u8]],
     /// A writer of the read-write lock `names[0]`: while it waits, new
@@ -123,6 +153,125 @@ pub(crate) trait Writer: Sync {
 /// Every call asks all nodes at once and succeeds when a majority
 /// ([`quorum`](Self::quorum)) agrees; a node that is down, hung or failing
 /// costs at most the node timeout and counts as one vote against.
+///
+/// # Why it is safe
+///
+/// The promise: while a guard [`is_valid`](LockGuard::is_valid), no other
+/// client holds the same resource through the same members. It rests on
+/// these assumptions, each either enforced or checked where it can be:
+///
+/// 1. **Independent members.** No two members are the same server or
+///    cluster (refused at build, and again when first contact shows two
+///    names to be one server: their votes would count twice).
+/// 2. **Bounded clock drift.** The servers' clocks and this process's run
+///    at rates within the drift factor ([`Builder::drift_factor`](crate::Builder::drift_factor), 1% by
+///    default, plus 2 ms for Redis's expiry precision).
+/// 3. **Restarts keep keys, or do not vote.** A server that comes back
+///    empty could grant a key another client holds. A server seen with a
+///    new `run_id` does not vote for the longest TTL this manager used
+///    ([`Builder::restart_quarantine`](crate::Builder::restart_quarantine) extends that to any recently
+///    started server).
+/// 4. **No eviction.** A lock key must live its TTL: `maxmemory` with an
+///    evicting policy breaks that ([`check`](Self::check) says so).
+/// 5. **The holder acts within its validity.** A process that pauses past
+///    it is no longer protected: the fencing token is for that.
+///
+/// **Mutual exclusion.** An acquisition that starts at `s` sends `SET R T
+/// NX PX ttl` to every member and is granted only when a majority `M` set
+/// the key. Each member of `M` set it after `s`, so on its own clock the
+/// key lives until at least `s + ttl`, which by assumption 2 is no earlier
+/// than `s + ttl - drift` here. The guard's validity ends at exactly
+/// `s + ttl - drift`, and no grant is made if that moment has passed when
+/// the round ends. Any other acquisition of `R` needs a majority too, which
+/// shares a member with `M`; that member refuses `SET NX` while its key
+/// exists. Keys are deleted or extended only by scripts that compare the
+/// token first, so no client removes another's key; a failed attempt
+/// removes only its own. Assumptions 3 and 4 keep the key from vanishing
+/// early for other reasons. Hence two valid guards of one resource would
+/// need one member to hold two keys `R` at once: impossible.
+///
+/// **Extend.** An extend resets the expiry only where the key still holds
+/// the token. Whatever the round returns, the validity afterwards is at
+/// most the new TTL less the drift, counted from the round's start: a
+/// member that applied a shorter TTL may let the key go that early even
+/// when the round as a whole failed. So no outcome keeps a validity the
+/// members no longer grant. Keep-alive renewals are extends.
+///
+/// **Fencing tokens.** Every member asked counts the resource's counter
+/// up in the same write as the `SET NX`; the token `T` is the highest
+/// count among the granting members, and every granting member below `T`
+/// is raised to `T` before the guard is returned (an attempt whose raise
+/// misses the quorum fails). So a quorum holds a counter of at least `T`.
+/// A later grant of `R` comes from a majority that shares a member with
+/// that quorum, whose counter only grows (raises never lower it; one
+/// created anew starts from the clock in microseconds, above every earlier
+/// count), and counts it past `T`: its token is larger. Tokens of one
+/// resource therefore only grow, across every shape that locks it.
+///
+/// ## Sets
+///
+/// ### Design
+///
+/// Each resource of a set is an ordinary lock key (the resource's name
+/// holding the set's token), so a resource held in a set is
+/// [`Error::Taken`] for `lock` and for other sets, and the other way
+/// round. A member takes a set in one script: when any of the keys exists
+/// it writes nothing and names the first busy key; otherwise it sets them
+/// all, with the same TTL. The set is held when a majority of members
+/// took all of it within the validity, as for one lock; on failure it is
+/// removed from every member that may have taken any of it.
+///
+/// A Redis Cluster member runs the script once per hash slot of the set
+/// (a script's keys must share a slot), one round per slot group, all at
+/// once (so a release, in `Drop` too, still ends within one node
+/// timeout), and votes yes only when every group took its part; a member
+/// left with part of the set gives that part back at once. A set whose
+/// resources share a hash tag (`{account}:a`, `{account}:b`) is one
+/// group: one script, as on plain nodes.
+///
+/// ### Why a set is safe
+///
+/// Mutual exclusion holds per resource, by the mutex's own argument: a
+/// set that holds resource `r` is granted by a majority of members, each
+/// of which holds the key `r` with the set's token until the validity
+/// ends; any other holder of `r` (a lock or another set) needs a
+/// majority too, and the two majorities share a member, which grants `r`
+/// to one of them only while it holds no key `r`. On a Redis Cluster
+/// member, "holds the key" means the master of `r`'s slot holds it, and
+/// the member's yes means every slot's master took its part.
+///
+/// ### Why crossing sets never deadlock
+///
+/// Nothing is held while waiting: on each member a set is all or nothing,
+/// and an attempt that misses the quorum removes what it took before it
+/// pauses. So no attempt holds `a` while it waits for `b`; two threads
+/// locking `(a, b)` and `(b, a)` at worst both fail one attempt, and then
+/// pause for random times, like two contenders for one lock. The waiting
+/// thread queues on the resource that held it up (a release of it wakes
+/// the thread).
+///
+/// ### A set's fencing token
+///
+/// With fencing on, each member counts every resource's counter up as one
+/// lock does, then sets all of them to the highest (on a Redis Cluster
+/// member, each slot group to that group's highest: the groups run
+/// separate scripts). The set's token `T` is the highest answer among the
+/// granting members. Before the guard is returned, every granting member
+/// on which any counter of the set may be below `T` (a plain node whose
+/// answer is below it; a cluster member whose *lowest* group answer is
+/// below it) is raised to `T` on every counter of the set, so that on a
+/// quorum of members every counter of every resource is at least `T`.
+///
+/// Why that makes `T` below every later token of each resource `r`: a
+/// later acquisition of `r` (a lock or another set) is granted by a
+/// majority, which shares a member `m` with the set's quorum. On `m`, the
+/// counter of `r` was at least `T` when the set was granted, counters only
+/// grow (increments, raises that never lower; an expired counter starts
+/// again from the clock in microseconds, above every earlier count), and
+/// the later acquisition counts it up past that: its token, the highest
+/// among its granting members, is above `T`. And `T` is above every
+/// earlier token of each of its resources by the same argument run the
+/// other way. A raise that misses the quorum fails the attempt.
 #[derive(Clone)]
 pub struct LockManager {
     pipeline: Arc<Pipeline>,
@@ -169,14 +318,14 @@ impl LockManager {
     }
 
     /// How many members must agree: a strict majority of the members
-    /// (a node, or a whole Redis Cluster given with [`Builder::cluster`],
+    /// (a node, or a whole Redis Cluster given with [`Builder::cluster`](crate::Builder::cluster),
     /// is one member).
     pub fn quorum(&self) -> usize {
         quorum::quorum(self.pipeline.members.len())
     }
 
     /// Whether acquisitions carry a fencing token (see
-    /// [`Builder::fencing`]).
+    /// [`Builder::fencing`](crate::Builder::fencing)).
     pub fn fencing(&self) -> bool {
         self.pipeline.fencing_expiry_ms.is_some()
     }
@@ -199,12 +348,16 @@ impl LockManager {
         self.pipeline.drift_factor
     }
 
-    /// The waiting `lock` buys: `count - 1` pauses (see
-    /// [`set_retry`](Self::set_retry)).
-    pub(crate) fn lock_budget(&self) -> Budget {
-        Budget::Pauses {
-            left: self.retry.count - 1,
-            rest: Duration::ZERO,
+    /// The pauses `wait` allows, with this handle's retry settings.
+    pub(crate) fn budget(&self, wait: Wait) -> Budget {
+        match wait {
+            Wait::No => Budget::Once,
+            Wait::Retries => Budget::Pauses {
+                left: self.retry.count - 1,
+                rest: Duration::ZERO,
+            },
+            Wait::For(timeout) => Budget::Until(Instant::now().checked_add(timeout)),
+            Wait::Until(deadline) => Budget::Until(Some(deadline)),
         }
     }
 
@@ -217,7 +370,7 @@ impl LockManager {
         budget: Budget,
         mut attempt: impl FnMut(&Token) -> Result<T>,
     ) -> Result<T> {
-        let wait = Wait {
+        let wait = WaitOn {
             names: &[resource],
             writer: None,
             shared: false,
@@ -238,13 +391,13 @@ impl LockManager {
     /// announced by this acquisition's own failed attempts (the clean-up of
     /// a split vote) wake none of this manager's threads.
     ///
-    /// What it waits on is `wait` (see [`Wait`]); `attempt` gets
+    /// What it waits on is `wait` (see [`WaitOn`]); `attempt` gets
     /// the token and may name, by its index in `wait.names`, the name
     /// found held by another owner; the thread then waits in that name's
     /// queue.
     pub(crate) fn attempts_on<T>(
         &self,
-        wait_on: Wait<'_>,
+        wait_on: WaitOn<'_>,
         mut budget: Budget,
         mut attempt: impl FnMut(&Token, &mut Option<usize>) -> Result<T>,
     ) -> Result<T> {

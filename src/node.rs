@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::{Conn, Tls, pack};
-use crate::error::{Error, NodeError, RESTART_DETAIL_PREFIX};
+use crate::error::{Cause, Error, NodeError, NodeErrorKind};
 use crate::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::resolve::{ResolveFn, Resolver};
 use crate::restart::{Identity, Policy, Quarantine, Seen, Watch};
@@ -128,7 +128,7 @@ impl Node {
             .into_connection_info()
             .map_err(|source| Error::InvalidConfig {
                 reason: format!("cannot read node URL {:?}: {source}", redact(url)),
-                source: Some(source),
+                source: Some(Box::new(source)),
             })?;
         if !info.addr().is_supported() {
             return Err(Error::invalid_config(format!(
@@ -385,14 +385,10 @@ impl Node {
         } else {
             ("restarted", "within the restart quarantine")
         };
-        let e = RedisError::from((
-            redis::ErrorKind::Client,
-            "restarted",
-            format!(
-                "{RESTART_DETAIL_PREFIX}{seen} {:.1}s ago, not voting for {:.1}s ({why})",
-                q.up.as_secs_f64(),
-                q.left.as_secs_f64()
-            ),
+        let e = Cause::Restarted(format!(
+            "{seen} {:.1}s ago, not voting for {:.1}s ({why})",
+            q.up.as_secs_f64(),
+            q.left.as_secs_f64()
         ));
         self.error(e, false)
     }
@@ -414,10 +410,10 @@ impl Node {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if is_reply(&f.error) => {
+            Err(f) if f.error.redis().is_some_and(is_reply) => {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
-            Err(f) if is_stale(&f.error) => {
+            Err(f) if f.error.redis().is_some_and(is_stale) => {
                 self.idle.lock().clear();
                 crate::log!(
                     debug,
@@ -448,7 +444,9 @@ impl Node {
                 self.vote(req, Err(self.refused(f, req)))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if is_reply(&f.error) => self.vote(req, Err(self.refused(f, req))),
+            Err(f) if f.error.redis().is_some_and(is_reply) => {
+                self.vote(req, Err(self.refused(f, req)))
+            }
             Err(f) => Err(self.failed(pooled, f.error, req)),
         }
     }
@@ -463,9 +461,9 @@ impl Node {
     /// answer to a later command. If the request timed out, its
     /// `on_timeout` follow-up is written on the connection first, so that
     /// the node executes it right after a late execution of the request.
-    fn failed(&self, mut pooled: Pooled, e: RedisError, req: &Request<'_>) -> NodeError {
+    fn failed(&self, mut pooled: Pooled, e: Cause, req: &Request<'_>) -> NodeError {
         let mut error = self.error(e, false);
-        if let (true, Some(follow_up)) = (error.redis_error().is_timeout(), req.on_timeout) {
+        if let (true, Some(follow_up)) = (error.kind() == NodeErrorKind::Timeout, req.on_timeout) {
             // Sent as the request was: a request that followed an `ASK`
             // runs on the importing node only after `ASKING`, and so does
             // its clean-up.
@@ -499,7 +497,7 @@ impl Node {
         self.handshake(&mut pooled, deadline).map_err(|f| {
             let e = self.error(f.error, true);
             match self.required_names.get(f.at) {
-                Some(name) if is_reply(e.redis_error()) => e.about((*name).to_owned()),
+                Some(name) if e.redis().is_some_and(is_reply) => e.about((*name).to_owned()),
                 _ => e,
             }
         })?;
@@ -574,7 +572,7 @@ impl Node {
         self.error(e, false)
     }
 
-    fn error(&self, e: RedisError, connecting: bool) -> NodeError {
+    fn error(&self, e: impl Into<Cause>, connecting: bool) -> NodeError {
         NodeError::classify(self.name.clone(), e, connecting, self.timeout)
     }
 

@@ -59,7 +59,9 @@ pub(crate) type Token = [u8; 2 * TOKEN_BYTES];
 /// Draws a fresh token from the operating system's generator.
 pub(crate) fn new_token() -> Result<Token> {
     let mut raw = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut raw).map_err(|source| Error::Entropy { source })?;
+    getrandom::fill(&mut raw).map_err(|e| Error::Entropy {
+        source: Box::new(e),
+    })?;
     let mut token = [0u8; 2 * TOKEN_BYTES];
     for (pair, byte) in token.chunks_exact_mut(2).zip(raw) {
         pair[0] = HEX[usize::from(byte >> 4)];

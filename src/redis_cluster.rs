@@ -326,7 +326,7 @@ impl RedisCluster {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<u64, NodeError> {
-        let Some((slot, host, port)) = parse_redirect(e.redis_error()) else {
+        let Some((slot, host, port)) = e.redis().and_then(parse_redirect) else {
             return Err(e);
         };
         let Ok(node) = self.node_at(&host, port) else {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use redis::{RedisError, Value};
 
 use crate::conn::{Conn, pack};
-use crate::error::REPLICATION_DETAIL_PREFIX;
+use crate::error::Cause;
 use crate::script::{BUSY, GONE, MISMATCH, PERMITS};
 
 /// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
@@ -69,7 +69,7 @@ pub(crate) struct Request<'a> {
 /// A request that got no useful answer: the error, and which of the
 /// request's commands it belongs to (for an error reply).
 pub(crate) struct Failure {
-    pub(crate) error: RedisError,
+    pub(crate) error: Cause,
     pub(crate) at: usize,
     /// The connection is still in step (the replies were all read).
     pub(crate) keep: bool,
@@ -80,7 +80,11 @@ impl From<RedisError> for Failure {
     /// connection is in step so far); anything else breaks it.
     fn from(error: RedisError) -> Failure {
         let keep = is_reply(&error);
-        Failure { error, at: 0, keep }
+        Failure {
+            error: error.into(),
+            at: 0,
+            keep,
+        }
     }
 }
 
@@ -125,14 +129,14 @@ impl Pooled {
                 self.con.write(&load, deadline)?;
                 self.con.read(deadline)?;
                 Err(Failure {
-                    error,
+                    error: error.into(),
                     at: 0,
                     keep: true,
                 })
             }
             (Ok(stored), _) => Ok(MISMATCH | stored),
             (Err(error), _) => Err(Failure {
-                error,
+                error: error.into(),
                 at: 0,
                 keep: true,
             }),
@@ -168,13 +172,8 @@ impl Pooled {
             // Only a write waits for replicas: a no (0), a gone key and a
             // set's busy key are answers whatever the replicas saw.
             Ok(yes) if yes > 0 && yes & BUSY == 0 && acked < needed => Err(Failure {
-                error: RedisError::from((
-                    redis::ErrorKind::Client,
-                    "not replicated",
-                    format!(
-                        "{REPLICATION_DETAIL_PREFIX}the write reached {acked} of {needed} \
-                         replicas in time (WAIT)"
-                    ),
+                error: Cause::Replication(format!(
+                    "the write reached {acked} of {needed} replicas in time (WAIT)"
                 )),
                 at: 0,
                 keep: true,
@@ -238,7 +237,7 @@ impl Pooled {
             Err(e) => e,
         };
         Err(Failure {
-            error,
+            error: error.into(),
             at: 0,
             keep: false,
         })
@@ -285,14 +284,14 @@ impl Pooled {
                 Ok(value) => *slot = value,
                 Err(error) if is_reply(&error) => {
                     refused.get_or_insert(Failure {
-                        error,
+                        error: error.into(),
                         at,
                         keep: true,
                     });
                 }
                 Err(error) => {
                     return Err(Failure {
-                        error,
+                        error: error.into(),
                         at,
                         keep: false,
                     });

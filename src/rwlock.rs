@@ -1,81 +1,81 @@
-//! [`RwLock`]: a read-write lock over the same members as the lock. Many
-//! readers share it; a writer excludes readers and writers.
-//!
-//! # Design: one namespace with the lock
-//!
-//! The write side of `rwlock(name)` *is* the ordinary lock on `name`:
-//! [`RwLock::write`] is [`LockManager::lock`], the key is `name` holding
-//! the writer's token, taken with `SET NX PX`. So `lock(name)` and
-//! `write` exclude each other, and other Redlock clients that lock `name`
-//! (node-redlock, redsync) exclude writers and readers too.
-//!
-//! Readers are kept beside the key, in its hash slot: the sorted set
-//! `name:redlock-readers` holds each reader's token scored by its expiry
-//! (in ms of the server's clock). While any reader holds, the key `name`
-//! holds the mark `redlock:readers` (no token), with an expiry at least
-//! that of the longest reader; so a writer's `SET NX` fails until every
-//! reader is gone or expired. A reader is taken with one script per
-//! member: refused while the key holds anything but the mark (a writer)
-//! or a writer waits (see below); otherwise it adds itself with its TTL
-//! and extends the key to cover it. Releasing removes the reader; the
-//! last valid one out deletes the key and announces the release, which
-//! wakes waiting writers; otherwise expired readers are dropped and the
-//! key's expiry shrinks to the longest remaining reader's. Extending moves only this
-//! reader's expiry (and the key's, when it must cover more).
-//!
-//! # Why a majority quorum suffices
-//!
-//! Every conflict is between two parties, a writer and a reader or two
-//! writers, and each party holds on a majority of members within its
-//! validity. Two majorities share a member. On that member the two cannot
-//! hold at once: a writer's `SET NX` needs the key absent, while a reader
-//! needs the key absent or holding the mark, and leaves it holding the
-//! mark with an expiry at least its own; a writer's key holds its token,
-//! which refuses readers. So a writer and a reader (or two writers) both
-//! valid at one instant would need that member to hold both, under the
-//! same assumptions as the mutex (bounded clock drift, no eviction, the
-//! restart quarantine), which is impossible. Readers never conflict with
-//! readers, so their count needs no quorum of its own. A reader's expiry
-//! and the key's are read on the same server's clock, so the key never
-//! expires before a reader it covers.
-//!
-//! # Writers are not starved
-//!
-//! A writer that finds the lock held and will wait asks every member to
-//! set the flag `name:redlock-writer`, with its token, for what is left of
-//! its wait and never much past its next attempt (twice the retry delay
-//! plus the node timeout; each failed attempt sets it again). A member sets
-//! it only while readers hold the key (it holds the mark): behind another
-//! writer there is no stream of readers to hold back, and plain locks that
-//! never meet readers leave no flag and no write behind. New
-//! readers are refused while the flag exists, so they queue behind the
-//! writer; readers already in keep their hold and leave within their
-//! TTL, and the writer gets in. The flag is taken down when the writer
-//! gets the lock or gives up, so readers wait no longer than the writer's
-//! own wait. (This holds for every waiting `lock`, since writing is
-//! locking.) The flag only orders arrivals; safety never depends on it.
-//!
-//! # Expiry and leftovers
-//!
-//! Each reader expires with its own TTL: a crashed reader holds writers
-//! off only until its TTL runs out (the key's expiry is the longest
-//! reader's, and releases drop expired readers). Every key written
-//! (the key, the readers' set, the flag) has an expiry.
-
-use std::time::{Duration, Instant};
+//! The read-write lock's room: [`RwLock`], its read shape and scripts,
+//! and the waiting writer. Its safety argument is on [`RwLock`].
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::guard::LockGuard;
+use crate::guard::{LockGuard, ReadGuard};
 use crate::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
-use crate::manager::{self, Budget, LockManager, Wait};
+use crate::manager::{self, Budget, LockManager, Wait, WaitOn};
 use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args};
 use crate::quorum::Tally;
 use crate::script::{EXTEND_READ, READ, UNLOCK, UNREAD, WRITER_WAITS};
 
-/// A read-write lock named `name` over a manager's members: see
-/// [`LockManager::rwlock`] and the module docs' safety argument.
+/// A read-write lock over the same members as the lock, made by
+/// [`LockManager::rwlock`]. Many readers share it ([`ReadGuard`]); a
+/// writer excludes readers and writers ([`LockGuard`]).
+///
+/// # Design: one namespace with the lock
+///
+/// The write side of `rwlock(name)` *is* the ordinary lock on `name`:
+/// [`RwLock::write`] is [`LockManager::lock`], the key is `name` holding
+/// the writer's token, taken with `SET NX PX`. So `lock(name)` and
+/// `write` exclude each other, and other Redlock clients that lock `name`
+/// (node-redlock, redsync) exclude writers and readers too.
+///
+/// Readers are kept beside the key, in its hash slot: the sorted set
+/// `name:redlock-readers` holds each reader's token scored by its expiry
+/// (in ms of the server's clock). While any reader holds, the key `name`
+/// holds the mark `redlock:readers` (no token), with an expiry at least
+/// that of the longest reader; so a writer's `SET NX` fails until every
+/// reader is gone or expired. A reader is taken with one script per
+/// member: refused while the key holds anything but the mark (a writer)
+/// or a writer waits (see below); otherwise it adds itself with its TTL
+/// and extends the key to cover it. Releasing removes the reader; the
+/// last valid one out deletes the key and announces the release, which
+/// wakes waiting writers; otherwise expired readers are dropped and the
+/// key's expiry shrinks to the longest remaining reader's. Extending moves only this
+/// reader's expiry (and the key's, when it must cover more).
+///
+/// # Why it is safe
+///
+/// Every conflict is between two parties, a writer and a reader or two
+/// writers, and each party holds on a majority of members within its
+/// validity. Two majorities share a member. On that member the two cannot
+/// hold at once: a writer's `SET NX` needs the key absent, while a reader
+/// needs the key absent or holding the mark, and leaves it holding the
+/// mark with an expiry at least its own; a writer's key holds its token,
+/// which refuses readers. So a writer and a reader (or two writers) both
+/// valid at one instant would need that member to hold both, under the
+/// same assumptions as the mutex (bounded clock drift, no eviction, the
+/// restart quarantine), which is impossible. Readers never conflict with
+/// readers, so their count needs no quorum of its own. A reader's expiry
+/// and the key's are read on the same server's clock, so the key never
+/// expires before a reader it covers.
+///
+/// # Writers are not starved
+///
+/// A writer that finds the lock held and will wait asks every member to
+/// set the flag `name:redlock-writer`, with its token, for what is left of
+/// its wait and never much past its next attempt (twice the retry delay
+/// plus the node timeout; each failed attempt sets it again). A member sets
+/// it only while readers hold the key (it holds the mark): behind another
+/// writer there is no stream of readers to hold back, and plain locks that
+/// never meet readers leave no flag and no write behind. New
+/// readers are refused while the flag exists, so they queue behind the
+/// writer; readers already in keep their hold and leave within their
+/// TTL, and the writer gets in. The flag is taken down when the writer
+/// gets the lock or gives up, so readers wait no longer than the writer's
+/// own wait. (This holds for every waiting `lock`, since writing is
+/// locking.) The flag only orders arrivals; safety never depends on it.
+///
+/// # Expiry and leftovers
+///
+/// Each reader expires with its own TTL: a crashed reader holds writers
+/// off only until its TTL runs out (the key's expiry is the longest
+/// reader's, and releases drop expired readers). Every key written
+/// (the key, the readers' set, the flag) has an expiry.
 #[derive(Clone)]
 pub struct RwLock {
     manager: LockManager,
@@ -92,11 +92,18 @@ impl LockManager {
     ///
     /// The handle is cheap (a clone of the manager and the name) and
     /// takes the manager's retry settings at this call.
-    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> RwLock {
-        RwLock {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a
+    /// name that [`lock`](Self::lock) would refuse (empty, or reserved).
+    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
+        let name = name.as_ref();
+        keys::check_resource(name)?;
+        Ok(RwLock {
             manager: self.clone(),
-            name: name.as_ref().to_vec(),
-        }
+            name: name.to_vec(),
+        })
     }
 }
 
@@ -107,16 +114,16 @@ impl RwLock {
     }
 
     /// Takes a read lock for `ttl`, with [`LockManager::lock`]'s retries
-    /// and waiting. The guard is shared
-    /// ([`LockGuard::is_shared`]) and has no fencing token (readers do not
-    /// write); it extends, keeps alive and releases as any guard.
+    /// and waiting. The [`ReadGuard`] is shared and has no fencing token
+    /// (readers do not write); it extends, keeps alive and releases as any
+    /// guard.
     ///
     /// # Errors
     ///
     /// As [`LockManager::lock`]: [`Error::Taken`](crate::Error::Taken)
     /// while a writer holds the lock or waits for it.
-    pub fn read(&self, ttl: Duration) -> Result<LockGuard> {
-        self.acquire_read(ttl, self.manager.lock_budget())
+    pub fn read(&self, ttl: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::Retries)
     }
 
     /// As [`read`](Self::read), with exactly one attempt.
@@ -124,8 +131,8 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read`](Self::read), from the single attempt.
-    pub fn try_read(&self, ttl: Duration) -> Result<LockGuard> {
-        self.acquire_read(ttl, Budget::Once)
+    pub fn try_read(&self, ttl: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::No)
     }
 
     /// As [`read`](Self::read), trying until `timeout` has passed.
@@ -133,8 +140,27 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read`](Self::read), from the last attempt.
-    pub fn try_read_for(&self, ttl: Duration, timeout: Duration) -> Result<LockGuard> {
-        self.acquire_read(ttl, Budget::Until(Instant::now().checked_add(timeout)))
+    pub fn try_read_for(&self, ttl: Duration, timeout: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::For(timeout))
+    }
+
+    /// As [`read`](Self::read), trying until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the last attempt.
+    pub fn try_read_until(&self, ttl: Duration, deadline: Instant) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::Until(deadline))
+    }
+
+    /// As [`read`](Self::read), waiting as `wait` says (see
+    /// [`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the last attempt.
+    pub fn read_with(&self, ttl: Duration, wait: Wait) -> Result<ReadGuard> {
+        self.acquire_read(ttl, self.manager.budget(wait))
     }
 
     /// Takes the write lock for `ttl`: exactly [`LockManager::lock`] on
@@ -167,12 +193,32 @@ impl RwLock {
         self.manager.try_lock_for(&self.name, ttl, timeout)
     }
 
-    fn acquire_read(&self, ttl: Duration, budget: Budget) -> Result<LockGuard> {
+    /// As [`write`](Self::write), trying until `deadline`
+    /// ([`LockManager::try_lock_until`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the last attempt.
+    pub fn try_write_until(&self, ttl: Duration, deadline: Instant) -> Result<LockGuard> {
+        self.manager.try_lock_until(&self.name, ttl, deadline)
+    }
+
+    /// As [`write`](Self::write), waiting as `wait` says
+    /// ([`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the last attempt.
+    pub fn write_with(&self, ttl: Duration, wait: Wait) -> Result<LockGuard> {
+        self.manager.lock_with(&self.name, ttl, wait)
+    }
+
+    fn acquire_read(&self, ttl: Duration, budget: Budget) -> Result<ReadGuard> {
         let name = &self.name[..];
         keys::check_resource(name)?;
         let pipeline = self.manager.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
-        let wait = Wait {
+        let wait = WaitOn {
             names: &[name],
             writer: None,
             shared: true,
@@ -180,7 +226,7 @@ impl RwLock {
         let shape = Arc::new(Read { name: name.into() });
         self.manager.attempts_on(wait, budget, |token, blocked| {
             let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
-            Ok(LockGuard::new(
+            Ok(ReadGuard::new(
                 pipeline.clone(),
                 shape.clone(),
                 *token,

@@ -1,79 +1,16 @@
-//! [`Semaphore`]: at most K holders at once across machines, over the
-//! same members as the lock, and [`Permit`], one of its K permits.
-//!
-//! # Design: K slots, each a Redlock mutex
-//!
-//! A semaphore named `S` with K permits is K ordinary locks, the *slots*
-//! `S:permit:0` … `S:permit:K-1` (each in `S`'s Redis Cluster slot, see
-//! [`fence_key`](crate::fence_key) for the naming rule). A permit is one
-//! slot taken with the lock's own acquisition round: `SET NX PX` on every
-//! member, granted by a majority within the TTL, with its own fencing
-//! counter, extend, keep-alive and release.
-//!
-//! An attempt tries one slot first (a per-semaphore counter spreads a
-//! manager's threads over the slots), so an uncontended acquisition is one
-//! round trip, as a lock. When that slot is held by another owner on some
-//! member, one *survey* round asks every member which slots it sees free
-//! (one script over the K keys: a mask of them for K ≤ 52, else the first
-//! free one from a random start), and a slot free on a majority is tried
-//! at once. When no slot is free on a majority, every permit is in use:
-//! [`Error::Taken`].
-//!
-//! # Why never more than K valid permits
-//!
-//! Each slot is a Redlock mutex with a strict-majority quorum, so under the
-//! lock's own assumptions (bounded clock drift, restart safety, no
-//! eviction) at most one permit per slot is valid at any moment: two
-//! holders of one slot would need two majorities that share a member, and
-//! that member grants a key only while it holds none. There are K slots,
-//! hence at most K valid permits, whatever subset of members each client
-//! reaches. The survey only chooses which slot to try; it never grants.
-//!
-//! Counting holders per member instead (as `redis-semaphore`'s
-//! `RedlockSemaphore` does) is not safe: with 3 members and 2 permits,
-//! three clients each cut off from a different member each count 2 of 3
-//! members with room, yet three hold a permit. Per-slot mutual exclusion
-//! has no such gap (a test reproduces exactly that partition).
-//!
-//! # The count is stored with the semaphore
-//!
-//! K slots bound the holders only if every client agrees on K: a client
-//! given K = 3 would take slot 1 or 2 beside a client given K = 1 holding
-//! slot 0. So each member stores the count at `S:redlock-permits` (in
-//! `S`'s slot), and every permit's acquisition checks it in the same write
-//! (one script ahead of the `SET NX`): where no count is stored it stores
-//! its own, where its own is stored it keeps it alive, and where another
-//! is stored the member grants nothing and the attempt fails with
-//! [`Error::InvalidArgument`] naming both counts. The count lives at least
-//! as long as every permit granted with it (each acquisition and renewal
-//! keeps it alive past the permit's TTL, like a fencing counter), so two
-//! clients with different counts cannot both hold permits: a member that
-//! granted one of them a permit still stores its count while that permit
-//! is valid, and any two majorities share a member. A semaphore's count
-//! can change once no permit has been taken or renewed for the fencing
-//! expiry ([`Builder::fencing_expiry`](crate::Builder::fencing_expiry),
-//! 10 minutes by default; the TTL with fencing off).
-//!
-//! # Why a minority of dead members costs no permit
-//!
-//! A slot is granted by any majority, so with a minority of members dead
-//! or unreachable every free slot is still acquirable, for any K.
-//!
-//! # Waking
-//!
-//! A permit's release announces on the semaphore's own release channel
-//! (`release_channel(S)`), and waiters queue on the semaphore's name: any
-//! permit released wakes the longest waiter of each manager.
+//! The semaphore's room: [`Semaphore`], whose permits are locks on its
+//! slots (the lock's shape with a count check), and its survey. Its
+//! safety argument is on [`Semaphore`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, NodeFailures, Result};
-use crate::guard::LockGuard;
+use crate::guard::Permit;
 use crate::keys;
 use crate::lock::One;
-use crate::manager::{Budget, LockManager};
+use crate::manager::{Budget, LockManager, Wait};
 use crate::pipeline::{Answer, Mode, Pipeline};
 use crate::quorum::{self, Tally};
 use crate::script::FREE;
@@ -86,9 +23,75 @@ pub const MAX_PERMITS: u32 = 10_000;
 /// (exact in a Lua number); beyond, the first free slot it sees.
 const MASK_PERMITS: u32 = 52;
 
-/// At most K holders at once; made by [`LockManager::semaphore`].
+/// At most K holders at once across machines, over the same members as
+/// the lock; made by [`LockManager::semaphore`]. Each holder has a
+/// [`Permit`]. Cheap to clone (clones share the slot hint).
 ///
-/// Cheap to clone (clones share the slot hint).
+/// # Design: K slots, each a Redlock mutex
+///
+/// A semaphore named `S` with K permits is K ordinary locks, the *slots*
+/// `S:permit:0` … `S:permit:K-1` (each in `S`'s Redis Cluster slot, see
+/// [`fence_key`](crate::fence_key) for the naming rule). A permit is one
+/// slot taken with the lock's own acquisition round: `SET NX PX` on every
+/// member, granted by a majority within the TTL, with its own fencing
+/// counter, extend, keep-alive and release.
+///
+/// An attempt tries one slot first (a per-semaphore counter spreads a
+/// manager's threads over the slots), so an uncontended acquisition is one
+/// round trip, as a lock. When that slot is held by another owner on some
+/// member, one *survey* round asks every member which slots it sees free
+/// (one script over the K keys: a mask of them for K ≤ 52, else the first
+/// free one from a random start), and a slot free on a majority is tried
+/// at once. When no slot is free on a majority, every permit is in use:
+/// [`Error::Taken`].
+///
+/// # Why it is safe
+///
+/// Never more than K permits are valid at once.
+///
+/// Each slot is a Redlock mutex with a strict-majority quorum, so under the
+/// lock's own assumptions (bounded clock drift, restart safety, no
+/// eviction) at most one permit per slot is valid at any moment: two
+/// holders of one slot would need two majorities that share a member, and
+/// that member grants a key only while it holds none. There are K slots,
+/// hence at most K valid permits, whatever subset of members each client
+/// reaches. The survey only chooses which slot to try; it never grants.
+///
+/// Counting holders per member instead (as `redis-semaphore`'s
+/// `RedlockSemaphore` does) is not safe: with 3 members and 2 permits,
+/// three clients each cut off from a different member each count 2 of 3
+/// members with room, yet three hold a permit. Per-slot mutual exclusion
+/// has no such gap (a test reproduces exactly that partition).
+///
+/// # The count is stored with the semaphore
+///
+/// K slots bound the holders only if every client agrees on K: a client
+/// given K = 3 would take slot 1 or 2 beside a client given K = 1 holding
+/// slot 0. So each member stores the count at `S:redlock-permits` (in
+/// `S`'s slot), and every permit's acquisition checks it in the same write
+/// (one script ahead of the `SET NX`): where no count is stored it stores
+/// its own, where its own is stored it keeps it alive, and where another
+/// is stored the member grants nothing and the attempt fails with
+/// [`Error::InvalidArgument`] naming both counts. The count lives at least
+/// as long as every permit granted with it (each acquisition and renewal
+/// keeps it alive past the permit's TTL, like a fencing counter), so two
+/// clients with different counts cannot both hold permits: a member that
+/// granted one of them a permit still stores its count while that permit
+/// is valid, and any two majorities share a member. A semaphore's count
+/// can change once no permit has been taken or renewed for the fencing
+/// expiry ([`Builder::fencing_expiry`](crate::Builder::fencing_expiry),
+/// 10 minutes by default; the TTL with fencing off).
+///
+/// # Why a minority of dead members costs no permit
+///
+/// A slot is granted by any majority, so with a minority of members dead
+/// or unreachable every free slot is still acquirable, for any K.
+///
+/// # Waking
+///
+/// A permit's release announces on the semaphore's own release channel
+/// (`release_channel(S)`), and waiters queue on the semaphore's name: any
+/// permit released wakes the longest waiter of each manager.
 #[derive(Clone, Debug)]
 pub struct Semaphore {
     manager: LockManager,
@@ -134,7 +137,7 @@ impl Semaphore {
     /// members store another permit count for this name (see the module
     /// docs), and the lock's other errors.
     pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
-        self.take(ttl, self.manager.lock_budget())
+        self.acquire_with(ttl, Wait::Retries)
     }
 
     /// Takes a permit for `ttl` with one attempt (the first slot tried,
@@ -144,7 +147,7 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
-        self.take(ttl, Budget::Once)
+        self.acquire_with(ttl, Wait::No)
     }
 
     /// Takes a permit for `ttl`, trying until `timeout` has passed.
@@ -153,7 +156,26 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn try_acquire_for(&self, ttl: Duration, timeout: Duration) -> Result<Permit> {
-        self.take(ttl, Budget::Until(Instant::now().checked_add(timeout)))
+        self.acquire_with(ttl, Wait::For(timeout))
+    }
+
+    /// Takes a permit for `ttl`, trying until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_until(&self, ttl: Duration, deadline: Instant) -> Result<Permit> {
+        self.acquire_with(ttl, Wait::Until(deadline))
+    }
+
+    /// Takes a permit for `ttl`, waiting as `wait` says (see
+    /// [`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_with(&self, ttl: Duration, wait: Wait) -> Result<Permit> {
+        self.take(ttl, self.manager.budget(wait))
     }
 
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
@@ -164,16 +186,14 @@ impl Semaphore {
                 let key = keys::permit_key(&self.name, slot);
                 let shape = Arc::new(One::permit(&key, &self.name, self.permits));
                 let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut None)?;
-                Ok(Permit {
-                    slot,
-                    guard: LockGuard::new(
-                        pipeline.clone(),
-                        shape,
-                        *token,
-                        Duration::from_millis(ttl_ms),
-                        granted,
-                    ),
-                })
+                Ok(Permit::with_slot(
+                    pipeline.clone(),
+                    shape,
+                    *token,
+                    Duration::from_millis(ttl_ms),
+                    granted,
+                    Some(slot),
+                ))
             };
             let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
             match grant(first) {
@@ -240,99 +260,6 @@ impl Semaphore {
             held_here: false,
             failures: NodeFailures::some(survey.failures),
         }
-    }
-}
-
-/// One permit of a [`Semaphore`], held until dropped.
-///
-/// Has the lock guard's API: a permit is a lock on one of the semaphore's
-/// slots. Dropping it releases it on every member, best effort.
-#[must_use = "the permit is released as soon as it is dropped"]
-#[derive(Debug)]
-pub struct Permit {
-    slot: u32,
-    guard: LockGuard,
-}
-
-impl Permit {
-    /// Which of the K slots this permit holds (0-based).
-    pub fn slot(&self) -> u32 {
-        self.slot
-    }
-
-    /// The slot's key.
-    pub fn resource(&self) -> &[u8] {
-        self.guard.resource()
-    }
-
-    /// This holder's random token.
-    pub fn token(&self) -> &[u8] {
-        self.guard.token()
-    }
-
-    /// A fencing token, strictly greater than every earlier one of the same
-    /// slot (see [`LockGuard::fencing_token`]); `None` with fencing off.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.guard.fencing_token()
-    }
-
-    /// How long the permit is still safe to rely on.
-    pub fn validity(&self) -> Duration {
-        self.guard.validity()
-    }
-
-    /// Whether any validity remains.
-    pub fn is_valid(&self) -> bool {
-        self.guard.is_valid()
-    }
-
-    /// As [`LockGuard::ensure_held`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] once the permit is not known to be held.
-    pub fn ensure_held(&self) -> Result<()> {
-        self.guard.ensure_held()
-    }
-
-    /// As [`LockGuard::extend`].
-    ///
-    /// # Errors
-    ///
-    /// As [`LockGuard::extend`].
-    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
-        self.guard.extend(ttl)
-    }
-
-    /// As [`LockGuard::keep_alive`].
-    pub fn keep_alive(self) -> Permit {
-        Permit {
-            slot: self.slot,
-            guard: self.guard.keep_alive(),
-        }
-    }
-
-    /// As [`LockGuard::keep_alive_for`].
-    pub fn keep_alive_for(self, limit: Duration) -> Permit {
-        Permit {
-            slot: self.slot,
-            guard: self.guard.keep_alive_for(limit),
-        }
-    }
-
-    /// Releases the permit and reports the outcome; `Drop` does the same
-    /// silently. A release wakes the semaphore's waiters.
-    ///
-    /// # Errors
-    ///
-    /// As [`LockGuard::release`].
-    pub fn release(self) -> Result<()> {
-        self.guard.release()
-    }
-
-    /// The lock guard of the permit's slot.
-    pub fn into_guard(self) -> LockGuard {
-        self.guard
     }
 }
 

@@ -1,69 +1,6 @@
-//! Several resources locked at once, all or nothing:
-//! [`LockManager::lock_all`] and its `try_` forms, returning one
-//! [`LockGuard`] for the whole set.
-//!
-//! # Design
-//!
-//! Each resource of a set is an ordinary lock key (the resource's name
-//! holding the set's token), so a resource held in a set is
-//! [`Error::Taken`] for `lock` and for other sets, and the other way
-//! round. A member takes a set in one script: when any of the keys exists
-//! it writes nothing and names the first busy key; otherwise it sets them
-//! all, with the same TTL. The set is held when a majority of members
-//! took all of it within the validity, as for one lock; on failure it is
-//! removed from every member that may have taken any of it.
-//!
-//! A Redis Cluster member runs the script once per hash slot of the set
-//! (a script's keys must share a slot), one round per slot group, all at
-//! once (so a release, in `Drop` too, still ends within one node
-//! timeout), and votes yes only when every group took its part; a member
-//! left with part of the set gives that part back at once. A set whose
-//! resources share a hash tag (`{account}:a`, `{account}:b`) is one
-//! group: one script, as on plain nodes.
-//!
-//! # Why it is safe
-//!
-//! Mutual exclusion holds per resource, by the mutex's own argument: a
-//! set that holds resource `r` is granted by a majority of members, each
-//! of which holds the key `r` with the set's token until the validity
-//! ends; any other holder of `r` (a lock or another set) needs a
-//! majority too, and the two majorities share a member, which grants `r`
-//! to one of them only while it holds no key `r`. On a Redis Cluster
-//! member, "holds the key" means the master of `r`'s slot holds it, and
-//! the member's yes means every slot's master took its part.
-//!
-//! # Why crossing sets never deadlock
-//!
-//! Nothing is held while waiting: on each member a set is all or nothing,
-//! and an attempt that misses the quorum removes what it took before it
-//! pauses. So no attempt holds `a` while it waits for `b`; two threads
-//! locking `(a, b)` and `(b, a)` at worst both fail one attempt, and then
-//! pause for random times, like two contenders for one lock. The waiting
-//! thread queues on the resource that held it up (a release of it wakes
-//! the thread).
-//!
-//! # Fencing
-//!
-//! With fencing on, each member counts every resource's counter up as one
-//! lock does, then sets all of them to the highest (on a Redis Cluster
-//! member, each slot group to that group's highest: the groups run
-//! separate scripts). The set's token `T` is the highest answer among the
-//! granting members. Before the guard is returned, every granting member
-//! on which any counter of the set may be below `T` (a plain node whose
-//! answer is below it; a cluster member whose *lowest* group answer is
-//! below it) is raised to `T` on every counter of the set, so that on a
-//! quorum of members every counter of every resource is at least `T`.
-//!
-//! Why that makes `T` below every later token of each resource `r`: a
-//! later acquisition of `r` (a lock or another set) is granted by a
-//! majority, which shares a member `m` with the set's quorum. On `m`, the
-//! counter of `r` was at least `T` when the set was granted, counters only
-//! grow (increments, raises that never lower; an expired counter starts
-//! again from the clock in microseconds, above every earlier count), and
-//! the later acquisition counts it up past that: its token, the highest
-//! among its granting members, is above `T`. And `T` is above every
-//! earlier token of each of its resources by the same argument run the
-//! other way. A raise that misses the quorum fails the attempt.
+//! The room of sets: [`LockManager::lock_all`] and its forms, the set's
+//! shape (one script per member, per slot group on a Redis Cluster) and
+//! its scripts. Its safety argument is on [`LockManager`] ("Sets").
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -74,7 +11,7 @@ use std::thread;
 use crate::error::{Error, NodeError, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
-use crate::manager::{Budget, LockManager, Wait};
+use crate::manager::{LockManager, Wait, WaitOn};
 use crate::member::Member;
 use crate::pipeline::{DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
 use crate::quorum::Tally;
@@ -106,7 +43,7 @@ impl LockManager {
         I: IntoIterator<Item = R>,
         R: AsRef<[u8]>,
     {
-        self.acquire_all(resources, ttl, self.lock_budget())
+        self.lock_all_with(resources, ttl, Wait::Retries)
     }
 
     /// As [`lock_all`](Self::lock_all), with exactly one attempt.
@@ -119,7 +56,7 @@ impl LockManager {
         I: IntoIterator<Item = R>,
         R: AsRef<[u8]>,
     {
-        self.acquire_all(resources, ttl, Budget::Once)
+        self.lock_all_with(resources, ttl, Wait::No)
     }
 
     /// As [`lock_all`](Self::lock_all), trying until `timeout` has passed
@@ -138,21 +75,46 @@ impl LockManager {
         I: IntoIterator<Item = R>,
         R: AsRef<[u8]>,
     {
-        let budget = Budget::Until(Instant::now().checked_add(timeout));
-        self.acquire_all(resources, ttl, budget)
+        self.lock_all_with(resources, ttl, Wait::For(timeout))
     }
 
-    fn acquire_all<I, R>(&self, resources: I, ttl: Duration, budget: Budget) -> Result<LockGuard>
+    /// As [`lock_all`](Self::lock_all), trying until `deadline` (as
+    /// [`try_lock_until`](Self::try_lock_until) does).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the last attempt.
+    pub fn try_lock_all_until<I, R>(
+        &self,
+        resources: I,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<LockGuard>
     where
         I: IntoIterator<Item = R>,
         R: AsRef<[u8]>,
     {
+        self.lock_all_with(resources, ttl, Wait::Until(deadline))
+    }
+
+    /// As [`lock_all`](Self::lock_all), waiting as `wait` says (see
+    /// [`lock_with`](Self::lock_with)).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the last attempt.
+    pub fn lock_all_with<I, R>(&self, resources: I, ttl: Duration, wait: Wait) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        let budget = self.budget(wait);
         let owned: Vec<Vec<u8>> = resources.into_iter().map(|r| r.as_ref().to_vec()).collect();
         check_set(&owned)?;
         let pipeline = self.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
         let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
-        let wait = Wait {
+        let wait = WaitOn {
             names: &names,
             writer: None,
             shared: false,

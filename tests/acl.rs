@@ -321,7 +321,7 @@ fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
     ));
     set.release().unwrap();
     // Read locks need the README's additions for them.
-    let refused = dlm.rwlock("lock:rw").try_read(ttl).unwrap_err();
+    let refused = dlm.rwlock("lock:rw").unwrap().try_read(ttl).unwrap_err();
     assert!(
         refused
             .failures()
@@ -340,7 +340,7 @@ fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
             "+zremrangebyscore",
         ],
     );
-    let rw = dlm.rwlock("lock:rw");
+    let rw = dlm.rwlock("lock:rw").unwrap();
     let mut r = rw.try_read(ttl).unwrap();
     r.extend(ttl).unwrap();
     let r2 = rw.try_read(ttl).unwrap();

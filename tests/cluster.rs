@@ -678,7 +678,7 @@ fn read_locks_on_a_cluster_member_live_in_the_names_slot_and_wake_writers() {
     let waiter = waiter(&cluster);
     let name = resource("cluster-rw");
     let owner = &cluster.masters[cluster.master_of(name.as_bytes())];
-    let rw = dlm.rwlock(&name);
+    let rw = dlm.rwlock(&name).unwrap();
     let r1 = rw.try_read(TTL).unwrap();
     let mut r2 = rw.try_read(TTL).unwrap();
     r2.extend(TTL).unwrap();
@@ -691,6 +691,7 @@ fn read_locks_on_a_cluster_member_live_in_the_names_slot_and_wake_writers() {
         || {
             waiter
                 .rwlock(&name)
+                .unwrap()
                 .try_write_for(TTL, Duration::from_secs(120))
         },
         || {

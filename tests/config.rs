@@ -15,7 +15,7 @@ fn config_error(result: redlock_sync::Result<LockManager>) -> String {
 
 fn argument_error<T: std::fmt::Debug>(result: redlock_sync::Result<T>) -> String {
     match result {
-        Err(Error::InvalidArgument { reason }) => reason,
+        Err(Error::InvalidArgument { reason, .. }) => reason,
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
 }
@@ -45,7 +45,7 @@ fn url_mistakes_are_named() {
     // What only the URL parser finds: its words, and its error kept.
     let err = LockManager::new(["redis://host/notadb"]).unwrap_err();
     match &err {
-        Error::InvalidConfig { reason, source } => {
+        Error::InvalidConfig { reason, source, .. } => {
             assert!(source.is_some(), "the parser's error is kept: {reason}");
             assert!(reason.len() > "cannot read node URL \"redis://host/notadb\": ".len());
         }

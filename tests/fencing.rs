@@ -235,7 +235,9 @@ fn fencing_counter_names_are_reserved() {
     let dlm = manager(&cluster, Duration::from_millis(500));
     let reserved = fence_key("orders");
     match dlm.lock(&reserved, Duration::from_secs(1)) {
-        Err(Error::InvalidArgument { reason }) => assert!(reason.contains("reserved"), "{reason}"),
+        Err(Error::InvalidArgument { reason, .. }) => {
+            assert!(reason.contains("reserved"), "{reason}")
+        }
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
     // Nothing was written.

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlock_sync::{Error, LockGuard, LockManager};
+use redlock_sync::{Error, LockGuard, LockManager, Wait};
 use support::{Cluster, Server, admin, calls, get, manager, pttl, resource};
 
 const SLOW_OK: Duration = Duration::from_millis(500);
@@ -246,6 +246,66 @@ fn try_lock_for_gives_up_after_the_timeout() {
     assert!(matches!(result, Err(Error::Taken { .. })), "{result:?}");
     assert!(took >= Duration::from_millis(300), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn every_shape_waits_until_a_deadline_and_no_longer() {
+    let cluster = Cluster::start(3).unwrap();
+    let mut dlm = manager(&cluster, SLOW_OK);
+    dlm.set_retry(1, Duration::from_millis(20)).unwrap();
+    let ttl = Duration::from_secs(30);
+    let (key, set, sem, rw) = (
+        resource("until"),
+        resource("until-set"),
+        resource("until-sem"),
+        resource("until-rw"),
+    );
+    let _held = dlm.lock(&key, ttl).unwrap();
+    let _held_set = dlm.lock(&set, ttl).unwrap();
+    let semaphore = dlm.semaphore(&sem, 1).unwrap();
+    let _permit = semaphore.acquire(ttl).unwrap();
+    let rwlock = dlm.rwlock(&rw).unwrap();
+    let _reader = rwlock.read(ttl).unwrap();
+    type Attempt<'a> = Box<dyn Fn(Instant) -> Result<(), Error> + 'a>;
+    let waits: [(&str, Attempt); 5] = [
+        (
+            "lock",
+            Box::new(|d| dlm.try_lock_until(&key, ttl, d).map(drop)),
+        ),
+        (
+            "set",
+            Box::new(|d| dlm.try_lock_all_until([&key, &set], ttl, d).map(drop)),
+        ),
+        (
+            "permit",
+            Box::new(|d| semaphore.try_acquire_until(ttl, d).map(drop)),
+        ),
+        (
+            "write",
+            Box::new(|d| rwlock.try_write_until(ttl, d).map(drop)),
+        ),
+        (
+            "lock_with",
+            Box::new(|d| dlm.lock_with(&key, ttl, Wait::Until(d)).map(drop)),
+        ),
+    ];
+    for (what, wait) in waits {
+        let start = Instant::now();
+        let result = wait(start + Duration::from_millis(300));
+        let took = start.elapsed();
+        assert!(
+            matches!(result, Err(Error::Taken { .. })),
+            "{what}: {result:?}"
+        );
+        assert!(took >= Duration::from_millis(300), "{what}: {took:?}");
+        assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+    }
+    // A deadline already past still makes one attempt.
+    let free = resource("until-free");
+    let guard = dlm.try_lock_until(&free, ttl, Instant::now()).unwrap();
+    assert!(guard.is_valid());
+    let reader = rwlock.try_read_until(ttl, Instant::now()).unwrap();
+    assert!(reader.is_shared());
 }
 
 /// `lock` makes `count` attempts when nothing wakes it (one more when

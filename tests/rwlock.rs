@@ -49,11 +49,13 @@ fn readers_share_and_a_writer_excludes_readers_and_writers() {
     let cluster = Cluster::start(3).unwrap();
     let dlm = manager(&cluster);
     let name = resource("rw:share");
-    let rw = dlm.rwlock(&name);
+    let rw = dlm.rwlock(&name).unwrap();
     let r1 = rw.try_read(TTL).unwrap();
     let r2 = rw.try_read(TTL).unwrap();
     assert!(r1.is_shared() && r2.is_shared());
-    assert_eq!(r1.fencing_token(), None);
+    // A read guard has no fencing token (readers do not write): it is a
+    // `ReadGuard`, which has no such method.
+    let _: &redlock_sync::ReadGuard = &r1;
     // The write side and the plain lock on the name are refused.
     assert!(matches!(rw.try_write(TTL), Err(Error::Taken { .. })));
     assert!(matches!(dlm.try_lock(&name, TTL), Err(Error::Taken { .. })));
@@ -115,7 +117,7 @@ fn never_overlap(kill: bool) {
                 r => r.unwrap(),
             };
             thread::spawn(move || {
-                let rw = dlm.rwlock(&name);
+                let rw = dlm.rwlock(&name).unwrap();
                 for _ in 0..6 {
                     if t % 3 == 0 {
                         let g = rw.write(Duration::from_secs(5)).unwrap();
@@ -164,7 +166,7 @@ fn a_writer_behind_a_stream_of_overlapping_readers_gets_in() {
             let (name, stop) = (name.clone(), stop.clone());
             thread::spawn(move || {
                 thread::sleep(hold / 4 * i);
-                let rw = dlm.rwlock(&name);
+                let rw = dlm.rwlock(&name).unwrap();
                 while !stop.load(Ordering::SeqCst) {
                     if let Ok(g) = rw.try_read_for(Duration::from_secs(5), Duration::from_secs(30))
                     {
@@ -181,6 +183,7 @@ fn a_writer_behind_a_stream_of_overlapping_readers_gets_in() {
     let start = Instant::now();
     let got = dlm
         .rwlock(&name)
+        .unwrap()
         .try_write_for(TTL, Duration::from_secs(20));
     let waited = start.elapsed();
     eprintln!("the writer waited {waited:?}");
@@ -199,7 +202,7 @@ fn a_crashed_reader_holds_writers_off_only_until_its_ttl() {
     let cluster = Cluster::start(3).unwrap();
     let dlm = manager(&cluster);
     let name = resource("rw:crash");
-    let rw = dlm.rwlock(&name);
+    let rw = dlm.rwlock(&name).unwrap();
     // A second reader with a long TTL that leaves: the crashed one's
     // short TTL is what the key keeps.
     let crashed = rw.try_read(Duration::from_secs(2)).unwrap();
@@ -227,10 +230,10 @@ fn the_last_readers_release_wakes_a_waiting_writer_and_its_release_wakes_readers
     let mut waiter = manager(&cluster);
     // One pause of a minute: in within a second means woken.
     waiter.set_retry(2, Duration::from_secs(60)).unwrap();
-    let rw = waiter.rwlock(&name);
+    let rw = waiter.rwlock(&name).unwrap();
     let (r1, r2) = (
-        dlm.rwlock(&name).try_read(TTL).unwrap(),
-        dlm.rwlock(&name).try_read(TTL).unwrap(),
+        dlm.rwlock(&name).unwrap().try_read(TTL).unwrap(),
+        dlm.rwlock(&name).unwrap().try_read(TTL).unwrap(),
     );
     let writer = support::assert_woken(
         || rw.write(TTL),
@@ -268,7 +271,7 @@ fn read_locks_extend_and_leave_nothing_without_an_expiry() {
     let cluster = Cluster::start(3).unwrap();
     let dlm = manager(&cluster);
     let name = resource("rw:extend");
-    let rw = dlm.rwlock(&name);
+    let rw = dlm.rwlock(&name).unwrap();
     let mut r = rw.try_read(Duration::from_secs(2)).unwrap();
     r.extend(Duration::from_secs(30)).unwrap();
     assert!(r.validity() > Duration::from_secs(20));
@@ -283,7 +286,7 @@ fn read_locks_extend_and_leave_nothing_without_an_expiry() {
     let mut writer = manager(&cluster);
     writer.set_retry(3, Duration::from_millis(100)).unwrap();
     assert!(matches!(
-        writer.rwlock(&name).write(TTL),
+        writer.rwlock(&name).unwrap().write(TTL),
         Err(Error::Taken { .. })
     ));
     for server in &cluster.servers {
@@ -304,7 +307,7 @@ fn new_readers_wait_behind_a_writer_only_while_it_waits() {
     let cluster = Cluster::start(3).unwrap();
     let dlm = manager(&cluster);
     let name = resource("rw:flag");
-    let rw = dlm.rwlock(&name);
+    let rw = dlm.rwlock(&name).unwrap();
     let reader = rw.try_read(TTL).unwrap();
     let mut writer = manager(&cluster);
     writer.set_retry(1000, Duration::from_millis(100)).unwrap();
@@ -312,6 +315,7 @@ fn new_readers_wait_behind_a_writer_only_while_it_waits() {
         let waiting = s.spawn(|| {
             writer
                 .rwlock(&name)
+                .unwrap()
                 .try_write_for(TTL, Duration::from_secs(2))
         });
         thread::sleep(Duration::from_millis(700));
@@ -336,6 +340,7 @@ fn new_readers_wait_behind_a_writer_only_while_it_waits() {
         let waiting = s.spawn(|| {
             writer
                 .rwlock(&name)
+                .unwrap()
                 .try_write_for(TTL, Duration::from_secs(20))
         });
         thread::sleep(Duration::from_millis(500));
@@ -345,4 +350,17 @@ fn new_readers_wait_behind_a_writer_only_while_it_waits() {
     });
     w.release().unwrap();
     drop(rw.try_read(TTL).unwrap());
+}
+
+#[test]
+fn a_read_write_lock_name_is_checked_as_a_resource_is() {
+    let cluster = Cluster::start(1).unwrap();
+    let dlm = manager(&cluster);
+    for bad in [&b""[..], b"orders:redlock-fence", b"orders:redlock-readers"] {
+        match dlm.rwlock(bad) {
+            Err(Error::InvalidArgument { .. }) => {}
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(bad)),
+        }
+    }
+    assert!(dlm.rwlock("orders").is_ok());
 }

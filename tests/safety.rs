@@ -6,7 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_sync::{Error, LockGuard, LockManager};
+use redlock_sync::mode::Mode;
+use redlock_sync::{Error, Guard, LockManager};
 use support::{Cluster, resource};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -20,9 +21,9 @@ fn manager(urls: Vec<String>) -> LockManager {
 /// so it fails: yet the two nodes that answered let the key go after the
 /// short TTL. B must not find A still believing it holds R. `take` is how
 /// A holds `name`, `rival` how B tries for it (true when B got it).
-fn a_failed_shorter_extend_bounds_the_validity(
+fn a_failed_shorter_extend_bounds_the_validity<M: Mode>(
     name: &str,
-    take: impl Fn(&LockManager, &str) -> LockGuard,
+    take: impl Fn(&LockManager, &str) -> Guard<M>,
     rival: impl Fn(&LockManager, &str) -> bool,
 ) {
     let mut cluster = Cluster::start(3).unwrap();
@@ -90,8 +91,8 @@ fn a_read_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl()
     // B is a writer: it must not write beside a reader that still reads.
     a_failed_shorter_extend_bounds_the_validity(
         "short-extend-read",
-        |dlm, key| dlm.rwlock(key).try_read(LONG).unwrap(),
-        |dlm, key| dlm.rwlock(key).try_write(LONG).is_ok(),
+        |dlm, key| dlm.rwlock(key).unwrap().try_read(LONG).unwrap(),
+        |dlm, key| dlm.rwlock(key).unwrap().try_write(LONG).is_ok(),
     );
 }
 

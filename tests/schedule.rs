@@ -43,7 +43,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redlock_sync::{LockGuard, LockManager};
+use redlock_sync::mode::Mode as GuardMode;
+use redlock_sync::{Guard, LockGuard, LockManager, ReadGuard};
 use support::Server;
 use support::proxy::{Mode, Proxy};
 use support::redis_cluster::{RedisCluster, keyslot};
@@ -108,25 +109,43 @@ const OPS: [&str; 6] = [
     "lock a", "lock b", "set a+b", "permit", "read rw", "write rw",
 ];
 
+/// A guard of any shape: exclusive (with a fencing token) or a reader's.
+enum Held {
+    Lock(LockGuard),
+    Read(ReadGuard),
+}
+
+impl Held {
+    fn release(self) {
+        let _ = match self {
+            Held::Lock(g) => g.release(),
+            Held::Read(g) => g.release(),
+        };
+    }
+}
+
 /// Takes shape `op` for `ttl`, waiting up to `wait` (contenders wait on
 /// each other, so a lock is taken again soon after it is free).
-fn take(
-    dlm: &LockManager,
-    op: usize,
-    ttl: Duration,
-    wait: Duration,
-) -> Option<(LockGuard, Vec<Hold>)> {
+fn take(dlm: &LockManager, op: usize, ttl: Duration, wait: Duration) -> Option<(Held, Vec<Hold>)> {
     let ex = |cells: &[&str]| {
         vec![Hold::Exclusive(
             cells.iter().map(|c| (*c).to_owned()).collect(),
         )]
     };
     match op {
-        0 => Some((dlm.try_lock_for("sched:a", ttl, wait).ok()?, ex(&["a"]))),
-        1 => Some((dlm.try_lock_for("sched:b", ttl, wait).ok()?, ex(&["b"]))),
+        0 => Some((
+            Held::Lock(dlm.try_lock_for("sched:a", ttl, wait).ok()?),
+            ex(&["a"]),
+        )),
+        1 => Some((
+            Held::Lock(dlm.try_lock_for("sched:b", ttl, wait).ok()?),
+            ex(&["b"]),
+        )),
         2 => Some((
-            dlm.try_lock_all_for(["sched:a", "sched:b"], ttl, wait)
-                .ok()?,
+            Held::Lock(
+                dlm.try_lock_all_for(["sched:a", "sched:b"], ttl, wait)
+                    .ok()?,
+            ),
             ex(&["a", "b"]),
         )),
         3 => {
@@ -137,14 +156,24 @@ fn take(
                 .ok()?;
             let slot = format!("sem:{}", permit.slot());
             let holds = vec![Hold::Permit("sem".into()), Hold::Exclusive(vec![slot])];
-            Some((permit.into_guard(), holds))
+            Some((Held::Lock(permit.into_guard()), holds))
         }
         4 => Some((
-            dlm.rwlock("sched:rw").try_read_for(ttl, wait).ok()?,
+            Held::Read(
+                dlm.rwlock("sched:rw")
+                    .unwrap()
+                    .try_read_for(ttl, wait)
+                    .ok()?,
+            ),
             vec![Hold::Read("rw".into())],
         )),
         _ => Some((
-            dlm.rwlock("sched:rw").try_write_for(ttl, wait).ok()?,
+            Held::Lock(
+                dlm.rwlock("sched:rw")
+                    .unwrap()
+                    .try_write_for(ttl, wait)
+                    .ok()?,
+            ),
             ex(&["rw"]),
         )),
     }
@@ -153,16 +182,27 @@ fn take(
 /// One holder's life: checks, extends (shorter ones too), sleeps, a pause
 /// past its validity, a crash (the guard leaked) or a release. Returns
 /// its span, if any check was `Ok`.
-fn hold(
+fn hold(rng: &mut Rng, worker: usize, op: usize, held: Held, holds: Vec<Hold>) -> Option<Span> {
+    match held {
+        Held::Lock(guard) => {
+            let token = guard.fencing_token();
+            hold_guard(rng, worker, op, guard, token, holds)
+        }
+        Held::Read(guard) => hold_guard(rng, worker, op, guard, None, holds),
+    }
+}
+
+/// [`hold`] of a guard in any mode, whose fencing token is `token`.
+fn hold_guard<M: GuardMode>(
     rng: &mut Rng,
     worker: usize,
     op: usize,
-    guard: LockGuard,
+    guard: Guard<M>,
+    token: Option<u64>,
     holds: Vec<Hold>,
 ) -> Option<Span> {
-    let token = guard.fencing_token();
     let mut span: Option<(Instant, Instant)> = None;
-    let mut check = |guard: &LockGuard| {
+    let mut check = |guard: &Guard<M>| {
         let at = Instant::now();
         let ok = guard.ensure_held().is_ok();
         if ok {
@@ -538,7 +578,7 @@ fn run(seed: u64, length: Duration, cluster: bool) -> (Vec<Span>, Vec<String>, I
         for op in 0..OPS.len() {
             if let Some((guard, _)) = take(dlm, op, Duration::from_millis(TTL_MS.1), Duration::ZERO)
             {
-                let _ = guard.release();
+                guard.release();
             }
         }
     }

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use redlock_sync::{Error, LockGuard, LockManager, Verdict};
+use redlock_sync::mode::Mode;
+use redlock_sync::{Error, Guard, LockGuard, LockManager, ReadGuard, Verdict};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -256,19 +257,35 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
             human(args.wait)
         );
     }
-    let guard = match acquire(&dlm, args, signals) {
-        Acquired::Signal(sig) => return ExitCode::from(128u8.saturating_add(sig as u8)),
-        Acquired::Lock(Ok(guard)) => guard.keep_alive(),
+    match acquire(&dlm, args, signals) {
+        Acquired::Signal(sig) => ExitCode::from(128u8.saturating_add(sig as u8)),
+        Acquired::Lock(Ok(Held::Lock(guard))) => {
+            let fencing = guard.fencing_token();
+            run_locked(guard.keep_alive(), fencing, args, signals)
+        }
+        Acquired::Lock(Ok(Held::Read(guard))) => {
+            run_locked(guard.keep_alive(), None, args, signals)
+        }
         Acquired::Lock(Err(e)) => {
             say!(ERROR, "cannot lock {}: {e}", args.resource);
-            return ExitCode::from(match e {
+            ExitCode::from(match e {
                 Error::Taken { .. } => EX_TEMPFAIL,
                 Error::InvalidArgument { .. } => EX_USAGE,
                 _ => EX_UNAVAILABLE,
-            });
+            })
         }
-    };
-    match guard.fencing_token() {
+    }
+}
+
+/// Runs the command while `guard` (kept alive) holds the lock, whose
+/// fencing token is `fencing`.
+fn run_locked<M: Mode>(
+    guard: Guard<M>,
+    fencing: Option<u64>,
+    args: &Args,
+    signals: &Signals,
+) -> ExitCode {
+    match fencing {
         Some(token) => say!(INFO, "locked {} (fencing token {token})", args.resource),
         None => say!(INFO, "locked {}", args.resource),
     }
@@ -277,7 +294,7 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         .args(&args.command[1..])
         .env("REDLOCK_RESOURCE", &args.resources[0])
         .env("REDLOCK_RESOURCES", args.resources.join("\n"));
-    if let Some(token) = guard.fencing_token() {
+    if let Some(token) = fencing {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
     die_with_parent(&mut command);
@@ -295,9 +312,15 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
     }
 }
 
+/// The lock taken: exclusive (a lock, a set, a permit) or shared.
+enum Held {
+    Lock(LockGuard),
+    Read(ReadGuard),
+}
+
 /// How waiting for the lock ended.
 enum Acquired {
-    Lock(Result<LockGuard, Error>),
+    Lock(Result<Held, Error>),
     /// A signal came first.
     Signal(i32),
 }
@@ -315,13 +338,20 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
         let slice = left.min(Duration::from_millis(100));
         let first = &args.resources[0];
         let result = match args.permits {
-            None if args.shared => dlm.rwlock(first).try_read_for(args.ttl, slice),
-            None if args.resources.len() == 1 => dlm.try_lock_for(first, args.ttl, slice),
-            None => dlm.try_lock_all_for(&args.resources, args.ttl, slice),
+            None if args.shared => dlm
+                .rwlock(first)
+                .and_then(|rw| rw.try_read_for(args.ttl, slice))
+                .map(Held::Read),
+            None if args.resources.len() == 1 => {
+                dlm.try_lock_for(first, args.ttl, slice).map(Held::Lock)
+            }
+            None => dlm
+                .try_lock_all_for(&args.resources, args.ttl, slice)
+                .map(Held::Lock),
             // One of K permits: a lock on one of the semaphore's slots.
             Some(k) => dlm.semaphore(first, k).and_then(|sem| {
                 sem.try_acquire_for(args.ttl, slice)
-                    .map(redlock_sync::Permit::into_guard)
+                    .map(|permit| Held::Lock(permit.into_guard()))
             }),
         };
         match &result {
@@ -386,7 +416,7 @@ fn die_with_parent(_command: &mut Command) {}
 
 /// Waits for the child while watching the lock and the signals; releases
 /// the lock once the child has exited.
-fn supervise(mut child: Child, guard: LockGuard, signals: &Signals) -> ExitCode {
+fn supervise<M: Mode>(mut child: Child, guard: Guard<M>, signals: &Signals) -> ExitCode {
     let pid = Pid::from_raw(child.id() as i32);
     let mut signalled: Option<i32> = None;
     let mut term_deadline: Option<Instant> = None;
@@ -476,7 +506,7 @@ fn check(dlm: &LockManager, resource: &str) -> ExitCode {
     }
 }
 
-fn release(guard: LockGuard) {
+fn release<M: Mode>(guard: Guard<M>) {
     let resource = guard
         .resources()
         .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
