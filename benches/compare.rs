@@ -14,11 +14,11 @@
 //! `target/bench-compare.json`. Speed is compared as ratios within one run,
 //! so the machine's noise mostly cancels.
 
-#[path = "../tests/support/proxy.rs"]
+#[path = "../tests/it/support/proxy.rs"]
 mod proxy;
-#[path = "../tests/support/redis_cluster.rs"]
+#[path = "../tests/it/support/redis_cluster.rs"]
 mod redis_cluster;
-#[path = "../tests/support/server.rs"]
+#[path = "../tests/it/support/server.rs"]
 mod server;
 
 /// A direct connection (what the cluster support module expects).
@@ -29,7 +29,7 @@ fn admin(server: &server::Server) -> redis::Connection {
         .unwrap()
 }
 #[cfg(feature = "tls")]
-#[path = "../tests/support/tls.rs"]
+#[path = "../tests/it/support/tls.rs"]
 #[allow(dead_code)]
 mod tls;
 
@@ -314,7 +314,7 @@ fn main() {
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
 
-    let mut cluster = server::Cluster::start(5).expect("redis-server nodes");
+    let mut cluster = server::Nodes::start(5).expect("redis-server nodes");
     let proxies: Vec<proxy::Proxy> = cluster
         .servers
         .iter()

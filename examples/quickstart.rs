@@ -9,7 +9,7 @@
 //! REDLOCK_NODES=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3 cargo run --example quickstart
 //! ```
 
-#[path = "../tests/support/server.rs"]
+#[path = "../tests/it/support/server.rs"]
 mod server;
 
 use std::thread;
@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (urls, _servers) = match std::env::var("REDLOCK_NODES") {
         Ok(list) => (list.split(',').map(str::to_owned).collect(), None),
         Err(_) => {
-            let cluster = server::Cluster::start(3)
+            let cluster = server::Nodes::start(3)
                 .map_err(|e| format!("could not start local redis-server processes: {e}"))?;
             println!("started 3 local redis-server nodes");
             (cluster.urls(), Some(cluster))

@@ -130,9 +130,8 @@ impl Shape for One {
         };
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution (and announces that only if it did).
-        let message = p.message(token);
-        let channel = release_channel(&self.wakes);
         let cleanup = |cluster: bool| {
+            let (message, channel) = (p.message(token), release_channel(&self.wakes));
             let mut args = vec![token];
             args.extend(self.unlock_args(message.as_deref(), cluster, &channel));
             UNLOCK.eval(&[key], &args)
@@ -226,17 +225,42 @@ impl Shape for One {
         Tally::count(p.script_then(&EXTEND, None, &keys, call, None, DECIDE))
     }
 
+    /// A release: the unlock script with a `PUBLISH` (`SPUBLISH` on a
+    /// Redis Cluster) pipelined behind it in the same write, whose answer
+    /// is ignored (a server or user refusing it changes nothing). A
+    /// clean-up: the script announces only where it deleted our key.
     fn unlock(
         &self,
         p: &Pipeline,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
+        release: bool,
     ) -> Tally {
         let channel = release_channel(&self.wakes);
-        let node: Vec<&[u8]> = [vec![token], self.unlock_args(message, false, &channel)].concat();
-        let cluster: Vec<&[u8]> = [vec![token], self.unlock_args(message, true, &channel)].concat();
-        Tally::count(p.script_then(&UNLOCK, only, &[&self.key], &node, Some(&cluster), RELEASE))
+        let keys: [&[u8]; 1] = [&self.key];
+        let answers = match message {
+            Some(message) if release => {
+                let node_tail = pack(&[b"PUBLISH", &channel, message]);
+                let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+                p.script_tailed(
+                    &UNLOCK,
+                    only,
+                    (&keys, &[token]),
+                    (&keys, &[token]),
+                    Some((&node_tail, &cluster_tail)),
+                    RELEASE,
+                )
+            }
+            _ => {
+                let node: Vec<&[u8]> =
+                    [vec![token], self.unlock_args(message, false, &channel)].concat();
+                let cluster: Vec<&[u8]> =
+                    [vec![token], self.unlock_args(message, true, &channel)].concat();
+                p.script_then(&UNLOCK, only, &keys, &node, Some(&cluster), RELEASE)
+            }
+        };
+        Tally::count(answers)
     }
 }
 
@@ -353,9 +377,10 @@ impl LockManager {
         keys::check_resource(resource)?;
         let pipeline = self.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
+        let writer = Writer(resource);
         let wait = WaitOn {
             names: &[resource],
-            writer: Some(&Writer(resource)),
+            writer: Some(&writer),
             shared: false,
         };
         let shape = std::sync::Arc::new(One::lock(resource));

@@ -176,13 +176,17 @@ pub(crate) trait Shape: Send + Sync {
     /// Removes what `token` holds on the members `only` selects (every
     /// member: `None`), and announces each release it made with
     /// `message` (none: releases are not announced) on the channel of the
-    /// name it wakes.
+    /// name it wakes. `release`: the guard's release, which may announce
+    /// unconditionally (the lock pipelines a `PUBLISH` behind its unlock,
+    /// cheaper than one inside the script); otherwise the clean-up of an
+    /// attempt, which announces only what it deleted.
     fn unlock(
         &self,
         p: &Pipeline,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
+        release: bool,
     ) -> Tally;
 }
 
@@ -421,7 +425,7 @@ impl Pipeline {
     /// shape wakes, when a member released it.
     pub(crate) fn release(&self, shape: &dyn Shape, token: &[u8]) -> Tally {
         let message = self.message(token);
-        let tally = shape.unlock(self, None, token, message.as_deref());
+        let tally = shape.unlock(self, None, token, message.as_deref(), true);
         if let (true, Some(message)) = (tally.yes > 0, &message) {
             for name in shape.wakes() {
                 self.waiters.released(name, message);
@@ -437,7 +441,7 @@ impl Pipeline {
     /// attempt's own thread ignores it.
     fn clean_up(&self, shape: &dyn Shape, only: &[bool], token: &[u8]) {
         let message = self.message(token);
-        shape.unlock(self, Some(only), token, message.as_deref());
+        shape.unlock(self, Some(only), token, message.as_deref(), false);
     }
 
     /// The message announcing one unlock by `token` (none when releases
@@ -523,8 +527,23 @@ impl Pipeline {
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_tailed(lua, only, node, cluster, None, mode)
+    }
+
+    /// As [`script_split`](Self::script_split), with a command written
+    /// right behind the script whose answer is read and ignored (`tails`:
+    /// on nodes, on Redis Cluster members): a release's `PUBLISH`.
+    pub(crate) fn script_tailed(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
         (node_keys, node): (&[&[u8]], Args<'_>),
         (cluster_keys, cluster): (&[&[u8]], Args<'_>),
+        tails: Option<(&[u8], &[u8])>,
         mode: Mode,
     ) -> Vec<Answer> {
         let replicated = mode.replicated;
@@ -538,16 +557,21 @@ impl Pipeline {
             .as_ref()
             .filter(|_| replicated)
             .map(|(n, _)| *n);
-        let packed = |script: Vec<u8>| [script, wait.clone()].concat();
-        let reply = if mode.count { Reply::Count } else { Reply::One };
+        let (node_tail, cluster_tail) = tails.unwrap_or_default();
+        let packed = |script: Vec<u8>, tail: &[u8]| [&script[..], &wait, tail].concat();
+        let reply = match tails {
+            _ if mode.count => Reply::Count,
+            Some(_) => Reply::OneThenAny,
+            None => Reply::One,
+        };
         let describe_node = |_: usize| lua.describe(node_keys[0]);
         let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
         let cluster_packed = if self.has_clusters {
-            packed(lua.evalsha(cluster_keys, cluster))
+            packed(lua.evalsha(cluster_keys, cluster), cluster_tail)
         } else {
             Vec::new()
         };
-        let cluster_reload = || packed(lua.eval(cluster_keys, cluster));
+        let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
         let cluster_req = Request {
             packed: &cluster_packed,
             key: cluster_keys[0],
@@ -562,8 +586,8 @@ impl Pipeline {
             reload: Some(&cluster_reload),
             on_timeout: None,
         };
-        let node_packed = packed(lua.evalsha(node_keys, node));
-        let node_reload = || packed(lua.eval(node_keys, node));
+        let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
+        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
         let req = Request {
             packed: &node_packed,
             // The slot routes the round to each cluster's master.

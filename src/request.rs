@@ -16,6 +16,10 @@ use crate::script::{BUSY, GONE, MISMATCH, PERMITS};
 pub(crate) enum Reply {
     /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise).
     One,
+    /// As `One` for the first command; a second one (the `PUBLISH` after
+    /// a release's unlock) is read and its answer, an error reply
+    /// included, ignored.
+    OneThenAny,
     /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
     /// (1), nil is no.
     Set,
@@ -189,7 +193,7 @@ impl Pooled {
         deadline: Instant,
     ) -> Result<u64, Failure> {
         match req.reply {
-            Reply::One | Reply::Count => {}
+            Reply::One | Reply::OneThenAny | Reply::Count => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -199,7 +203,8 @@ impl Pooled {
             }
             Reply::SetCount => return self.finish_set_count(deadline),
         }
-        let reply = match (self.read_one(deadline)?, req.reload) {
+        let then_any = matches!(req.reply, Reply::OneThenAny);
+        let reply = match (self.read_then(then_any, deadline)?, req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
                 if req.wait.is_some() {
                     // The WAIT sent behind the refused script.
@@ -213,7 +218,7 @@ impl Pooled {
                 } else {
                     self.con.write(&reload(), deadline)?;
                 }
-                self.read_one(deadline)??
+                self.read_then(then_any, deadline)??
             }
             (reply, _) => reply?,
         };
@@ -243,16 +248,25 @@ impl Pooled {
         })
     }
 
-    /// Reads one reply: an error reply as the inner error (the connection
-    /// is still in step), anything else that fails as the outer one.
-    pub(crate) fn read_one(
+    /// Reads a reply (an error reply as the inner `Err`), then, with
+    /// `then_any`, the next one, whose answer is ignored. A connection
+    /// that fails is the outer `Err`.
+    pub(crate) fn read_then(
         &mut self,
+        then_any: bool,
         deadline: Instant,
     ) -> Result<Result<Value, RedisError>, RedisError> {
-        match self.con.read(deadline) {
-            Err(e) if !is_reply(&e) => Err(e),
-            first => Ok(first),
+        let first = match self.con.read(deadline) {
+            Err(e) if !is_reply(&e) => return Err(e),
+            first => first,
+        };
+        if then_any {
+            match self.con.read(deadline) {
+                Err(e) if !is_reply(&e) => return Err(e),
+                _ => {}
+            }
         }
+        Ok(first)
     }
 
     /// Reads the four replies of the acquisition pipeline; the first error

@@ -25,72 +25,7 @@
 //! leaves a node as it was before this module: it votes; `CONFIG` refused
 //! leaves durability unknown, taken as not durable (the safe side).
 //!
-//! # The rule
-//!
-//! A server's answers count toward no quorum (acquire, extend, raise)
-//! while it is *quarantined*:
-//!
-//! - **witnessed change** (always on): its `run_id` changed since this
-//!   manager last connected to it, and less than the quarantine has passed
-//!   *since this manager saw the change*: the longest TTL this manager has
-//!   used, or [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)
-//!   if that is longer. The new server's uptime does not shorten it: a
-//!   name, virtual IP or managed endpoint that moved to another server
-//!   after a failover reaches a server that may have been up for days and
-//!   never held the old one's keys, and nothing the library can read tells
-//!   that move apart from a restart. For the same reason a durable server
-//!   (below) is kept out after a witnessed change too: its append-only
-//!   file holds *its own* writes, and the library cannot tell that the
-//!   server now behind the address is the one that wrote them.
-//! - **strict mode** (with `restart_quarantine(q)`): its server started
-//!   less than `q` ago, whether this manager saw it before or not (a
-//!   short-lived process such as `lockrun` never sees the restart).
-//!
-//! A server that persists every write before answering (`appendonly yes`,
-//! `appendfsync always`, and `no-appendfsync-on-rewrite no`, without
-//! which it skips the fsync while a rewrite runs) is exempt from strict
-//! mode: a restart reloads every key it granted, with its expiry. A fresh
-//! deployment (servers never seen, no strict mode) votes at once.
-//!
-//! # Why a quarantined server cannot help a second holder
-//!
-//! Let A hold R, granted at `t0` by a majority `QA`, valid until at most
-//! `t0 + TTL_A`. Let B win R at some `t < t0 + TTL_A` with a majority
-//! `QB` of counted votes. Two majorities share a member `n`. The server
-//! behind `n` granted A at `t0`; to grant B at `t`, the server behind
-//! `n` at `t` must lack A's key: the key did not expire (`t < t0 +
-//! TTL_A`), so without eviction or deletion (which
-//! [`LockManager::check`](crate::LockManager::check) flags) either that
-//! server restarted empty at some `r` with `t0 ≤ r ≤ t`, or `n`'s address
-//! reached another server from some `r` with `t0 ≤ r ≤ t` on.
-//!
-//! - Witnessed: B's manager connected to `n` before `r` and again after
-//!   it (it must connect anew: the old connection ended with the old
-//!   server), at some `s` with `r ≤ s ≤ t`, and saw a new `run_id`. It
-//!   counts `n` at `t` only once `t - s ≥ TTL_B ≥ TTL_A` (its own longest
-//!   TTL, matched to A's), but `t - s ≤ t - t0 < TTL_A`: no vote.
-//! - Strict, for a restart: `n` had been up `t - r < TTL_A ≤ q` at `t`:
-//!   no vote. (A move to a server up longer than `q` is not seen by a
-//!   manager that never knew the old server: run such managers against
-//!   addresses that do not move, or restart them with the change.)
-//!
-//! So `n` is no vote for B, `QB` has no counted vote in common with `QA`,
-//! and cannot be a majority: contradiction. Hence: set
-//! `restart_quarantine` to the longest TTL any client uses on these
-//! servers; the witnessed rule alone covers clients of one manager, and
-//! those whose TTLs it has matched.
-//!
-//! # Why a server kept out long enough is safe again
-//!
-//! Every key it lacks was granted before the change (a restart, or the
-//! move), which came before it was seen, and expired by then plus the
-//! TTL. Once the quarantine has passed, the keys it lost protected nothing
-//! any more, and every lock granted since is in its memory like on any
-//! other server.
-//!
-//! Clocks: the start instant is measured from the server's own uptime,
-//! and a change from this machine's clock, so only the rates of the
-//! clocks matter (the drift factor's assumption), not their settings.
+//! The rule, and why it is safe, are in the crate docs ("Restarts").
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

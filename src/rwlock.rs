@@ -313,6 +313,7 @@ impl Shape for Read {
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
+        _release: bool,
     ) -> Tally {
         let readers = readers_key(&self.name);
         let channel = release_channel(&self.name);

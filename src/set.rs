@@ -412,6 +412,7 @@ impl Shape for Set {
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
+        _release: bool,
     ) -> Tally {
         let resources = &self.refs()[..];
         let call = |group: &[usize], cluster: bool| {

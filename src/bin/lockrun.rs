@@ -107,7 +107,8 @@ SIGNALS:
     to exit (SIGKILL after 10s), releases the lock at once and exits with
     128 + the signal's number. Received while waiting for the lock: lockrun
     exits at once the same way. If lockrun is killed (SIGKILL), Linux kills
-    COMMAND too (the parent-death signal); the lock expires with its TTL.
+    COMMAND too (the parent-death signal; processes COMMAND started are not
+    covered: use exec in wrapper scripts); the lock expires with its TTL.
 
 EXIT STATUS:
     COMMAND's    COMMAND ran under the lock (128 + N if signal N ended it)
@@ -124,6 +125,26 @@ EXIT STATUS:
     1            some server is unsafe (unreachable, a replica, may evict lock
                  keys, or refuses a command the lock sends)
     64           bad command line or configuration
+
+EXAMPLES:
+    One run at a time across every machine with this cron line:
+    */5 * * * * REDLOCK_NODES=redis://10.0.0.1,redis://10.0.0.2,redis://10.0.0.3 lockrun --wait 0s sync-invoices -- /usr/local/bin/sync-invoices
+
+    Readers side by side, a writer alone once they are done:
+    lockrun --shared --wait 1m config -- ./read-config.sh
+    lockrun --wait 5m config -- ./rewrite-config.sh
+
+    At most 4 at once:
+    lockrun --permits 4 --wait 10m encoders -- ./encode.sh
+
+    A systemd unit (systemctl stop sends SIGTERM to lockrun alone, which
+    passes it on, releases the lock and exits 143):
+    [Service]
+    Environment=REDLOCK_NODES=rediss://cache-a:6380,rediss://cache-b:6380,rediss://cache-c:6380
+    ExecStart=/usr/local/bin/lockrun --ttl 30s --wait 1h reindex -- /usr/local/bin/reindex
+    KillMode=mixed
+    TimeoutStopSec=20
+    SuccessExitStatus=143
 ";
 
 /// 0: errors only, 1: warnings too (the default), 2: everything.

@@ -1,10 +1,11 @@
--- unlock: deletes the lock key only while it holds our token, and
--- announces the release it made. Releases and clean-ups of locks and
--- permits.
+-- unlock: deletes the lock key only while it holds our token. A
+-- release sends it with a PUBLISH pipelined behind it (cheaper than one
+-- in here); the clean-up of a failed attempt passes the announcement, so
+-- that only a key it really deleted is announced.
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  our token
--- ARGV[2]  optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
+-- ARGV[2]  optional (a clean-up): PUBLISH (nodes) or SPUBLISH (Redis Cluster)
 -- ARGV[3]  the release message
 -- ARGV[4]  the release channel
 --

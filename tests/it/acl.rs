@@ -1,0 +1,362 @@
+//! ACL-scoped users: the README's minimal rule for a lock-only user runs
+//! the whole lifecycle; a user whose key pattern misses the resource or
+//! its counter gets a permission error naming the command and key.
+
+use crate::support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_sync::{Error, LockManager, NodeErrorKind};
+use support::{Nodes, Server, admin, calls, get, pttl, release_subscribers};
+
+/// The README's "Permissions" rule, for a user `name` whose resources
+/// match `pattern`.
+fn create_user(server: &Server, name: &str, pattern: &str) {
+    create_user_with(server, name, pattern, true);
+}
+
+/// The rule with or without the channel permissions that waking waiters
+/// needs (`&pattern`, `PUBLISH`, `SUBSCRIBE`, `UNSUBSCRIBE`, `PING`).
+fn create_user_with(server: &Server, name: &str, pattern: &str, channels: bool) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER")
+        .arg(name)
+        .arg("on")
+        .arg(">s3cret")
+        .arg("resetkeys")
+        .arg(format!("~{pattern}"))
+        .arg("resetchannels");
+    if channels {
+        cmd.arg(format!("&{pattern}"));
+    }
+    cmd.arg("-@all")
+        .arg("+set")
+        .arg("+incr")
+        .arg("+pexpire")
+        .arg("+eval")
+        .arg("+evalsha")
+        .arg("+get")
+        .arg("+mget")
+        .arg("+del")
+        .arg("+pttl")
+        .arg("+script|load");
+    if channels {
+        cmd.arg("+publish")
+            .arg("+subscribe")
+            .arg("+unsubscribe")
+            .arg("+ping");
+    }
+    let _: () = cmd.query(&mut admin(server)).unwrap();
+}
+
+/// Takes the lock as `holder`, waits for it as `waiter` (60 s pauses
+/// when `long_pause`, else 100 ms) while checking `during`, releases;
+/// returns how long after the release the waiter got it.
+fn wait_behind(
+    cluster: &Nodes,
+    holder: &LockManager,
+    waiter: &LockManager,
+    key: &str,
+    during: impl FnOnce(),
+) -> Duration {
+    let guard = holder.lock(key, Duration::from_secs(10)).unwrap();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.try_lock_for(key, Duration::from_secs(10), Duration::from_secs(120));
+            (got.map(|g| g.release()), Instant::now())
+        });
+        thread::sleep(Duration::from_millis(500));
+        during();
+        let released = Instant::now();
+        // A release whose publish is refused still succeeds.
+        guard.release().unwrap();
+        let (got, at) = waiting.join().unwrap();
+        got.unwrap().unwrap();
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None);
+        }
+        at.duration_since(released)
+    })
+}
+
+#[test]
+fn a_lock_only_user_is_woken_through_its_channels() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let holder = manager_as(&cluster, "locker");
+    let waiter = manager_waiting_as(&cluster, "locker", Duration::from_secs(60));
+    let after = wait_behind(&cluster, &holder, &waiter, "lock:woken", || {
+        for server in &cluster.servers {
+            assert_eq!(release_subscribers(server, "lock:woken"), 1);
+        }
+    });
+    eprintln!("woken {after:?} after the release");
+    assert!(after < Duration::from_secs(1), "{after:?}");
+}
+
+#[test]
+fn a_user_without_channel_permission_waits_by_polling_and_releases() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user_with(server, "nochan", "lock:*", false);
+    }
+    let holder = manager_as(&cluster, "nochan");
+    let waiter = manager_waiting_as(&cluster, "nochan", Duration::from_millis(100));
+    let after = wait_behind(&cluster, &holder, &waiter, "lock:polled", || {
+        for server in &cluster.servers {
+            assert_eq!(release_subscribers(server, "lock:polled"), 0);
+        }
+    });
+    eprintln!("polled in {after:?} after the release");
+    // One 100 ms pause, with room for a loaded machine.
+    assert!(after < Duration::from_secs(2), "{after:?}");
+    // The releases ran their publish, refused, without failing.
+    for server in &cluster.servers {
+        assert!(calls(server, "evalsha") + calls(server, "eval") >= 2);
+        assert_eq!(calls(server, "publish"), 0);
+    }
+}
+
+fn manager_as(cluster: &Nodes, user: &str) -> LockManager {
+    manager_waiting_as(cluster, user, Duration::ZERO)
+}
+
+/// A manager for `user` whose pause between attempts is up to `delay`.
+fn manager_waiting_as(cluster: &Nodes, user: &str, delay: Duration) -> LockManager {
+    LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, delay)
+        .build()
+        .unwrap()
+}
+
+fn counter_key(resource: &str) -> Vec<u8> {
+    redlock_sync::fence_key(resource)
+}
+
+#[test]
+fn a_lock_only_user_runs_the_whole_lifecycle() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let key = "lock:job";
+
+    // lock, extend, release
+    let mut guard = dlm.lock(key, Duration::from_secs(5)).unwrap();
+    let first = guard.fencing_token().unwrap();
+    guard.extend(Duration::from_secs(20)).unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+        assert!(pttl(server, key.as_bytes()) > 15_000);
+        assert!(pttl(server, &counter_key(key)) > 0);
+    }
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+
+    // keep-alive past the TTL, then drop
+    let guard = dlm
+        .lock(key, Duration::from_millis(300))
+        .unwrap()
+        .keep_alive();
+    let second = guard.fencing_token().unwrap();
+    assert!(second > first, "{second} after {first}");
+    thread::sleep(Duration::from_millis(800));
+    guard.ensure_held().unwrap();
+    drop(guard);
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+
+    // with_lock, and a contender told it is taken
+    let third = dlm
+        .with_lock(key, Duration::from_secs(5), |guard| {
+            assert!(matches!(
+                dlm.try_lock(key, Duration::from_secs(5)),
+                Err(Error::Taken { .. })
+            ));
+            guard.fencing_token().unwrap()
+        })
+        .unwrap();
+    assert!(third > second);
+
+    // After a script cache flush the scripts are reloaded with EVAL.
+    for server in &cluster.servers {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut admin(server))
+            .unwrap();
+    }
+    dlm.lock(key, Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_user_whose_pattern_misses_the_resource_gets_a_permission_error() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "other", "other:*");
+    }
+    let dlm = manager_as(&cluster, "other");
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { agreed: 0, .. }), "{err:?}");
+    let failures = err.failures();
+    assert_eq!(failures.len(), 3, "{err}");
+    for (f, server) in failures.iter().zip(&cluster.servers) {
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        assert_eq!(f.code(), Some("NOPERM"), "{f}");
+        assert_eq!(f.command(), Some("SET \"lock:job\""), "{f}");
+        let text = f.to_string();
+        assert!(text.contains(&server.port().to_string()), "{text}");
+        assert!(
+            text.contains("permission denied for SET \"lock:job\""),
+            "{text}"
+        );
+        assert!(!text.contains("authentication"), "{text}");
+    }
+}
+
+#[test]
+fn a_user_whose_pattern_misses_the_counter_gets_a_permission_error_and_keeps_no_key() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        // Exactly the resource: its counter is not covered.
+        create_user(server, "exact", "lock:job");
+    }
+    let dlm = manager_as(&cluster, "exact");
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    for f in err.failures() {
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        let counter = String::from_utf8(redlock_sync::fence_key("lock:job")).unwrap();
+        assert_eq!(f.command(), Some(&format!("SET {counter:?}")[..]), "{f}");
+    }
+    assert_eq!(err.failures().len(), 3, "{err}");
+    // The lock keys that were set are removed again.
+    for server in &cluster.servers {
+        assert_eq!(get(server, b"lock:job"), None);
+    }
+    // With fencing off, that user can lock.
+    let dlm = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://exact:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .fencing(false)
+        .build()
+        .unwrap();
+    dlm.lock("lock:job", Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_script_command_refused_by_the_acl_is_a_permission_error() {
+    let cluster = Nodes::start(1).unwrap();
+    let server = &cluster.servers[0];
+    create_user(server, "nopttl", "lock:*");
+    // Without PTTL, the extend script (which checks the counter's expiry)
+    // is refused inside the script.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nopttl")
+        .arg("-pttl")
+        .query(&mut admin(server))
+        .unwrap();
+    let dlm = manager_as(&cluster, "nopttl");
+    let mut guard = dlm.lock("lock:x", Duration::from_secs(5)).unwrap();
+    let err = guard.extend(Duration::from_secs(10)).unwrap_err();
+    let f = &err.failures()[0];
+    assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+    assert_eq!(f.command(), Some("the extend script on \"lock:x\""), "{f}");
+}
+
+#[test]
+fn a_wrong_password_is_still_an_authentication_error() {
+    let cluster = Nodes::start(1).unwrap();
+    create_user(&cluster.servers[0], "locker", "lock:*");
+    let dlm = LockManager::builder()
+        .node(format!(
+            "redis://locker:wrong@127.0.0.1:{}",
+            cluster.servers[0].port()
+        ))
+        .retry(1, Duration::ZERO)
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let err = dlm.lock("lock:job", Duration::from_secs(5)).unwrap_err();
+    assert_eq!(err.failures()[0].kind(), NodeErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("failed"), "{err}");
+}
+
+#[test]
+fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let ttl = Duration::from_secs(10);
+    let mut set = dlm.try_lock_all(["lock:set:a", "lock:set:b"], ttl).unwrap();
+    set.extend(ttl).unwrap();
+    assert!(matches!(
+        dlm.try_lock("lock:set:b", ttl),
+        Err(Error::Taken { .. })
+    ));
+    set.release().unwrap();
+    // Read locks need the README's additions for them.
+    let refused = dlm.rwlock("lock:rw").unwrap().try_read(ttl).unwrap_err();
+    assert!(
+        refused
+            .failures()
+            .iter()
+            .all(|f| f.kind() == NodeErrorKind::Permission),
+        "{refused}"
+    );
+    grant(
+        &cluster,
+        &[
+            "+time",
+            "+zadd",
+            "+zrem",
+            "+zscore",
+            "+zrange",
+            "+zremrangebyscore",
+        ],
+    );
+    let rw = dlm.rwlock("lock:rw").unwrap();
+    let mut r = rw.try_read(ttl).unwrap();
+    r.extend(ttl).unwrap();
+    let r2 = rw.try_read(ttl).unwrap();
+    assert!(matches!(rw.try_write(ttl), Err(Error::Taken { .. })));
+    drop((r, r2));
+    rw.try_write(ttl).unwrap().release().unwrap();
+}
+
+/// Adds `commands` to the user `locker` on every server.
+fn grant(cluster: &Nodes, commands: &[&str]) {
+    for server in &cluster.servers {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg(commands)
+            .query(&mut admin(server))
+            .unwrap();
+    }
+}

@@ -1,0 +1,177 @@
+//! `LockManager::check`: a typed report per server with a verdict, and
+//! what to change, against servers set up the ways that break locks.
+
+use crate::support;
+
+use std::time::Duration;
+
+use redlock_sync::{LockManager, Verdict};
+use support::{Nodes, Server, admin};
+
+fn manager(urls: Vec<String>) -> LockManager {
+    support::manager_over(urls, Duration::from_millis(500))
+}
+
+#[test]
+fn each_server_gets_a_verdict_and_what_to_change() {
+    let durable = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let plain = Server::start().unwrap();
+    let lru =
+        Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]).unwrap();
+    let volatile =
+        Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "volatile-ttl"])
+            .unwrap();
+    let master_port = plain.port().to_string();
+    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &master_port]).unwrap();
+    let mut dead = Server::start().unwrap();
+    dead.kill();
+    let everysec =
+        Server::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]).unwrap();
+    let servers = [
+        &durable, &plain, &lru, &volatile, &replica, &dead, &everysec,
+    ];
+    let dlm = manager(servers.iter().map(|s| s.url()).collect());
+    let reports = dlm.check("lock:check");
+    assert_eq!(reports.len(), servers.len());
+    for r in &reports {
+        eprintln!("{r}");
+    }
+    let [durable, plain, lru, volatile, replica, dead, everysec] = &reports[..] else {
+        unreachable!()
+    };
+
+    assert_eq!(durable.verdict, Verdict::Ok, "{durable}");
+    assert!(durable.reachable && durable.latency.is_some());
+    assert!(
+        durable.server.as_deref().is_some_and(|s| s.contains('.')),
+        "{durable}"
+    );
+    assert_eq!(durable.role.as_deref(), Some("master"));
+    assert_eq!(durable.appendfsync.as_deref(), Some("always"));
+    assert!(durable.missing_permissions.is_empty());
+    assert_eq!(durable.cluster_enabled, Some(false));
+
+    assert_eq!(plain.verdict, Verdict::Warning, "{plain}");
+    assert!(plain.to_string().contains("no persistence"), "{plain}");
+
+    assert_eq!(lru.verdict, Verdict::Unsafe, "{lru}");
+    assert!(
+        lru.to_string()
+            .contains("maxmemory-policy allkeys-lru may evict lock keys: set noeviction"),
+        "{lru}"
+    );
+    assert_eq!(lru.maxmemory, Some(100 * 1024 * 1024));
+    assert_eq!(volatile.verdict, Verdict::Unsafe, "{volatile}");
+    assert!(
+        volatile
+            .to_string()
+            .contains("evicts keys with a TTL first"),
+        "{volatile}"
+    );
+
+    assert_eq!(replica.verdict, Verdict::Unsafe, "{replica}");
+    assert_eq!(replica.role.as_deref(), Some("slave"));
+    assert!(replica.to_string().contains("a replica"), "{replica}");
+
+    assert_eq!(dead.verdict, Verdict::Unsafe, "{dead}");
+    assert!(!dead.reachable);
+    assert!(
+        dead.to_string().contains("unreachable: connection refused"),
+        "{dead}"
+    );
+
+    assert_eq!(everysec.verdict, Verdict::Warning, "{everysec}");
+    assert!(
+        everysec.to_string().contains("appendfsync everysec"),
+        "{everysec}"
+    );
+    // The trial left nothing behind but keys that expire.
+    assert_eq!(support::get(servers[1], b"lock:check:redlock-check"), None);
+}
+
+fn acl_user(server: &Server, name: &str, rule: &str) {
+    let mut c = redis::cmd("ACL");
+    c.arg("SETUSER").arg(name);
+    for part in rule.split_whitespace() {
+        c.arg(part);
+    }
+    let _: () = c.query(&mut admin(server)).unwrap();
+}
+
+#[test]
+fn an_acl_user_without_info_or_a_lock_command_is_reported() {
+    let cluster = Nodes::start(2).unwrap();
+    let base = "on >pw resetkeys ~lock:* resetchannels &lock:* -@all +set +pexpire +eval \
+                +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +ping";
+    let reads = "+time +zadd +zrem +zscore +zrange +zremrangebyscore";
+    // Without +info (restart detection off) and the read locks' commands,
+    // but every lock command.
+    acl_user(&cluster.servers[0], "locker", &format!("{base} +incr"));
+    // Without +incr: fencing cannot count.
+    acl_user(&cluster.servers[1], "locker", &format!("{base} {reads}"));
+    let urls = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
+        .collect();
+    let dlm = manager(urls);
+    let reports = dlm.check("lock:check");
+    for r in &reports {
+        eprintln!("{r}");
+    }
+    assert_eq!(reports[0].verdict, Verdict::Warning, "{}", reports[0]);
+    assert!(
+        reports[0].to_string().contains("INFO refused"),
+        "{}",
+        reports[0]
+    );
+    assert!(reports[0].to_string().contains("+info"), "{}", reports[0]);
+    assert_eq!(
+        reports[0].missing_permissions,
+        ["EVAL (read)", "EVAL (extend-read)", "EVAL (unread)"],
+        "{}",
+        reports[0]
+    );
+    assert!(
+        reports[0].to_string().contains("read locks"),
+        "{}",
+        reports[0]
+    );
+    assert_eq!(reports[1].verdict, Verdict::Unsafe, "{}", reports[1]);
+    assert_eq!(reports[1].missing_permissions, ["INCR"], "{}", reports[1]);
+    assert!(
+        reports[1]
+            .to_string()
+            .contains("INCR refused, permission denied"),
+        "{}",
+        reports[1]
+    );
+    // A user without +info still locks (restart detection is off for it).
+    let one = manager(vec![format!(
+        "redis://locker:pw@127.0.0.1:{}",
+        cluster.servers[0].port()
+    )]);
+    one.lock("lock:no-info", Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+#[test]
+fn a_server_kept_out_after_a_restart_says_for_how_long() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let dlm = manager(cluster.urls());
+    dlm.lock("lock:seen", Duration::from_secs(30))
+        .unwrap()
+        .release()
+        .unwrap();
+    cluster.servers[1].restart().unwrap();
+    let reports = dlm.check("lock:check");
+    let q = reports[1]
+        .quarantine
+        .as_deref()
+        .unwrap_or_else(|| panic!("{}", reports[1]));
+    assert!(q.contains("not voting for"), "{q}");
+    assert!(reports[0].quarantine.is_none());
+}

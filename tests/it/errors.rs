@@ -1,0 +1,196 @@
+//! What errors say, as `{e}` (what `eprintln!` and logs print) and `{e:?}`
+//! (what returning the error from `main` prints): every failing node with
+//! its cause on one line, no bookkeeping, and an expired lock told apart
+//! from one taken over.
+
+use crate::support;
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use redlock_sync::{Error, LockManager, NodeErrorKind};
+use support::{Nodes, Server, admin, resource};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn manager(urls: &[String]) -> LockManager {
+    support::manager_over(urls.to_vec(), Duration::from_secs(2))
+}
+
+/// One node, one cause: the message of a lock attempt on it.
+fn failure(url: String) -> (Error, String) {
+    let err = manager(&[url]).lock(resource("causes"), TTL).unwrap_err();
+    let msg = err.to_string();
+    (err, msg)
+}
+
+#[test]
+fn each_failing_node_is_named_with_its_cause_on_one_line() {
+    let secured = Server::start_with(&["--requirepass", "s3cret"]).unwrap();
+    let open = Server::start().unwrap();
+    let mut dead = Server::start().unwrap();
+    dead.kill();
+    let cases = [
+        (
+            format!("redis://:wrong@127.0.0.1:{}", secured.port()),
+            NodeErrorKind::Auth,
+            "wrong user name or password (WRONGPASS",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", secured.port()),
+            NodeErrorKind::Auth,
+            "requires a password and none was given (NOAUTH",
+        ),
+        (
+            format!("redis://:s3cret@127.0.0.1:{}", open.port()),
+            NodeErrorKind::Auth,
+            "a password was given but the server has none set",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", dead.port()),
+            NodeErrorKind::Connect,
+            "connection refused",
+        ),
+    ];
+    for (url, kind, says) in cases {
+        let (err, msg) = failure(url.clone());
+        assert!(matches!(err, Error::NoQuorum { .. }), "{url}: {err:?}");
+        assert_eq!(err.failures()[0].kind(), kind, "{url}: {msg}");
+        let port = url.rsplit(':').next().unwrap();
+        assert!(
+            msg.contains(&format!("(failed: 127.0.0.1:{port}: ")),
+            "{url}: {msg}"
+        );
+        assert!(msg.contains(says), "{url}: expected {says:?} in {msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+        assert!(!msg.contains("s3cret") && !msg.contains("wrong@"), "{msg}");
+    }
+}
+
+#[test]
+fn a_host_that_does_not_resolve_says_so() {
+    let dlm = LockManager::builder()
+        .node("redis://cache.example.test:6390")
+        .resolver(|_, _| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such host",
+            ))
+        })
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    let err = dlm.lock(resource("unresolved"), TTL).unwrap_err();
+    assert_eq!(err.failures()[0].kind(), NodeErrorKind::Resolve);
+    let msg = err.to_string();
+    assert!(
+        msg.contains(
+            "cache.example.test:6390: name resolution failed (cache.example.test: no such host)"
+        ),
+        "{msg}"
+    );
+    // A name with no address at all is a resolution failure too.
+    let dlm = LockManager::builder()
+        .node("redis://empty.example.test:6390")
+        .resolver(|_, _| Ok(Vec::new()))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    let err = dlm.lock(resource("unresolved"), TTL).unwrap_err();
+    assert_eq!(err.failures()[0].kind(), NodeErrorKind::Resolve, "{err}");
+    assert!(err.to_string().contains("has no address"), "{err}");
+}
+
+#[test]
+fn debug_is_readable_and_taken_has_no_empty_source() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut urls = cluster.urls();
+    let mut dead = Server::start().unwrap();
+    dead.kill();
+    urls.push(format!("redis://127.0.0.1:{}", dead.port()));
+    let r = resource("debug");
+    let holder = manager(&cluster.urls());
+    let _held = holder.lock(&r, TTL).unwrap();
+
+    // Taken, every node answered: no source, nothing about failures.
+    let err = manager(&cluster.urls()).lock(&r, TTL).unwrap_err();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    assert!(err.source().is_none(), "{:?}", err.source());
+    assert!(!err.to_string().contains("failed"), "{err}");
+
+    // Taken with a dead node among four: the dead node and its cause,
+    // in Display and in Debug, and no bookkeeping fields in Debug.
+    let err = manager(&urls).lock(&r, TTL).unwrap_err();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    let cause = format!("127.0.0.1:{}: connection refused", dead.port());
+    assert!(err.to_string().contains(&cause), "{err}");
+    let debug = format!("{err:?}");
+    assert!(debug.contains(&cause), "{debug}");
+    for internal in ["settled", "connecting", "timeout"] {
+        assert!(!debug.contains(internal), "{internal} in {debug}");
+    }
+    assert_eq!(err.source().unwrap().to_string(), cause);
+}
+
+#[test]
+fn an_expired_lock_says_it_expired_and_a_taken_over_one_says_so() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster.urls());
+    let r = resource("expired");
+
+    // Expired: the keys are gone on every node, nobody else holds it.
+    let mut guard = dlm.lock(&r, Duration::from_millis(200)).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let err = guard.extend(TTL).unwrap_err();
+    assert!(err.to_string().contains("validity ran out"), "{err}");
+    let err = guard.release().unwrap_err();
+    match &err {
+        Error::NotHeld {
+            lost_on: 3,
+            taken_over: 0,
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("it expired") && !msg.contains("taken over"),
+        "{msg}"
+    );
+
+    // Taken over: another owner's token on two nodes, none on the third.
+    let mut guard = dlm.lock(&r, TTL).unwrap();
+    for (i, server) in cluster.servers.iter().enumerate() {
+        let mut con = admin(server);
+        if i < 2 {
+            let _: () = redis::cmd("SET")
+                .arg(&r)
+                .arg("other")
+                .query(&mut con)
+                .unwrap();
+        } else {
+            let _: () = redis::cmd("DEL").arg(&r).query(&mut con).unwrap();
+        }
+    }
+    let err = guard.extend(TTL).unwrap_err();
+    match &err {
+        Error::NotHeld {
+            lost_on: 3,
+            taken_over: 2,
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("taken over: 2 of 3 nodes hold another owner's token, and 1 more"),
+        "{msg}"
+    );
+    assert!(
+        guard
+            .ensure_held()
+            .unwrap_err()
+            .to_string()
+            .contains("taken over")
+    );
+}

@@ -1,0 +1,465 @@
+//! Locking on a healthy cluster: what is stored on the nodes, taken vs
+//! free, release, extend, retries, connection reuse, URL forms.
+
+use crate::support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlock_sync::{Error, LockGuard, LockManager, Wait};
+use support::{Nodes, Server, admin, calls, get, manager, pttl, resource};
+
+const SLOW_OK: Duration = Duration::from_millis(500);
+
+#[test]
+fn lock_sets_the_token_with_the_ttl_on_every_node_and_drop_deletes_it() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("set-and-drop");
+    let ttl = Duration::from_secs(10);
+    let guard = dlm.lock(&key, ttl).unwrap();
+    assert_eq!(guard.resource(), key.as_bytes());
+    assert_eq!(guard.token().len(), 32);
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+        let left = pttl(server, key.as_bytes());
+        assert!(left > 8_000 && left <= 10_000, "PTTL {left}");
+    }
+    // validity: the TTL less the round and the 1% + 2 ms drift
+    let validity = guard.validity();
+    assert!(validity <= Duration::from_millis(9_898), "{validity:?}");
+    assert!(validity > Duration::from_millis(8_000), "{validity:?}");
+    assert!(guard.is_valid());
+    drop(guard);
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn every_acquisition_gets_a_new_token() {
+    let cluster = Nodes::start(1).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let a = dlm.lock("k", Duration::from_secs(5)).unwrap();
+    let ta = a.token().to_vec();
+    a.release().unwrap();
+    let b = dlm.lock("k", Duration::from_secs(5)).unwrap();
+    assert_ne!(ta, b.token());
+}
+
+#[test]
+fn a_held_lock_is_taken_for_others_and_free_again_after_release() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("taken");
+    let guard = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+
+    // Another manager: taken by another owner, every node answered.
+    let other = manager(&cluster, SLOW_OK);
+    match other.try_lock(&key, Duration::from_secs(10)) {
+        Err(err @ Error::Taken { .. }) => {
+            let msg = err.to_string();
+            let Error::Taken {
+                held_elsewhere,
+                nodes,
+                quorum,
+                held_here,
+                failures,
+                ..
+            } = err
+            else {
+                unreachable!()
+            };
+            assert_eq!((held_elsewhere, nodes, quorum), (3, 3, 2));
+            assert!(failures.is_none());
+            assert!(!held_here);
+            assert!(
+                msg.contains("another owner") && !msg.contains("failed"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected Taken, got {other:?}"),
+    }
+    // The same manager (a clone, too) says the lock is its own: locks are
+    // not re-entrant.
+    for dlm in [&dlm, &dlm.clone()] {
+        match dlm.try_lock(&key, Duration::from_secs(10)) {
+            Err(
+                err @ Error::Taken {
+                    held_here: true, ..
+                },
+            ) => assert!(
+                err.to_string()
+                    .contains("this same manager that is still alive (locks are not re-entrant)"),
+                "{err}"
+            ),
+            other => panic!("expected Taken held here, got {other:?}"),
+        }
+    }
+    // The failed attempt must not have touched the holder's keys.
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+    }
+    // Another resource is independent.
+    let other = dlm.try_lock(resource("taken-other"), Duration::from_secs(10));
+    assert!(other.is_ok());
+
+    guard.release().unwrap();
+    let again = dlm.try_lock(&key, Duration::from_secs(10)).unwrap();
+    assert!(again.is_valid());
+}
+
+#[test]
+fn a_clone_shares_the_nodes_and_sees_the_same_locks() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let clone = dlm.clone();
+    let _held = dlm.lock("shared", Duration::from_secs(5)).unwrap();
+    assert!(matches!(
+        clone.try_lock("shared", Duration::from_secs(5)),
+        Err(Error::Taken { .. })
+    ));
+}
+
+#[test]
+fn release_removes_the_keys_and_reports_ok() {
+    let cluster = Nodes::start(5).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    assert_eq!(dlm.quorum(), 3);
+    let key = resource("release");
+    let guard = dlm.lock(&key, Duration::from_secs(10)).unwrap();
+    guard.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn extend_resets_the_expiry_on_every_node_and_the_validity() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("extend");
+    let mut guard = dlm.lock(&key, Duration::from_secs(2)).unwrap();
+    assert!(guard.validity() < Duration::from_secs(2));
+    guard.extend(Duration::from_secs(60)).unwrap();
+    assert!(guard.validity() > Duration::from_secs(50), "{guard:?}");
+    for server in &cluster.servers {
+        let left = pttl(server, key.as_bytes());
+        assert!(left > 50_000 && left <= 60_000, "PTTL {left}");
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
+    }
+    // A shorter TTL shortens both the keys and the validity.
+    guard.extend(Duration::from_secs(3)).unwrap();
+    assert!(guard.validity() <= Duration::from_secs(3));
+    for server in &cluster.servers {
+        assert!(pttl(server, key.as_bytes()) <= 3_000);
+    }
+}
+
+#[test]
+fn an_expired_lock_cannot_release_or_extend_the_next_owners_key() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("expired");
+    let mut old = dlm.lock(&key, Duration::from_millis(150)).unwrap();
+    thread::sleep(Duration::from_millis(400));
+    assert!(!old.is_valid());
+    assert_eq!(old.validity(), Duration::ZERO);
+
+    let new = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+
+    // Local validity has run out: extend refuses without touching anything.
+    match old.extend(Duration::from_secs(30)) {
+        Err(Error::NotHeld { lost_on: 0, .. }) => {}
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    match old.release() {
+        Err(Error::NotHeld {
+            lost_on: 3,
+            nodes: 3,
+            ..
+        }) => {}
+        other => panic!("expected NotHeld on 3 nodes, got {other:?}"),
+    }
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()).as_deref(), Some(new.token()));
+        assert!(pttl(server, key.as_bytes()) > 25_000);
+    }
+}
+
+#[test]
+fn extend_of_a_lock_taken_over_while_still_locally_valid_is_not_held() {
+    // Another client deletes our keys and takes the resource (as an
+    // operator or a buggy client might): our extend must not touch theirs.
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("taken-over");
+    let mut ours = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    for server in &cluster.servers {
+        let _: () = admin(server).set(&key, "someone-else").unwrap();
+    }
+    match ours.extend(Duration::from_secs(60)) {
+        Err(Error::NotHeld { lost_on: 3, .. }) => {}
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    drop(ours);
+    for server in &cluster.servers {
+        assert_eq!(
+            get(server, key.as_bytes()).as_deref(),
+            Some(&b"someone-else"[..])
+        );
+        assert_eq!(pttl(server, key.as_bytes()), -1, "expiry must be untouched");
+    }
+}
+
+#[test]
+fn try_lock_for_waits_until_the_holder_releases() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut dlm = manager(&cluster, SLOW_OK);
+    dlm.set_retry(1, Duration::from_millis(20)).unwrap();
+    let key = resource("wait");
+    let held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let releaser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        held.release().unwrap();
+    });
+    let start = Instant::now();
+    let guard = dlm
+        .try_lock_for(&key, Duration::from_secs(30), Duration::from_secs(20))
+        .unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(250));
+    assert!(guard.is_valid());
+    releaser.join().unwrap();
+}
+
+#[test]
+fn try_lock_for_gives_up_after_the_timeout() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut dlm = manager(&cluster, SLOW_OK);
+    dlm.set_retry(1, Duration::from_millis(20)).unwrap();
+    let key = resource("give-up");
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let start = Instant::now();
+    let result = dlm.try_lock_for(&key, Duration::from_secs(30), Duration::from_millis(300));
+    let took = start.elapsed();
+    assert!(matches!(result, Err(Error::Taken { .. })), "{result:?}");
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn every_shape_waits_until_a_deadline_and_no_longer() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut dlm = manager(&cluster, SLOW_OK);
+    dlm.set_retry(1, Duration::from_millis(20)).unwrap();
+    let ttl = Duration::from_secs(30);
+    let (key, set, sem, rw) = (
+        resource("until"),
+        resource("until-set"),
+        resource("until-sem"),
+        resource("until-rw"),
+    );
+    let _held = dlm.lock(&key, ttl).unwrap();
+    let _held_set = dlm.lock(&set, ttl).unwrap();
+    let semaphore = dlm.semaphore(&sem, 1).unwrap();
+    let _permit = semaphore.acquire(ttl).unwrap();
+    let rwlock = dlm.rwlock(&rw).unwrap();
+    let _reader = rwlock.read(ttl).unwrap();
+    type Attempt<'a> = Box<dyn Fn(Instant) -> Result<(), Error> + 'a>;
+    let waits: [(&str, Attempt); 5] = [
+        (
+            "lock",
+            Box::new(|d| dlm.try_lock_until(&key, ttl, d).map(drop)),
+        ),
+        (
+            "set",
+            Box::new(|d| dlm.try_lock_all_until([&key, &set], ttl, d).map(drop)),
+        ),
+        (
+            "permit",
+            Box::new(|d| semaphore.try_acquire_until(ttl, d).map(drop)),
+        ),
+        (
+            "write",
+            Box::new(|d| rwlock.try_write_until(ttl, d).map(drop)),
+        ),
+        (
+            "lock_with",
+            Box::new(|d| dlm.lock_with(&key, ttl, Wait::Until(d)).map(drop)),
+        ),
+    ];
+    for (what, wait) in waits {
+        let start = Instant::now();
+        let result = wait(start + Duration::from_millis(300));
+        let took = start.elapsed();
+        assert!(
+            matches!(result, Err(Error::Taken { .. })),
+            "{what}: {result:?}"
+        );
+        assert!(took >= Duration::from_millis(300), "{what}: {took:?}");
+        assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+    }
+    // A deadline already past still makes one attempt.
+    let free = resource("until-free");
+    let guard = dlm.try_lock_until(&free, ttl, Instant::now()).unwrap();
+    assert!(guard.is_valid());
+    let reader = rwlock.try_read_until(ttl, Instant::now()).unwrap();
+    assert!(reader.is_shared());
+}
+
+/// `lock` makes `count` attempts when nothing wakes it (one more when
+/// the subscription it makes once waiting wakes it to ask again, in case
+/// a release came before it listened).
+#[test]
+fn lock_makes_the_configured_number_of_attempts() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut dlm = manager(&cluster, SLOW_OK);
+    let key = resource("attempts");
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    // Each attempt increments the fencing counter once.
+    let before = calls(&cluster[0], "incr");
+    dlm.set_retry(4, Duration::from_millis(10)).unwrap();
+    assert!(matches!(
+        dlm.lock(&key, Duration::from_secs(30)),
+        Err(Error::Taken { .. })
+    ));
+    let attempts = calls(&cluster[0], "incr") - before;
+    assert!((4..=5).contains(&attempts), "{attempts} attempts");
+    let before = calls(&cluster[0], "incr");
+    assert!(dlm.try_lock(&key, Duration::from_secs(30)).is_err());
+    assert_eq!(calls(&cluster[0], "incr") - before, 1);
+}
+
+/// Connections from clients other than the one asking, from CLIENT LIST.
+fn client_connections(server: &Server) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut admin(server))
+        .unwrap();
+    list.lines().count() - 1
+}
+
+#[test]
+fn connections_are_kept_and_reused() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("reuse");
+    for _ in 0..50 {
+        dlm.lock(&key, Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    for server in &cluster.servers {
+        let open = client_connections(server);
+        assert!((1..=2).contains(&open), "{open} connections open");
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut admin(server))
+            .unwrap();
+        let received: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // 100 commands; a handful of connections (ours and the admin's).
+        assert!(received < 15, "{received} connections for 100 commands");
+    }
+}
+
+#[test]
+fn guards_move_to_other_threads_and_release_there() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let guard: LockGuard = dlm.lock("moved", Duration::from_secs(5)).unwrap();
+    thread::spawn(move || guard.release().unwrap())
+        .join()
+        .unwrap();
+    assert!(dlm.try_lock("moved", Duration::from_secs(5)).is_ok());
+}
+
+#[test]
+fn binary_resource_names_work() {
+    let cluster = Nodes::start(1).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key: &[u8] = b"bin\x00\xff\r\nkey";
+    let guard = dlm.lock(key, Duration::from_secs(5)).unwrap();
+    assert_eq!(get(&cluster[0], key).as_deref(), Some(guard.token()));
+    drop(guard);
+    assert_eq!(get(&cluster[0], key), None);
+}
+
+#[test]
+fn urls_with_password_database_and_unix_socket() {
+    let secured = Server::start_with(&["--requirepass", "s3cret"]).unwrap();
+    let dir = std::env::temp_dir().join(format!("redlock-sync-sock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("r.sock");
+    let sock_arg = sock.to_str().unwrap().to_owned();
+    let socketed =
+        Server::start_with(&["--unixsocket", &sock_arg, "--unixsocketperm", "700"]).unwrap();
+    let plain = Server::start().unwrap();
+
+    let dlm = LockManager::builder()
+        .node(format!("redis://:s3cret@127.0.0.1:{}", secured.port()))
+        .node(format!("unix://{}", sock.display()))
+        .node(format!("{}/3", plain.url()))
+        .node_timeout(SLOW_OK)
+        .build()
+        .unwrap();
+    let names: Vec<&str> = dlm.nodes().collect();
+    assert_eq!(names[0], format!("127.0.0.1:{}", secured.port()));
+    assert_eq!(names[1], format!("unix:{}", sock.display()));
+    assert_eq!(names[2], format!("127.0.0.1:{}/3", plain.port()));
+
+    let guard = dlm.try_lock("forms", Duration::from_secs(5)).unwrap();
+    let mut con = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}", secured.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let v: Option<Vec<u8>> = con.get("forms").unwrap();
+    assert_eq!(v.as_deref(), Some(guard.token()));
+    assert_eq!(get(&socketed, b"forms").as_deref(), Some(guard.token()));
+    // database 3, not 0
+    assert_eq!(get(&plain, b"forms"), None);
+    let mut db3 = redis::Client::open(format!("{}/3", plain.url()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let v: Option<Vec<u8>> = db3.get("forms").unwrap();
+    assert_eq!(v.as_deref(), Some(guard.token()));
+    guard.release().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_wrong_password_is_reported_as_auth_on_that_node() {
+    let secured = Server::start_with(&["--requirepass", "s3cret"]).unwrap();
+    let dlm = LockManager::builder()
+        .node(format!("redis://:hunter2@127.0.0.1:{}", secured.port()))
+        .node_timeout(SLOW_OK)
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap();
+    let err = dlm.lock("auth", Duration::from_secs(5)).unwrap_err();
+    let failures = err.failures();
+    assert_eq!(failures.len(), 1, "{err}");
+    assert_eq!(
+        failures[0].kind(),
+        redlock_sync::NodeErrorKind::Auth,
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&secured.port().to_string()),
+        "{err}"
+    );
+    // And the error does not leak the password.
+    assert!(!format!("{err} {err:?}").contains("hunter2"), "{err:?}");
+    assert!(
+        err.to_string().contains("wrong user name or password"),
+        "{err}"
+    );
+}

@@ -1,0 +1,958 @@
+//! The `lockrun` command (feature `cli`), run as users run it: the built
+//! binary as a separate process around a shell command, against real
+//! servers; signals sent to it as supervisors send them.
+
+use crate::support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use support::{Nodes, get, resource, wait_for};
+
+/// The binary cargo built for this test run.
+fn lockrun_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_lockrun"))
+}
+
+fn lockrun(cluster: &Nodes, flags: &[&str], resource: &str, script: &str) -> Command {
+    let mut cmd = Command::new(lockrun_bin());
+    // A generous node timeout: the machine is shared, and a renewal that
+    // misses it several times in a row would end the lock (as it should).
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .args(["--node-timeout", "500ms"])
+        .args(flags)
+        .arg(resource)
+        .args(["--", "sh", "-c", script])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Starts `cmd` with its output captured.
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lockrun starts")
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("lockrun runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redlock-sync-lockrun-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn two_lockruns_on_one_resource_never_overlap() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-overlap");
+    let log = scratch("overlap.log");
+    // Each section logs its start and end; a section that begins while
+    // another is open shows as two starts in a row.
+    let script = format!(
+        "echo \"start $$ $REDLOCK_FENCING_TOKEN\" >> {log}; \
+         sleep 0.2; echo \"end $$\" >> {log}",
+        log = log.display()
+    );
+    let flags = ["--ttl", "2s", "--wait", "60s"];
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (key, script) = (key.clone(), script.clone());
+            let urls = cluster.urls().join(",");
+            thread::spawn(move || {
+                let mut statuses = Vec::new();
+                for _ in 0..4 {
+                    let out = Command::new(lockrun_bin())
+                        .args(["--nodes", &urls])
+                        .args(flags)
+                        .arg(&key)
+                        .args(["--", "sh", "-c", &script])
+                        .env_remove("REDLOCK_NODES")
+                        .output()
+                        .unwrap();
+                    statuses.push((out.status.code(), stderr(&out)));
+                }
+                statuses
+            })
+        })
+        .collect();
+    for worker in workers {
+        for (code, err) in worker.join().unwrap() {
+            assert_eq!(code, Some(0), "{err}");
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "{text}");
+    let mut last_token = 0;
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        let end: Vec<&str> = pair[1].split(' ').collect();
+        assert_eq!(start[0], "start", "sections overlap:\n{text}");
+        assert_eq!(end, ["end", start[1]], "sections overlap:\n{text}");
+        // The fencing token grows from one section to the next.
+        let token: u64 = start[2].parse().unwrap();
+        assert!(token > last_token, "{text}");
+        last_token = token;
+    }
+    // All released.
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn passes_the_token_and_exits_with_the_commands_status() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-status");
+    let out = run(&mut lockrun(
+        &cluster,
+        &[],
+        &key,
+        "echo \"$REDLOCK_RESOURCE $REDLOCK_FENCING_TOKEN\"; exit 3",
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // The token is the fencing counter every node now holds.
+    let counter = get(&cluster.servers[0], &redlock_sync::fence_key(&key)).unwrap();
+    let expected = format!("{key} {}\n", String::from_utf8_lossy(&counter));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+    let out = run(&mut lockrun(&cluster, &[], &key, "exit 0"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_taken_lock_exits_75_after_the_wait() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-taken");
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let started = Instant::now();
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--wait", "300ms"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command ran");
+    assert!(
+        stderr(&out).contains("locked by another owner"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[test]
+fn unreachable_nodes_exit_69_and_name_the_nodes() {
+    let mut cluster = Nodes::start(3).unwrap();
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let key = resource("lockrun-down");
+    let out = run(&mut lockrun(&cluster, &["--wait", "0s"], &key, "echo ran"));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command ran");
+    let err = stderr(&out);
+    let port = cluster.servers[0].port().to_string();
+    assert!(err.contains(&port), "{err}");
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command_and_exits_76() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-lost");
+    let marker = scratch("terminated");
+    let script = format!(
+        "sleep 60 & trap 'echo term > {m}; kill $!; exit 143' TERM; wait",
+        m = marker.display()
+    );
+    let child = spawn(&mut lockrun(&cluster, &["--ttl", "1500ms"], &key, &script));
+    // Wait for the command to run, then kill the majority.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&cluster.servers[2], key.as_bytes()).is_none() {
+        assert!(Instant::now() < deadline, "lockrun never took the lock");
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(100));
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let killed = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer held"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
+    println!("lockrun exited 76 {took:?} after the majority was killed");
+    // Renewal every 500 ms: far sooner than the child's 60 s.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+#[test]
+fn bad_command_lines_exit_64_and_say_what_is_wrong() {
+    let bin = lockrun_bin();
+    let node = "redis://127.0.0.1:1";
+    for (args, says) in [
+        (&["--nodes", node, "res"][..], "missing `--` and COMMAND"),
+        (&["--nodes", node, "--", "echo", "ran"], "missing RESOURCE"),
+        (&["--nodes", node, "res", "--"], "missing COMMAND"),
+        (
+            &["--nodes", node, "res", "echo", "ran"],
+            "put `--` before COMMAND",
+        ),
+        (
+            &["--nodes", node, "--ttl", "soon", "res", "--", "true"],
+            "--ttl: \"soon\" is not a duration",
+        ),
+        (
+            &["--nodes", node, "--ttl", "-5s", "res", "--", "true"],
+            "--ttl: \"-5s\" is not a duration",
+        ),
+        (
+            &["--nodes", node, "--wait", "5parsecs", "res", "--", "true"],
+            "--wait: unknown unit",
+        ),
+        (
+            &["--nodes", node, "--bogus", "res", "--", "true"],
+            "--bogus",
+        ),
+        (
+            &["--nodes", node, "--ttl", "0s", "res", "--", "true"],
+            "TTL must be at least 1 ms",
+        ),
+        (
+            &["--nodes", "not a url", "res", "--", "true"],
+            "no scheme: write redis://",
+        ),
+        (
+            &[
+                "--nodes",
+                "redis://127.0.0.1:1,,redis://127.0.0.1:2",
+                "res",
+                "--",
+                "true",
+            ],
+            "--nodes: empty entry",
+        ),
+        (
+            &["--nodes", "127.0.0.1:7000", "res", "--", "true"],
+            "write redis://127.0.0.1:7000",
+        ),
+    ] {
+        let out = Command::new(&bin)
+            .args(args)
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(err.contains("lockrun:"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: expected {says:?} in {err}");
+    }
+    // The command never ran: `lockrun -- echo ran` is not a lock on "echo".
+    let out = Command::new(&bin)
+        .args(["--nodes", node, "--", "echo", "ran"])
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty());
+    // An empty entry in REDLOCK_NODES too.
+    let out = Command::new(&bin)
+        .args(["res", "--", "true"])
+        .env("REDLOCK_NODES", "redis://127.0.0.1:1,")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("REDLOCK_NODES: empty entry"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Each failing node's cause is printed without `-v`: a wrong password,
+/// a missing one, a dead port, a host that does not resolve.
+#[test]
+fn failing_nodes_are_named_with_their_cause() {
+    let secured = support::Server::start_with(&["--requirepass", "s3cret"]).unwrap();
+    let open = support::Server::start().unwrap();
+    let dead = {
+        let mut s = support::Server::start().unwrap();
+        s.kill();
+        s
+    };
+    let key = resource("lockrun-causes");
+    for (url, says) in [
+        (
+            format!("redis://:wrong@127.0.0.1:{}", secured.port()),
+            "wrong user name or password",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", secured.port()),
+            "requires a password and none was given",
+        ),
+        (
+            format!("redis://:s3cret@127.0.0.1:{}", open.port()),
+            "a password was given but the server has none set",
+        ),
+        (
+            format!("redis://127.0.0.1:{}", dead.port()),
+            "connection refused",
+        ),
+        // `.invalid` never resolves (RFC 6761); a resolver that does not
+        // answer in time is a timeout instead (still a stated cause).
+        (
+            "redis://no-such-host.invalid:6390".to_owned(),
+            "no-such-host.invalid:6390: name resolution failed",
+        ),
+    ] {
+        let out = Command::new(lockrun_bin())
+            .args(["--nodes", &url, "--wait", "0", "--node-timeout", "2s"])
+            .args([key.as_str(), "--", "echo", "ran"])
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        let resolver_hung = url.contains(".invalid") && err.contains("no connection within 2s");
+        assert!(
+            err.contains(says) || resolver_hung,
+            "{url}: expected {says:?} in {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
+/// With every node down, the first failure is reported at once, and
+/// lockrun goes on trying until --wait runs out.
+#[test]
+fn nodes_failing_while_waiting_are_reported_at_once() {
+    let mut cluster = Nodes::start(3).unwrap();
+    for s in &mut cluster.servers {
+        s.kill();
+    }
+    let key = resource("lockrun-down-wait");
+    let started = Instant::now();
+    let mut child = spawn(&mut lockrun(&cluster, &["--wait", "3s"], &key, "echo ran"));
+    let stderr_pipe = child.stderr.take().unwrap();
+    let reader = thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr_pipe)
+            .lines()
+            .map_while(Result::ok)
+            .map(|line| (started.elapsed(), line))
+            .collect::<Vec<_>>()
+    });
+    let status = child.wait().unwrap();
+    let took = started.elapsed();
+    let lines = reader.join().unwrap();
+    assert_eq!(status.code(), Some(69), "{lines:?}");
+    assert!(took >= Duration::from_secs(3), "gave up after {took:?}");
+    let (at, first) = &lines[0];
+    assert!(
+        first.contains("cannot lock") && first.contains("yet"),
+        "{lines:?}"
+    );
+    assert!(first.contains("connection refused"), "{lines:?}");
+    assert!(
+        *at < Duration::from_millis(2000),
+        "first report after {at:?}"
+    );
+    assert_eq!(
+        lines.len(),
+        2,
+        "one report while waiting, one at the end: {lines:?}"
+    );
+}
+
+#[test]
+fn help_lists_every_option_the_environment_and_the_exit_statuses() {
+    let out = Command::new(lockrun_bin()).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--nodes",
+        "--ttl",
+        "[30s]",
+        "--wait",
+        "[10s]",
+        "--node-timeout",
+        "[50ms]",
+        "--no-fencing",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--quiet",
+        "--verbose",
+        "--version",
+        "REDLOCK_NODES",
+        "REDLOCK_FENCING_TOKEN",
+        "REDLOCK_RESOURCE",
+        "SIGTERM",
+        "SIGKILL",
+        "64",
+        "69",
+        "75",
+        "76",
+        "126",
+        "127",
+        "143",
+        "130",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    let out = Command::new(lockrun_bin())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn a_command_that_cannot_run_exits_127_or_126_and_releases() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-norun");
+    let mut cmd = Command::new(lockrun_bin());
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .args([&key, "--", "/nonexistent/command"]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    let not_executable = scratch("not-executable");
+    std::fs::write(&not_executable, "data").unwrap();
+    let mut cmd = Command::new(lockrun_bin());
+    cmd.arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .arg(&key)
+        .arg("--")
+        .arg(&not_executable);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn verbose_with_no_wait_says_it_will_not_wait() {
+    let cluster = Nodes::start(1).unwrap();
+    let key = resource("lockrun-nowait");
+    let out = run(&mut lockrun(&cluster, &["-v", "--wait", "0"], &key, "true"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("without waiting"), "{err}");
+    assert!(!err.contains("0ns"), "{err}");
+}
+
+#[test]
+fn no_fencing_passes_no_token_and_verbose_logs_the_steps() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-nofence");
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--no-fencing", "-v"],
+        &key,
+        "echo \"token=${REDLOCK_FENCING_TOKEN-none}\"",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "token=none");
+    let err = stderr(&out);
+    assert!(err.contains("lockrun: locked"), "{err}");
+    assert!(err.contains("lockrun: released"), "{err}");
+    // Quiet by default: nothing on stderr when all goes well.
+    let out = run(&mut lockrun(&cluster, &[], &key, "true"));
+    assert_eq!(stderr(&out), "");
+}
+
+/// Waits until the command has written its pid to `pidfile`.
+fn command_pid(pidfile: &std::path::Path) -> i32 {
+    let seen = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert!(seen.is_some(), "the command never started");
+    std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn start_section(
+    cluster: &Nodes,
+    key: &str,
+    name: &str,
+    flags: &[&str],
+) -> (Child, PathBuf, PathBuf) {
+    let pidfile = scratch(&format!("{name}.pid"));
+    let marker = scratch(&format!("{name}.trap"));
+    // The command records its pid, traps TERM/INT/HUP (recording which)
+    // and otherwise runs for a minute.
+    let script = format!(
+        "trap 'echo TERM > {m}; kill $!; exit 0' TERM; \
+         trap 'echo INT > {m}; kill $!; exit 0' INT; \
+         trap 'echo HUP > {m}; kill $!; exit 0' HUP; \
+         sleep 60 & echo $$ > {p}; wait $!",
+        m = marker.display(),
+        p = pidfile.display()
+    );
+    let child = spawn(&mut lockrun(cluster, flags, key, &script));
+    (child, pidfile, marker)
+}
+
+#[test]
+fn sigterm_sigint_and_sighup_end_the_command_release_at_once_and_exit_128_plus_n() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-signals");
+    for (signal, status, name) in [
+        (Signal::SIGTERM, 143, "TERM"),
+        (Signal::SIGINT, 130, "INT"),
+        (Signal::SIGHUP, 129, "HUP"),
+    ] {
+        // A long TTL: a release that waited for it would show.
+        let (child, pidfile, marker) = start_section(&cluster, &key, name, &["--ttl", "60s"]);
+        let pid = command_pid(&pidfile);
+        let sent = Instant::now();
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let took = sent.elapsed();
+        println!(
+            "{name}: lockrun exited {:?} {took:?} after the signal",
+            out.status.code()
+        );
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+        // The command got the signal and ended.
+        assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), name);
+        assert!(ended(pid), "the command is still running");
+        // Released at once: no key left, and the next lockrun runs
+        // without waiting.
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None, "{name}: key left");
+        }
+        let out = run(&mut lockrun(&cluster, &["--wait", "0s"], &key, "true"));
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_second_signal_does_not_skip_the_release() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-two-signals");
+    let pidfile = scratch("slow.pid");
+    // A command that takes 300 ms to exit after TERM.
+    let script = format!(
+        "trap 'sleep 0.3; kill $!; exit 0' TERM; sleep 60 & echo $$ > {p}; wait $!",
+        p = pidfile.display()
+    );
+    let child = spawn(&mut lockrun(&cluster, &["--ttl", "60s"], &key, &script));
+    command_pid(&pidfile);
+    let lockrun_pid = Pid::from_raw(child.id() as i32);
+    kill(lockrun_pid, Signal::SIGTERM).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    kill(lockrun_pid, Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}
+
+#[test]
+fn a_signal_while_waiting_for_the_lock_exits_without_running_the_command() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-signal-waiting");
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let child = spawn(&mut lockrun(&cluster, &["--wait", "30s"], &key, "echo ran"));
+    thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let (out, took) = support::timed(|| child.wait_with_output().unwrap());
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn sigkill_of_lockrun_ends_the_command_within_about_a_second() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-sigkill");
+    let pidfile = scratch("orphan.pid");
+    let script = format!("echo $$ > {p}; exec sleep 60", p = pidfile.display());
+    let mut child = lockrun(&cluster, &["--ttl", "1s"], &key, &script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = command_pid(&pidfile);
+    // `exec`: the pid written is the sleep's.
+    thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(5), || ended(pid));
+    println!("SIGKILL of lockrun: the command ended {gone:?} later");
+    let gone = gone.expect("the command outlived lockrun");
+    assert!(gone < Duration::from_secs(2), "{gone:?}");
+    // The lock is left to expire with its TTL.
+    let free = wait_for(Duration::from_secs(5), || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| get(s, key.as_bytes()).is_none())
+    });
+    assert!(free.is_some());
+}
+
+#[test]
+fn lockruns_killed_by_term_or_kill_never_overlap_the_next_holder() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-killed-overlap");
+    let log = scratch("killed-overlap.log");
+    // Each command logs "start PID", a tick every 20 ms, and "end PID".
+    let script = format!(
+        "echo start $$ >> {l}; trap 'echo end $$ >> {l}; exit 0' TERM; \
+         i=0; while [ $i -lt 100 ]; do echo tick $$ >> {l}; sleep 0.02; i=$((i+1)); done; \
+         echo end $$ >> {l}",
+        l = log.display()
+    );
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        let _ = std::fs::remove_file(&log);
+        let first = lockrun(&cluster, &["--ttl", "3s"], &key, &script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = wait_for(Duration::from_secs(10), || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("tick"))
+        });
+        assert!(started.is_some());
+        // Two more wait for the lock while the first is killed mid-run.
+        let waiters: Vec<Child> = (0..2)
+            .map(|_| {
+                lockrun(&cluster, &["--ttl", "3s", "--wait", "30s"], &key, &script)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(300));
+        kill(Pid::from_raw(first.id() as i32), signal).unwrap();
+        let _ = first.wait_with_output();
+        for w in waiters {
+            let out = w.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+        // One section at a time: after "start P", only P's lines until
+        // P's last line (its "end", or its last tick when SIGKILL ended it).
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<(&str, &str)> = text.lines().map(|l| l.split_once(' ').unwrap()).collect();
+        let mut current: Option<&str> = None;
+        let mut sections = 0;
+        for (i, (what, pid)) in lines.iter().enumerate() {
+            match (*what, current) {
+                ("start", _) => {
+                    // The previous holder must never write again.
+                    if let Some(prev) = current {
+                        assert!(
+                            lines[i..].iter().all(|(_, p)| *p != prev),
+                            "{signal:?}: {prev} wrote after {pid} started:\n{text}"
+                        );
+                    }
+                    current = Some(pid);
+                    sections += 1;
+                }
+                (_, Some(holder)) => assert_eq!(*pid, holder, "{signal:?}: overlap:\n{text}"),
+                (_, None) => panic!("{signal:?}: a line before any start:\n{text}"),
+            }
+        }
+        assert_eq!(sections, 3, "{signal:?}:\n{text}");
+    }
+}
+
+/// `--cluster` adds one Redis Cluster member (repeatable); with
+/// `--nodes` they make one quorum. `REDLOCK_NODES` names a cluster as
+/// `cluster:URL|URL`.
+#[test]
+fn a_cluster_member_from_the_command_line_and_the_environment() {
+    if let Some(why) = support::redis_cluster::unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let cluster = support::redis_cluster::RedisCluster::start(3, 0).unwrap();
+    let nodes = Nodes::start(2).unwrap();
+    let key = resource("lockrun-cluster");
+    let seeds = cluster.seeds().join(",");
+    let out = Command::new(lockrun_bin())
+        .args(["--nodes", &nodes.urls().join(","), "--cluster", &seeds])
+        .args(["--node-timeout", "500ms", &key, "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCING_TOKEN\"")
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let token: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    // The same through the environment: the cluster is one member of 3.
+    let env = format!(
+        "{},cluster:{}",
+        nodes.urls().join(","),
+        cluster.seeds().join("|")
+    );
+    let out = Command::new(lockrun_bin())
+        .args(["--node-timeout", "500ms", "-v", &key, "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCING_TOKEN\"")
+        .env("REDLOCK_NODES", env)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let next: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(next > token);
+}
+
+/// `--check` prints one line per server with its verdict and what to
+/// change, and exits 1 when any server is unsafe, 0 otherwise.
+#[test]
+fn check_reports_each_server_and_exits_1_when_one_is_unsafe() {
+    let healthy = Nodes::start(2).unwrap();
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &healthy.urls().join(","), "lock:x"])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("warning ")), "{text}");
+    assert!(text.contains("no persistence"), "{text}");
+
+    let lru =
+        support::Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"])
+            .unwrap();
+    let mut nodes = healthy.urls();
+    nodes.push(lru.url());
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &nodes.join(",")])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("UNSAFE")).unwrap();
+    assert!(line.contains(&lru.port().to_string()), "{line}");
+    assert!(
+        line.contains("maxmemory-policy allkeys-lru may evict lock keys: set noeviction"),
+        "{line}"
+    );
+    // --check runs no command.
+    let out = Command::new(lockrun_bin())
+        .args(["--check", "--nodes", &nodes.join(","), "r", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}
+
+/// `--restart-quarantine` keeps out a server started less than that ago,
+/// though this process never saw it before.
+#[test]
+fn restart_quarantine_keeps_out_a_server_started_recently() {
+    let cluster = Nodes::start(1).unwrap();
+    let key = resource("lockrun-quarantine");
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--restart-quarantine", "60s", "--wait", "0"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("not voting for"), "{}", stderr(&out));
+}
+
+/// `--permits K`: at most K commands run at once across lockruns; the
+/// K+1st waits for a free permit, or exits 75 after --wait.
+#[test]
+fn permits_limit_how_many_commands_run_at_once() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-permits");
+    let marker = scratch("permits");
+    let script = format!("touch {m}; sleep 2", m = marker.display());
+    let mut holders: Vec<Child> = (0..2)
+        .map(|_| spawn(&mut lockrun(&cluster, &["--permits", "2"], &key, &script)))
+        .collect();
+    assert!(wait_for(Duration::from_secs(10), || marker.exists()).is_some());
+    thread::sleep(Duration::from_millis(300));
+    // Both permits are in use: a third gives up after its wait.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "2", "--wait", "300ms"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("all 2 permits"), "{}", stderr(&out));
+    // With a longer wait it runs once a holder is done.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "2", "--wait", "20s"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    for h in &mut holders {
+        assert!(h.wait().unwrap().success());
+    }
+    // Another count for the same semaphore is a mistake, said as such.
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--permits", "3"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("made with 3 permits, but its members store 2"),
+        "{}",
+        stderr(&out)
+    );
+    let bad = Command::new(lockrun_bin())
+        .args([
+            "--nodes",
+            "redis://127.0.0.1:1",
+            "--permits",
+            "0",
+            "r",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64));
+}
+
+#[test]
+fn several_resources_are_locked_together_and_shared_runs_read() {
+    let cluster = Nodes::start(3).unwrap();
+    let (a, b) = (resource("lockrun-set-a"), resource("lockrun-set-b"));
+    let urls = cluster.urls().join(",");
+    let base = |flags: &[&str], resources: &[&str], script: &str| {
+        let mut cmd = Command::new(lockrun_bin());
+        cmd.args(["--nodes", &urls, "--node-timeout", "500ms"])
+            .args(flags)
+            .args(resources)
+            .args(["--", "sh", "-c", script])
+            .env_remove("REDLOCK_NODES")
+            .stdin(Stdio::null());
+        cmd
+    };
+    // Both resources are held while the command runs, and named to it.
+    let out = run(&mut base(
+        &[],
+        &[&a, &b],
+        "printf '%s|' \"$REDLOCK_RESOURCE\" \"$REDLOCK_RESOURCES\"",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{a}|{a}\n{b}|")
+    );
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let marker = scratch("set.started");
+    let mut child = spawn(&mut base(
+        &[],
+        &[&a, &b],
+        &format!("touch {}; sleep 30", marker.display()),
+    ));
+    assert!(wait_for(Duration::from_secs(20), || marker.exists()).is_some());
+    for r in [&a, &b] {
+        assert!(matches!(
+            dlm.try_lock(r, Duration::from_secs(5)),
+            Err(redlock_sync::Error::Taken { .. })
+        ));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    child.wait().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, a.as_bytes()), None);
+        assert_eq!(get(server, b.as_bytes()), None);
+    }
+    // Two --shared runs overlap; an exclusive one waits for both.
+    let log = scratch("shared.log");
+    let reader = format!(
+        "echo in >> {log}; sleep 1; echo out >> {log}",
+        log = log.display()
+    );
+    let mut readers: Vec<Child> = (0..2)
+        .map(|_| spawn(&mut base(&["--shared", "--wait", "20s"], &[&a], &reader)))
+        .collect();
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= 2)
+        })
+        .is_some()
+    );
+    let writer = run(&mut base(
+        &["--wait", "20s"],
+        &[&a],
+        &format!("echo write >> {}", log.display()),
+    ));
+    assert_eq!(writer.status.code(), Some(0), "{}", stderr(&writer));
+    for r in &mut readers {
+        assert!(r.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["in", "in", "out", "out", "write"],
+        "readers share, the writer waits for both"
+    );
+    // Bad combinations are refused with a reason.
+    for (flags, resources, says) in [
+        (
+            &["--shared"][..],
+            &[&a[..], &b[..]][..],
+            "--shared takes one RESOURCE",
+        ),
+        (
+            &["--permits", "2"],
+            &[&a, &b],
+            "--permits takes one RESOURCE",
+        ),
+        (&["--permits", "2", "--shared"], &[&a], "do not go together"),
+    ] {
+        let out = run(&mut base(flags, resources, "true"));
+        assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+}

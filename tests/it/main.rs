@@ -1,0 +1,35 @@
+//! The integration suite, one test crate (so that `support` compiles
+//! once): every test talks to real `redis-server` processes it starts on
+//! free loopback ports. TESTING.md has the layout and the failure table.
+
+mod support;
+
+mod acl;
+mod check;
+mod cluster;
+mod config;
+mod contention;
+mod errors;
+mod exclusion;
+mod fault_matrix;
+mod faults;
+mod fencing;
+mod keepalive;
+mod lock;
+#[cfg(feature = "cli")]
+mod lockrun;
+#[cfg(feature = "log")]
+mod logging;
+mod properties;
+mod replicas;
+mod resolve;
+mod restart;
+mod retry;
+mod rwlock;
+mod safety;
+mod schedule;
+mod semaphore;
+mod sets;
+#[cfg(feature = "tls")]
+mod tls;
+mod waiting;

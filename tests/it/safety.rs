@@ -1,0 +1,305 @@
+//! The schedules a review found to break the lock's promise (two holders
+//! at once, or a fencing token that runs backwards), each replayed on real
+//! servers. Every test here failed before its fix.
+
+use crate::support;
+
+use std::time::Duration;
+
+use redlock_sync::mode::Mode;
+use redlock_sync::{Error, Guard, LockManager};
+use support::{Nodes, resource};
+
+const TIMEOUT: Duration = Duration::from_millis(50);
+
+fn manager(urls: Vec<String>) -> LockManager {
+    support::manager_over(urls, TIMEOUT)
+}
+
+/// A holds R with a long TTL; one node stalls; A extends to a short TTL.
+/// The round takes the stalled node's timeout, longer than the new TTL,
+/// so it fails: yet the two nodes that answered let the key go after the
+/// short TTL. B must not find A still believing it holds R. `take` is how
+/// A holds `name`, `rival` how B tries for it (true when B got it).
+fn a_failed_shorter_extend_bounds_the_validity<M: Mode>(
+    name: &str,
+    take: impl Fn(&LockManager, &str) -> Guard<M>,
+    rival: impl Fn(&LockManager, &str) -> bool,
+) {
+    let mut cluster = Nodes::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    let key = resource(name);
+    let mut held = take(&a, &key);
+    cluster.servers[2].pause();
+    let err = held.extend(Duration::from_millis(30)).unwrap_err();
+    assert!(
+        matches!(err, Error::NoValidity { .. } | Error::NoQuorum { .. }),
+        "{err:?}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let b_has_it = rival(&b, &key);
+    let a_believes = held.ensure_held();
+    cluster.servers[2].resume();
+    assert!(
+        !(b_has_it && a_believes.is_ok()),
+        "two holders: B took {key} while A's guard said it still held it"
+    );
+    assert!(
+        a_believes.is_err(),
+        "A kept a validity the nodes no longer grant"
+    );
+    assert!(!held.is_valid());
+}
+
+const LONG: Duration = Duration::from_secs(30);
+
+#[test]
+fn a_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend",
+        |dlm, key| dlm.try_lock(key, LONG).unwrap(),
+        |dlm, key| dlm.try_lock(key, LONG).is_ok(),
+    );
+}
+
+#[test]
+fn a_set_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-set",
+        |dlm, key| {
+            dlm.try_lock_all([key.to_owned(), format!("{key}:other")], LONG)
+                .unwrap()
+        },
+        |dlm, key| dlm.try_lock(key, LONG).is_ok(),
+    );
+}
+
+#[test]
+fn a_permit_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    // A semaphore of one permit: two holders would be two permits.
+    let permit = |dlm: &LockManager, name: &str| dlm.semaphore(name, 1).unwrap().try_acquire(LONG);
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-permit",
+        |dlm, name| permit(dlm, name).unwrap().into_guard(),
+        |dlm, name| permit(dlm, name).is_ok(),
+    );
+}
+
+#[test]
+fn a_read_lock_extended_shorter_in_a_failed_round_is_not_held_past_its_new_ttl() {
+    // B is a writer: it must not write beside a reader that still reads.
+    a_failed_shorter_extend_bounds_the_validity(
+        "short-extend-read",
+        |dlm, key| dlm.rwlock(key).unwrap().try_read(LONG).unwrap(),
+        |dlm, key| dlm.rwlock(key).unwrap().try_write(LONG).is_ok(),
+    );
+}
+
+#[test]
+fn a_no_quorum_extend_that_reached_some_nodes_bounds_the_validity() {
+    // Two of three nodes stall: the round misses the quorum, but the one
+    // node that answered now lets the key go in 30 ms.
+    let mut cluster = Nodes::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let key = resource("short-extend-noquorum");
+    let mut guard = a.try_lock(&key, Duration::from_secs(30)).unwrap();
+    cluster.servers[1].pause();
+    cluster.servers[2].pause();
+    let err = guard.extend(Duration::from_millis(30)).unwrap_err();
+    cluster.servers[1].resume();
+    cluster.servers[2].resume();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(guard.ensure_held().is_err());
+    assert!(guard.validity().is_zero());
+}
+
+/// A name that moves, after a failover, to a server that has been up for
+/// longer than the TTL and never had A's key: the manager saw the new
+/// run_id, so that server must not vote until the longest TTL has passed
+/// since the change was seen, whatever its uptime.
+#[test]
+fn a_name_moved_to_a_long_running_server_is_kept_out_from_the_move() {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU16, Ordering};
+
+    let ttl = Duration::from_secs(2);
+    let cluster = Nodes::start(2).unwrap();
+    let old = support::Server::start().unwrap();
+    // Up well over the TTL before the move.
+    let spare = support::Server::start().unwrap();
+    let spare_up = std::time::Instant::now();
+    let target = Arc::new(AtomicU16::new(old.port()));
+    // A does not reach node 1 (a partition: its connections there are
+    // black-holed); B reaches every node.
+    let cut = support::proxy::Proxy::start(
+        format!("127.0.0.1:{}", cluster.servers[1].port())
+            .parse()
+            .unwrap(),
+    )
+    .unwrap();
+    cut.set(support::proxy::Mode::Blackhole);
+    let manager = |second: String| {
+        let target = target.clone();
+        LockManager::builder()
+            .node(cluster.servers[0].url())
+            .node(second)
+            .node("redis://moving.test:6379")
+            .node_timeout(Duration::from_millis(200))
+            .retry(1, Duration::ZERO)
+            .resolver(move |_, _| {
+                Ok(vec![SocketAddr::from((
+                    [127, 0, 0, 1],
+                    target.load(Ordering::SeqCst),
+                ))])
+            })
+            .build()
+            .unwrap()
+    };
+    let a = manager(cut.url());
+    let b = manager(cluster.servers[1].url());
+    let key = resource("moved-name");
+    // B knows the old server behind the name, and has used the TTL.
+    b.try_lock(resource("moved-warmup"), ttl)
+        .unwrap()
+        .release()
+        .unwrap();
+    // The spare has been up longer than the TTL (uptime is whole seconds).
+    std::thread::sleep((ttl + Duration::from_millis(1100)).saturating_sub(spare_up.elapsed()));
+    // A holds the key on node 0 and the old server behind the name.
+    let guard = a.try_lock(&key, ttl).unwrap();
+    // The failover: the old server is gone, the name reaches the spare,
+    // which never had A's key.
+    target.store(spare.port(), Ordering::SeqCst);
+    drop(old);
+    let b_has_it = b.try_lock(&key, ttl);
+    let a_believes = guard.ensure_held();
+    assert!(
+        !(b_has_it.is_ok() && a_believes.is_ok()),
+        "two holders: the server now behind the moved name voted for B at once"
+    );
+    let err = b_has_it.unwrap_err();
+    assert!(
+        err.failures()
+            .iter()
+            .any(|f| f.kind() == redlock_sync::NodeErrorKind::Restarted),
+        "{err}"
+    );
+}
+
+/// A set over resources in different slots, granted by a plain node and a
+/// Redis Cluster member whose counter for one resource ("hot") is far
+/// ahead: the set's token comes from that counter. Later a lock of the
+/// other resource ("cold") through a quorum that shares only the cluster
+/// member with the set's must get a larger token.
+#[test]
+fn a_sets_token_is_below_every_later_token_of_each_resource_with_a_cluster_member() {
+    if let Some(why) = support::redis_cluster::unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let rc = support::redis_cluster::RedisCluster::start(3, 0).unwrap();
+    let nodes = Nodes::start(2).unwrap();
+    let mut dead = support::Server::start().unwrap();
+    dead.kill();
+    let dead_url = format!("redis://127.0.0.1:{}", dead.port());
+    let over = |first: String, second: String| {
+        LockManager::builder()
+            .node(first)
+            .node(second)
+            .cluster(rc.seeds())
+            .node_timeout(Duration::from_millis(500))
+            .retry(1, Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    // Two resources in different slots (and on different masters).
+    let hot = resource("set-fence-hot");
+    let cold = (0..)
+        .map(|i| resource(&format!("set-fence-cold-{i}")))
+        .find(|c| rc.master_of(c.as_bytes()) != rc.master_of(hot.as_bytes()))
+        .unwrap();
+    // Many earlier locks of "hot" on the cluster: its counter there is
+    // far ahead of the clock every new counter starts from.
+    let ahead = 1_000_000_000_000u64
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+    let hot_master = rc.server(rc.master_of(hot.as_bytes()));
+    let _: () = redis::cmd("SET")
+        .arg(redlock_sync::fence_key(&hot))
+        .arg(ahead)
+        .arg("PX")
+        .arg(600_000)
+        .query(&mut support::admin(hot_master))
+        .unwrap();
+    // The set, granted by node 0 and the cluster (node 1 unreachable).
+    let a = over(nodes.servers[0].url(), dead_url.clone());
+    let set = a
+        .try_lock_all([&hot, &cold], Duration::from_secs(10))
+        .unwrap();
+    let set_token = set.fencing_token().unwrap();
+    assert!(set_token > ahead, "{set_token} <= {ahead}");
+    set.release().unwrap();
+    // "cold" through node 1 and the cluster (node 0 unreachable).
+    let b = over(dead_url, nodes.servers[1].url());
+    let later = b.try_lock(&cold, Duration::from_secs(10)).unwrap();
+    let later_token = later.fencing_token().unwrap();
+    assert!(
+        later_token > set_token,
+        "fencing ran backwards: {cold} got {later_token} after the set's {set_token}"
+    );
+}
+
+/// Two clients that give one semaphore different counts: the count is
+/// stored with the semaphore, and the second is refused, naming both, in
+/// either order. Before, 3 could hold a 1-permit semaphore.
+#[test]
+fn a_semaphore_given_another_count_is_refused_naming_both() {
+    let cluster = Nodes::start(3).unwrap();
+    let a = manager(cluster.urls());
+    let b = manager(cluster.urls());
+    for (first, second, name) in [(1, 3, "count-1-then-3"), (3, 1, "count-3-then-1")] {
+        let name = resource(name);
+        let held = a
+            .semaphore(&name, first)
+            .unwrap()
+            .try_acquire(Duration::from_secs(10))
+            .unwrap();
+        let sem = b.semaphore(&name, second).unwrap();
+        for _ in 0..3 {
+            match sem.try_acquire(Duration::from_secs(10)) {
+                Err(e @ Error::InvalidArgument { .. }) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains(&format!("made with {second} permits"))
+                            && msg.contains(&format!("store {first}")),
+                        "{msg}"
+                    );
+                }
+                other => {
+                    panic!("a client giving {second} permits where {first} are stored: {other:?}")
+                }
+            }
+        }
+        // Nothing of the refused client is left on the slots: each slot
+        // key is absent or holds the holder's token.
+        let mine = String::from_utf8(held.resource().to_vec()).unwrap();
+        let here = format!(":permit:{}", held.slot());
+        for slot in 0..first.max(second) {
+            let key = mine.replace(&here, &format!(":permit:{slot}"));
+            for server in &cluster.servers {
+                let value = support::get(server, key.as_bytes());
+                assert!(
+                    value.is_none() || value.as_deref() == Some(held.token()),
+                    "{key} holds {value:?} on {}",
+                    server.port()
+                );
+            }
+        }
+        held.release().unwrap();
+    }
+}

@@ -1,0 +1,337 @@
+//! Throwaway `redis-server` processes on free loopback ports.
+//!
+//! Shared by the integration tests (through `tests/support/mod.rs`) and the
+//! examples (through `#[path]`). The binary is `redis-server` from `PATH`,
+//! or whatever `REDIS_SERVER_BIN` names.
+
+#![allow(dead_code)]
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The `redis-server` binary to run.
+pub fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// A test that cannot run on this server (no TLS, no Redis Cluster)
+/// returns `why` to be printed and is skipped; with `REDLOCK_REQUIRE_ALL=1`
+/// (set in CI for the main server) it fails instead, so that a suite
+/// cannot pass there by skipping.
+pub fn skip(why: String) -> String {
+    if std::env::var("REDLOCK_REQUIRE_ALL").as_deref() == Ok("1") {
+        panic!("{why} (REDLOCK_REQUIRE_ALL=1: a test that would be skipped fails)");
+    }
+    why
+}
+
+/// The server binary's name and version, from `--version` (`"Redis"`,
+/// `(7, 0)`; `"Valkey"`, `(8, 1)`), read once.
+pub fn server_version() -> &'static (String, (u32, u32)) {
+    static VERSION: std::sync::OnceLock<(String, (u32, u32))> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        let out = Command::new(redis_server_bin())
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        // "Redis server v=7.0.15 sha=..." / "Valkey server v=8.1.8 ..."
+        let name = out.split_whitespace().next().unwrap_or("Redis").to_owned();
+        let version = out
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or("0.0");
+        let mut parts = version.split('.').map(|p| p.parse().unwrap_or(0));
+        let major = parts.next().unwrap_or(0);
+        let minor = parts.next().unwrap_or(0);
+        (name, (major, minor))
+    })
+}
+
+/// Whether the server is at least `major.minor` (Valkey 8 counts as the
+/// Redis 7.2 it forked from, and above).
+pub fn server_at_least(major: u32, minor: u32) -> bool {
+    server_version().1 >= (major, minor)
+}
+
+/// One `redis-server` process on 127.0.0.1, killed when dropped.
+pub struct Server {
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+impl Server {
+    /// Starts a server with no persistence on a free port.
+    pub fn start() -> io::Result<Server> {
+        Server::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (`"--name",
+    /// "value"` pairs), kept for restarts.
+    pub fn start_with(args: &[&str]) -> io::Result<Server> {
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-sync-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let mut server = Server {
+            port: 0,
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            child: None,
+            paused: false,
+        };
+        // A port found free can be taken before the server binds it:
+        // try a few.
+        let mut last = None;
+        for _ in 0..5 {
+            server.port = free_port()?;
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("redis-server did not start")))
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let bin = redis_server_bin();
+        let mut cmd = Command::new(&bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--loglevel", "warning", "--logfile", ""]);
+        // DEBUG is off by default from Redis 7 on (and the option unknown
+        // before it).
+        if server_at_least(7, 0) {
+            cmd.args(["--enable-debug-command", "local"]);
+        }
+        cmd.arg("--dir")
+            .arg(&self.dir)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run {bin:?} ({e}); install redis-server or set REDIS_SERVER_BIN"),
+            )
+        })?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!(
+                    "redis-server on port {} exited with {status}",
+                    self.port
+                )));
+            }
+            if ping(self.port) {
+                self.child = Some(child);
+                self.paused = false;
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::other(format!(
+                    "redis-server on port {} did not answer PING",
+                    self.port
+                )));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The server's TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's working directory (its dump and any socket live here).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// Stops the process with SIGSTOP: it keeps its port and accepts
+    /// connections (the kernel does), but answers nothing.
+    pub fn pause(&mut self) {
+        if let Some(pid) = self.pid() {
+            signal("-STOP", pid);
+            self.paused = true;
+        }
+    }
+
+    /// Resumes a paused process with SIGCONT.
+    pub fn resume(&mut self) {
+        if let Some(pid) = self.pid() {
+            signal("-CONT", pid);
+            self.paused = false;
+        }
+    }
+
+    /// Kills the process and starts a new one on the same port, with the
+    /// same arguments: without persistence its keys and script cache are
+    /// gone.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Like [`restart`](Self::restart), with `extra` arguments for this
+    /// start only.
+    pub fn restart_with(&mut self, extra: &[&str]) -> io::Result<()> {
+        self.kill();
+        let kept = self.args.len();
+        self.args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let result = self.spawn();
+        self.args.truncate(kept);
+        result
+    }
+
+    /// Starts the process again after [`kill`](Self::kill).
+    pub fn start_again(&mut self) -> io::Result<()> {
+        if self.child.is_none() {
+            self.spawn()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.paused {
+            self.resume();
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Several plain servers, each its own independent master: the nodes of
+/// a manager (a Redis Cluster is `redis_cluster::RedisCluster`).
+pub struct Nodes {
+    pub servers: Vec<Server>,
+}
+
+impl Nodes {
+    /// Starts `n` servers.
+    pub fn start(n: usize) -> io::Result<Nodes> {
+        Nodes::start_with(n, &[])
+    }
+
+    /// Starts `n` servers with persistence on (AOF, fsync always), as
+    /// Redlock requires of nodes that restart: a restart keeps their keys.
+    pub fn persistent(n: usize) -> io::Result<Nodes> {
+        Nodes::start_with(n, &["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Starts `n` servers with extra `redis-server` arguments.
+    pub fn start_with(n: usize, args: &[&str]) -> io::Result<Nodes> {
+        let servers = (0..n)
+            .map(|_| Server::start_with(args))
+            .collect::<io::Result<_>>()?;
+        Ok(Nodes { servers })
+    }
+
+    /// The servers' URLs, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+}
+
+impl std::ops::Index<usize> for Nodes {
+    type Output = Server;
+    fn index(&self, i: usize) -> &Server {
+        &self.servers[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Nodes {
+    fn index_mut(&mut self, i: usize) -> &mut Server {
+        &mut self.servers[i]
+    }
+}
+
+/// Ports handed out in this process, never handed out again. A test that
+/// kills a server frees its port; were a server or proxy of another test
+/// (running beside it) started there, the dead node would answer again,
+/// as someone else, and vote: a killed node must stay dead until its own
+/// test starts it again.
+static CLAIMED: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A listener on a loopback port that no server, proxy or listener of this
+/// process has had before.
+pub fn claimed_listener() -> io::Result<TcpListener> {
+    for _ in 0..1000 {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        if claimed.insert(port) {
+            return Ok(listener);
+        }
+    }
+    Err(io::Error::other(
+        "no loopback port left that this process has not used",
+    ))
+}
+
+/// A free loopback port that this process has not handed out before (see
+/// [`claimed_listener`]).
+pub fn free_port() -> io::Result<u16> {
+    Ok(claimed_listener()?.local_addr()?.port())
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    // Any reply will do: a server with a password answers -NOAUTH.
+    let mut first = [0u8; 1];
+    s.write_all(b"PING\r\n").is_ok()
+        && s.read_exact(&mut first).is_ok()
+        && matches!(&first, b"+" | b"-")
+}
+
+fn signal(sig: &str, pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    let sig = if sig == "-STOP" {
+        Signal::SIGSTOP
+    } else {
+        Signal::SIGCONT
+    };
+    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+}
