@@ -343,7 +343,7 @@ impl Builder {
 
     /// Strict restart safety: a server whose process started less than
     /// `quarantine` ago does not vote, even one this manager never saw
-    /// before (see the `restart` notes in the README). Set it to the
+    /// before (see "Restarts" in the crate docs). Set it to the
     /// longest TTL any client uses on these servers: then a server that
     /// restarted empty cannot help a second client take a lock the first
     /// still holds. Servers that sync every write to their append-only file

@@ -358,9 +358,10 @@ fn trial(
     // feature that cannot work (a warning).
     const LOCK: Option<&str> = None;
     const WAKING: Option<&str> = Some("waiters poll instead of being woken");
-    const SETS: Option<&str> = Some("lock_all (sets) cannot work; the README lists what sets add");
+    const SETS: Option<&str> =
+        Some("lock_all (sets) cannot work; the manual's Permissions section lists what sets add");
     const READS: Option<&str> = Some(
-        "read locks (RwLock::read, lockrun --shared) cannot work; the README lists what \
+        "read locks (RwLock::read, lockrun --shared) cannot work; the manual's Permissions section lists what \
          read locks add",
     );
     let mut commands: Vec<(&str, Vec<u8>, Option<&str>)> = vec![

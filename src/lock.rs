@@ -14,7 +14,7 @@ use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, cou
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
-use crate::script::{EXTEND, MISMATCH, PERMITS, RAISE, UNLOCK};
+use crate::script::{EXTEND, MAYBE_READERS, MISMATCH, PERMITS, RAISE, UNLOCK};
 
 /// One key holding the token: a lock, a write lock, or a semaphore's
 /// permit (which also checks and keeps alive the semaphore's count).
@@ -73,7 +73,10 @@ impl Shape for One {
         vec![&self.wakes]
     }
 
-    /// Fencing off: `SET key token NX PX ttl`, nothing else.
+    /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
+    /// a refusal answers the holder's value, so that a waiting writer
+    /// knows whether readers hold it; plain `NX` on servers before Redis
+    /// 7.0, see `Request::legacy`, and for permits).
     ///
     /// Fencing on: the same, pipelined in one write with three commands on
     /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
@@ -87,38 +90,60 @@ impl Shape for One {
         let px = ttl_ms.to_string();
         // The count check goes by hash: the handshake loads it, and a
         // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
-        let mut packed = match &self.permits {
+        let head = match &self.permits {
             Some((count, k)) => {
                 let keep = p.permits_keep(ttl_ms).to_string();
                 PERMITS.evalsha(&[count], &[k.to_string().as_bytes(), keep.as_bytes()])
             }
             None => Vec::new(),
         };
-        packed.extend_from_slice(&pack(&[b"SET", key, token, b"NX", b"PX", px.as_bytes()]));
         let fence = fence_key(key);
-        let reply = match keep {
-            None => Reply::Set,
-            Some(keep) => {
-                // The counter is incremented on every member asked,
-                // whether or not it set the lock key: only the counts of
-                // members that set it make the token; the others' counts
-                // just grow, which keeps every counter monotonic.
-                let start = counter_start().to_string();
-                let keep = keep.as_bytes();
-                packed.extend_from_slice(&pack(&[
-                    b"SET",
-                    &fence,
-                    start.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    keep,
-                ]));
-                packed.extend_from_slice(&pack(&[b"INCR", &fence]));
-                packed.extend_from_slice(&pack(&[b"PEXPIRE", &fence, keep]));
-                Reply::SetCount
+        let mut tail = Vec::new();
+        if let Some(keep) = keep {
+            // The counter is incremented on every member asked, whether or
+            // not it set the lock key: only the counts of members that set
+            // it make the token; the others' counts just grow, which keeps
+            // every counter monotonic.
+            let start = counter_start().to_string();
+            let keep = keep.as_bytes();
+            tail.extend_from_slice(&pack(&[
+                b"SET",
+                &fence,
+                start.as_bytes(),
+                b"NX",
+                b"PX",
+                keep,
+            ]));
+            tail.extend_from_slice(&pack(&[b"INCR", &fence]));
+            tail.extend_from_slice(&pack(&[b"PEXPIRE", &fence, keep]));
+        }
+        tail.extend_from_slice(&p.wait_command());
+        let set = |get: bool| {
+            let mut set: Vec<&[u8]> = vec![b"SET", key, token, b"NX"];
+            if get {
+                set.push(b"GET");
             }
+            set.extend([&b"PX"[..], px.as_bytes()]);
+            [&head[..], &pack(&set), &tail].concat()
         };
-        packed.extend_from_slice(&p.wait_command());
+        let fenced = keep.is_some();
+        // A refusal says who holds the key with `NX GET` (Redis 7.0+,
+        // Valkey), so that a waiting writer asks readers to queue only
+        // where readers hold it; older servers get plain `NX`, whose
+        // refusal may be readers. Permits never meet readers.
+        let readers_matter = self.permits.is_none();
+        let (packed, reply) = match (readers_matter, fenced) {
+            (true, true) => (set(true), Reply::SetGetCount),
+            (true, false) => (set(true), Reply::SetGet),
+            (false, true) => (set(false), Reply::SetCount),
+            (false, false) => (set(false), Reply::Set),
+        };
+        let legacy_packed = if readers_matter {
+            set(false)
+        } else {
+            Vec::new()
+        };
+        let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
         let describe = |at: usize| {
             let (verb, key) = match at {
                 0 => ("SET", key),
@@ -143,7 +168,7 @@ impl Shape for One {
         // request (see `redis_cluster.rs`, "Safety under slot
         // migration"): a lock with a fencing counter or a permit count is
         // no vote while its slot migrates.
-        let cluster_req = Request {
+        let base = Request {
             packed: &packed,
             key,
             alt: None,
@@ -154,13 +179,27 @@ impl Shape for One {
             wait: p.replica_acks.as_ref().map(|(n, _)| *n),
             reply,
             describe: &describe,
+            legacy: None,
             reload: None,
             on_timeout: Some(&cluster_cleanup),
+        };
+        let legacy = |on_timeout| Request {
+            packed: &legacy_packed,
+            reply: legacy_reply,
+            on_timeout,
+            ..base
+        };
+        let (cluster_legacy, node_legacy) =
+            (legacy(Some(&cluster_cleanup)), legacy(Some(&node_cleanup)));
+        let cluster_req = Request {
+            legacy: readers_matter.then_some(&cluster_legacy),
+            ..base
         };
         let req = Request {
             alt: p.has_clusters.then_some(&cluster_req),
             on_timeout: Some(&node_cleanup),
-            ..cluster_req
+            legacy: readers_matter.then_some(&node_legacy),
+            ..base
         };
         quorum::round(&p.members, None, &req)
             .into_iter()
@@ -170,6 +209,11 @@ impl Shape for One {
                 Some(Ok(c)) if c & MISMATCH != 0 => Vote {
                     yes: None,
                     ..Vote::of(Some(Ok(c)))
+                },
+                // A no where readers may hold the key.
+                Some(Ok(c)) if c & MAYBE_READERS != 0 => Vote {
+                    readers: true,
+                    ..Vote::of(Some(Ok(0)))
                 },
                 answer => Vote::of(answer),
             })
@@ -384,8 +428,8 @@ impl LockManager {
             shared: false,
         };
         let shape = std::sync::Arc::new(One::lock(resource));
-        self.attempts_on(wait, budget, |token, blocked| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
+        self.attempts_on(wait, budget, |token, refusal| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),

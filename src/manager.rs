@@ -9,7 +9,7 @@ use crate::check::NodeReport;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::member::Member;
-use crate::pipeline::{Pipeline, Token, new_token};
+use crate::pipeline::{Pipeline, Refusal, Token, new_token};
 use crate::quorum;
 
 /// Retry settings of one manager handle.
@@ -392,14 +392,16 @@ impl LockManager {
     /// a split vote) wake none of this manager's threads.
     ///
     /// What it waits on is `wait` (see [`WaitOn`]); `attempt` gets
-    /// the token and may name, by its index in `wait.names`, the name
-    /// found held by another owner; the thread then waits in that name's
-    /// queue.
+    /// the token and fills in what a failed attempt found ([`Refusal`]):
+    /// by its index in `wait.names`, the name found held by another
+    /// owner, in whose queue the thread then waits; and whether readers
+    /// may hold it (only then does a writer ask readers to queue behind
+    /// it: a plain lock that never meets readers sends nothing for them).
     pub(crate) fn attempts_on<T>(
         &self,
         wait_on: WaitOn<'_>,
         mut budget: Budget,
-        mut attempt: impl FnMut(&Token, &mut Option<usize>) -> Result<T>,
+        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
         let token = new_token()?;
         let names = wait_on.names;
@@ -424,6 +426,7 @@ impl LockManager {
         let mut place = busy.then(|| waiters.join(names[at], seen.as_ref().map(|s| s[at])));
         let mut turn = place.is_none();
         let (mut last, mut owed, mut flagged) = (None, false, false);
+        let mut refusal = Refusal::default();
         // A writer's flag is taken down once it waits no more.
         let done = |flagged: bool| {
             if let (true, Some(writer)) = (flagged, wait_on.writer) {
@@ -435,8 +438,8 @@ impl LockManager {
                 if wait && place.is_none() {
                     seen = Some(seen_all());
                 }
-                let mut blocked = None;
-                match attempt(&token, &mut blocked) {
+                refusal = Refusal::default();
+                match attempt(&token, &mut refusal) {
                     Ok(acquired) => {
                         if let Some(place) = place {
                             place.acquired(wait_on.shared);
@@ -450,7 +453,7 @@ impl LockManager {
                     }
                     Err(err) => last = Some(err),
                 }
-                if let Some(b) = blocked.filter(|&b| b != at && b < names.len()) {
+                if let Some(b) = refusal.blocked.filter(|&b| b != at && b < names.len()) {
                     // Another name holds it up now: wait in its queue.
                     at = b;
                     place = None;
@@ -460,12 +463,14 @@ impl LockManager {
             let most = budget.most(self.retry.max_delay);
             match budget.next(delay) {
                 Some(pause) => {
-                    if let (Some(writer), Some(Error::Taken { .. })) = (wait_on.writer, &last) {
+                    if let (Some(writer), Some(Error::Taken { .. }), true) =
+                        (wait_on.writer, &last, refusal.readers)
+                    {
                         // Where readers hold it, new readers queue behind
                         // this writer while it waits: at most what is left
                         // of its wait, and never long past its next
-                        // attempt (each pause after a refusal sets it
-                        // again).
+                        // attempt (each pause after a refusal that found
+                        // readers sets it again).
                         let cap = self.retry.max_delay * 2 + pipeline.node_timeout;
                         let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
                         flagged |= writer.waits(pipeline, &token, ms);

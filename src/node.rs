@@ -327,7 +327,7 @@ impl Node {
     /// connection or it was found broken: then use [`call`](Self::call).
     pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
         let mut pooled = self.idle.lock().pop()?;
-        match pooled.con.write(req.packed, deadline) {
+        match pooled.con.write(req.on(&pooled).packed, deadline) {
             Ok(()) => Some(pooled),
             Err(_) => {
                 // A write fails on a connection the server has closed; the
@@ -400,6 +400,8 @@ impl Node {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Received {
+        // As `send` wrote it, on this connection.
+        let req = req.on(&pooled);
         match pooled.finish(req, deadline) {
             Ok(v) => {
                 self.checkin(pooled);
@@ -430,6 +432,7 @@ impl Node {
     /// Runs `req` on a new connection, everything by `deadline`.
     pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
         let mut pooled = self.connect(deadline)?;
+        let req = req.on(&pooled);
         let result = match pooled.con.write(req.packed, deadline) {
             Ok(()) => pooled.finish(req, deadline),
             Err(e) => Err(e.into()),
@@ -492,7 +495,7 @@ impl Node {
             deadline,
             self.timeout,
         )
-        .map(|con| Pooled { con })
+        .map(|con| Pooled { con, legacy: true })
         .map_err(|e| self.error(e, true))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             let e = self.error(f.error, true);
@@ -520,6 +523,7 @@ impl Node {
         // A refused command leaves its slot Nil: read as unknown.
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
+        pooled.legacy = !identity.set_nx_get;
         match self.watch.observe(&identity, Instant::now()) {
             Seen::Same => {}
             Seen::Restarted => crate::log!(

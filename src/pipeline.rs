@@ -106,6 +106,9 @@ pub(crate) struct Vote {
     /// It wrote part of the request but voted no (a cluster member with
     /// some slots of a set busy): a grant gives that part back at once.
     pub(crate) partial: bool,
+    /// A no where a read-write lock's readers may hold the key (the lock's
+    /// acquisition says so, see `MAYBE_READERS`).
+    pub(crate) readers: bool,
     /// The answer as one, for the tally: the highest yes, 0 for a no,
     /// the first failure otherwise.
     pub(crate) answer: Answer,
@@ -125,9 +128,21 @@ impl Vote {
             busy: None,
             dirty,
             partial: false,
+            readers: false,
             answer,
         }
     }
+}
+
+/// What a failed attempt found, for the waiting loop.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Refusal {
+    /// The index (among the shape's resources) of one found held by
+    /// another owner, when a member said which.
+    pub(crate) blocked: Option<usize>,
+    /// Some member may hold the resource for a read-write lock's readers:
+    /// a waiting writer asks readers to queue behind it.
+    pub(crate) readers: bool,
 }
 
 /// What a shape supplies to the pipeline: its rounds on the members. The
@@ -325,16 +340,15 @@ impl Pipeline {
     }
 
     /// One acquisition attempt of `shape` with `token` for `ttl_ms`, by
-    /// the rules in the module docs. On failure, `blocked` is set to the
-    /// index of a resource found held by another owner (if a member said
-    /// which), and whatever the attempt may have written is removed from
-    /// every member before it returns.
+    /// the rules in the module docs. On failure, `refusal` says what the
+    /// members found (see [`Refusal`]), and whatever the attempt may have
+    /// written is removed from every member before it returns.
     pub(crate) fn acquire(
         &self,
         shape: &dyn Shape,
         token: &[u8],
         ttl_ms: u64,
-        blocked: &mut Option<usize>,
+        refusal: &mut Refusal,
     ) -> Result<Granted> {
         self.check_members()?;
         self.restart.note_ttl(ttl_ms);
@@ -343,10 +357,10 @@ impl Pipeline {
         let start = Instant::now();
         let votes = shape.take(self, token, ttl_ms, keep.as_deref());
         let quorum = quorum::quorum(self.members.len());
-        let refusal = shape.refusal(self, ttl_ms, &votes);
+        let refused = shape.refusal(self, ttl_ms, &votes);
         let granted = votes.iter().filter(|v| v.yes.is_some()).count();
         let highest = votes.iter().filter_map(|v| v.yes).max().unwrap_or(0);
-        let reached = granted >= quorum && refusal.is_none();
+        let reached = granted >= quorum && refused.is_none();
         let mut failed = None;
         if let (true, Some(keep)) = (reached, &keep) {
             // Every counter on every granting member must reach the token,
@@ -386,11 +400,14 @@ impl Pipeline {
             self.clean_up(shape, &dirty, token);
         }
         let resources = shape.resources();
-        *blocked = votes
-            .iter()
-            .find_map(|v| v.busy)
-            .filter(|&i| i < resources.len());
-        if let Some(err) = conflict.or(refusal) {
+        *refusal = Refusal {
+            blocked: votes
+                .iter()
+                .find_map(|v| v.busy)
+                .filter(|&i| i < resources.len()),
+            readers: votes.iter().any(|v| v.readers),
+        };
+        if let Some(err) = conflict.or(refused) {
             return Err(err);
         }
         let shown = quorum::joined(&resources);
@@ -583,6 +600,7 @@ impl Pipeline {
             wait: acks,
             reply,
             describe: &describe_cluster,
+            legacy: None,
             reload: Some(&cluster_reload),
             on_timeout: None,
         };
@@ -600,6 +618,7 @@ impl Pipeline {
             wait: acks,
             reply,
             describe: &describe_node,
+            legacy: None,
             reload: Some(&node_reload),
             on_timeout: None,
         };

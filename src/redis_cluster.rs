@@ -348,9 +348,21 @@ impl RedisCluster {
             ));
         }
         let asking = [&pack(&[b"ASKING"])[..], req.packed].concat();
+        let legacy_asking = req
+            .legacy
+            .map(|l| [&pack(&[b"ASKING"])[..], l.packed].concat());
+        let legacy = req
+            .legacy
+            .zip(legacy_asking.as_ref())
+            .map(|(l, packed)| Request {
+                packed,
+                asking: true,
+                ..*l
+            });
         let asked = Request {
             packed: &asking,
             asking: true,
+            legacy: legacy.as_ref(),
             ..*req
         };
         node.run(&asked, deadline)

@@ -8,7 +8,8 @@ use redis::{RedisError, Value};
 
 use crate::conn::{Conn, pack};
 use crate::error::Cause;
-use crate::script::{BUSY, GONE, MISMATCH, PERMITS};
+use crate::keys::READERS_MARK;
+use crate::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
 
 /// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
 /// "no such key", anything else is yes.
@@ -20,17 +21,27 @@ pub(crate) enum Reply {
     /// a release's unlock) is read and its answer, an error reply
     /// included, ignored.
     OneThenAny,
-    /// The reply of `SET ... NX` (acquire without fencing): `OK` is yes
-    /// (1), nil is no.
+    /// The reply of `SET ... NX` (acquire without fencing, on a server
+    /// without `NX GET`): `OK` is yes (1), nil is no, and may be readers
+    /// ([`MAYBE_READERS`]: this server cannot say who holds the key).
     Set,
+    /// The reply of `SET ... NX GET` (acquire without fencing): nil is yes
+    /// (the key was set), the holder's value is no ([`MAYBE_READERS`] when
+    /// it is the readers' mark), and `WRONGTYPE` is no (a key of another
+    /// type holds the name, as `SET NX` without `GET` finds).
+    SetGet,
     /// A count (a semaphore's survey, a set's fencing token): any number
     /// of 0 or more; a negative `-i` (the set script's first busy key)
     /// reads as [`BUSY`] plus `i - 1`.
     Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
-    /// fencing): nil first is no (0); `OK` first is yes, and the count.
+    /// fencing): nil first is no (and may be readers); `OK` first is yes,
+    /// and the count.
     SetCount,
+    /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet`, and
+    /// the count.
+    SetGetCount,
 }
 
 /// One request, the same for every node of a round.
@@ -62,12 +73,29 @@ pub(crate) struct Request<'a> {
     /// Names the command (by its index among the request's commands) and
     /// key that an error reply concerns, for messages.
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
+    /// The request as a server without `SET ... NX GET` (before Redis 7.0)
+    /// takes it, when it differs; chosen per connection (see
+    /// [`on`](Self::on)).
+    pub(crate) legacy: Option<&'a Request<'a>>,
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// Written behind the command on the same connection when its reply
     /// does not come in time, before the connection is dropped.
     pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+}
+
+impl<'a> Request<'a> {
+    /// The request as the server of `pooled` takes it: its `legacy`
+    /// variant on a server without `SET ... NX GET` (or one whose version
+    /// is unknown). Decided per connection, so that the reply is read as
+    /// the request was written even while a restart changes the server.
+    pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
+        match self.legacy {
+            Some(legacy) if pooled.legacy => legacy,
+            _ => self,
+        }
+    }
 }
 
 /// A request that got no useful answer: the error, and which of the
@@ -95,6 +123,9 @@ impl From<RedisError> for Failure {
 /// A connection, between uses kept in a node's pool.
 pub(crate) struct Pooled {
     pub(crate) con: Conn,
+    /// Its server does not take `SET ... NX GET`, or did not say (see
+    /// [`Request::on`]).
+    pub(crate) legacy: bool,
 }
 
 impl Pooled {
@@ -197,11 +228,20 @@ impl Pooled {
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
-                    Value::Nil => Ok(0),
+                    Value::Nil => Ok(MAYBE_READERS),
                     other => Err(unexpected(&other).into()),
                 };
             }
-            Reply::SetCount => return self.finish_set_count(deadline),
+            Reply::SetGet => {
+                return match self.con.read(deadline) {
+                    Ok(Value::Nil) => Ok(1),
+                    Ok(held) => held_by(&held),
+                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Reply::SetCount => return self.finish_set_count(false, deadline),
+            Reply::SetGetCount => return self.finish_set_count(true, deadline),
         }
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
@@ -271,15 +311,35 @@ impl Pooled {
 
     /// Reads the four replies of the acquisition pipeline; the first error
     /// reply fails it.
-    pub(crate) fn finish_set_count(&mut self, deadline: Instant) -> Result<u64, Failure> {
-        let mut replies = [Value::Nil, Value::Nil, Value::Nil, Value::Nil];
-        if let Some(refused) = self.read_replies(&mut replies, deadline)? {
-            return Err(refused);
+    /// With `get`, the lock key's command was `SET ... NX GET` (see
+    /// [`Reply::SetGetCount`]).
+    pub(crate) fn finish_set_count(
+        &mut self,
+        get: bool,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
+        match self.read_replies(&mut replies, deadline)? {
+            // A key of another type holds the name: a no, as `SET NX`
+            // without `GET` finds (its slot keeps the placeholder `OK`,
+            // read below as taken).
+            Some(refused)
+                if get
+                    && refused.at == 0
+                    && refused.error.redis().and_then(RedisError::code) == Some("WRONGTYPE") =>
+            {
+                replies[0] = Value::Int(0);
+            }
+            Some(refused) => return Err(refused),
+            None => {}
         }
-        match replies {
-            [Value::Okay, _, Value::Int(n), _] if n > 0 => Ok(n as u64),
-            [Value::Nil, _, Value::Int(_), _] => Ok(0),
-            [Value::Okay | Value::Nil, _, other, _] | [other, ..] => Err(unexpected(&other).into()),
+        match (get, replies) {
+            (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
+            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(MAYBE_READERS),
+            (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
+            (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(0),
+            (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => held_by(held),
+            (_, [_, _, other, _]) => Err(unexpected(&other).into()),
         }
     }
 
@@ -313,6 +373,17 @@ impl Pooled {
             }
         }
         Ok(refused)
+    }
+}
+
+/// A refusal of `SET ... NX GET`, by the value holding the key: the
+/// readers' mark is [`MAYBE_READERS`], any other value (a token) a plain
+/// no.
+fn held_by(held: &Value) -> Result<u64, Failure> {
+    match held {
+        Value::BulkString(v) if v[..] == *READERS_MARK => Ok(MAYBE_READERS),
+        Value::BulkString(_) => Ok(0),
+        other => Err(unexpected(other).into()),
     }
 }
 

@@ -77,6 +77,9 @@ pub(crate) struct Identity {
     /// The server runs in cluster mode (`redis_mode:cluster`, Valkey's
     /// `server_mode:cluster`).
     pub(crate) cluster_mode: bool,
+    /// The server takes `SET ... NX GET` (Redis 7.0 and later; Valkey
+    /// reports a `redis_version` of 7.2): false when unknown.
+    pub(crate) set_nx_get: bool,
 }
 
 impl Identity {
@@ -114,6 +117,11 @@ impl Identity {
             cluster_mode: server.as_deref().is_some_and(|s| {
                 field(s, "redis_mode").or_else(|| field(s, "server_mode")) == Some("cluster")
             }),
+            set_nx_get: server
+                .as_deref()
+                .and_then(|s| field(s, "redis_version"))
+                .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+                .is_some_and(|major| major >= 7),
         }
     }
 

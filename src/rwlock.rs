@@ -56,19 +56,24 @@ use crate::script::{EXTEND_READ, READ, UNLOCK, UNREAD, WRITER_WAITS};
 ///
 /// # Writers are not starved
 ///
-/// A writer that finds the lock held and will wait asks every member to
-/// set the flag `name:redlock-writer`, with its token, for what is left of
-/// its wait and never much past its next attempt (twice the retry delay
-/// plus the node timeout; each failed attempt sets it again). A member sets
-/// it only while readers hold the key (it holds the mark): behind another
-/// writer there is no stream of readers to hold back, and plain locks that
-/// never meet readers leave no flag and no write behind. New
-/// readers are refused while the flag exists, so they queue behind the
-/// writer; readers already in keep their hold and leave within their
-/// TTL, and the writer gets in. The flag is taken down when the writer
-/// gets the lock or gives up, so readers wait no longer than the writer's
-/// own wait. (This holds for every waiting `lock`, since writing is
-/// locking.) The flag only orders arrivals; safety never depends on it.
+/// A writer's acquisition is `SET name token NX GET PX ttl`: a refusal
+/// answers what holds the key. A writer refused where readers hold it
+/// (the key holds the mark) and that will wait asks every member to set
+/// the flag `name:redlock-writer`, with its token, for what is left of its
+/// wait and never much past its next attempt (twice the retry delay plus
+/// the node timeout; each pause after such a refusal sets it again). A
+/// member sets it only while readers hold the key. Behind another writer
+/// there is no stream of readers to hold back, so a plain lock refused by
+/// a plain lock sends nothing for read-write locks. (A server before
+/// Redis 7.0 has no `NX GET`: its refusal cannot say, so a writer waiting
+/// there asks at every pause, and the member answers whether readers
+/// hold.) New readers are refused while the flag exists, so they queue
+/// behind the writer; readers already in keep their hold and leave within
+/// their TTL, and the writer gets in. The flag is taken down when the
+/// writer gets the lock or gives up, so readers wait no longer than the
+/// writer's own wait. (This holds for every waiting `lock`, since writing
+/// is locking.) The flag only orders arrivals; safety never depends on
+/// it.
 ///
 /// # Expiry and leftovers
 ///
@@ -224,8 +229,8 @@ impl RwLock {
             shared: true,
         };
         let shape = Arc::new(Read { name: name.into() });
-        self.manager.attempts_on(wait, budget, |token, blocked| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
+        self.manager.attempts_on(wait, budget, |token, refusal| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
             Ok(ReadGuard::new(
                 pipeline.clone(),
                 shape.clone(),

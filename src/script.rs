@@ -109,6 +109,11 @@ pub(crate) const BUSY: u64 = 1 << 62;
 /// behind it may have written, so it is cleaned up as a yes would be).
 pub(crate) const MISMATCH: u64 = 1 << 61;
 
+/// A lock acquisition's no, where the key may hold a read-write lock's
+/// readers: it holds their mark, or the server could not say (`SET NX`
+/// without `GET`). A waiting writer then asks readers to queue behind it.
+pub(crate) const MAYBE_READERS: u64 = 1 << 60;
+
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
 pub(crate) const GONE: u64 = u64::MAX;

@@ -11,7 +11,7 @@ use crate::guard::Permit;
 use crate::keys;
 use crate::lock::One;
 use crate::manager::{Budget, LockManager, Wait};
-use crate::pipeline::{Answer, Mode, Pipeline};
+use crate::pipeline::{Answer, Mode, Pipeline, Refusal};
 use crate::quorum::{self, Tally};
 use crate::script::FREE;
 
@@ -185,7 +185,7 @@ impl Semaphore {
             let grant = |slot: u32| {
                 let key = keys::permit_key(&self.name, slot);
                 let shape = Arc::new(One::permit(&key, &self.name, self.permits));
-                let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut None)?;
+                let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
                 Ok(Permit::with_slot(
                     pipeline.clone(),
                     shape,

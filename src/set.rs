@@ -122,8 +122,8 @@ impl LockManager {
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
         });
-        self.attempts_on(wait, budget, |token, blocked| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, blocked)?;
+        self.attempts_on(wait, budget, |token, refusal| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -284,6 +284,7 @@ impl Set {
                     busy: None,
                     dirty: false,
                     partial: false,
+                    readers: false,
                     answer: None,
                 };
                 let mut failure = None;

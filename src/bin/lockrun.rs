@@ -1,7 +1,7 @@
 //! `lockrun`: run a command under a distributed lock, like `flock(1)`
 //! across machines. Built with the `cli` feature:
 //! `cargo install --path . --features cli`. `lockrun --help` says
-//! everything; the README has cron and systemd examples.
+//! everything; its EXAMPLES have cron and systemd.
 //!
 //! One `unsafe` block: `CommandExt::pre_exec`, to ask Linux to kill the
 //! command if lockrun itself dies (the parent-death signal). The closure

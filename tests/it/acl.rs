@@ -1,4 +1,4 @@
-//! ACL-scoped users: the README's minimal rule for a lock-only user runs
+//! ACL-scoped users: the manual's minimal rule for a lock-only user runs
 //! the whole lifecycle; a user whose key pattern misses the resource or
 //! its counter gets a permission error naming the command and key.
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redlock_sync::{Error, LockManager, NodeErrorKind};
 use support::{Nodes, Server, admin, calls, get, pttl, release_subscribers};
 
-/// The README's "Permissions" rule, for a user `name` whose resources
+/// The manual's "Permissions" rule, for a user `name` whose resources
 /// match `pattern`.
 fn create_user(server: &Server, name: &str, pattern: &str) {
     create_user_with(server, name, pattern, true);
@@ -320,7 +320,7 @@ fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
         Err(Error::Taken { .. })
     ));
     set.release().unwrap();
-    // Read locks need the README's additions for them.
+    // Read locks need the manual's additions for them.
     let refused = dlm.rwlock("lock:rw").unwrap().try_read(ttl).unwrap_err();
     assert!(
         refused

@@ -435,7 +435,7 @@ fn the_same_cluster_twice_is_refused_at_first_contact() {
     let _: String = cmd(&cluster.masters[0], &["PING"]);
 }
 
-/// The README's ACL rule, with its cluster additions, runs the whole
+/// The manual's ACL rule, with its cluster additions, runs the whole
 /// lifecycle on a cluster member: slot map, lock with fencing, extend,
 /// waking through sharded pub/sub, release.
 #[test]
@@ -477,7 +477,7 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     });
 }
 
-/// A user refused `ASKING` (the README's rule without `+asking`) while a
+/// A user refused `ASKING` (the manual's rule without `+asking`) while a
 /// slot migrates: the lock on that slot gets no vote, and the connection
 /// whose replies were left unread is dropped, never pooled: later locks on
 /// the importing master read their own replies (before, one read the

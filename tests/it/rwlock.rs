@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, LockManager};
-use support::{Nodes, Server, admin, resource};
+use support::{Nodes, Server, admin, calls, resource};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -363,4 +363,50 @@ fn a_read_write_lock_name_is_checked_as_a_resource_is() {
         }
     }
     assert!(dlm.rwlock("orders").is_ok());
+}
+
+/// The scripts `cluster`'s servers have run (`EVALSHA` and `EVAL`).
+fn scripts_run(cluster: &Nodes) -> u64 {
+    cluster
+        .servers
+        .iter()
+        .map(|s| calls(s, "evalsha") + calls(s, "eval"))
+        .sum()
+}
+
+/// A plain lock refused by another plain lock sends nothing for
+/// read-write locks while it waits (its refusal, `SET NX GET`, says who
+/// holds the key); refused by readers, it asks them to queue behind it.
+/// A server without `NX GET` (before Redis 7.0) cannot say, so there the
+/// waiting lock asks at every pause, as it always did.
+#[test]
+fn a_waiting_plain_lock_pays_for_readers_only_where_readers_hold_it() {
+    let cluster = Nodes::start(3).unwrap();
+    let mut dlm = manager(&cluster);
+    dlm.set_retry(4, Duration::from_millis(40)).unwrap();
+    let holder = manager(&cluster);
+    let name = resource("rw:plain-pays");
+
+    let held = holder.lock(&name, TTL).unwrap();
+    let before = scripts_run(&cluster);
+    assert!(matches!(dlm.lock(&name, TTL), Err(Error::Taken { .. })));
+    let ran = scripts_run(&cluster) - before;
+    if support::server::server_at_least(7, 0) {
+        assert_eq!(ran, 0, "a lock refused by a lock ran {ran} scripts");
+    } else {
+        assert!(ran > 0, "without NX GET every pause asks readers to queue");
+    }
+    drop(held);
+
+    let reader = holder.rwlock(&name).unwrap().read(TTL).unwrap();
+    let before = scripts_run(&cluster);
+    assert!(matches!(dlm.lock(&name, TTL), Err(Error::Taken { .. })));
+    // One writer-waits script per member and pause (3 pauses), and the
+    // flag taken down at the end.
+    let ran = scripts_run(&cluster) - before;
+    assert!(
+        ran >= 3 * 3,
+        "a lock waiting behind readers ran {ran} scripts"
+    );
+    drop(reader);
 }
