@@ -14,32 +14,7 @@
 //! round ends by the round's deadline: a member costs at most the node
 //! timeout, like a node.
 //!
-//! # Safety under slot migration
-//!
-//! The acquisition with fencing is the nodes' pipeline (`SET` the lock,
-//! then `SET NX`, `INCR`, `PEXPIRE` the counter), two keys of one slot.
-//! While that slot migrates from a source master to a target:
-//!
-//! 1. The source runs a command only on a key it still holds, and
-//!    answers `ASK` for a key it lacks. Keys only leave the source
-//!    (`MIGRATE` moves them), so the pipeline never creates a key there:
-//!    at most it counts on a counter that is still there (it moves later
-//!    with its count).
-//! 2. `ASK` is followed to the target only for a request on one key (the
-//!    lock without fencing) or a script (whose keys Redis itself refuses
-//!    when split: `TRYAGAIN`). The fencing pipeline is never sent to the
-//!    target with `ASKING`, so a counter is never created there while the
-//!    source still holds one (the operator's `MIGRATE` would then fail on
-//!    that key).
-//! 3. `MOVED` comes once the slot has been handed over; then no command of
-//!    the pipeline ran on the old owner, and the whole pipeline goes to the
-//!    new one.
-//!
-//! So a lock key and its counter are always on the slot's owner of the
-//! moment, the counter's count only grows, and a lock with fencing on a
-//! migrating slot is simply no vote from that member until the migration
-//! ends (a failure that says so). Without fencing the lock is one key,
-//! and `ASK` is followed.
+//! Why slot migrations are safe is in the crate docs ("Redis Cluster").
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

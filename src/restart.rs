@@ -252,7 +252,7 @@ impl Watch {
     pub(crate) fn quarantine(&self, policy: &Policy, now: Instant) -> Option<Quarantine> {
         let state = self.state.lock();
         // A witnessed change counts from when it was seen, whatever the
-        // server's uptime or durability (see the module docs).
+        // server's uptime or durability (see the crate docs, "Restarts").
         if let Some(changed) = state.changed {
             let since = now.saturating_duration_since(changed);
             let period = policy.witnessed();
