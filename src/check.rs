@@ -6,10 +6,10 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::conn::pack;
-use crate::error::{NodeError, NodeErrorKind};
 use crate::keys::{self, READERS_MARK, fence_key, readers_key, release_channel, writer_key};
 use crate::member::Member;
 use crate::node::Node;
+use crate::node_error::{NodeError, NodeErrorKind};
 use crate::restart::{config_pairs, field, text};
 use crate::script::{EXTEND, EXTEND_READ, LOCK_SET, RAISE, READ, UNLOCK, UNLOCK_SET, UNREAD};
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 
-use crate::error::ResolveFailure;
+use crate::node_error::ResolveFailure;
 use crate::resolve::Resolver;
 
 /// What a TLS connection needs: the client configuration and the name to

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::NodeError;
 use crate::node::Node;
+use crate::node_error::NodeError;
 use crate::redis_cluster::RedisCluster;
 use crate::request::Request;
 

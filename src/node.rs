@@ -15,7 +15,8 @@ use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::{Conn, Tls, pack};
-use crate::error::{Cause, Error, NodeError, NodeErrorKind};
+use crate::error::Error;
+use crate::node_error::{Cause, NodeError, NodeErrorKind};
 use crate::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::resolve::{ResolveFn, Resolver};
 use crate::restart::{Identity, Policy, Quarantine, Seen, Watch};

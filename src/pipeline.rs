@@ -36,8 +36,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::conn::pack;
-use crate::error::{Error, NodeError, Result};
+use crate::error::{Error, Result};
 use crate::member::Member;
+use crate::node_error::NodeError;
 use crate::quorum::{self, Tally};
 use crate::redis_cluster::Identities;
 use crate::request::{Reply, Request};

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, NodeError, NodeFailures};
+use crate::error::Error;
 use crate::keys;
 use crate::member::Member;
 use crate::node::{Node, Received};
+use crate::node_error::{NodeError, NodeFailures};
 use crate::request::{Pooled, Request};
 use crate::script::GONE;
 

@@ -26,9 +26,10 @@ use parking_lot::{Mutex, RwLock};
 use redis::Value;
 
 use crate::conn::pack;
-use crate::error::{Error, NodeError};
+use crate::error::Error;
 use crate::keys::SLOTS;
 use crate::node::{Node, Setup};
+use crate::node_error::NodeError;
 use crate::request::Request;
 use crate::url::{UrlParts, url_parts};
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 use redis::{RedisError, Value};
 
 use crate::conn::{Conn, pack};
-use crate::error::Cause;
 use crate::keys::READERS_MARK;
+use crate::node_error::Cause;
 use crate::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
 
 /// What a reply means. Every answer is a number: 0 is no, [`GONE`] is

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, NodeFailures, Result};
+use crate::error::{Error, Result};
 use crate::guard::Permit;
 use crate::keys;
 use crate::lock::One;
 use crate::manager::{Budget, LockManager, Wait};
+use crate::node_error::NodeFailures;
 use crate::pipeline::{Answer, Mode, Pipeline, Refusal};
 use crate::quorum::{self, Tally};
 use crate::script::FREE;

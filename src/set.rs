@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 use std::thread;
 
-use crate::error::{Error, NodeError, Result};
+use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
 use crate::manager::{LockManager, Wait, WaitOn};
 use crate::member::Member;
+use crate::node_error::NodeError;
 use crate::pipeline::{DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
 use crate::quorum::Tally;
 use crate::script::{BUSY, EXTEND_SET, GONE, LOCK_SET, Lua, RAISE, UNLOCK_SET};

@@ -20,7 +20,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
 
-use crate::error::{Error, TlsFailure};
+use crate::error::Error;
+use crate::node_error::TlsFailure;
 
 /// What the builder was given: private roots and a client certificate.
 #[derive(Clone, Default)]

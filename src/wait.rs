@@ -25,10 +25,10 @@ use parking_lot::{Condvar, Mutex};
 use redis::Value;
 
 use crate::conn::pack;
-use crate::error::{NodeError, NodeErrorKind};
 use crate::keys::{self, release_channel as channel};
 use crate::member::Member;
 use crate::node::{Listener, Node};
+use crate::node_error::{NodeError, NodeErrorKind};
 use crate::quorum;
 
 /// How long a resource stays subscribed after its last waiter left, and
