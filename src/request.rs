@@ -204,15 +204,18 @@ impl Pooled {
             }
         };
         match answer {
-            // Only a write waits for replicas: a no (0), a gone key and a
-            // set's busy key are answers whatever the replicas saw.
-            Ok(yes) if yes > 0 && yes & BUSY == 0 && acked < needed => Err(Failure {
-                error: Cause::Replication(format!(
-                    "the write reached {acked} of {needed} replicas in time (WAIT)"
-                )),
-                at: 0,
-                keep: true,
-            }),
+            // Only a write waits for replicas: a no (0, or a lock's no that
+            // may be readers), a gone key and a set's busy key are answers
+            // whatever the replicas saw.
+            Ok(yes) if yes > 0 && yes & (BUSY | MAYBE_READERS) == 0 && acked < needed => {
+                Err(Failure {
+                    error: Cause::Replication(format!(
+                        "the write reached {acked} of {needed} replicas in time (WAIT)"
+                    )),
+                    at: 0,
+                    keep: true,
+                })
+            }
             other => other,
         }
     }

@@ -109,3 +109,20 @@ fn a_set_refused_for_a_taken_resource_is_taken_while_the_replica_lags() {
         "nothing of the set was taken"
     );
 }
+
+/// A lock refused because readers hold its name is taken, not a write the
+/// lagging replica missed: the refusal (the readers' mark, from `SET NX
+/// GET`; on Redis 6.2 a plain refusal) waits for no replica.
+#[test]
+fn a_lock_refused_by_readers_is_taken_while_the_replica_lags() {
+    let (master, mut replica) = pair();
+    let dlm = manager(master.url(), 1);
+    let name = resource("readers-busy");
+    let reader = dlm.rwlock(&name).unwrap().try_read(TTL).unwrap();
+    replica.pause();
+    let err = dlm.try_lock(&name, TTL).unwrap_err();
+    replica.resume();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    assert!(err.failures().is_empty(), "{err}");
+    reader.release().unwrap();
+}
