@@ -29,6 +29,9 @@ struct State {
     /// and a keep-alive renewal never overlap: the validity set is always
     /// that of the round the nodes executed last.
     extending: Mutex<()>,
+    /// Notified whenever `status` changes (a renewal's outcome, a loss),
+    /// for [`Guard::wait_lost`].
+    changed: Condvar,
 }
 
 /// What is known of the lock.
@@ -70,6 +73,7 @@ impl State {
         let mut status = self.status.lock();
         status.lost.get_or_insert((lost_on, taken_over));
         status.valid_until = status.valid_until.min(Instant::now());
+        self.changed.notify_all();
     }
 
     /// One extend round; see [`LockGuard::extend`].
@@ -101,6 +105,7 @@ impl State {
                 pipeline.drift_factor,
                 confirmed,
             );
+            self.changed.notify_all();
             status.valid_until
         };
         if end >= deadline {
@@ -154,7 +159,28 @@ impl State {
     /// Records the outcome of a renewal round; true if the round before
     /// had missed the quorum.
     fn renewed(&self, error: Option<String>) -> bool {
-        std::mem::replace(&mut self.status.lock().renewal_error, error).is_some()
+        let before = std::mem::replace(&mut self.status.lock().renewal_error, error);
+        self.changed.notify_all();
+        before.is_some()
+    }
+
+    /// See [`Guard::wait_lost`].
+    fn wait_lost(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut status = self.status.lock();
+        loop {
+            let now = Instant::now();
+            if status.lost.is_some() || now >= status.valid_until {
+                return true;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return false;
+            }
+            // Woken by a change, or at the end of the validity known now
+            // (which is a loss unless a renewal moved it meanwhile).
+            let until = deadline.map_or(status.valid_until, |d| d.min(status.valid_until));
+            self.changed.wait_until(&mut status, until);
+        }
     }
 }
 
@@ -372,6 +398,7 @@ impl<M: Mode> Guard<M> {
                     renewal_error: None,
                 }),
                 extending: Mutex::new(()),
+                changed: Condvar::new(),
             }),
             keeper: None,
             armed: true,
@@ -438,6 +465,24 @@ impl<M: Mode> Guard<M> {
     /// or once the validity ran out, it never succeeds again.
     pub fn ensure_held(&self) -> Result<()> {
         self.state.ensure_held()
+    }
+
+    /// Blocks until the lock is lost, or `timeout` has passed: true once
+    /// it is lost (taken over, as an extend or a renewal found, or its
+    /// validity ran out), false if it is still held at the timeout.
+    ///
+    /// With [`keep_alive`](Self::keep_alive), the renewal thread wakes it
+    /// at once: a renewal that finds the lock taken over, and the validity
+    /// running out while renewals miss the quorum, both end the wait, no
+    /// later than the validity the guard can still prove. Without
+    /// keep-alive, the lock is lost when its validity ends (or when an
+    /// [`extend`](Self::extend) finds it taken over). A renewal that
+    /// missed the quorum while validity remains is not a loss here (the
+    /// next one may succeed), though [`ensure_held`](Self::ensure_held)
+    /// already fails closed then. No network call: a wait on a condition
+    /// the guard's own rounds update.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        self.state.wait_lost(timeout)
     }
 
     /// Keeps the lock alive in the background until the guard is dropped

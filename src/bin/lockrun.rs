@@ -37,7 +37,7 @@ const EX_NOT_FOUND: u8 = 127;
 
 /// How long COMMAND gets to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(10);
-/// How often the lock and the child are checked.
+/// How often the child and signals are checked (a lost lock is seen at once).
 const POLL: Duration = Duration::from_millis(10);
 
 /// `lockrun --help`: the command's manual.
@@ -397,7 +397,9 @@ fn supervise<M: Mode>(mut child: Child, guard: Guard<M>, signals: &Signals) -> E
                 return ExitCode::from(EX_LOST);
             }
         }
-        thread::sleep(POLL);
+        // Up to POLL for the command and signals; a loss of the lock ends
+        // the wait at once (the keep-alive thread signals it).
+        guard.wait_lost(POLL);
     }
 }
 

@@ -365,3 +365,66 @@ fn a_manual_extend_that_finds_the_lock_taken_over_leaves_no_validity() {
     }
     assert_eq!(get(&cluster.servers[2], key.as_bytes()), None);
 }
+
+/// `wait_lost` under keep-alive: false while renewals succeed (for
+/// several TTLs), true within the TTL once a majority is cut off; and
+/// woken at once, not at the validity's end, when a renewal finds the lock
+/// taken over.
+#[test]
+fn wait_lost_is_false_while_renewals_succeed_and_true_once_lost() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster);
+    let ttl = Duration::from_millis(600);
+    let guard = dlm
+        .lock(resource("wait-lost-cut"), ttl)
+        .unwrap()
+        .keep_alive();
+    assert!(!guard.wait_lost(ttl * 3), "lost while renewals succeed");
+    assert!(guard.ensure_held().is_ok());
+    cluster.servers[0].pause();
+    cluster.servers[1].pause();
+    let (lost, took) = timed(|| guard.wait_lost(Duration::from_secs(10)));
+    cluster.servers[0].resume();
+    cluster.servers[1].resume();
+    assert!(lost);
+    assert!(!guard.is_valid());
+    // The validity left at the cut is at most the TTL.
+    assert!(took <= ttl + Duration::from_millis(500), "{took:?}");
+    drop(guard);
+
+    let key = resource("wait-lost-taken");
+    let guard = dlm
+        .lock(&key, Duration::from_secs(30))
+        .unwrap()
+        .keep_alive();
+    for server in &cluster.servers {
+        let _: () = admin(server).set(&key, "someone-else").unwrap();
+    }
+    // Found by the first renewal, at TTL/3 = 10 s, not at 30 s.
+    let (lost, took) = timed(|| guard.wait_lost(Duration::from_secs(20)));
+    assert!(lost);
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert!(matches!(
+        guard.ensure_held(),
+        Err(Error::NotHeld { renewal: None, .. })
+    ));
+}
+
+/// Without keep-alive, a guard is lost when its validity ends.
+#[test]
+fn wait_lost_without_keep_alive_ends_with_the_validity() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster);
+    let guard = dlm
+        .lock(resource("wait-lost-plain"), Duration::from_millis(400))
+        .unwrap();
+    assert!(!guard.wait_lost(Duration::from_millis(50)));
+    let validity = guard.validity();
+    let (lost, took) = timed(|| guard.wait_lost(Duration::from_secs(10)));
+    assert!(lost);
+    assert!(
+        took + Duration::from_millis(50) >= validity,
+        "{took:?} < {validity:?}"
+    );
+    assert!(took <= validity + Duration::from_millis(500), "{took:?}");
+}
