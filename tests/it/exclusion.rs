@@ -266,6 +266,7 @@ fn check_exclusion(
     min_sections: u64,
     chaos: impl FnOnce(&mut support::Nodes, &AtomicBool) + Send,
 ) -> Vec<u64> {
+    let _heavy = support::heavy();
     let witness = Server::start().unwrap();
     let urls = cluster.urls();
     let envs = [

@@ -641,6 +641,7 @@ fn run(seed: u64, length: Duration, cluster: bool) -> (Vec<Span>, Vec<String>, I
 }
 
 fn check(seed: u64, length: Duration, cluster: bool) {
+    let _heavy = support::heavy();
     let what = if cluster {
         "2 nodes and a Redis Cluster member"
     } else {

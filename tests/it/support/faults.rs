@@ -315,16 +315,8 @@ impl Fault {
     }
 }
 
-/// Scenarios run one at a time: each starts up to six servers and some
-/// load large datasets, and on a 2-core machine two at once starve each
-/// other's healthy nodes past the 100 ms node timeout.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    // A failed scenario poisons the lock; the next one still runs.
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    super::heavy()
 }
 
 /// Whether the server under test can show `fault`; says why not.

@@ -163,3 +163,19 @@ pub fn until_listening(cluster: &Nodes, resource: &str) {
 pub fn resource(name: &str) -> String {
     format!("redlock-sync-test:{name}")
 }
+
+/// The heavy tests run one at a time, as they did when each suite was a
+/// test binary of its own: the fault matrix's scenarios (each starts up to
+/// six servers, some loading large datasets), the exclusion checks (a
+/// dozen contending threads and child processes under chaos) and the
+/// schedule checker. On a 2-core machine two at once starve each other's
+/// healthy nodes past their node timeouts, and the exclusion checks' child
+/// processes of any section (CI once saw 0 of them where a run alone
+/// gives them about a quarter).
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A failed test poisons the lock; the next one still runs.
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
