@@ -51,7 +51,6 @@ impl One {
     /// The arguments of the unlock script after the token: the
     /// announcement, and its channel.
     fn unlock_args<'a>(
-        &self,
         message: Option<&'a [u8]>,
         cluster: bool,
         channel: &'a [u8],
@@ -158,7 +157,7 @@ impl Shape for One {
         let cleanup = |cluster: bool| {
             let (message, channel) = (p.message(token), release_channel(&self.wakes));
             let mut args = vec![token];
-            args.extend(self.unlock_args(message.as_deref(), cluster, &channel));
+            args.extend(Self::unlock_args(message.as_deref(), cluster, &channel));
             UNLOCK.eval(&[key], &args)
         };
         let node_cleanup = || cleanup(false);
@@ -298,9 +297,9 @@ impl Shape for One {
             }
             _ => {
                 let node: Vec<&[u8]> =
-                    [vec![token], self.unlock_args(message, false, &channel)].concat();
+                    [vec![token], Self::unlock_args(message, false, &channel)].concat();
                 let cluster: Vec<&[u8]> =
-                    [vec![token], self.unlock_args(message, true, &channel)].concat();
+                    [vec![token], Self::unlock_args(message, true, &channel)].concat();
                 p.script_then(&UNLOCK, only, &keys, &node, Some(&cluster), RELEASE)
             }
         };

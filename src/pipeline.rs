@@ -386,8 +386,8 @@ impl Pipeline {
             .then(|| quorum::valid_until(start, elapsed, ttl, self.drift_factor))
             .flatten();
         if let Some(valid_until) = valid_until {
-            let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
-            if partial.contains(&true) {
+            if votes.iter().any(|v| v.partial) {
+                let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
                 self.clean_up(shape, &partial, token);
             }
             return Ok(Granted {
