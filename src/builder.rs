@@ -527,6 +527,7 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
+                counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,
             },
             retry,

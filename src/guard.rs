@@ -406,6 +406,11 @@ impl<M: Mode> Guard<M> {
         }
     }
 
+    /// The pipeline the guard's rounds run on.
+    pub(crate) fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.state.pipeline
+    }
+
     /// The locked resource (the Redis key); for a set
     /// ([`LockManager::lock_all`](crate::LockManager::lock_all)), the first
     /// one given.

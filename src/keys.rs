@@ -9,10 +9,11 @@
 //! | `R` + `:redlock-writer` | the flag of a writer waiting behind readers | writers |
 //! | `S` + `:redlock-permits` | a semaphore's permit count | permits |
 //! | `S` + `:permit:` + `i` | a semaphore's slot `i`, an ordinary lock key | permits |
+//! | `E` + `:redlock-leader` | an election's record: its leader's token, term and value (a hash) | leaders |
 //! | `R` + `:redlock-check` | what [`LockManager::check`](crate::LockManager::check) tries commands on | `check` |
 //!
-//! The suffixes `:redlock-fence`, `:redlock-readers`, `:redlock-writer`
-//! and `:redlock-permits` are reserved: a resource named so is refused.
+//! The suffixes `:redlock-fence`, `:redlock-readers`, `:redlock-writer`,
+//! `:redlock-permits` and `:redlock-leader` are reserved: a resource named so is refused.
 //!
 //! A Redis Cluster serves a key from the master that owns the key's hash
 //! slot (CRC16 of the key, or of its hash tag: the bytes between the
@@ -60,6 +61,10 @@ pub(crate) const PERMITS_SUFFIX: &[u8] = b":redlock-permits";
 /// behind it (see `rwlock.rs`). Reserved.
 pub(crate) const WRITER_SUFFIX: &[u8] = b":redlock-writer";
 
+/// Suffix of an election's record (see `election.rs`), beside its lock
+/// key in its slot. Reserved.
+pub(crate) const LEADER_SUFFIX: &[u8] = b":redlock-leader";
+
 /// What follows a semaphore's name, then the slot's index, in a permit
 /// slot's key.
 const PERMIT_SUFFIX: &str = ":permit:";
@@ -99,6 +104,13 @@ pub(crate) fn permits_key(name: &[u8]) -> Vec<u8> {
     companion(name, PERMITS_SUFFIX)
 }
 
+/// The record of the election `name`: its leader's token, term and
+/// value; also the name of the channel its news is announced on (see
+/// [`release_channel`]).
+pub(crate) fn record_key(name: &[u8]) -> Vec<u8> {
+    companion(name, LEADER_SUFFIX)
+}
+
 /// The key of slot `i` of the semaphore `name`.
 pub(crate) fn permit_key(name: &[u8], i: u32) -> Vec<u8> {
     companion(name, format!("{PERMIT_SUFFIX}{i}").as_bytes())
@@ -114,6 +126,7 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
         (READERS_SUFFIX, "the readers of read-write locks"),
         (WRITER_SUFFIX, "the flags of waiting writers"),
         (PERMITS_SUFFIX, "the permit counts of semaphores"),
+        (LEADER_SUFFIX, "the records of elections"),
     ] {
         if is_companion(resource, suffix) {
             return Err(Error::invalid_argument(format!(

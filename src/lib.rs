@@ -20,6 +20,7 @@ pub(crate) use log;
 mod builder;
 mod check;
 mod conn;
+mod election;
 mod error;
 mod guard;
 mod keys;
@@ -45,6 +46,7 @@ mod wait;
 
 pub use builder::Builder;
 pub use check::{NodeReport, Problem, Verdict};
+pub use election::{Election, Leader, Leadership, Observe};
 pub use error::{Error, Result};
 pub use guard::{Guard, LockGuard, Permit, ReadGuard, mode};
 pub use keys::{FENCE_SUFFIX, RELEASE_SUFFIX, fence_key, release_channel};

@@ -14,10 +14,14 @@ use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, cou
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
-use crate::script::{EXTEND, MAYBE_READERS, MISMATCH, PERMITS, RAISE, UNLOCK};
+use crate::script::{
+    EXTEND, EXTEND_LEADER, Lua, MAYBE_READERS, MISMATCH, PERMITS, RAISE, RESIGN, UNLOCK,
+};
 
-/// One key holding the token: a lock, a write lock, or a semaphore's
-/// permit (which also checks and keeps alive the semaphore's count).
+/// One key holding the token: a lock, a write lock, a semaphore's permit
+/// (which also checks and keeps alive the semaphore's count), or an
+/// election's leadership (which also keeps its record, see
+/// `election.rs`).
 pub(crate) struct One {
     key: Box<[u8]>,
     /// The name whose waiters a release wakes: the key, or a permit's
@@ -26,6 +30,9 @@ pub(crate) struct One {
     /// A permit: the key of the semaphore's stored count, and the count
     /// this client was made with.
     permits: Option<(Box<[u8]>, u32)>,
+    /// A leadership: the key of the election's record, renewed and
+    /// deleted with the lock key.
+    record: Option<Box<[u8]>>,
 }
 
 impl One {
@@ -35,6 +42,17 @@ impl One {
             key: key.into(),
             wakes: key.into(),
             permits: None,
+            record: None,
+        }
+    }
+
+    /// The leadership of the election `name`: the lock on `name`, whose
+    /// record goes with it, and whose fencing counter always counts (the
+    /// terms).
+    pub(crate) fn leader(name: &[u8]) -> One {
+        One {
+            record: Some(keys::record_key(name).into()),
+            ..One::lock(name)
         }
     }
 
@@ -45,6 +63,7 @@ impl One {
             key: key.into(),
             wakes: name.into(),
             permits: Some((keys::permits_key(name).into(), count)),
+            record: None,
         }
     }
 
@@ -70,6 +89,14 @@ impl Shape for One {
 
     fn wakes(&self) -> Vec<&[u8]> {
         vec![&self.wakes]
+    }
+
+    /// A leadership counts terms whether fencing is on or not.
+    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+        match self.record {
+            Some(_) => Some(p.counter_expiry_ms.max(ttl_ms).to_string()),
+            None => p.counter_keep(ttl_ms),
+        }
     }
 
     /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
@@ -181,6 +208,7 @@ impl Shape for One {
             legacy: None,
             reload: None,
             on_timeout: Some(&cluster_cleanup),
+            kept: None,
         };
         let legacy = |on_timeout| Request {
             packed: &legacy_packed,
@@ -251,6 +279,12 @@ impl Shape for One {
     fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
         let fence = fence_key(&self.key);
+        if let Some(record) = &self.record {
+            let keep = self.keep(p, ttl_ms).unwrap_or_default();
+            let keys: [&[u8]; 3] = [&self.key, &fence, record];
+            let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
+            return Tally::count(p.script_then(&EXTEND_LEADER, None, &keys, &args, None, DECIDE));
+        }
         let keep = p.permits_keep(ttl_ms).to_string();
         let mut keys: Vec<&[u8]> = vec![&self.key];
         if p.fencing_expiry_ms.is_some() {
@@ -281,16 +315,20 @@ impl Shape for One {
         release: bool,
     ) -> Tally {
         let channel = release_channel(&self.wakes);
-        let keys: [&[u8]; 1] = [&self.key];
+        let (lua, keys): (&Lua, Vec<&[u8]>) = match &self.record {
+            Some(record) => (&RESIGN, vec![&self.key, record]),
+            None => (&UNLOCK, vec![&self.key]),
+        };
+        let keys = &keys[..];
         let answers = match message {
             Some(message) if release => {
                 let node_tail = pack(&[b"PUBLISH", &channel, message]);
                 let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
                 p.script_tailed(
-                    &UNLOCK,
+                    lua,
                     only,
-                    (&keys, &[token]),
-                    (&keys, &[token]),
+                    (keys, &[token]),
+                    (keys, &[token]),
                     Some((&node_tail, &cluster_tail)),
                     RELEASE,
                 )
@@ -300,7 +338,7 @@ impl Shape for One {
                     [vec![token], Self::unlock_args(message, false, &channel)].concat();
                 let cluster: Vec<&[u8]> =
                     [vec![token], Self::unlock_args(message, true, &channel)].concat();
-                p.script_then(&UNLOCK, only, &keys, &node, Some(&cluster), RELEASE)
+                p.script_then(lua, only, keys, &node, Some(&cluster), RELEASE)
             }
         };
         Tally::count(answers)

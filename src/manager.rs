@@ -447,7 +447,9 @@ impl LockManager {
                         done(flagged);
                         return Ok(acquired);
                     }
-                    Err(err) if owed => {
+                    // Owed the last attempt, or one that waiting cannot
+                    // help (bad arguments or configuration).
+                    Err(err) if owed || !err.is_retryable() => {
                         done(flagged);
                         return Err(err);
                     }

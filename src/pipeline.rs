@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use redis::Value;
 
 use crate::conn::pack;
 use crate::error::{Error, Result};
@@ -170,6 +171,15 @@ pub(crate) trait Shape: Send + Sync {
         false
     }
 
+    /// How long (ms, as a command argument) an acquisition with `ttl_ms`
+    /// keeps its fencing counters; `None`: it counts none. By default the
+    /// manager's fencing setting decides (see
+    /// [`Pipeline::counter_keep`]), for shapes that are
+    /// [`fenced`](Self::fenced).
+    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+        p.counter_keep(ttl_ms).filter(|_| self.fenced())
+    }
+
     /// One acquisition round on every member, with `token` for `ttl_ms`;
     /// `keep`: with fencing, how long (ms) the counters are kept.
     fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
@@ -223,6 +233,9 @@ pub(crate) struct Pipeline {
     /// With fencing on: how long, in ms, a counter lives after its last
     /// acquisition or renewal. `None`: fencing off.
     pub(crate) fencing_expiry_ms: Option<u64>,
+    /// The fencing expiry in ms whether fencing is on or not: an
+    /// election counts terms either way.
+    pub(crate) counter_expiry_ms: u64,
     /// Whether releases publish and waiters listen for them.
     pub(crate) wake_on_release: bool,
     /// This manager's threads waiting for busy resources.
@@ -354,7 +367,7 @@ impl Pipeline {
         self.check_members()?;
         self.restart.note_ttl(ttl_ms);
         let ttl = Duration::from_millis(ttl_ms);
-        let keep = self.counter_keep(ttl_ms).filter(|_| shape.fenced());
+        let keep = shape.keep(self, ttl_ms);
         let start = Instant::now();
         let votes = shape.take(self, token, ttl_ms, keep.as_deref());
         let quorum = quorum::quorum(self.members.len());
@@ -559,10 +572,54 @@ impl Pipeline {
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        tails: Option<(&[u8], &[u8])>,
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_kept(lua, only, node, cluster, tails, mode, None)
+    }
+
+    /// A read on every member: a script whose replies are kept whole
+    /// (not numbers), deciding a holder (servers kept out after a restart
+    /// give none). Each member's answer is the index of its reply in the
+    /// returned replies.
+    pub(crate) fn read(
+        &self,
+        lua: &Lua,
+        keys: &[&[u8]],
+        args: Args<'_>,
+    ) -> (Vec<Answer>, Vec<Value>) {
+        let kept = Mutex::new(Vec::new());
+        let mode = Mode {
+            count: false,
+            replicated: false,
+            decides: true,
+        };
+        let answers = self.script_kept(
+            lua,
+            None,
+            (keys, args),
+            (keys, args),
+            None,
+            mode,
+            Some(&kept),
+        );
+        (answers, kept.into_inner())
+    }
+
+    /// As [`script_tailed`](Self::script_tailed); with `kept`, each
+    /// reply is kept whole there ([`Reply::Kept`]).
+    #[allow(clippy::too_many_arguments)]
+    fn script_kept(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
         (node_keys, node): (&[&[u8]], Args<'_>),
         (cluster_keys, cluster): (&[&[u8]], Args<'_>),
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
+        kept: Option<&Mutex<Vec<Value>>>,
     ) -> Vec<Answer> {
         let replicated = mode.replicated;
         let wait = if replicated {
@@ -578,6 +635,7 @@ impl Pipeline {
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
         let packed = |script: Vec<u8>, tail: &[u8]| [&script[..], &wait, tail].concat();
         let reply = match tails {
+            _ if kept.is_some() => Reply::Kept,
             _ if mode.count => Reply::Count,
             Some(_) => Reply::OneThenAny,
             None => Reply::One,
@@ -604,6 +662,7 @@ impl Pipeline {
             legacy: None,
             reload: Some(&cluster_reload),
             on_timeout: None,
+            kept,
         };
         let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
         let node_reload = || packed(lua.eval(node_keys, node), node_tail);
@@ -622,6 +681,7 @@ impl Pipeline {
             legacy: None,
             reload: Some(&node_reload),
             on_timeout: None,
+            kept,
         };
         quorum::round(&self.members, only, &req)
     }

@@ -247,7 +247,7 @@ impl Tally {
         }
     }
 
-    fn no_quorum(self, resource: &[u8]) -> Error {
+    pub(crate) fn no_quorum(self, resource: &[u8]) -> Error {
         let nodes = self.nodes();
         Error::NoQuorum {
             resource: display(resource),

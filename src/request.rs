@@ -42,6 +42,10 @@ pub(crate) enum Reply {
     /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet`, and
     /// the count.
     SetGetCount,
+    /// Any reply but an error, kept whole in the request's
+    /// [`kept`](Request::kept) store; the answer is its index there (a
+    /// read, such as an election's, whose answers are not numbers).
+    Kept,
 }
 
 /// One request, the same for every node of a round.
@@ -83,6 +87,8 @@ pub(crate) struct Request<'a> {
     /// Written behind the command on the same connection when its reply
     /// does not come in time, before the connection is dropped.
     pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+    /// Where a [`Reply::Kept`] reply goes.
+    pub(crate) kept: Option<&'a parking_lot::Mutex<Vec<Value>>>,
 }
 
 impl<'a> Request<'a> {
@@ -227,7 +233,7 @@ impl Pooled {
         deadline: Instant,
     ) -> Result<u64, Failure> {
         match req.reply {
-            Reply::One | Reply::OneThenAny | Reply::Count => {}
+            Reply::One | Reply::OneThenAny | Reply::Count | Reply::Kept => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(1),
@@ -266,6 +272,14 @@ impl Pooled {
             (reply, _) => reply?,
         };
         match (req.reply, reply) {
+            (Reply::Kept, value) => match req.kept {
+                Some(kept) => {
+                    let mut kept = kept.lock();
+                    kept.push(value);
+                    Ok(kept.len() as u64 - 1)
+                }
+                None => Err(unexpected(&value).into()),
+            },
             (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
             (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
             (_, Value::Int(1)) => Ok(1),

@@ -98,6 +98,14 @@ scripts! {
     UNREAD, "unread", "rwlock/unread.lua";
     /// Extend of a read lock.
     EXTEND_READ, "extend-read", "rwlock/extend_read.lua";
+    /// A leader's record: its term and value (see `election.rs`).
+    CLAIM, "claim", "election/claim.lua";
+    /// Renewal of a leadership.
+    EXTEND_LEADER, "extend-leader", "election/extend.lua";
+    /// Resignation of a leader, and clean-up of a failed campaign.
+    RESIGN, "resign", "election/resign.lua";
+    /// A member's view of an election, for `Election::leader`.
+    READ_LEADER, "read-leader", "election/read.lua";
 }
 
 /// An answer of the set script that names the first busy key: this bit,

@@ -68,6 +68,9 @@ struct Shared {
     /// resource's counter before an attempt, so that a release heard
     /// between that attempt and its joining the queue is not lost.
     releases: [AtomicU64; COUNTERS],
+    /// Notified on every message about a watched name (see
+    /// [`Waiters::watch`]).
+    news: Condvar,
 }
 
 impl Shared {
@@ -85,6 +88,10 @@ impl Shared {
     /// manager's other waiters queue behind that thread anyway.
     fn heard(&self, resource: &[u8], token: &[u8], local: bool) {
         let mut reg = self.reg.lock();
+        // Watchers hear everything, their own manager's news included.
+        if let Some(entry) = reg.resources.get_mut(resource) {
+            entry.news(&self.news);
+        }
         if !local && reg.own.contains_key(unlock_token(token)) {
             return;
         }
@@ -149,8 +156,13 @@ struct Entry {
     seen: VecDeque<Release>,
     /// A node has confirmed the subscription.
     subscribed: bool,
-    /// Since when the queue is empty.
+    /// Since when the queue is empty and nobody watches.
     idle_since: Option<Instant>,
+    /// Watchers of the name (see [`Waiters::watch`]).
+    watchers: usize,
+    /// Messages heard on the name's channel (and confirmations of its
+    /// subscription), for watchers.
+    heard: u64,
 }
 
 struct Waiter {
@@ -170,6 +182,14 @@ struct Release {
 }
 
 impl Entry {
+    /// Counts a message (or a subscription confirmed) for the watchers.
+    fn news(&mut self, news: &Condvar) {
+        self.heard += 1;
+        if self.watchers > 0 {
+            news.notify_all();
+        }
+    }
+
     /// Wakes the first waiter, if any, to ask again.
     fn wake_first(&mut self) {
         if let Some(first) = self.queue.front() {
@@ -219,6 +239,7 @@ impl Waiters {
         Waiters {
             shared: Arc::new(Shared {
                 releases: std::array::from_fn(|_| AtomicU64::new(0)),
+                news: Condvar::new(),
                 members,
                 reg: Mutex::new(Registry {
                     listening,
@@ -286,6 +307,17 @@ impl Waiters {
                 entry.wake = true;
             }
         }
+        self.listen(&mut reg);
+        Place {
+            waiters: self,
+            resource: resource.to_vec(),
+            id,
+            cv,
+        }
+    }
+
+    /// Starts the listener of every member not listening yet.
+    fn listen(&self, reg: &mut Registry) {
         for i in 0..reg.listening.len() {
             if !reg.listening[i] {
                 let shared = self.shared.clone();
@@ -296,11 +328,29 @@ impl Waiters {
                     .is_ok();
             }
         }
-        Place {
+    }
+
+    /// Watches `names`: until the returned [`Watch`] is dropped, the
+    /// listeners subscribe to their channels, and every message on them
+    /// (a release, an election's news) is counted for
+    /// [`Watch::wait`]. Unlike a waiter, a watcher takes no place in a
+    /// queue and wakes nobody.
+    pub(crate) fn watch(&self, names: &[&[u8]]) -> Watch<'_> {
+        let mut reg = self.shared.reg.lock();
+        for name in names {
+            if !reg.resources.contains_key(*name) {
+                reg.resources.insert(name.to_vec(), Entry::default());
+                reg.version += 1;
+            }
+            if let Some(entry) = reg.resources.get_mut(*name) {
+                entry.watchers += 1;
+                entry.idle_since = None;
+            }
+        }
+        self.listen(&mut reg);
+        Watch {
             waiters: self,
-            resource: resource.to_vec(),
-            id,
-            cv,
+            names: names.iter().map(|n| n.to_vec()).collect(),
         }
     }
 
@@ -332,6 +382,59 @@ impl Drop for Own<'_> {
             *n -= 1;
             if *n == 0 {
                 reg.own.remove(&self.token);
+            }
+        }
+    }
+}
+
+/// A watch of some names (see [`Waiters::watch`]).
+pub(crate) struct Watch<'a> {
+    waiters: &'a Waiters,
+    names: Vec<Vec<u8>>,
+}
+
+impl Watch<'_> {
+    /// How many messages were heard on the watched names so far: read
+    /// before looking at what they announce, and pass it to
+    /// [`wait`](Self::wait), so that news in between is not missed.
+    pub(crate) fn heard(&self) -> u64 {
+        let reg = self.waiters.shared.reg.lock();
+        self.count(&reg)
+    }
+
+    fn count(&self, reg: &Registry) -> u64 {
+        self.names
+            .iter()
+            .filter_map(|n| reg.resources.get(n))
+            .map(|e| e.heard)
+            .sum()
+    }
+
+    /// Waits until a message was heard since `heard` (true), or until
+    /// `deadline` (false).
+    pub(crate) fn wait(&self, heard: u64, deadline: Instant) -> bool {
+        let shared = &self.waiters.shared;
+        let mut reg = shared.reg.lock();
+        loop {
+            if self.count(&reg) != heard {
+                return true;
+            }
+            if shared.news.wait_until(&mut reg, deadline).timed_out() {
+                return self.count(&reg) != heard;
+            }
+        }
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let mut reg = self.waiters.shared.reg.lock();
+        for name in &self.names {
+            if let Some(entry) = reg.resources.get_mut(name) {
+                entry.watchers -= 1;
+                if entry.watchers == 0 && entry.queue.is_empty() {
+                    entry.idle_since = Some(Instant::now());
+                }
             }
         }
     }
@@ -405,7 +508,9 @@ impl Place<'_> {
         }
         if entry.queue.is_empty() {
             entry.wake = false;
-            entry.idle_since = Some(Instant::now());
+            if entry.watchers == 0 {
+                entry.idle_since = Some(Instant::now());
+            }
         }
     }
 }
@@ -684,9 +789,14 @@ fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
             drop(reg);
             shared.heard(resource, token, false);
         }
-        (b"subscribe" | b"ssubscribe", _) if !entry.subscribed => {
-            entry.subscribed = true;
-            entry.wake_first();
+        (b"subscribe" | b"ssubscribe", _) => {
+            // Messages may have been missed before this (re)subscription:
+            // watchers look again.
+            entry.news(&shared.news);
+            if !entry.subscribed {
+                entry.subscribed = true;
+                entry.wake_first();
+            }
         }
         _ => {}
     }
@@ -698,93 +808,4 @@ fn lost(e: &NodeError, what: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn waiters() -> Waiters {
-        Waiters::new(Arc::from(Vec::<Member>::new()))
-    }
-
-    #[test]
-    fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
-        let w = waiters();
-        let a = w.join(b"r", None);
-        let b = w.join(b"r", None);
-        assert!(w.busy(b"r"));
-        assert!(!w.busy(b"other"));
-        // Pause over: the first may ask, the second may not.
-        assert!(a.wait(Duration::ZERO));
-        assert!(!b.wait(Duration::ZERO));
-        w.released(b"r", b"t1");
-        // The same release again (another node) wakes nobody more.
-        w.released(b"r", b"t1");
-        assert!(!b.wait(Duration::from_millis(1)));
-        assert!(a.wait(Duration::from_secs(60)));
-        // The first leaves without the lock while woken: the next moves up
-        // and is woken in its place.
-        w.released(b"r", b"t2");
-        drop(a);
-        assert!(b.wait(Duration::from_secs(60)));
-        b.acquired(false);
-        assert!(!w.busy(b"r"));
-        assert_eq!(w.listening(), 0);
-    }
-
-    #[test]
-    fn a_waiter_acquiring_clears_stale_wakes() {
-        let w = waiters();
-        let a = w.join(b"r", None);
-        let b = w.join(b"r", None);
-        w.released(b"r", b"t1");
-        a.acquired(false);
-        // b is first now, but the release was before a's acquisition.
-        let mut reg = w.shared.reg.lock();
-        assert!(!reg.resources[&b"r"[..]].wake);
-        reg.expire(Instant::now() + LINGER * 2);
-        assert_eq!(reg.resources.len(), 1, "b still waits");
-        drop(reg);
-        drop(b);
-    }
-
-    #[test]
-    fn resources_nobody_waits_for_expire_after_the_linger() {
-        let w = waiters();
-        drop(w.join(b"r", None));
-        let mut reg = w.shared.reg.lock();
-        let v = reg.version;
-        reg.expire(Instant::now());
-        assert_eq!(reg.resources.len(), 1);
-        reg.expire(Instant::now() + LINGER * 2);
-        assert!(reg.resources.is_empty());
-        assert!(reg.version > v);
-    }
-
-    #[test]
-    fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
-        let w = waiters();
-        let (own, _) = w.start(b"r", b"tok1");
-        let seen = w.before_attempt(b"r");
-        // The clean-up of tok1's failed attempt, heard from a node.
-        w.shared.heard(b"r", b"tok1:7", false);
-        let a = w.join(b"r", Some(seen));
-        assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
-        w.shared.heard(b"r", b"tok1:8", false);
-        assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
-        // Another owner's release wakes it.
-        w.shared.heard(b"r", b"tok2:9", false);
-        assert!(a.wait(Duration::from_secs(60)));
-        drop(a);
-        drop(own);
-        // Once the acquisition is over, tok1's messages count again.
-        let b = w.join(b"r", None);
-        w.shared.heard(b"r", b"tok1:10", false);
-        assert!(b.wait(Duration::from_secs(60)));
-    }
-
-    #[test]
-    fn channels_follow_the_resource_name_in_its_slot() {
-        assert!(channel(b"lock:a").starts_with(b"lock:a:redlock-release{"));
-        assert_eq!(channel(b"{lock}:a"), b"{lock}:a:redlock-release");
-        assert_eq!(keys::slot(&channel(b"lock:a")), keys::slot(b"lock:a"));
-    }
-}
+mod tests;

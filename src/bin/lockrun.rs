@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redlock_sync::mode::Mode;
-use redlock_sync::{Error, Guard, LockGuard, LockManager, ReadGuard, Verdict};
+use redlock_sync::{Error, Guard, Leadership, LockGuard, LockManager, ReadGuard, Verdict, Wait};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -74,6 +74,14 @@ struct Args {
     permits: Option<u32>,
     shared: bool,
     check: bool,
+    /// `--wait` was given (`--leader` waits without limit otherwise).
+    wait_given: bool,
+    /// `--leader`: run COMMAND while leader of RESOURCE.
+    leader: bool,
+    /// `--leader-value`: what the leader proclaims.
+    leader_value: Option<String>,
+    /// `--leader-of`: say who leads RESOURCE.
+    leader_of: bool,
     tls_ca: Option<String>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -158,6 +166,12 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
     if args.check {
         return check(&dlm, &args.resources[0]);
     }
+    if args.leader_of {
+        return leader_of(&dlm, &args.resources[0]);
+    }
+    if args.leader {
+        return lead(&dlm, args, signals);
+    }
 
     let what = if args.shared { " for reading" } else { "" };
     if args.wait.is_zero() {
@@ -194,14 +208,55 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
     }
 }
 
+/// What COMMAND runs under: a lock's guard, or a leadership (both kept
+/// alive).
+trait Hold {
+    fn ensure_held(&self) -> Result<(), Error>;
+    fn wait_lost(&self, timeout: Duration) -> bool;
+    fn release(self) -> Result<(), Error>;
+    /// What is held, for messages.
+    fn shown(&self) -> String;
+}
+
+impl<M: Mode> Hold for Guard<M> {
+    fn ensure_held(&self) -> Result<(), Error> {
+        Guard::ensure_held(self)
+    }
+    fn wait_lost(&self, timeout: Duration) -> bool {
+        Guard::wait_lost(self, timeout)
+    }
+    fn release(self) -> Result<(), Error> {
+        Guard::release(self)
+    }
+    fn shown(&self) -> String {
+        self.resources()
+            .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Hold for Leadership {
+    fn ensure_held(&self) -> Result<(), Error> {
+        Leadership::ensure_held(self)
+    }
+    fn wait_lost(&self, timeout: Duration) -> bool {
+        Leadership::wait_lost(self, timeout)
+    }
+    fn release(self) -> Result<(), Error> {
+        self.resign()
+    }
+    fn shown(&self) -> String {
+        format!(
+            "the leadership of {:?}",
+            String::from_utf8_lossy(self.name())
+        )
+    }
+}
+
 /// Runs the command while `guard` (kept alive) holds the lock, whose
 /// fencing token is `fencing`.
-fn run_locked<M: Mode>(
-    guard: Guard<M>,
-    fencing: Option<u64>,
-    args: &Args,
-    signals: &Signals,
-) -> ExitCode {
+fn run_locked<H: Hold>(guard: H, fencing: Option<u64>, args: &Args, signals: &Signals) -> ExitCode {
     match fencing {
         Some(token) => say!(INFO, "locked {} (fencing token {token})", args.resource),
         None => say!(INFO, "locked {}", args.resource),
@@ -333,7 +388,7 @@ fn die_with_parent(_command: &mut Command) {}
 
 /// Waits for the child while watching the lock and the signals; releases
 /// the lock once the child has exited.
-fn supervise<M: Mode>(mut child: Child, guard: Guard<M>, signals: &Signals) -> ExitCode {
+fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals) -> ExitCode {
     let pid = Pid::from_raw(child.id() as i32);
     let mut signalled: Option<i32> = None;
     let mut term_deadline: Option<Instant> = None;
@@ -403,6 +458,85 @@ fn supervise<M: Mode>(mut child: Child, guard: Guard<M>, signals: &Signals) -> E
     }
 }
 
+/// `--leader`: campaigns (without limit, unless `--wait` was given), in
+/// attempts of at most 100 ms so that a signal is seen promptly, then
+/// runs COMMAND while leader with the term as its fencing token.
+fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
+    let name = &args.resources[0];
+    let election = match dlm.election(name) {
+        Ok(election) => election,
+        Err(e) => return usage_error(e.to_string()),
+    };
+    let value = args.leader_value.as_deref().unwrap_or("");
+    let wait = if args.wait_given {
+        args.wait
+    } else {
+        Duration::MAX
+    };
+    let deadline = Instant::now().checked_add(wait);
+    say!(INFO, "campaigning for {}", args.resource);
+    let mut reported = false;
+    loop {
+        let left = deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let slice = left.min(Duration::from_millis(100));
+        match election.campaign_with(args.ttl, value, Wait::For(slice)) {
+            Ok(lead) => {
+                say!(INFO, "leading {} (term {})", args.resource, lead.term());
+                let term = lead.term();
+                return run_locked(lead, Some(term), args, signals);
+            }
+            Err(e) if e.is_invalid() => return usage_error(e.to_string()),
+            Err(e) if left <= slice => {
+                say!(ERROR, "not elected for {}: {e}", args.resource);
+                return ExitCode::from(if e.is_taken() {
+                    EX_TEMPFAIL
+                } else {
+                    EX_UNAVAILABLE
+                });
+            }
+            Err(e) if !e.failures().is_empty() && !reported => {
+                say!(WARN, "campaigning for {}: {e}; still trying", args.resource);
+                reported = true;
+            }
+            Err(_) => {}
+        }
+        if let Ok(origin) = signals.try_recv() {
+            say!(
+                WARN,
+                "got signal {} while campaigning; giving up",
+                origin.signal
+            );
+            return ExitCode::from(128u8.saturating_add(origin.signal as u8));
+        }
+    }
+}
+
+/// `--leader-of`: the leader's term and value on stdout; 1 when nobody
+/// leads.
+fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
+    match dlm.election(name).and_then(|e| e.leader()) {
+        Ok(Some(leader)) => {
+            println!(
+                "{} {}",
+                leader.term(),
+                String::from_utf8_lossy(leader.value())
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            say!(WARN, "nobody leads {name:?}");
+            ExitCode::from(1)
+        }
+        Err(e) if e.is_invalid() => usage_error(e.to_string()),
+        Err(e) => {
+            say!(ERROR, "cannot tell who leads {name:?}: {e}");
+            ExitCode::from(EX_UNAVAILABLE)
+        }
+    }
+}
+
 /// `--check`: one line per server on stdout; 1 if any is unsafe.
 fn check(dlm: &LockManager, resource: &str) -> ExitCode {
     let reports = dlm.check(resource);
@@ -425,12 +559,8 @@ fn check(dlm: &LockManager, resource: &str) -> ExitCode {
     }
 }
 
-fn release<M: Mode>(guard: Guard<M>) {
-    let resource = guard
-        .resources()
-        .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
-        .collect::<Vec<_>>()
-        .join(", ");
+fn release<H: Hold>(guard: H) {
+    let resource = guard.shown();
     match guard.release() {
         Ok(()) => say!(INFO, "released {resource}"),
         Err(e) => say!(WARN, "release: {e} (what is left expires with the TTL)"),
@@ -494,6 +624,10 @@ fn parse() -> Result<Parsed, String> {
         permits: None,
         shared: false,
         check: false,
+        wait_given: false,
+        leader: false,
+        leader_value: None,
+        leader_of: false,
         tls_ca: None,
         tls_cert: None,
         tls_key: None,
@@ -525,7 +659,13 @@ fn parse() -> Result<Parsed, String> {
                 "--cluster",
             )?)),
             Long("ttl") => args.ttl = duration_of(&mut parser, "--ttl")?,
-            Long("wait") => args.wait = duration_of(&mut parser, "--wait")?,
+            Long("wait") => {
+                args.wait = duration_of(&mut parser, "--wait")?;
+                args.wait_given = true;
+            }
+            Long("leader") => args.leader = true,
+            Long("leader-of") => args.leader_of = true,
+            Long("leader-value") => args.leader_value = Some(value(&mut parser, "--leader-value")?),
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
             Long("restart-quarantine") => {
@@ -560,7 +700,30 @@ fn parse() -> Result<Parsed, String> {
             other => return Err(other.unexpected().to_string()),
         }
     }
-    if args.check {
+    if args.leader_value.is_some() && !args.leader {
+        return Err("--leader-value goes with --leader".into());
+    }
+    let modes = [
+        args.check,
+        args.leader,
+        args.leader_of,
+        args.shared,
+        args.permits.is_some(),
+    ];
+    if modes.iter().filter(|m| **m).count() > 1 {
+        return Err(
+            "--check, --leader, --leader-of, --shared and --permits do not go together (give one)"
+                .into(),
+        );
+    }
+    if args.leader_of {
+        if command.is_some() {
+            return Err("--leader-of runs no COMMAND: drop `--` and what follows".into());
+        }
+        if resources.len() != 1 {
+            return Err("--leader-of takes one RESOURCE (the election)".into());
+        }
+    } else if args.check {
         if command.is_some() {
             return Err("--check runs no COMMAND: drop `--` and what follows".into());
         }
@@ -590,14 +753,17 @@ fn parse() -> Result<Parsed, String> {
     if resources.iter().any(String::is_empty) {
         return Err("RESOURCE is empty".into());
     }
-    if resources.len() > 1 && (args.shared || args.permits.is_some()) {
+    if resources.len() > 1 && (args.shared || args.permits.is_some() || args.leader) {
         return Err(format!(
             "{} takes one RESOURCE",
-            if args.shared { "--shared" } else { "--permits" }
+            if args.shared {
+                "--shared"
+            } else if args.leader {
+                "--leader"
+            } else {
+                "--permits"
+            }
         ));
-    }
-    if args.shared && args.permits.is_some() {
-        return Err("--shared and --permits do not go together".into());
     }
     args.resource = resources
         .iter()

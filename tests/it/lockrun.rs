@@ -234,6 +234,30 @@ fn bad_command_lines_exit_64_and_say_what_is_wrong() {
             "--bogus",
         ),
         (
+            &["--nodes", node, "--leader-of", "a", "b"],
+            "--leader-of takes one RESOURCE",
+        ),
+        (
+            &["--nodes", node, "--leader-of", "a", "--", "true"],
+            "--leader-of runs no COMMAND",
+        ),
+        (
+            &["--nodes", node, "--leader-value", "v", "a", "--", "true"],
+            "--leader-value goes with --leader",
+        ),
+        (
+            &["--nodes", node, "--leader", "--shared", "a", "--", "true"],
+            "do not go together",
+        ),
+        (
+            &["--nodes", node, "--leader", "a", "b", "--", "true"],
+            "--leader takes one RESOURCE",
+        ),
+        (
+            &["--nodes", node, "--leader", "x:redlock-leader", "--", "true"],
+            "reserved for the records of elections",
+        ),
+        (
             &["--nodes", node, "--ttl", "0s", "res", "--", "true"],
             "TTL must be at least 1 ms",
         ),
@@ -955,4 +979,138 @@ fn several_resources_are_locked_together_and_shared_runs_read() {
         assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
         assert!(stderr(&out).contains(says), "{}", stderr(&out));
     }
+}
+
+/// `lockrun --leader-of NAME`: its output and status.
+fn leader_of(cluster: &Nodes, name: &str) -> Output {
+    run(Command::new(lockrun_bin())
+        .arg("--nodes")
+        .arg(cluster.urls().join(","))
+        .args(["--node-timeout", "500ms", "--leader-of", name])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null()))
+}
+
+#[test]
+fn leader_runs_one_copy_and_a_sigkilled_leader_is_replaced_with_a_higher_term() {
+    let cluster = Nodes::start(3).unwrap();
+    let name = resource("lockrun-leader");
+    let log = scratch("leader.log");
+    // Each copy logs "PID TERM" once it runs, then waits.
+    let script = format!(
+        "echo $$ $REDLOCK_FENCING_TOKEN >> {l}; exec sleep 60",
+        l = log.display()
+    );
+    let lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let (pid, term) = l.split_once(' ').unwrap();
+                (pid.parse::<i32>().unwrap(), term.parse::<u64>().unwrap())
+            })
+            .collect::<Vec<_>>()
+    };
+    let start = |value: &str| {
+        spawn(&mut lockrun(
+            &cluster,
+            &["--leader", "--ttl", "1s", "--leader-value", value],
+            &name,
+            &script,
+        ))
+    };
+    let mut first = start("host-a");
+    assert!(wait_for(Duration::from_secs(10), || lines().len() == 1).is_some());
+    let second = start("host-b");
+    // The second stands by: one copy runs.
+    thread::sleep(Duration::from_millis(1500));
+    let running = lines();
+    assert_eq!(running.len(), 1, "{running:?}");
+    let (pid, term) = running[0];
+    let out = leader_of(&cluster, &name);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!("{term} host-a")
+    );
+    // The leader's lockrun dies: its command dies with it, and the other
+    // takes over once the leadership expires, with a higher term.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(wait_for(Duration::from_secs(5), || ended(pid)).is_some());
+    let took = wait_for(Duration::from_secs(10), || lines().len() == 2);
+    println!("the standby took over {took:?} after the SIGKILL");
+    assert!(took.expect("the standby took over") < Duration::from_secs(4));
+    let (_, next) = lines()[1];
+    assert!(next > term, "{next} after {term}");
+    let out = leader_of(&cluster, &name);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!("{next} host-b")
+    );
+    // SIGTERM: the command ends, the leadership is resigned at once.
+    kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    let out = leader_of(&cluster, &name);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nobody leads"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_leader_whose_command_exits_resigns_and_exits_with_its_status() {
+    let cluster = Nodes::start(3).unwrap();
+    let name = resource("lockrun-leader-exit");
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--leader"],
+        &name,
+        "echo term=$REDLOCK_FENCING_TOKEN; exit 3",
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let term: u64 = printed
+        .trim()
+        .strip_prefix("term=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(term > 0);
+    for s in &cluster.servers {
+        assert_eq!(get(s, name.as_bytes()), None);
+    }
+    assert_eq!(leader_of(&cluster, &name).status.code(), Some(1));
+}
+
+#[test]
+fn a_leader_that_loses_the_majority_terminates_its_command_and_exits_76() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let name = resource("lockrun-leader-lost");
+    let marker = scratch("leader-terminated");
+    let script = format!(
+        "sleep 60 & trap 'echo term > {m}; kill $!; exit 143' TERM; wait",
+        m = marker.display()
+    );
+    let child = spawn(&mut lockrun(
+        &cluster,
+        &["--leader", "--ttl", "1500ms"],
+        &name,
+        &script,
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(&cluster.servers[2], name.as_bytes()).is_none() {
+        assert!(Instant::now() < deadline, "lockrun was never elected");
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(100));
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let killed = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer held"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
+    println!("lockrun --leader exited 76 {took:?} after the majority was killed");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
 }

@@ -9,6 +9,7 @@ mod check;
 mod cluster;
 mod config;
 mod contention;
+mod election;
 mod errors;
 mod exclusion;
 mod fault_matrix;

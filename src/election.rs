@@ -1,0 +1,841 @@
+//! The election's room: [`Election`], [`Leadership`] and [`Leader`]. A
+//! leadership is the lock on the election's name (the lock's shape, with
+//! a record beside it and terms always counted), so it goes through the
+//! same pipeline as every other shape. Its safety argument is on
+//! [`Election`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use crate::conn::pack;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::keys::{self, release_channel};
+use crate::lock::One;
+use crate::manager::{LockManager, Wait, WaitOn};
+use crate::member::Member;
+use crate::node_error::NodeError;
+use crate::pipeline::{Answer, Mode, Pipeline};
+use crate::quorum::{self, Tally};
+use crate::request::unexpected;
+use crate::script::{CLAIM, READ_LEADER};
+
+/// A watcher reads the election again at least this often while its
+/// manager hears releases: a backstop for a message lost while every
+/// listener stayed connected.
+const BACKSTOP: Duration = Duration::from_secs(10);
+
+/// Without release messages ([`Builder::wake_on_release`](crate::Builder::wake_on_release) off), a
+/// watcher reads the election this often.
+const UNHEARD: Duration = Duration::from_millis(500);
+
+/// A leader election over the manager's members; made by
+/// [`LockManager::election`]. Cheap to clone.
+///
+/// Candidates [`campaign`](Self::campaign); the one elected gets a
+/// [`Leadership`], which renews itself in the background, says when it
+/// is lost ([`Leadership::wait_lost`]), carries a fencing term
+/// ([`Leadership::term`]) and resigns when dropped. Anyone can ask who
+/// leads ([`leader`](Self::leader)) or wait for the next change
+/// ([`wait_change`](Self::wait_change), [`observe`](Self::observe)).
+///
+/// ```no_run
+/// # fn main() -> redlock_sync::Result<()> {
+/// # let dlm = redlock_sync::LockManager::new(["redis://127.0.0.1:7001"])?;
+/// use std::time::Duration;
+/// let election = dlm.election("billing-scheduler")?;
+/// let lead = election.campaign(Duration::from_secs(10))?; // waits to be elected
+/// lead.proclaim("10.0.0.7:8080")?; // what followers read
+/// while !lead.wait_lost(Duration::from_secs(1)) {
+///     // lead: pass lead.term() to every write, so that storage can
+///     // refuse an older leader's
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Design
+///
+/// An election named `E` is the lock `E` with fencing always on (even
+/// when [`Builder::fencing`](crate::Builder::fencing) is off): the leader
+/// holds the lock key `E` on a majority of members, and its term is the
+/// lock's fencing token, counted by `E`'s fencing counter
+/// ([`fence_key`](crate::fence_key)). Beside the key, each member keeps
+/// the election's *record* (`E:redlock-leader`, a hash in `E`'s Redis
+/// Cluster slot): the leader's token, its term, and the value it
+/// proclaimed with a sequence number. The record is written only where
+/// the lock key holds the leader's token, expires with the key, and is
+/// deleted with it on resignation. A lock on `E` and the election `E` are
+/// the same thing: do not use one name for both unless that is meant.
+///
+/// A campaign is the lock's acquisition (one round, plus the raise of
+/// lagging counters) followed by the *claim*, one round that writes the
+/// record on every member holding the key and announces it; the campaign
+/// succeeds once a majority has the record. A leadership is renewed by a
+/// keep-alive thread every TTL/3 (the lock's extend, which also renews
+/// the record) and resigns with the lock's release, which deletes both
+/// and announces it on `E`'s release channel, waking candidates at once.
+///
+/// # Why it is safe
+///
+/// *At most one valid leadership at any moment.* A leadership is a
+/// Redlock lock, granted by a majority that holds its token, valid for
+/// the TTL less the round and the drift allowance, and renewed only when
+/// a majority confirms before the validity ends. Under the lock's
+/// assumptions (see "Why it is safe" on [`LockManager`]: bounded clock
+/// drift, no eviction, restart quarantine) two valid leaderships would
+/// need two majorities holding different tokens at once, which share a
+/// member.
+///
+/// *A leader that is cut off steps down first.* Its validity ends at
+/// `start + TTL − drift`, counted from the start of its latest confirmed
+/// round on its own clock; each member lets the key go no earlier than
+/// `TTL` after it applied that round, which is after the round started.
+/// So the leadership's [`is_leader`](Leadership::is_leader) turns false
+/// and [`wait_lost`](Leadership::wait_lost) returns true before a
+/// majority can have dropped the key, and so before any other candidate
+/// can be elected. A renewal that misses the quorum already makes
+/// [`ensure_held`](Leadership::ensure_held) (and `is_leader`) fail
+/// closed.
+///
+/// *Terms only grow.* A term is the lock's fencing token, so it is above
+/// every earlier term of the election (the fencing argument on
+/// [`LockManager`]): each member's counter only grows, a majority holds
+/// a counter at least the term when it is granted, and any later
+/// majority shares a member with it and counts past it.
+///
+/// *What a term cannot do.* A leader paused (a GC pause, `SIGSTOP`, a
+/// swapped-out VM) after it checked `is_leader` may act once another
+/// leads: no client-side check can prevent that. The term can: give it
+/// to the storage the leader writes, and have the storage refuse a term
+/// lower than the highest it has seen. The older leader's writes are then
+/// refused once the new leader has written.
+///
+/// *Reading who leads.* [`leader`](Self::leader) is a majority read: it
+/// reports a leader only when a majority of members hold the same token
+/// in the lock key, with that leader's term and the value with the
+/// highest sequence number among them (a value proclaimed successfully
+/// reached a majority, and any two majorities share a member, so it is
+/// seen unless a newer one is under way). It answers `None` when a
+/// majority holds no leader, and fails when too few members answered to
+/// tell. The answer may be stale by the time it is used: the leader may
+/// lose its leadership right after the read. Treat it as a hint (where to
+/// send requests), and let the term fence anything that matters.
+///
+/// # Waiting for a change
+///
+/// [`wait_change`](Self::wait_change) and [`observe`](Self::observe) read
+/// again when the election's channels announce something (a new leader's
+/// claim, a proclaim, a resignation: the manager's release listeners
+/// carry them), when the leader read last would lose its majority unless
+/// renewed (to see a leader that crashed), and otherwise at least every
+/// 10 seconds as a backstop for a message lost in transit (every 500 ms
+/// with [`Builder::wake_on_release`](crate::Builder::wake_on_release)
+/// off).
+#[derive(Clone, Debug)]
+pub struct Election {
+    manager: LockManager,
+    name: Box<[u8]>,
+    record: Box<[u8]>,
+}
+
+/// Who leads an election, as a majority of members agree
+/// ([`Election::leader`]).
+#[derive(Clone, Debug)]
+pub struct Leader {
+    term: u64,
+    value: Vec<u8>,
+    /// When the leadership would lose its majority unless renewed, from
+    /// the read (for watchers).
+    left: Duration,
+}
+
+impl Leader {
+    /// The value the leader proclaimed ([`Leadership::proclaim`]); empty
+    /// until it proclaims one.
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// The leader's term: its fencing token.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+}
+
+impl PartialEq for Leader {
+    /// The same term and value (when the reads were made does not count).
+    fn eq(&self, other: &Leader) -> bool {
+        self.term == other.term && self.value == other.value
+    }
+}
+
+impl Eq for Leader {}
+
+/// The leadership of an [`Election`]: renewed in the background from the
+/// start, lost at the latest when its validity ends, resigned when
+/// dropped.
+#[must_use = "bind the leadership (`let lead = ...`): dropped, it resigns at once"]
+pub struct Leadership {
+    guard: LockGuard,
+    record: Box<[u8]>,
+    term: u64,
+    /// The sequence number of the latest claim, held during a proclaim so
+    /// that proclaims go one at a time.
+    seq: Mutex<u64>,
+}
+
+impl fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("election", &String::from_utf8_lossy(self.guard.resource()))
+            .field("term", &self.term)
+            .field("validity", &self.guard.validity())
+            .finish()
+    }
+}
+
+impl LockManager {
+    /// The election named `name`, over this manager's members (see
+    /// [`Election`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a name a lock would refuse (empty,
+    /// or ending with a reserved suffix).
+    pub fn election(&self, name: impl AsRef<[u8]>) -> Result<Election> {
+        let name = name.as_ref();
+        keys::check_resource(name)?;
+        Ok(Election {
+            manager: self.clone(),
+            name: name.into(),
+            record: keys::record_key(name).into(),
+        })
+    }
+}
+
+impl Election {
+    /// The election's name (its lock key).
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// Campaigns until elected, without giving up: the returned
+    /// leadership is valid for `ttl` less the rounds and the drift
+    /// allowance, and renews itself every `ttl / 3`. Candidates are woken
+    /// by the leader's resignation, and otherwise ask again after the
+    /// manager's random retry pause; candidates of one manager are served
+    /// in arrival order. A leader that crashed is replaced once its keys
+    /// expire: within `ttl` and one pause.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a TTL a lock would refuse,
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when two members turned out to be the same
+    /// server. Busy elections and failing members are waited out.
+    pub fn campaign(&self, ttl: Duration) -> Result<Leadership> {
+        self.campaign_with(ttl, b"", Wait::For(Duration::MAX))
+    }
+
+    /// One attempt to be elected.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Taken`](crate::Error::Taken) while another candidate leads; otherwise as
+    /// [`LockManager::try_lock`].
+    pub fn try_campaign(&self, ttl: Duration) -> Result<Leadership> {
+        self.campaign_with(ttl, b"", Wait::No)
+    }
+
+    /// Campaigns until elected or until `timeout` has passed (at least one
+    /// attempt).
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) while another leads,
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too many members failed.
+    pub fn campaign_for(&self, ttl: Duration, timeout: Duration) -> Result<Leadership> {
+        self.campaign_with(ttl, b"", Wait::For(timeout))
+    }
+
+    /// Campaigns waiting as `wait` says ([`Wait::For`]`(Duration::MAX)`:
+    /// without limit), and proclaims `value` with the election: followers
+    /// never see this leader without it.
+    ///
+    /// # Errors
+    ///
+    /// As [`campaign_for`](Self::campaign_for).
+    pub fn campaign_with(
+        &self,
+        ttl: Duration,
+        value: impl AsRef<[u8]>,
+        wait: Wait,
+    ) -> Result<Leadership> {
+        let value = value.as_ref();
+        let pipeline = self.manager.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let shape = Arc::new(One::leader(&self.name));
+        let wait_on = WaitOn {
+            names: &[&self.name],
+            writer: None,
+            shared: false,
+        };
+        let budget = self.manager.budget(wait);
+        self.manager.attempts_on(wait_on, budget, |token, refusal| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+            let guard = LockGuard::new(
+                pipeline.clone(),
+                shape.clone(),
+                *token,
+                Duration::from_millis(ttl_ms),
+                granted,
+            );
+            let term = guard.fencing_token().unwrap_or(0);
+            // Dropped on failure: the lock is released, candidates woken.
+            self.claim(pipeline, token, term, 1, value)?;
+            guard.ensure_held()?;
+            Ok(Leadership {
+                guard: guard.keep_alive(),
+                record: self.record.clone(),
+                term,
+                seq: Mutex::new(1),
+            })
+        })
+    }
+
+    /// The claim round: writes the record (term, claim number `seq`,
+    /// `value`) where the lock key holds `token`, and announces it on the
+    /// record's channel.
+    fn claim(&self, p: &Pipeline, token: &[u8], term: u64, seq: u64, value: &[u8]) -> Result<()> {
+        claim(p, &self.name, &self.record, token, term, seq, value)
+    }
+
+    /// Who leads, as a majority of members agree (see "Reading who leads"
+    /// in the type's docs): `None` when a majority holds no leader.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too few members answered to tell.
+    pub fn leader(&self) -> Result<Option<Leader>> {
+        let p = self.manager.pipeline();
+        let keys: [&[u8]; 2] = [&self.name, &self.record];
+        let (answers, replies) = p.read(&READ_LEADER, &keys, &[]);
+        let views = answers
+            .into_iter()
+            .zip(p.members.iter())
+            .map(|(answer, member)| view(answer, &replies, member))
+            .collect();
+        majority(views, &self.name)
+    }
+
+    /// Waits until who leads differs from `last` (another term or value,
+    /// or a leader where `last` was `None`, or none where there was one),
+    /// or until `timeout` has passed; returns who leads then. Pass what
+    /// [`leader`](Self::leader) or the previous call returned. See
+    /// "Waiting for a change" in the type's docs for what wakes it.
+    ///
+    /// # Errors
+    ///
+    /// As [`leader`](Self::leader): the first read that fails ends the
+    /// wait.
+    pub fn wait_change(&self, last: Option<&Leader>, timeout: Duration) -> Result<Option<Leader>> {
+        let deadline = Instant::now().checked_add(timeout);
+        let p = self.manager.pipeline();
+        let watch = p
+            .wake_on_release
+            .then(|| p.waiters.watch(&[&self.name, &self.record]));
+        loop {
+            let heard = watch.as_ref().map(|w| w.heard());
+            let now = Instant::now();
+            let current = self.leader()?;
+            if current.as_ref() != last {
+                return Ok(current);
+            }
+            let every = if watch.is_some() { BACKSTOP } else { UNHEARD };
+            // A leader that does not renew loses its majority after its
+            // time left: look again just after.
+            let again = current
+                .as_ref()
+                .map_or(every, |l| every.min(l.left + Duration::from_millis(5)));
+            let until = deadline.map_or(now + again, |d| d.min(now + again));
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(current);
+            }
+            match (&watch, heard) {
+                (Some(watch), Some(heard)) => {
+                    watch.wait(heard, until);
+                }
+                _ => thread::sleep(until.saturating_duration_since(Instant::now())),
+            }
+        }
+    }
+
+    /// Every change of leader, as it happens: the first item is who leads
+    /// now, each next one blocks until that changes (as
+    /// [`wait_change`](Self::wait_change) without a timeout). A read that
+    /// fails is an `Err` item; the next one reads again after the
+    /// manager's retry pause. The iterator never ends.
+    pub fn observe(&self) -> Observe<'_> {
+        Observe {
+            election: self,
+            last: None,
+            failed: false,
+        }
+    }
+}
+
+/// The claim round (see [`Election::claim`]).
+fn claim(
+    p: &Pipeline,
+    name: &[u8],
+    record: &[u8],
+    token: &[u8],
+    term: u64,
+    seq: u64,
+    value: &[u8],
+) -> Result<()> {
+    let (term_s, seq_s) = (term.to_string(), seq.to_string());
+    let keys: [&[u8]; 2] = [name, record];
+    let args: [&[u8]; 4] = [token, term_s.as_bytes(), seq_s.as_bytes(), value];
+    let channel = release_channel(record);
+    let message = p.message(token);
+    let tails = message.as_ref().map(|m| {
+        (
+            pack(&[b"PUBLISH", &channel, m]),
+            pack(&[b"SPUBLISH", &channel, m]),
+        )
+    });
+    // Decides, but waits for no replica: the record is what followers
+    // read, the lock key (replicated as every acquisition asks) is what
+    // elects.
+    let mode = Mode {
+        count: false,
+        replicated: false,
+        decides: true,
+    };
+    let answers = p.script_tailed(
+        &CLAIM,
+        None,
+        (&keys, &args),
+        (&keys, &args),
+        tails.as_ref().map(|(n, c)| (&n[..], &c[..])),
+        mode,
+    );
+    let tally = Tally::count(answers);
+    if tally.reached() {
+        Ok(())
+    } else {
+        Err(tally.held_error(name))
+    }
+}
+
+/// See [`Election::observe`].
+#[derive(Debug)]
+pub struct Observe<'a> {
+    election: &'a Election,
+    last: Option<Option<Leader>>,
+    failed: bool,
+}
+
+impl Iterator for Observe<'_> {
+    type Item = Result<Option<Leader>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            thread::sleep(self.election.manager.retry().1);
+        }
+        let read = match &self.last {
+            None => self.election.leader(),
+            Some(last) => self.election.wait_change(last.as_ref(), Duration::MAX),
+        };
+        self.failed = read.is_err();
+        if let Ok(now) = &read {
+            self.last = Some(now.clone());
+        }
+        Some(read)
+    }
+}
+
+impl Leadership {
+    /// The election's name.
+    pub fn name(&self) -> &[u8] {
+        self.guard.resource()
+    }
+
+    /// This term's fencing token: above every earlier leader's term of the
+    /// election. Give it to the storage the leader writes (see "What a
+    /// term cannot do" on [`Election`]). Always below 2^53.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// Whether this is still the leader, failing closed: false once the
+    /// validity ran out, once a renewal found the leadership taken over,
+    /// and from the first renewal that missed the quorum (until a retry
+    /// reaches it). No network call.
+    pub fn is_leader(&self) -> bool {
+        self.guard.ensure_held().is_ok()
+    }
+
+    /// As [`is_leader`](Self::is_leader), with the reason.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld), as [`LockGuard::ensure_held`] says.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.guard.ensure_held()
+    }
+
+    /// How long the leadership is still safe to rely on without another
+    /// renewal.
+    pub fn validity(&self) -> Duration {
+        self.guard.validity()
+    }
+
+    /// Blocks until the leadership is lost (true), or until `timeout` has
+    /// passed while still leader (false). Woken by the renewal thread: a
+    /// renewal that finds the leadership taken over, or the validity
+    /// running out while renewals fail, ends the wait no later than the
+    /// validity the leadership can still prove. See
+    /// [`LockGuard::wait_lost`].
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        self.guard.wait_lost(timeout)
+    }
+
+    /// Publishes `value` for followers ([`Leader::value`]): written on
+    /// every member that holds this leadership, and announced, so that
+    /// watchers wake.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when this is no longer the leader (nothing is
+    /// written then), [`Error::NoQuorum`](crate::Error::NoQuorum) when too few members took the
+    /// value (followers may see the old or the new one).
+    pub fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut seq = self.seq.lock();
+        self.guard.ensure_held()?;
+        *seq += 1;
+        let p = self.guard.pipeline();
+        claim(
+            p,
+            self.guard.resource(),
+            &self.record,
+            self.guard.token(),
+            self.term,
+            *seq,
+            value.as_ref(),
+        )?;
+        self.guard.ensure_held()
+    }
+
+    /// Steps down: deletes the leadership and its record on every member
+    /// and wakes the candidates; dropping the leadership does the same
+    /// silently.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockGuard::release`]: [`Error::NotHeld`](crate::Error::NotHeld) when the leadership
+    /// was already lost, [`Error::NoQuorum`](crate::Error::NoQuorum) when too many members failed
+    /// (what is left expires with the TTL).
+    pub fn resign(self) -> Result<()> {
+        self.guard.release()
+    }
+}
+
+/// What one member knows of the election.
+#[derive(Debug, PartialEq)]
+struct View {
+    /// The lock key's value, when held.
+    holder: Option<Vec<u8>>,
+    /// The lock key's expiry in ms.
+    left: u64,
+    /// The record: token, term, seq, value.
+    record: Option<(Vec<u8>, u64, u64, Vec<u8>)>,
+}
+
+/// A member's answer to the read, as a view; an unreadable reply is a
+/// failure of the member.
+fn view(answer: Answer, replies: &[Value], member: &Member) -> Option<Result<View, NodeError>> {
+    let at = match answer? {
+        Ok(at) => at as usize,
+        Err(e) => return Some(Err(e)),
+    };
+    let reply = replies.get(at)?;
+    Some(parse_view(reply).ok_or_else(|| {
+        NodeError::classify(
+            member.name().into(),
+            unexpected(reply),
+            false,
+            member.timeout(),
+        )
+    }))
+}
+
+/// Reads the read script's array (see `election/read.lua`).
+fn parse_view(reply: &Value) -> Option<View> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    let [holder, left, token, term, seq, value] = items.as_slice() else {
+        return None;
+    };
+    let bytes = |v: &Value| match v {
+        Value::BulkString(b) => Some(Some(b.clone())),
+        Value::Nil => Some(None),
+        _ => None,
+    };
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        _ => None,
+    };
+    let left = match left {
+        Value::Int(n) => u64::try_from(*n).unwrap_or(0),
+        _ => return None,
+    };
+    let record = match bytes(token)? {
+        Some(token) => Some((
+            token,
+            number(term)?,
+            number(seq)?,
+            bytes(value)?.unwrap_or_default(),
+        )),
+        None => None,
+    };
+    Some(View {
+        holder: bytes(holder)?,
+        left,
+        record,
+    })
+}
+
+/// The majority read: the leader a majority of members hold (with the
+/// record of the highest claim among them), `None` when a majority holds
+/// none, an error when the answers cannot tell.
+fn majority(views: Vec<Option<Result<View, NodeError>>>, name: &[u8]) -> Result<Option<Leader>> {
+    let n = views.len();
+    let q = quorum::quorum(n);
+    let mut failures = Vec::new();
+    let mut answered = Vec::new();
+    for v in views.into_iter().flatten() {
+        match v {
+            Ok(view) => answered.push(view),
+            Err(e) => failures.push(e),
+        }
+    }
+    // The token held by the most members.
+    let mut best: Option<(&[u8], usize)> = None;
+    for v in &answered {
+        if let Some(h) = &v.holder {
+            let count = answered
+                .iter()
+                .filter(|o| o.holder.as_deref() == Some(h))
+                .count();
+            if best.is_none_or(|(_, c)| count > c) {
+                best = Some((h, count));
+            }
+        }
+    }
+    if let Some((token, _)) = best.filter(|(_, c)| *c >= q) {
+        let holding: Vec<&View> = answered
+            .iter()
+            .filter(|v| v.holder.as_deref() == Some(token))
+            .collect();
+        // When the majority would lose the key: the q-th longest expiry.
+        let mut lefts: Vec<u64> = holding.iter().map(|v| v.left).collect();
+        lefts.sort_unstable_by(|a, b| b.cmp(a));
+        let left = Duration::from_millis(lefts[q - 1]);
+        let claimed = holding
+            .iter()
+            .filter_map(|v| v.record.as_ref())
+            .filter(|(t, ..)| t[..] == *token)
+            .max_by_key(|(_, _, seq, _)| *seq);
+        // Held, but with no claim on these members: the campaign is under
+        // way (or failed and is being undone); nobody leads yet.
+        return Ok(claimed.map(|(_, term, _, value)| Leader {
+            term: *term,
+            value: value.clone(),
+            left,
+        }));
+    }
+    // No majority holds one token: nobody leads, unless the members that
+    // did not answer could make one.
+    let most = best.map_or(0, |(_, c)| c);
+    if most + failures.len() >= q && !failures.is_empty() {
+        let tally = Tally {
+            yes: most,
+            no: answered.len() - most,
+            gone: 0,
+            failures,
+        };
+        return Err(tally.no_quorum(name));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(token: &str, left: u64, record: Option<(&str, u64, u64, &str)>) -> View {
+        View {
+            holder: Some(token.into()),
+            left,
+            record: record.map(|(t, term, seq, v)| (t.into(), term, seq, v.into())),
+        }
+    }
+
+    fn free() -> View {
+        View {
+            holder: None,
+            left: 0,
+            record: None,
+        }
+    }
+
+    fn failed() -> NodeError {
+        NodeError::cluster("n:1".into(), "down".into(), Duration::from_millis(50))
+    }
+
+    fn read(views: Vec<Option<std::result::Result<View, NodeError>>>) -> Result<Option<Leader>> {
+        majority(views, b"e")
+    }
+
+    #[test]
+    fn a_majority_holding_one_token_is_the_leader_with_its_latest_claim() {
+        let rec1 = Some(("t", 7, 1, "a"));
+        let rec2 = Some(("t", 7, 2, "b"));
+        let leader = read(vec![
+            Some(Ok(held("t", 900, rec1))),
+            Some(Ok(held("t", 800, rec2))),
+            Some(Ok(free())),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((leader.term(), leader.value()), (7, &b"b"[..]));
+        // The majority lapses when the second-longest expiry does.
+        assert_eq!(leader.left, Duration::from_millis(800));
+    }
+
+    #[test]
+    fn a_record_of_another_token_is_not_the_leaders() {
+        let stale = Some(("old", 3, 9, "x"));
+        let leader = read(vec![
+            Some(Ok(held("t", 900, stale))),
+            Some(Ok(held("t", 900, Some(("t", 7, 1, "a"))))),
+            Some(Ok(held("t", 900, None))),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((leader.term(), leader.value()), (7, &b"a"[..]));
+        // Held by a majority but claimed nowhere: nobody leads yet.
+        let unclaimed = read(vec![
+            Some(Ok(held("t", 900, stale))),
+            Some(Ok(held("t", 900, None))),
+            Some(Ok(free())),
+        ]);
+        assert_eq!(unclaimed.unwrap(), None);
+    }
+
+    #[test]
+    fn no_majority_is_nobody_unless_the_silent_members_could_make_one() {
+        let rec = Some(("t", 7, 1, "a"));
+        assert_eq!(
+            read(vec![
+                Some(Ok(free())),
+                Some(Ok(free())),
+                Some(Err(failed()))
+            ])
+            .unwrap(),
+            None
+        );
+        assert_eq!(
+            read(vec![
+                Some(Ok(held("t", 9, rec))),
+                Some(Ok(held("u", 9, None))),
+                Some(Ok(free()))
+            ])
+            .unwrap(),
+            None
+        );
+        let err = read(vec![
+            Some(Ok(held("t", 9, rec))),
+            Some(Err(failed())),
+            Some(Ok(free())),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                crate::Error::NoQuorum {
+                    agreed: 1,
+                    nodes: 3,
+                    quorum: 2,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            read(vec![
+                Some(Err(failed())),
+                Some(Err(failed())),
+                Some(Ok(free()))
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_view_is_read_from_the_scripts_array_and_anything_else_is_refused() {
+        let b = |s: &str| Value::BulkString(s.into());
+        let full = Value::Array(vec![
+            b("t"),
+            Value::Int(500),
+            b("t"),
+            b("7"),
+            b("2"),
+            b("v"),
+        ]);
+        assert_eq!(
+            parse_view(&full),
+            Some(held("t", 500, Some(("t", 7, 2, "v"))))
+        );
+        let none = Value::Array(vec![
+            Value::Nil,
+            Value::Int(-2),
+            Value::Nil,
+            Value::Nil,
+            Value::Nil,
+            Value::Nil,
+        ]);
+        assert_eq!(parse_view(&none), Some(free()));
+        for bad in [
+            Value::Int(1),
+            Value::Array(vec![b("t")]),
+            Value::Array(vec![
+                b("t"),
+                Value::Int(5),
+                b("t"),
+                b("seven"),
+                b("2"),
+                b("v"),
+            ]),
+            Value::Array(vec![b("t"), b("5"), b("t"), b("7"), b("2"), b("v")]),
+            Value::Array(vec![
+                Value::Int(3),
+                Value::Int(5),
+                Value::Nil,
+                Value::Nil,
+                Value::Nil,
+                Value::Nil,
+            ]),
+        ] {
+            assert_eq!(parse_view(&bad), None, "{bad:?}");
+        }
+    }
+}

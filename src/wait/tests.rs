@@ -1,0 +1,90 @@
+//! Unit tests of the waiters' queue.
+
+use super::*;
+
+fn waiters() -> Waiters {
+    Waiters::new(Arc::from(Vec::<Member>::new()))
+}
+
+#[test]
+fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
+    let w = waiters();
+    let a = w.join(b"r", None);
+    let b = w.join(b"r", None);
+    assert!(w.busy(b"r"));
+    assert!(!w.busy(b"other"));
+    // Pause over: the first may ask, the second may not.
+    assert!(a.wait(Duration::ZERO));
+    assert!(!b.wait(Duration::ZERO));
+    w.released(b"r", b"t1");
+    // The same release again (another node) wakes nobody more.
+    w.released(b"r", b"t1");
+    assert!(!b.wait(Duration::from_millis(1)));
+    assert!(a.wait(Duration::from_secs(60)));
+    // The first leaves without the lock while woken: the next moves up
+    // and is woken in its place.
+    w.released(b"r", b"t2");
+    drop(a);
+    assert!(b.wait(Duration::from_secs(60)));
+    b.acquired(false);
+    assert!(!w.busy(b"r"));
+    assert_eq!(w.listening(), 0);
+}
+
+#[test]
+fn a_waiter_acquiring_clears_stale_wakes() {
+    let w = waiters();
+    let a = w.join(b"r", None);
+    let b = w.join(b"r", None);
+    w.released(b"r", b"t1");
+    a.acquired(false);
+    // b is first now, but the release was before a's acquisition.
+    let mut reg = w.shared.reg.lock();
+    assert!(!reg.resources[&b"r"[..]].wake);
+    reg.expire(Instant::now() + LINGER * 2);
+    assert_eq!(reg.resources.len(), 1, "b still waits");
+    drop(reg);
+    drop(b);
+}
+
+#[test]
+fn resources_nobody_waits_for_expire_after_the_linger() {
+    let w = waiters();
+    drop(w.join(b"r", None));
+    let mut reg = w.shared.reg.lock();
+    let v = reg.version;
+    reg.expire(Instant::now());
+    assert_eq!(reg.resources.len(), 1);
+    reg.expire(Instant::now() + LINGER * 2);
+    assert!(reg.resources.is_empty());
+    assert!(reg.version > v);
+}
+
+#[test]
+fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
+    let w = waiters();
+    let (own, _) = w.start(b"r", b"tok1");
+    let seen = w.before_attempt(b"r");
+    // The clean-up of tok1's failed attempt, heard from a node.
+    w.shared.heard(b"r", b"tok1:7", false);
+    let a = w.join(b"r", Some(seen));
+    assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+    w.shared.heard(b"r", b"tok1:8", false);
+    assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+    // Another owner's release wakes it.
+    w.shared.heard(b"r", b"tok2:9", false);
+    assert!(a.wait(Duration::from_secs(60)));
+    drop(a);
+    drop(own);
+    // Once the acquisition is over, tok1's messages count again.
+    let b = w.join(b"r", None);
+    w.shared.heard(b"r", b"tok1:10", false);
+    assert!(b.wait(Duration::from_secs(60)));
+}
+
+#[test]
+fn channels_follow_the_resource_name_in_its_slot() {
+    assert!(channel(b"lock:a").starts_with(b"lock:a:redlock-release{"));
+    assert_eq!(channel(b"{lock}:a"), b"{lock}:a:redlock-release");
+    assert_eq!(keys::slot(&channel(b"lock:a")), keys::slot(b"lock:a"));
+}
