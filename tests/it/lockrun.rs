@@ -254,7 +254,14 @@ fn bad_command_lines_exit_64_and_say_what_is_wrong() {
             "--leader takes one RESOURCE",
         ),
         (
-            &["--nodes", node, "--leader", "x:redlock-leader", "--", "true"],
+            &[
+                "--nodes",
+                node,
+                "--leader",
+                "x:redlock-leader",
+                "--",
+                "true",
+            ],
             "reserved for the records of elections",
         ),
         (

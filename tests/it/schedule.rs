@@ -1,5 +1,6 @@
 //! A randomized schedule checker: workers over every shape (lock,
-//! `lock_all`, permit, read, write) with random TTLs, extends (shorter
+//! `lock_all`, permit, read, write, an election's leadership) with random
+//! TTLs, extends (shorter
 //! ones too), holders that pause past their validity and holders that
 //! crash (guard leaked), while a nemesis pauses nodes, cuts one worker
 //! off one node (each worker has forwarders of its own), restarts nodes
@@ -15,10 +16,12 @@
 //! one: moments at which the guard claimed to hold). Afterwards the
 //! checker asserts the promise:
 //! - no two exclusive holders of one resource overlap (locks, sets, write
-//!   locks, each permit slot);
+//!   locks, each permit slot, leaderships: spans in which `is_leader()`
+//!   was true);
 //! - never more than K permits of a semaphore at once;
 //! - no reader beside a writer;
-//! - fencing tokens grow in the order of holders that did not overlap.
+//! - fencing tokens (an election's terms) grow in the order of holders
+//!   that did not overlap.
 //!
 //! The schedule is seeded: the seed is printed, and `SCHEDULE_SEED=<n>`
 //! replays its random choices (thread timing still varies, so a replay
@@ -44,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redlock_sync::mode::Mode as GuardMode;
-use redlock_sync::{Guard, LockGuard, LockManager, ReadGuard};
+use redlock_sync::{Guard, Leadership, LockGuard, LockManager, ReadGuard};
 use support::Server;
 use support::proxy::{Mode, Proxy};
 use support::redis_cluster::{RedisCluster, keyslot};
@@ -105,14 +108,15 @@ struct Span {
 }
 
 /// The shapes a worker takes, and the cells each one holds.
-const OPS: [&str; 6] = [
-    "lock a", "lock b", "set a+b", "permit", "read rw", "write rw",
+const OPS: [&str; 7] = [
+    "lock a", "lock b", "set a+b", "permit", "read rw", "write rw", "lead e",
 ];
 
 /// A guard of any shape: exclusive (with a fencing token) or a reader's.
 enum Held {
     Lock(LockGuard),
     Read(ReadGuard),
+    Lead(Leadership),
 }
 
 impl Held {
@@ -120,6 +124,7 @@ impl Held {
         let _ = match self {
             Held::Lock(g) => g.release(),
             Held::Read(g) => g.release(),
+            Held::Lead(l) => l.resign(),
         };
     }
 }
@@ -167,7 +172,7 @@ fn take(dlm: &LockManager, op: usize, ttl: Duration, wait: Duration) -> Option<(
             ),
             vec![Hold::Read("rw".into())],
         )),
-        _ => Some((
+        5 => Some((
             Held::Lock(
                 dlm.rwlock("sched:rw")
                     .unwrap()
@@ -175,6 +180,15 @@ fn take(dlm: &LockManager, op: usize, ttl: Duration, wait: Duration) -> Option<(
                     .ok()?,
             ),
             ex(&["rw"]),
+        )),
+        _ => Some((
+            Held::Lead(
+                dlm.election("sched:e")
+                    .unwrap()
+                    .campaign_for(ttl, wait)
+                    .ok()?,
+            ),
+            ex(&["e"]),
         )),
     }
 }
@@ -189,7 +203,60 @@ fn hold(rng: &mut Rng, worker: usize, op: usize, held: Held, holds: Vec<Hold>) -
             hold_guard(rng, worker, op, guard, token, holds)
         }
         Held::Read(guard) => hold_guard(rng, worker, op, guard, None, holds),
+        Held::Lead(lead) => hold_lead(rng, worker, op, lead, holds),
     }
+}
+
+/// A leader's term: checks (`is_leader`), sleeps of up to a TTL and more
+/// (its renewals keep it), proclaims, then resigns or drops. A leader
+/// cannot crash here: its renewal thread would keep leading.
+fn hold_lead(
+    rng: &mut Rng,
+    worker: usize,
+    op: usize,
+    lead: Leadership,
+    holds: Vec<Hold>,
+) -> Option<Span> {
+    let mut span: Option<(Instant, Instant)> = None;
+    let mut check = |lead: &Leadership| {
+        let at = Instant::now();
+        let ok = lead.is_leader();
+        if ok {
+            let s = span.get_or_insert((at, at));
+            s.1 = at;
+        }
+        ok
+    };
+    if check(&lead) {
+        for _ in 0..rng.between(1, 12) {
+            let roll = rng.below(100);
+            if roll < 60 {
+                thread::sleep(rng.ms(0, TTL_MS.1));
+            } else if roll < 85 {
+                let _ = lead.proclaim(rng.next().to_string());
+            } else {
+                break;
+            }
+            if !check(&lead) {
+                break;
+            }
+        }
+    }
+    let term = lead.term();
+    if rng.below(2) == 0 {
+        let _ = lead.resign();
+    } else {
+        drop(lead);
+    }
+    let (start, end) = span?;
+    Some(Span {
+        worker,
+        what: OPS[op],
+        holds,
+        token: Some(term),
+        start,
+        end,
+    })
 }
 
 /// [`hold`] of a guard in any mode, whose fencing token is `token`.
