@@ -6,12 +6,17 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::conn::pack;
-use crate::keys::{self, READERS_MARK, fence_key, readers_key, release_channel, writer_key};
+use crate::keys::{
+    self, READERS_MARK, fence_key, readers_key, record_key, release_channel, writer_key,
+};
 use crate::member::Member;
 use crate::node::Node;
 use crate::node_error::{NodeError, NodeErrorKind};
 use crate::restart::{config_pairs, field, text};
-use crate::script::{EXTEND, EXTEND_READ, LOCK_SET, RAISE, READ, UNLOCK, UNLOCK_SET, UNREAD};
+use crate::script::{
+    CLAIM, EXTEND, EXTEND_LEADER, EXTEND_READ, LOCK_SET, RAISE, READ, READ_LEADER, RESIGN, UNLOCK,
+    UNLOCK_SET, UNREAD,
+};
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -433,6 +438,47 @@ fn trial(
         "EVAL (unread)",
         UNREAD.eval(&[&key, &readers], &[token, READERS_MARK]),
         READS,
+    ));
+    // An election on the free key: elected, claimed, renewed, read and
+    // resigned (every command inside their scripts runs).
+    const ELECTIONS: Option<&str> = Some(
+        "elections (LockManager::election, lockrun --leader) cannot work; the manual's Permissions \
+         section lists what elections add",
+    );
+    let record = record_key(&key);
+    commands.push((
+        "SET",
+        pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+        ELECTIONS,
+    ));
+    if !fencing {
+        // The term counter (tried above with fencing on).
+        commands.push((
+            "SET",
+            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            ELECTIONS,
+        ));
+        commands.push(("INCR", pack(&[b"INCR", &fence]), ELECTIONS));
+    }
+    commands.push((
+        "EVAL (claim)",
+        CLAIM.eval(&[&key, &record], &[token, b"1", b"1", b"check"]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (extend-leader)",
+        EXTEND_LEADER.eval(&[&key, &fence, &record], &[token, b"5000", b"5000"]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (read-leader)",
+        READ_LEADER.eval(&[&key, &record], &[]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (resign)",
+        RESIGN.eval(&[&key, &record], &[token]),
+        ELECTIONS,
     ));
     for (name, packed, then) in commands {
         match node.query(&packed, deadline()) {

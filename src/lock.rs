@@ -305,7 +305,8 @@ impl Shape for One {
     /// A release: the unlock script with a `PUBLISH` (`SPUBLISH` on a
     /// Redis Cluster) pipelined behind it in the same write, whose answer
     /// is ignored (a server or user refusing it changes nothing). A
-    /// clean-up: the script announces only where it deleted our key.
+    /// clean-up, and a leadership's release: the script announces only
+    /// where it deleted our key.
     fn unlock(
         &self,
         p: &Pipeline,
@@ -321,7 +322,12 @@ impl Shape for One {
         };
         let keys = &keys[..];
         let answers = match message {
-            Some(message) if release => {
+            // Not for a leadership: its script is not loaded with the
+            // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
+            // `NOSCRIPT` would announce the release before the reload
+            // deletes anything, waking candidates too early (and counting
+            // every release twice).
+            Some(message) if release && self.record.is_none() => {
                 let node_tail = pack(&[b"PUBLISH", &channel, message]);
                 let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
                 p.script_tailed(

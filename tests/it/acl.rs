@@ -349,6 +349,37 @@ fn the_readme_rule_runs_sets_and_with_its_rwlock_additions_read_locks() {
     rw.try_write(ttl).unwrap().release().unwrap();
 }
 
+#[test]
+fn elections_run_with_the_manuals_additions_and_are_refused_by_name_without() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let ttl = Duration::from_secs(10);
+    let election = dlm.election("lock:leader").unwrap();
+    let refused = election.try_campaign(ttl).unwrap_err();
+    assert!(
+        !refused.failures().is_empty()
+            && refused
+                .failures()
+                .iter()
+                .all(|f| f.kind() == NodeErrorKind::Permission),
+        "{refused}"
+    );
+    // Nothing is left behind by the refused campaign.
+    for server in &cluster.servers {
+        assert_eq!(support::get(server, b"lock:leader"), None);
+    }
+    grant(&cluster, &["+hset", "+hget", "+hmget"]);
+    let lead = election.try_campaign(ttl).unwrap();
+    lead.proclaim("here").unwrap();
+    let seen = election.leader().unwrap().unwrap();
+    assert_eq!((seen.value(), seen.term()), (&b"here"[..], lead.term()));
+    lead.resign().unwrap();
+    assert_eq!(election.leader().unwrap(), None);
+}
+
 /// Adds `commands` to the user `locker` on every server.
 fn grant(cluster: &Nodes, commands: &[&str]) {
     for server in &cluster.servers {

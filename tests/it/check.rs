@@ -105,11 +105,16 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
                 +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
                 +ping";
     let reads = "+time +zadd +zrem +zscore +zrange +zremrangebyscore";
-    // Without +info (restart detection off) and the read locks' commands,
-    // but every lock command.
+    let elections = "+hset +hget +hmget";
+    // Without +info (restart detection off) and the read locks' and
+    // elections' commands, but every lock command.
     acl_user(&cluster.servers[0], "locker", &format!("{base} +incr"));
     // Without +incr: fencing cannot count.
-    acl_user(&cluster.servers[1], "locker", &format!("{base} {reads}"));
+    acl_user(
+        &cluster.servers[1],
+        "locker",
+        &format!("{base} {reads} {elections}"),
+    );
     let urls = cluster
         .servers
         .iter()
@@ -129,15 +134,21 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
     assert!(reports[0].to_string().contains("+info"), "{}", reports[0]);
     assert_eq!(
         reports[0].missing_permissions,
-        ["EVAL (read)", "EVAL (extend-read)", "EVAL (unread)"],
+        [
+            "EVAL (read)",
+            "EVAL (extend-read)",
+            "EVAL (unread)",
+            "EVAL (claim)",
+            "EVAL (extend-leader)",
+            "EVAL (read-leader)",
+            "EVAL (resign)"
+        ],
         "{}",
         reports[0]
     );
-    assert!(
-        reports[0].to_string().contains("read locks"),
-        "{}",
-        reports[0]
-    );
+    for what in ["read locks", "elections"] {
+        assert!(reports[0].to_string().contains(what), "{}", reports[0]);
+    }
     assert_eq!(reports[1].verdict, Verdict::Unsafe, "{}", reports[1]);
     assert_eq!(reports[1].missing_permissions, ["INCR"], "{}", reports[1]);
     assert!(
