@@ -146,7 +146,7 @@ pub struct Election {
 
 /// Who leads an election, as a majority of members agree
 /// ([`Election::leader`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Leader {
     term: u64,
     value: Vec<u8>,
@@ -165,6 +165,15 @@ impl Leader {
     /// The leader's term: its fencing token.
     pub fn term(&self) -> u64 {
         self.term
+    }
+}
+
+impl fmt::Debug for Leader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leader")
+            .field("term", &self.term)
+            .field("value", &String::from_utf8_lossy(&self.value))
+            .finish()
     }
 }
 
