@@ -268,17 +268,6 @@ impl Waiters {
         (own, busy)
     }
 
-    /// Whether threads of this manager wait for `resource`.
-    #[cfg(test)]
-    fn busy(&self, resource: &[u8]) -> bool {
-        self.shared
-            .reg
-            .lock()
-            .resources
-            .get(resource)
-            .is_some_and(|e| !e.queue.is_empty())
-    }
-
     /// Notes how many releases of `resource` were heard so far; read
     /// before each attempt that may be followed by [`join`](Self::join).
     pub(crate) fn before_attempt(&self, resource: &[u8]) -> Seen {
@@ -359,13 +348,6 @@ impl Waiters {
     /// already.
     pub(crate) fn released(&self, resource: &[u8], token: &[u8]) {
         self.shared.heard(resource, token, true);
-    }
-
-    /// The number of listener threads running (for tests).
-    #[cfg(test)]
-    fn listening(&self) -> usize {
-        let reg = self.shared.reg.lock();
-        reg.listening.iter().filter(|l| **l).count()
     }
 }
 

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// Whether threads of `w` wait for `resource`.
+fn busy(w: &Waiters, resource: &[u8]) -> bool {
+    w.shared
+        .reg
+        .lock()
+        .resources
+        .get(resource)
+        .is_some_and(|e| !e.queue.is_empty())
+}
+
+/// The number of listener threads running.
+fn listening(w: &Waiters) -> usize {
+    let reg = w.shared.reg.lock();
+    reg.listening.iter().filter(|l| **l).count()
+}
+
 fn waiters() -> Waiters {
     Waiters::new(Arc::from(Vec::<Member>::new()))
 }
@@ -11,8 +27,8 @@ fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
     let w = waiters();
     let a = w.join(b"r", None);
     let b = w.join(b"r", None);
-    assert!(w.busy(b"r"));
-    assert!(!w.busy(b"other"));
+    assert!(busy(&w, b"r"));
+    assert!(!busy(&w, b"other"));
     // Pause over: the first may ask, the second may not.
     assert!(a.wait(Duration::ZERO));
     assert!(!b.wait(Duration::ZERO));
@@ -27,8 +43,8 @@ fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
     drop(a);
     assert!(b.wait(Duration::from_secs(60)));
     b.acquired(false);
-    assert!(!w.busy(b"r"));
-    assert_eq!(w.listening(), 0);
+    assert!(!busy(&w, b"r"));
+    assert_eq!(listening(&w), 0);
 }
 
 #[test]
@@ -87,4 +103,33 @@ fn channels_follow_the_resource_name_in_its_slot() {
     assert!(channel(b"lock:a").starts_with(b"lock:a:redlock-release{"));
     assert_eq!(channel(b"{lock}:a"), b"{lock}:a:redlock-release");
     assert_eq!(keys::slot(&channel(b"lock:a")), keys::slot(b"lock:a"));
+}
+
+#[test]
+fn watchers_hear_every_message_take_no_place_and_keep_their_names() {
+    let w = waiters();
+    let watch = w.watch(&[b"e", b"e-news"]);
+    assert!(!busy(&w, b"e"));
+    let heard = watch.heard();
+    // Nothing yet: the wait ends at its deadline.
+    assert!(!watch.wait(heard, Instant::now() + Duration::from_millis(10)));
+    // A release, then the same one again from another node: both count.
+    w.shared.heard(b"e", b"t1:1", false);
+    w.shared.heard(b"e", b"t1:1", false);
+    assert_eq!(watch.heard(), heard + 2);
+    assert!(watch.wait(heard, Instant::now() + Duration::from_secs(60)));
+    // News on the other name, own tokens included.
+    let (own, _) = w.start(b"e", b"mine");
+    w.shared.heard(b"e-news", b"mine:2", false);
+    assert_eq!(watch.heard(), heard + 3);
+    drop(own);
+    // Watched names never expire; once unwatched they do.
+    let mut reg = w.shared.reg.lock();
+    reg.expire(Instant::now() + LINGER * 2);
+    assert_eq!(reg.resources.len(), 2);
+    drop(reg);
+    drop(watch);
+    let mut reg = w.shared.reg.lock();
+    reg.expire(Instant::now() + LINGER * 2);
+    assert!(reg.resources.is_empty());
 }

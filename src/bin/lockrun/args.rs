@@ -1,0 +1,336 @@
+//! `lockrun`'s command line: the options, `REDLOCK_NODES`, durations.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::{ERROR, INFO, WARN};
+
+/// `lockrun --help`: the command's manual.
+const HELP: &str = include_str!("../lockrun-help.txt");
+
+/// One quorum member from the command line or `REDLOCK_NODES`.
+#[derive(Debug, PartialEq)]
+pub(crate) enum MemberArg {
+    Node(String),
+    Cluster(Vec<String>),
+}
+
+pub(crate) struct Args {
+    pub(crate) members: Vec<MemberArg>,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) node_timeout: Duration,
+    pub(crate) fencing: bool,
+    pub(crate) restart_quarantine: Option<Duration>,
+    pub(crate) permits: Option<u32>,
+    pub(crate) shared: bool,
+    pub(crate) check: bool,
+    /// `--wait` was given (`--leader` waits without limit otherwise).
+    pub(crate) wait_given: bool,
+    /// `--leader`: run COMMAND while leader of RESOURCE.
+    pub(crate) leader: bool,
+    /// `--leader-value`: what the leader proclaims.
+    pub(crate) leader_value: Option<String>,
+    /// `--leader-of`: say who leads RESOURCE.
+    pub(crate) leader_of: bool,
+    pub(crate) tls_ca: Option<String>,
+    pub(crate) tls_cert: Option<String>,
+    pub(crate) tls_key: Option<String>,
+    /// The resources, for messages: `"a"`, or `"a", "b"`.
+    pub(crate) resource: String,
+    pub(crate) resources: Vec<String>,
+    pub(crate) command: Vec<std::ffi::OsString>,
+    /// `-q` ([`ERROR`]), `-v` ([`INFO`]), or neither ([`WARN`]).
+    pub(crate) verbosity: u8,
+}
+
+pub(crate) enum Parsed {
+    Run(Box<Args>),
+    Exit(ExitCode),
+}
+
+/// The URLs of a comma-separated list; an empty entry is an error (a
+/// stray comma, or a variable that expanded to nothing).
+fn split_urls(list: &str, name: &str) -> Result<Vec<String>, String> {
+    let urls: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+    if urls.iter().any(String::is_empty) {
+        return Err(format!(
+            "{name}: empty entry in {list:?} (URLs are separated by single commas)"
+        ));
+    }
+    Ok(urls)
+}
+
+pub(crate) fn parse() -> Result<Parsed, String> {
+    use lexopt::prelude::*;
+    // Everything after the first `--` is COMMAND; lexopt reads only the
+    // options and RESOURCE before it.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let command = match argv.iter().position(|a| a == "--") {
+        Some(at) => {
+            let command = argv.split_off(at + 1);
+            argv.pop();
+            Some(command)
+        }
+        None => None,
+    };
+    let mut parser = lexopt::Parser::from_args(argv);
+    let mut members: Vec<MemberArg> = Vec::new();
+    let mut args = Args {
+        members: Vec::new(),
+        ttl: Duration::from_secs(30),
+        wait: Duration::from_secs(10),
+        node_timeout: Duration::from_millis(50),
+        fencing: true,
+        restart_quarantine: None,
+        permits: None,
+        shared: false,
+        check: false,
+        wait_given: false,
+        leader: false,
+        leader_value: None,
+        leader_of: false,
+        tls_ca: None,
+        tls_cert: None,
+        tls_key: None,
+        resource: String::new(),
+        resources: Vec::new(),
+        command: Vec::new(),
+        verbosity: WARN,
+    };
+    let mut resources: Vec<String> = Vec::new();
+    // The value of option `name`, as UTF-8 text.
+    let value = |parser: &mut lexopt::Parser, name: &str| -> Result<String, String> {
+        parser
+            .value()
+            .map_err(|_| format!("{name} needs a value"))?
+            .into_string()
+            .map_err(|_| format!("{name}: not valid UTF-8"))
+    };
+    let duration_of = |parser: &mut lexopt::Parser, name: &str| -> Result<Duration, String> {
+        duration(&value(parser, name)?).map_err(|why| format!("{name}: {why}"))
+    };
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("nodes") => members.extend(
+                split_urls(&value(&mut parser, "--nodes")?, "--nodes")?
+                    .into_iter()
+                    .map(MemberArg::Node),
+            ),
+            Long("cluster") => members.push(MemberArg::Cluster(split_urls(
+                &value(&mut parser, "--cluster")?,
+                "--cluster",
+            )?)),
+            Long("ttl") => args.ttl = duration_of(&mut parser, "--ttl")?,
+            Long("wait") => {
+                args.wait = duration_of(&mut parser, "--wait")?;
+                args.wait_given = true;
+            }
+            Long("leader") => args.leader = true,
+            Long("leader-of") => args.leader_of = true,
+            Long("leader-value") => args.leader_value = Some(value(&mut parser, "--leader-value")?),
+            Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
+            Long("no-fencing") => args.fencing = false,
+            Long("restart-quarantine") => {
+                args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
+            }
+            Long("check") => args.check = true,
+            Long("permits") => {
+                let text = value(&mut parser, "--permits")?;
+                args.permits =
+                    Some(text.parse().ok().filter(|k| *k > 0).ok_or_else(|| {
+                        format!("--permits: {text:?} is not a count of 1 or more")
+                    })?)
+            }
+            Long("tls-ca") => args.tls_ca = Some(value(&mut parser, "--tls-ca")?),
+            Long("tls-cert") => args.tls_cert = Some(value(&mut parser, "--tls-cert")?),
+            Long("tls-key") => args.tls_key = Some(value(&mut parser, "--tls-key")?),
+            Short('q') | Long("quiet") => args.verbosity = ERROR,
+            Short('v') | Long("verbose") => args.verbosity = INFO,
+            Short('h') | Long("help") => {
+                print!("{HELP}");
+                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+            }
+            Short('V') | Long("version") => {
+                println!("lockrun (redlock-sync) {}", env!("CARGO_PKG_VERSION"));
+                return Ok(Parsed::Exit(ExitCode::SUCCESS));
+            }
+            Long("shared") => args.shared = true,
+            Value(v) => resources.push(
+                v.into_string()
+                    .map_err(|_| "RESOURCE: not valid UTF-8".to_owned())?,
+            ),
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    if args.leader_value.is_some() && !args.leader {
+        return Err("--leader-value goes with --leader".into());
+    }
+    let modes = [
+        args.check,
+        args.leader,
+        args.leader_of,
+        args.shared,
+        args.permits.is_some(),
+    ];
+    if modes.iter().filter(|m| **m).count() > 1 {
+        return Err(
+            "--check, --leader, --leader-of, --shared and --permits do not go together (give one)"
+                .into(),
+        );
+    }
+    if args.leader_of {
+        if command.is_some() {
+            return Err("--leader-of runs no COMMAND: drop `--` and what follows".into());
+        }
+        if resources.len() != 1 {
+            return Err("--leader-of takes one RESOURCE (the election)".into());
+        }
+    } else if args.check {
+        if command.is_some() {
+            return Err("--check runs no COMMAND: drop `--` and what follows".into());
+        }
+        if resources.len() > 1 {
+            return Err("--check takes at most one RESOURCE".into());
+        }
+        if resources.is_empty() {
+            resources.push("redlock-check".to_owned());
+        }
+    } else {
+        if resources.is_empty() {
+            return Err("missing RESOURCE (lockrun [OPTIONS] RESOURCE... -- COMMAND)".into());
+        }
+        args.command = match command {
+            Some(command) if !command.is_empty() => command,
+            Some(_) => return Err("missing COMMAND after `--`".into()),
+            None if resources.len() > 1 => {
+                return Err(
+                    "missing `--`: put `--` before COMMAND (lockrun [OPTIONS] RESOURCE... -- \
+                     COMMAND)"
+                        .into(),
+                );
+            }
+            None => return Err("missing `--` and COMMAND after RESOURCE".into()),
+        };
+    }
+    if resources.iter().any(String::is_empty) {
+        return Err("RESOURCE is empty".into());
+    }
+    if resources.len() > 1 && (args.shared || args.permits.is_some() || args.leader) {
+        return Err(format!(
+            "{} takes one RESOURCE",
+            if args.shared {
+                "--shared"
+            } else if args.leader {
+                "--leader"
+            } else {
+                "--permits"
+            }
+        ));
+    }
+    args.resource = resources
+        .iter()
+        .map(|r| format!("{r:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    args.resources = resources;
+    args.members = if members.is_empty() {
+        match std::env::var("REDLOCK_NODES") {
+            Ok(list) if !list.trim().is_empty() => env_members(&list)?,
+            _ => Vec::new(),
+        }
+    } else {
+        members
+    };
+    if args.members.is_empty() {
+        return Err(
+            "no nodes: give --nodes URL,... or --cluster URL,..., or set REDLOCK_NODES".into(),
+        );
+    }
+    Ok(Parsed::Run(Box::new(args)))
+}
+
+/// The members named by `REDLOCK_NODES`: URLs separated by commas, an
+/// entry `cluster:URL|URL...` being one Redis Cluster member.
+fn env_members(list: &str) -> Result<Vec<MemberArg>, String> {
+    split_urls(list, "REDLOCK_NODES")?
+        .into_iter()
+        .map(|entry| match entry.strip_prefix("cluster:") {
+            Some(seeds) => {
+                let seeds: Vec<String> = seeds.split('|').map(|s| s.trim().to_owned()).collect();
+                if seeds.iter().any(String::is_empty) {
+                    return Err(format!(
+                        "REDLOCK_NODES: empty seed in {entry:?} (seeds are separated by |)"
+                    ));
+                }
+                Ok(MemberArg::Cluster(seeds))
+            }
+            None => Ok(MemberArg::Node(entry)),
+        })
+        .collect()
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain (possibly fractional) seconds.
+fn duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let number: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(|| format!("{text:?} is not a duration (try 30s or 500ms)"))?;
+    let seconds = match unit {
+        "ms" => number / 1000.0,
+        "s" => number,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+}
+
+/// A duration as a person writes it: `10s`, `500ms`, `1.5s`, `2m`.
+pub(crate) fn human(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 999.5 {
+        format!("{}ms", ms.round())
+    } else if ms < 120_000.0 {
+        format!("{}s", (ms / 100.0).round() / 10.0)
+    } else {
+        format!("{}m", (ms / 6_000.0).round() / 10.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redlock_nodes_names_nodes_and_clusters() {
+        assert_eq!(
+            env_members("redis://a,cluster:redis://c1:7000|redis://c2:7000,redis://b").unwrap(),
+            [
+                MemberArg::Node("redis://a".into()),
+                MemberArg::Cluster(vec!["redis://c1:7000".into(), "redis://c2:7000".into()]),
+                MemberArg::Node("redis://b".into()),
+            ]
+        );
+        assert!(env_members("cluster:redis://c1||redis://c2").is_err());
+        assert!(env_members("redis://a,,redis://b").is_err());
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(duration("-5s").is_err());
+        assert!(duration("5parsecs").is_err());
+        assert_eq!(human(Duration::from_millis(999_600)), "16.7m");
+        assert_eq!(human(Duration::from_millis(999)), "999ms");
+        assert_eq!(human(Duration::from_millis(1000)), "1s");
+        assert_eq!(human(Duration::from_millis(10_000)), "10s");
+    }
+}
