@@ -14,7 +14,7 @@ use crate::quorum::{self, Tally};
 use crate::request::unexpected;
 
 /// Who leads an election, as a majority of members agree
-/// ([`Election::leader`]).
+/// ([`Election::leader`](crate::Election::leader)).
 #[derive(Clone)]
 pub struct Leader {
     term: u64,
@@ -25,7 +25,7 @@ pub struct Leader {
 }
 
 impl Leader {
-    /// The value the leader proclaimed ([`Leadership::proclaim`]); empty
+    /// The value the leader proclaimed ([`Leadership::proclaim`](crate::Leadership::proclaim)); empty
     /// until it proclaims one.
     pub fn value(&self) -> &[u8] {
         &self.value
