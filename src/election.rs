@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::conn::pack;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 mod majority;
 
@@ -21,7 +21,7 @@ use crate::keys::{self, release_channel};
 use crate::lock::One;
 use crate::manager::{LockManager, Wait, WaitOn};
 use crate::pipeline::{Mode, Pipeline};
-use crate::quorum::Tally;
+use crate::quorum::{self, Tally};
 use crate::script::{CLAIM, READ_LEADER};
 pub use majority::Leader;
 use majority::{majority, view};
@@ -255,6 +255,7 @@ impl Election {
         };
         let budget = self.manager.budget(wait);
         self.manager.attempts_on(wait_on, budget, |token, refusal| {
+            let start = Instant::now();
             let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
             let guard = LockGuard::new(
                 pipeline.clone(),
@@ -265,8 +266,19 @@ impl Election {
             );
             let term = guard.fencing_token().unwrap_or(0);
             // Dropped on failure: the lock is released, candidates woken.
-            self.claim(pipeline, token, term, 1, value)?;
-            guard.ensure_held()?;
+            // A leadership that ran out before its claim was done is an
+            // attempt too slow for its TTL, which waiting may cure.
+            let too_slow = |e: Error| match e {
+                Error::NotHeld { .. } => Error::NoValidity {
+                    resource: quorum::display(&self.name),
+                    elapsed: start.elapsed(),
+                    ttl,
+                },
+                e => e,
+            };
+            self.claim(pipeline, token, term, 1, value)
+                .and_then(|()| guard.ensure_held())
+                .map_err(too_slow)?;
             Ok(Leadership {
                 guard: guard.keep_alive(),
                 record: self.record.clone(),
