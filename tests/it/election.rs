@@ -24,6 +24,18 @@ fn manager(nodes: &Nodes) -> LockManager {
     support::manager(nodes, NODE_TIMEOUT)
 }
 
+/// A manager that reaches each node through a proxy of its own (to cut
+/// it off), and the proxies.
+fn behind_proxies(nodes: &Nodes) -> (Vec<Proxy>, LockManager) {
+    let proxies: Vec<Proxy> = nodes
+        .servers
+        .iter()
+        .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))).unwrap())
+        .collect();
+    let dlm = support::manager_over(proxies.iter().map(Proxy::url).collect(), NODE_TIMEOUT);
+    (proxies, dlm)
+}
+
 /// A manager whose candidates pause a minute between attempts: one
 /// elected within a second was woken.
 fn patient(urls: Vec<String>) -> LockManager {
@@ -81,12 +93,7 @@ fn one_leader_at_a_time_under_contention_and_terms_only_grow() {
 fn a_leader_cut_off_from_the_majority_steps_down_before_another_is_elected() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("election-cut");
-    let proxies: Vec<Proxy> = nodes
-        .servers
-        .iter()
-        .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))).unwrap())
-        .collect();
-    let cut = support::manager_over(proxies.iter().map(Proxy::url).collect(), NODE_TIMEOUT);
+    let (proxies, cut) = behind_proxies(&nodes);
     let other = manager(&nodes);
     let ttl = Duration::from_secs(1);
     let lead = cut.election(&name).unwrap().campaign(ttl).unwrap();
@@ -323,12 +330,7 @@ fn watchers_are_woken_by_elections_proclaims_and_resignations() {
 fn a_watcher_sees_a_crashed_leader_go_when_its_keys_expire() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("election-watch-expiry");
-    let proxies: Vec<Proxy> = nodes
-        .servers
-        .iter()
-        .map(|s| Proxy::start(SocketAddr::from(([127, 0, 0, 1], s.port()))).unwrap())
-        .collect();
-    let doomed = support::manager_over(proxies.iter().map(Proxy::url).collect(), NODE_TIMEOUT);
+    let (proxies, doomed) = behind_proxies(&nodes);
     let lead = doomed
         .election(&name)
         .unwrap()
