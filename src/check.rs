@@ -39,9 +39,13 @@ pub enum Verdict {
 pub struct Problem {
     /// How bad it is.
     pub verdict: Verdict,
-    /// What is wrong and what to change, for a person:
+    /// What is wrong and what to change, for a person, in a few words:
     /// `maxmemory-policy allkeys-lru may evict lock keys: set noeviction`.
     pub text: String,
+    /// The servers' own words behind it, when there are some (each
+    /// refused command with its error reply), for `lockrun --check -v`
+    /// and the alternate form (`{:#}`) of the report.
+    pub detail: Option<String>,
 }
 
 /// What [`LockManager::check`](crate::LockManager::check) found on one
@@ -103,38 +107,74 @@ impl NodeReport {
     }
 
     fn problem(&mut self, verdict: Verdict, text: impl Into<String>) {
+        self.problem_with(verdict, text, None);
+    }
+
+    fn problem_with(&mut self, verdict: Verdict, text: impl Into<String>, detail: Option<String>) {
+        let text = text.into();
+        // Each distinct problem once.
+        if self.problems.iter().any(|p| p.text == text) {
+            return;
+        }
         self.problems.push(Problem {
             verdict,
-            text: text.into(),
+            text,
+            detail,
         });
         self.verdict = self.verdict.max(verdict);
     }
 }
 
-/// One line for a person: verdict, server, what it is, then each problem
-/// and what to change.
+/// How long a report's line may grow (see its `Display`).
+const LINE: usize = 200;
+
+/// One line for a person, at most about 200 characters: verdict, server,
+/// what it is, then each problem and what to change, worst first, in a
+/// few words; problems that do not fit are counted (`; 2 more (-v)`). The
+/// alternate form (`{:#}`, `lockrun --check -v`) gives every problem, and
+/// on indented lines below, the servers' own words behind each.
 impl fmt::Display for NodeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write as _;
         let verdict = match self.verdict {
             Verdict::Ok => "ok",
             Verdict::Warning => "warning",
             Verdict::Unsafe => "UNSAFE",
         };
-        write!(f, "{verdict:<7} {}", self.node)?;
+        let mut line = format!(
+            "{verdict:<7} {}",
+            crate::text::shorten(self.node.as_bytes(), 60)
+        );
         if let Some(server) = &self.server {
-            write!(f, " {server}")?;
+            write!(line, " {server}")?;
         }
         if let Some(role) = &self.role {
-            write!(f, " {role}")?;
+            write!(line, " {role}")?;
         }
         if let Some(up) = self.uptime {
-            write!(f, ", up {}", human(up))?;
+            write!(line, ", up {}", human(up))?;
         }
         if let Some(latency) = self.latency {
-            write!(f, ", {:.2} ms", latency.as_secs_f64() * 1e3)?;
+            write!(line, ", {:.2} ms", latency.as_secs_f64() * 1e3)?;
         }
-        for p in &self.problems {
-            write!(f, "; {}", p.text)?;
+        for (i, p) in self.problems.iter().enumerate() {
+            let left = self.problems.len() - i;
+            // Room for "; N more (-v)" unless this is the last one.
+            let reserve = if left > 1 { 16 } else { 0 };
+            if i == 0 || f.alternate() || line.len() + 2 + p.text.len() + reserve <= LINE {
+                write!(line, "; {}", p.text)?;
+            } else {
+                write!(line, "; {left} more (-v)")?;
+                break;
+            }
+        }
+        f.write_str(&line)?;
+        if f.alternate() {
+            for detail in self.problems.iter().filter_map(|p| p.detail.as_deref()) {
+                for line in detail.lines() {
+                    write!(f, "\n    {line}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -161,26 +201,32 @@ pub(crate) fn run(
     let mut reports = Vec::new();
     for member in members {
         match member {
-            Member::Node(node) => reports.push(check_node(node, resource, fencing, wakes)),
+            Member::Node(node) => {
+                let key = [resource, b":redlock-check"].concat();
+                reports.push(check_node(node, &key, true, fencing, wakes));
+            }
             Member::Cluster(cluster) => {
                 let deadline = Instant::now() + cluster.timeout() * 4;
                 if let Err(e) = cluster.refresh(deadline) {
                     let mut report = NodeReport::new(cluster.name());
-                    report.problem(Verdict::Unsafe, format!("no slot map: {e}"));
+                    report.problem(Verdict::Unsafe, format!("no slot map: {}", e.short()));
                     reports.push(report);
                     continue;
                 }
-                // Every master, each with a scratch key in its own slots.
                 for node in cluster.masters() {
-                    let slot_key = (0u32..)
-                        .map(|i| [resource, format!(":redlock-check:{i}").as_bytes()].concat())
-                        .find(|k| {
-                            cluster
-                                .route(keys::slot(k))
-                                .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
-                        })
-                        .unwrap_or_else(|| resource.to_vec());
-                    let mut report = check_node(&node, &slot_key, fencing, wakes);
+                    let key = cluster_key(resource, |slot| {
+                        cluster
+                            .route(slot)
+                            .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
+                    });
+                    let mut report = match key {
+                        Some(key) => check_node(&node, &key, false, fencing, wakes),
+                        None => {
+                            let mut report = NodeReport::new(node.name());
+                            report.problem(Verdict::Warning, "serves no slot");
+                            report
+                        }
+                    };
                     check_asking(&node, &mut report);
                     reports.push(report);
                 }
@@ -188,6 +234,25 @@ pub(crate) fn run(
         }
     }
     reports
+}
+
+/// A scratch key for a cluster master, in one of the slots `serves`:
+/// `resource` without its braces (so that an ACL pattern on the names'
+/// prefix, `~lock:*`, still covers it), `:redlock-check`, then a hash tag
+/// `{i}` chosen for the slot. Every key the trial derives from it (the
+/// fencing counter, the readers) keeps the tag, so stays in that slot.
+fn cluster_key(resource: &[u8], serves: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
+    let base: Vec<u8> = resource
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, b'{' | b'}'))
+        .chain(b":redlock-check".iter().copied())
+        .collect();
+    // 16384 slots: a few hundred thousand tags find every one of them.
+    (0u32..400_000)
+        .map(|i| i.to_string())
+        .find(|tag| serves(keys::slot(tag.as_bytes())))
+        .map(|tag| [&base[..], b"{", tag.as_bytes(), b"}"].concat())
 }
 
 /// A cluster master must take `ASKING`: a lock whose slot is being
@@ -213,7 +278,10 @@ fn check_asking(node: &Node, report: &mut NodeReport) {
     }
 }
 
-fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeReport {
+/// Checks one server, trying the lock's commands on `key` and keys
+/// derived from it. `plain`: given as a node member (not a server of a
+/// Redis Cluster member).
+fn check_node(node: &Node, key: &[u8], plain: bool, fencing: bool, wakes: bool) -> NodeReport {
     let mut report = NodeReport::new(node.name());
     // A few round trips: each gets the node timeout, the first a connect.
     let deadline = || Instant::now() + node.timeout() * 2;
@@ -223,12 +291,16 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
             report.reachable = true;
             report.problem(
                 Verdict::Warning,
-                "INFO refused: restarts cannot be detected: give the user +info",
+                "INFO refused: restarts go undetected (give the user +info)",
             );
             None
         }
         Err(e) => {
-            report.problem(Verdict::Unsafe, format!("unreachable: {}", cause(&e)));
+            report.problem_with(
+                Verdict::Unsafe,
+                format!("unreachable: {}", e.short()),
+                Some(cause(&e)),
+            );
             return report;
         }
     };
@@ -267,10 +339,27 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
     if let Some(on) = setting("appendonly") {
         report.aof = Some(on == "yes");
     }
-    if report.role.as_deref().is_some_and(|r| r != "master") {
+    let replica = report.role.as_deref().is_some_and(|r| r != "master");
+    if replica {
         report.problem(
             Verdict::Unsafe,
             "a replica (read-only): give its master, or an independent master",
+        );
+    }
+    // A cluster node given as a plain node votes only on keys of its own
+    // slots, and refuses the rest with MOVED: every other lock misses its
+    // vote.
+    let misplaced = plain && report.cluster_enabled == Some(true);
+    if misplaced {
+        report.problem_with(
+            Verdict::Unsafe,
+            "a Redis Cluster node given as a plain node: give the cluster \
+             (Builder::cluster, lockrun --cluster)",
+            Some(
+                "a cluster node votes only on keys of its own slots and answers MOVED \
+                 for the rest: most locks would miss its vote"
+                    .into(),
+            ),
         );
     }
     if let (Some(max), Some(policy)) = (report.maxmemory, &report.maxmemory_policy)
@@ -287,7 +376,11 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
             format!("maxmemory-policy {policy} {which}: set noeviction"),
         );
     }
-    trial(node, resource, fencing, wakes, &mut report, deadline);
+    // A replica refuses every write, and a misplaced cluster node most:
+    // the trial would only repeat that.
+    if !replica && !misplaced {
+        trial(node, key, fencing, wakes, &mut report, deadline);
+    }
     let skips_on_rewrite = node
         .query(
             &pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]),
@@ -313,10 +406,11 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
             },
         ),
         (Some(true), Some("always")) => {}
-        (Some(true), Some("everysec")) => report.problem(
+        (Some(true), Some("everysec")) => report.problem_with(
             Verdict::Warning,
-            "appendfsync everysec: a crash may lose the last second of locks; \
-             appendfsync always keeps them (restarts are then exempt from the quarantine)",
+            "appendfsync everysec: a crash may lose the last second of locks \
+             (appendfsync always keeps them)",
+            Some("with appendfsync always, restarts are exempt from the quarantine".into()),
         ),
         (Some(true), _) => report.problem(
             Verdict::Warning,
@@ -325,8 +419,8 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
         ),
         (Some(false), _) => report.problem(
             Verdict::Warning,
-            "no persistence: a restart forgets its locks, so it does not vote for the \
-             restart quarantine (appendonly yes + appendfsync always avoids that)",
+            "no persistence: after a restart it sits out votes for the quarantine \
+             (appendonly yes + appendfsync always avoids that)",
         ),
         (None, _) => {}
     }
@@ -345,17 +439,18 @@ fn check_node(node: &Node, resource: &[u8], fencing: bool, wakes: bool) -> NodeR
     report
 }
 
-/// Runs each command the lock sends on scratch keys named after
-/// `resource` (expiring in seconds, deleted at the end), noting refusals.
+/// Runs each command the lock sends on the scratch key `key` and keys
+/// derived from it (expiring in seconds, deleted at the end), noting
+/// refusals: each distinct refusal once, naming the commands it stopped.
 fn trial(
     node: &Node,
-    resource: &[u8],
+    key: &[u8],
     fencing: bool,
     wakes: bool,
     report: &mut NodeReport,
     deadline: impl Fn() -> Instant,
 ) {
-    let key = [resource, b":redlock-check"].concat();
+    let key = key.to_vec();
     let fence = fence_key(&key);
     let channel = release_channel(&key);
     let token = b"redlock-check";
@@ -363,12 +458,8 @@ fn trial(
     // feature that cannot work (a warning).
     const LOCK: Option<&str> = None;
     const WAKING: Option<&str> = Some("waiters poll instead of being woken");
-    const SETS: Option<&str> =
-        Some("lock_all (sets) cannot work; the manual's Permissions section lists what sets add");
-    const READS: Option<&str> = Some(
-        "read locks (RwLock::read, lockrun --shared) cannot work; the manual's Permissions section lists what \
-         read locks add",
-    );
+    const SETS: Option<&str> = Some("sets (lock_all) cannot work");
+    const READS: Option<&str> = Some("read locks cannot work");
     let mut commands: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
         (
             "SET",
@@ -441,10 +532,7 @@ fn trial(
     ));
     // An election on the free key: elected, claimed, renewed, read and
     // resigned (every command inside their scripts runs).
-    const ELECTIONS: Option<&str> = Some(
-        "elections (LockManager::election, lockrun --leader) cannot work; the manual's Permissions \
-         section lists what elections add",
-    );
+    const ELECTIONS: Option<&str> = Some("elections cannot work");
     let record = record_key(&key);
     commands.push((
         "SET",
@@ -480,21 +568,63 @@ fn trial(
         RESIGN.eval(&[&key, &record], &[token]),
         ELECTIONS,
     ));
+    // Failures grouped by what they say: (verdict, what it stops or the
+    // cause) -> the commands, and the servers' words.
+    let mut groups: Vec<(Verdict, String, Vec<&str>, Vec<String>)> = Vec::new();
     for (name, packed, then) in commands {
-        match node.query(&packed, deadline()) {
-            Ok(_) => {}
-            Err(e) if e.kind() == NodeErrorKind::Permission => {
-                report.missing_permissions.push(name.to_owned());
-                let (verdict, then) = match then {
-                    None => (Verdict::Unsafe, "the lock cannot work"),
-                    Some(then) => (Verdict::Warning, then),
-                };
-                report.problem(verdict, format!("{name} refused, {}: {then}", cause(&e)));
-            }
+        let e = match node.query(&packed, deadline()) {
+            Ok(_) => continue,
             // NOSCRIPT for the EVALSHA: the script cache is another matter.
-            Err(e) if e.code() == Some("NOSCRIPT") => {}
-            Err(e) => report.problem(Verdict::Warning, format!("trying {name}: {}", cause(&e))),
+            Err(e) if e.code() == Some("NOSCRIPT") => continue,
+            Err(e) => e,
+        };
+        let problem = if e.kind() == NodeErrorKind::Permission {
+            if !report.missing_permissions.iter().any(|m| m == name) {
+                report.missing_permissions.push(name.to_owned());
+            }
+            match then {
+                None => (Verdict::Unsafe, "refused: the lock cannot work".to_owned()),
+                Some(then) => (Verdict::Warning, format!("refused: {then}")),
+            }
+        } else {
+            (Verdict::Warning, format!("failed: {}", e.short()))
+        };
+        group(&mut groups, problem, name, &e);
+    }
+    for (verdict, text, names, words) in groups {
+        let shown = match names.len() {
+            0..=2 => names.join(", "),
+            n => format!("{} and {} more", names[0], n - 1),
+        };
+        let mut words = words.join("\n");
+        if verdict == Verdict::Warning && text.starts_with("refused") {
+            words.push_str("\n(the manual's Permissions section lists what each feature needs)");
         }
+        report.problem_with(verdict, format!("{shown} {text}"), Some(words));
+    }
+}
+
+/// Adds a failed command to its group of like failures.
+fn group<'a>(
+    groups: &mut Vec<(Verdict, String, Vec<&'a str>, Vec<String>)>,
+    (verdict, text): (Verdict, String),
+    name: &'a str,
+    e: &NodeError,
+) {
+    let at = match groups.iter().position(|g| g.0 == verdict && g.1 == text) {
+        Some(at) => at,
+        None => {
+            groups.push((verdict, text, Vec::new(), Vec::new()));
+            groups.len() - 1
+        }
+    };
+    let group = &mut groups[at];
+    if !group.2.contains(&name) {
+        group.2.push(name);
+    }
+    let words = format!("{name}: {}", cause(e));
+    if !group.3.contains(&words) {
+        group.3.push(words);
     }
 }
 

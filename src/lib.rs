@@ -39,6 +39,7 @@ mod rwlock;
 mod script;
 mod semaphore;
 mod set;
+mod text;
 #[cfg(feature = "tls")]
 mod tls;
 mod url;

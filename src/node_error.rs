@@ -403,6 +403,23 @@ impl fmt::Display for NodeError {
 }
 
 impl NodeError {
+    /// A few words for a summary line, without the node's name: the code
+    /// of an error reply (`error reply READONLY`), else the message, cut
+    /// at about 100 characters.
+    pub(crate) fn short(&self) -> String {
+        match (self.kind, self.code()) {
+            (NodeErrorKind::Server, Some(code)) => format!("error reply {code}"),
+            (NodeErrorKind::Permission, _) => "permission denied".to_owned(),
+            _ => {
+                let text = self.to_string();
+                let text = text
+                    .strip_prefix(&*self.node)
+                    .map_or(&*text, |rest| rest.trim_start_matches(':').trim_start());
+                crate::text::shorten(text.as_bytes(), crate::text::SHOWN)
+            }
+        }
+    }
+
     /// The server's error text, if any.
     fn detail(&self) -> &str {
         self.redis().and_then(|e| e.detail()).unwrap_or("")

@@ -259,9 +259,10 @@ impl Tally {
     }
 }
 
-/// A resource name for messages.
+/// A resource name for messages: its first 100 bytes, then its length
+/// when it is longer (`lock:aaaa... (1048576 bytes)`).
 pub(crate) fn display(resource: &[u8]) -> String {
-    String::from_utf8_lossy(resource).into_owned()
+    crate::text::shorten(resource, crate::text::SHOWN)
 }
 
 /// Names as messages show several at once (a set): joined with `, `.

@@ -506,7 +506,11 @@ fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
 fn check(dlm: &LockManager, resource: &str) -> ExitCode {
     let reports = dlm.check(resource);
     for report in &reports {
-        println!("{report}");
+        if VERBOSITY.load(Ordering::Relaxed) >= INFO {
+            println!("{report:#}");
+        } else {
+            println!("{report}");
+        }
     }
     let unsafe_ = reports
         .iter()

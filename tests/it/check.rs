@@ -72,6 +72,16 @@ fn each_server_gets_a_verdict_and_what_to_change() {
     assert_eq!(replica.verdict, Verdict::Unsafe, "{replica}");
     assert_eq!(replica.role.as_deref(), Some("slave"));
     assert!(replica.to_string().contains("a replica"), "{replica}");
+    // One line of about 200 characters at most per server, each problem
+    // once (a replica's line repeated READONLY for every trial command).
+    for r in &reports {
+        assert!(
+            r.to_string().len() <= 200,
+            "{} characters: {r}",
+            r.to_string().len()
+        );
+    }
+    assert_eq!(replica.problems.len(), 2, "{replica:#}");
 
     assert_eq!(dead.verdict, Verdict::Unsafe, "{dead}");
     assert!(!dead.reachable);
@@ -146,16 +156,27 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
         "{}",
         reports[0]
     );
+    // The line counts what does not fit; -v (the alternate form) says it.
     for what in ["read locks", "elections"] {
-        assert!(reports[0].to_string().contains(what), "{}", reports[0]);
+        assert!(
+            format!("{:#}", reports[0]).contains(what),
+            "{:#}",
+            reports[0]
+        );
     }
     assert_eq!(reports[1].verdict, Verdict::Unsafe, "{}", reports[1]);
     assert_eq!(reports[1].missing_permissions, ["INCR"], "{}", reports[1]);
     assert!(
         reports[1]
             .to_string()
-            .contains("INCR refused, permission denied"),
+            .contains("INCR refused: the lock cannot work"),
         "{}",
+        reports[1]
+    );
+    // The server's words, with -v (the alternate form).
+    assert!(
+        format!("{:#}", reports[1]).contains("INCR: permission denied"),
+        "{:#}",
         reports[1]
     );
     // A user without +info still locks (restart detection is off for it).

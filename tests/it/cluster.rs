@@ -562,8 +562,43 @@ fn check_reports_every_master_of_a_cluster_member() {
     for report in &reports {
         assert_eq!(report.cluster_enabled, Some(true), "{report}");
         assert!(report.missing_permissions.is_empty(), "{report}");
-        // No persistence in the test cluster: a warning, nothing unsafe.
+        // No persistence in the test cluster: a warning, nothing unsafe,
+        // and nothing else (before, every trial command on two of the
+        // three masters was reported MOVED, the trial keys being in
+        // another master's slots).
         assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report}");
+        assert_eq!(report.problems.len(), 1, "{report:#}");
+        assert!(
+            report.problems[0].text.contains("no persistence"),
+            "{report}"
+        );
+        assert!(report.to_string().len() <= 200, "{report}");
+    }
+}
+
+/// A node of a Redis Cluster given as a plain node votes only on keys of
+/// its own slots: `check()` calls it unsafe, once, and says to give the
+/// cluster.
+#[test]
+fn check_calls_a_cluster_node_given_as_a_plain_node_unsafe() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(cluster.masters.iter().map(|m| m.url()))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let reports = dlm.check("lock:check");
+    assert_eq!(reports.len(), 3);
+    for report in &reports {
+        eprintln!("{report}");
+        assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report}");
+        let text = report.to_string();
+        assert!(text.contains("give the cluster"), "{text}");
+        assert!(!text.contains("MOVED"), "{text}");
+        assert!(text.len() <= 200, "{text}");
     }
 }
 

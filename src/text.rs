@@ -1,0 +1,44 @@
+//! Names and server words as messages show them: never longer than a
+//! line.
+
+/// How many bytes of a name messages show.
+pub(crate) const SHOWN: usize = 100;
+
+/// `bytes` for a message: as text (invalid UTF-8 replaced), cut after
+/// `max` bytes (at a character boundary) with `... (N bytes)` telling the
+/// whole length, so that a 1 MB resource name makes a short line.
+pub(crate) fn shorten(bytes: &[u8], max: usize) -> String {
+    if bytes.len() <= max {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut cut = String::from_utf8_lossy(&bytes[..max]).into_owned();
+    // A character split by the cut shows as one replacement character.
+    if cut.ends_with('\u{FFFD}') && std::str::from_utf8(&bytes[..max]).is_err() {
+        cut.pop();
+    }
+    format!("{cut}... ({} bytes)", bytes.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_are_whole_and_long_ones_cut_with_their_length() {
+        assert_eq!(shorten(b"lock:job", SHOWN), "lock:job");
+        assert_eq!(shorten(&[b'a'; 100], SHOWN), "a".repeat(100));
+        let long = vec![b'x'; 1 << 20];
+        let shown = shorten(&long, SHOWN);
+        assert_eq!(shown, format!("{}... (1048576 bytes)", "x".repeat(100)));
+        // A cut inside a character leaves no half of it.
+        let mut name = vec![b'a'; 99];
+        name.extend_from_slice("é and more".as_bytes());
+        let shown = shorten(&name, SHOWN);
+        assert!(shown.starts_with(&"a".repeat(99)), "{shown}");
+        assert!(
+            shown.ends_with(&format!("... ({} bytes)", name.len())),
+            "{shown}"
+        );
+        assert!(!shown.contains('\u{FFFD}'), "{shown}");
+    }
+}
