@@ -410,7 +410,7 @@ fn claim(
     if tally.reached() {
         Ok(())
     } else {
-        Err(tally.held_error(name))
+        Err(tally.held_error(&quorum::display(name)))
     }
 }
 

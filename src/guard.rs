@@ -59,7 +59,7 @@ impl State {
     fn not_held(&self, lost: Option<(usize, usize)>, renewal: Option<String>) -> Error {
         let (lost_on, taken_over) = lost.unwrap_or((0, 0));
         Error::NotHeld {
-            resource: quorum::display(&self.shown()),
+            resource: self.shown(),
             lost_on,
             taken_over,
             nodes: self.pipeline.members.len(),
@@ -127,7 +127,7 @@ impl State {
             Ok(())
         } else {
             Err(Error::NoValidity {
-                resource: quorum::display(&self.shown()),
+                resource: self.shown(),
                 elapsed: end - start,
                 ttl,
             })
@@ -136,8 +136,8 @@ impl State {
 
     /// What errors and logs name: the resource, or a set's resources
     /// joined with `, `.
-    fn shown(&self) -> Vec<u8> {
-        quorum::joined(&self.resources())
+    fn shown(&self) -> String {
+        self.shape.shown()
     }
 
     /// Every resource held.
@@ -250,7 +250,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         info,
                         "redlock_sync::keepalive",
                         "lock on {:?} renewed again",
-                        quorum::display(&state.shown())
+                        state.shown()
                     );
                 }
                 pause = period;
@@ -279,7 +279,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         error,
                         "redlock_sync::keepalive",
                         "kept-alive lock on {:?} lost: its validity ran out while renewals failed",
-                        quorum::display(&state.shown())
+                        state.shown()
                     );
                     return;
                 }

@@ -87,6 +87,13 @@ impl Shape for One {
         vec![&self.key]
     }
 
+    fn shown(&self) -> String {
+        match &self.permits {
+            Some((_, count)) => semaphore_shown(&self.wakes, *count),
+            None => quorum::display(&self.key),
+        }
+    }
+
     fn wakes(&self) -> Vec<&[u8]> {
         vec![&self.wakes]
     }
@@ -482,4 +489,14 @@ impl LockManager {
             ))
         })
     }
+}
+
+/// A semaphore as errors name it, whatever its count:
+/// `nightly (a semaphore of 3 permits)`.
+pub(crate) fn semaphore_shown(name: &[u8], count: u32) -> String {
+    let plural = if count == 1 { "" } else { "s" };
+    format!(
+        "{} (a semaphore of {count} permit{plural})",
+        quorum::display(name)
+    )
 }

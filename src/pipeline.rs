@@ -154,6 +154,13 @@ pub(crate) trait Shape: Send + Sync {
     /// them (a set's all, in the order given).
     fn resources(&self) -> Vec<&[u8]>;
 
+    /// What errors and logs name: the resource, or a set's resources
+    /// joined with `, `; a permit names its semaphore and its count the
+    /// same way whatever the count (`nightly (a semaphore of 3 permits)`).
+    fn shown(&self) -> String {
+        quorum::display(&quorum::joined(&self.resources()))
+    }
+
     /// The names whose waiters a release wakes (a permit's: the
     /// semaphore's name).
     fn wakes(&self) -> Vec<&[u8]> {
@@ -424,12 +431,12 @@ impl Pipeline {
         if let Some(err) = conflict.or(refused) {
             return Err(err);
         }
-        let shown = quorum::joined(&resources);
+        let shown = shape.shown();
         Err(match failed {
             // The failures of the raising round say why.
             Some(raised) => raised.acquire_error(&shown),
             None if granted >= quorum => Error::NoValidity {
-                resource: quorum::display(&shown),
+                resource: shown,
                 elapsed,
                 ttl,
             },

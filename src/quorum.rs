@@ -211,11 +211,11 @@ impl Tally {
     /// The error for an acquisition round that did not reach a quorum:
     /// `Taken` when the nodes held by others alone rule a quorum out,
     /// otherwise `NoQuorum`.
-    pub(crate) fn acquire_error(self, resource: &[u8]) -> Error {
+    pub(crate) fn acquire_error(self, resource: &str) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
         if self.no > nodes - quorum {
             Error::Taken {
-                resource: display(resource),
+                resource: resource.to_owned(),
                 held_elsewhere: self.no,
                 nodes,
                 quorum,
@@ -231,12 +231,12 @@ impl Tally {
     /// quorum: `NotHeld` when the nodes that lost our token (to another
     /// owner, or because the key is gone) alone rule a quorum out,
     /// otherwise `NoQuorum`.
-    pub(crate) fn held_error(self, resource: &[u8]) -> Error {
+    pub(crate) fn held_error(self, resource: &str) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
         let lost = self.no + self.gone;
         if lost > nodes - quorum {
             Error::NotHeld {
-                resource: display(resource),
+                resource: resource.to_owned(),
                 lost_on: lost,
                 taken_over: self.no,
                 nodes,
@@ -247,10 +247,10 @@ impl Tally {
         }
     }
 
-    pub(crate) fn no_quorum(self, resource: &[u8]) -> Error {
+    pub(crate) fn no_quorum(self, resource: &str) -> Error {
         let nodes = self.nodes();
         Error::NoQuorum {
-            resource: display(resource),
+            resource: resource.to_owned(),
             agreed: self.yes,
             nodes,
             quorum: quorum(nodes),
@@ -444,7 +444,7 @@ mod tests {
     #[test]
     fn taken_only_when_other_owners_alone_rule_out_a_quorum() {
         assert!(matches!(
-            tally(0, 2, 1).acquire_error(b"r"),
+            tally(0, 2, 1).acquire_error("r"),
             Error::Taken {
                 held_elsewhere: 2,
                 ..
@@ -452,7 +452,7 @@ mod tests {
         ));
         // 5 nodes: 2 held elsewhere, 2 failed: answers from the failed
         // nodes could still have made a quorum, so this is NoQuorum.
-        match tally(1, 2, 2).acquire_error(b"r") {
+        match tally(1, 2, 2).acquire_error("r") {
             Error::NoQuorum {
                 agreed: 1,
                 nodes: 5,
@@ -463,7 +463,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            tally(1, 3, 1).acquire_error(b"r"),
+            tally(1, 3, 1).acquire_error("r"),
             Error::Taken { .. }
         ));
     }
@@ -471,7 +471,7 @@ mod tests {
     #[test]
     fn not_held_only_when_a_quorum_lost_the_token() {
         assert!(matches!(
-            tally(1, 2, 0).held_error(b"r"),
+            tally(1, 2, 0).held_error("r"),
             Error::NotHeld {
                 lost_on: 2,
                 taken_over: 2,
@@ -482,7 +482,7 @@ mod tests {
         // over on one node.
         let mut t = tally(0, 1, 0);
         t.gone = 2;
-        let err = t.held_error(b"r");
+        let err = t.held_error("r");
         assert!(matches!(
             err,
             Error::NotHeld {
@@ -495,20 +495,20 @@ mod tests {
         // Gone everywhere: it expired, nobody took it over.
         let mut t = tally(0, 0, 0);
         t.gone = 3;
-        let msg = t.held_error(b"r").to_string();
+        let msg = t.held_error("r").to_string();
         assert!(
             msg.contains("it expired") && !msg.contains("taken over"),
             "{msg}"
         );
         assert!(matches!(
-            tally(1, 1, 1).held_error(b"r"),
+            tally(1, 1, 1).held_error("r"),
             Error::NoQuorum { .. }
         ));
     }
 
     #[test]
     fn messages_name_resource_and_nodes() {
-        let msg = tally(1, 0, 2).acquire_error(b"jobs/nightly").to_string();
+        let msg = tally(1, 0, 2).acquire_error("jobs/nightly").to_string();
         assert!(msg.contains("\"jobs/nightly\""), "{msg}");
         assert!(msg.contains("1 of 3 nodes agreed, 2 needed"), "{msg}");
         assert!(msg.contains("n0") && msg.contains("n1"), "{msg}");
@@ -516,11 +516,11 @@ mod tests {
             msg.ends_with("(failed: n0: connection refused; n1: connection refused)"),
             "{msg}"
         );
-        let err = tally(1, 0, 2).acquire_error(b"r");
+        let err = tally(1, 0, 2).acquire_error("r");
         let detail = std::error::Error::source(&err).unwrap().to_string();
         assert_eq!(detail, "n0: connection refused; n1: connection refused");
         // Taken with every node answering: no failures, no source.
-        let err = tally(0, 3, 0).acquire_error(b"r");
+        let err = tally(0, 3, 0).acquire_error("r");
         assert!(std::error::Error::source(&err).is_none());
         assert!(!err.to_string().contains("failed"), "{err}");
         let debug = format!("{err:?}");
@@ -528,7 +528,7 @@ mod tests {
             !debug.contains("settled") && !debug.contains("connecting"),
             "{debug}"
         );
-        let debug = format!("{:?}", tally(1, 0, 1).acquire_error(b"r"));
+        let debug = format!("{:?}", tally(1, 0, 1).acquire_error("r"));
         assert!(debug.contains("n0: connection refused"), "{debug}");
         assert!(
             !debug.contains("settled") && !debug.contains("connecting"),

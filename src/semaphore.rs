@@ -249,11 +249,7 @@ impl Semaphore {
     fn all_in_use(&self, survey: Tally) -> Error {
         let nodes = survey.yes + survey.no + survey.gone + survey.failures.len();
         Error::Taken {
-            resource: format!(
-                "{} (all {} permits)",
-                quorum::display(&self.name),
-                self.permits
-            ),
+            resource: crate::lock::semaphore_shown(&self.name, self.permits),
             // Members that saw every permit held.
             held_elsewhere: survey.no,
             nodes,

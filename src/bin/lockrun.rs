@@ -194,10 +194,12 @@ impl<M: Mode> Hold for Guard<M> {
         Guard::release(self)
     }
     fn shown(&self) -> String {
-        self.resources()
-            .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
-            .collect::<Vec<_>>()
-            .join(", ")
+        args::cut(
+            self.resources()
+                .map(|r| format!("{:?}", String::from_utf8_lossy(r)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
     }
 }
 
@@ -212,10 +214,10 @@ impl Hold for Leadership {
         self.resign()
     }
     fn shown(&self) -> String {
-        format!(
+        args::cut(format!(
             "the leadership of {:?}",
             String::from_utf8_lossy(self.name())
-        )
+        ))
     }
 }
 

@@ -187,7 +187,7 @@ pub(crate) fn majority(
             gone: 0,
             failures,
         };
-        return Err(tally.no_quorum(name));
+        return Err(tally.no_quorum(&crate::quorum::display(name)));
     }
     Ok(None)
 }

@@ -194,3 +194,25 @@ fn an_expired_lock_says_it_expired_and_a_taken_over_one_says_so() {
             .contains("taken over")
     );
 }
+
+/// A name of a megabyte makes a short message: its first 100 bytes and
+/// its length, in `Taken`'s field, the message and a set's list.
+#[test]
+fn a_long_resource_name_is_cut_in_messages() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster.urls());
+    let name = format!("{}{}", resource("long"), "x".repeat(1 << 20));
+    let _held = dlm.try_lock(&name, TTL).unwrap();
+    let shown = format!("{}... ({} bytes)", &name[..100], name.len());
+    match dlm.try_lock(&name, TTL) {
+        Err(Error::Taken { resource, .. }) => assert_eq!(resource, shown),
+        other => panic!("{other:?}"),
+    }
+    let message = dlm.try_lock(&name, TTL).unwrap_err().to_string();
+    assert!(message.len() < 400, "{} bytes: {message}", message.len());
+    let set = dlm
+        .try_lock_all(&[resource("long-free"), name.clone()], TTL)
+        .unwrap_err()
+        .to_string();
+    assert!(set.len() < 400, "{} bytes: {set}", set.len());
+}

@@ -50,7 +50,7 @@ fn k_permits_are_granted_and_the_next_is_taken_until_one_is_released() {
     assert_eq!(slots, [0, 1, 2]);
     match sem.try_acquire(TTL) {
         Err(e @ Error::Taken { .. }) => {
-            assert!(e.to_string().contains("all 3 permits"), "{e}");
+            assert!(e.to_string().contains("a semaphore of 3 permits"), "{e}");
         }
         other => panic!("{other:?}"),
     }
@@ -58,6 +58,46 @@ fn k_permits_are_granted_and_the_next_is_taken_until_one_is_released() {
     permits.next().unwrap().release().unwrap();
     let again = sem.try_acquire(TTL).unwrap();
     assert!(again.fencing_token().is_some());
+}
+
+/// A semaphore's errors name it and its count the same way for every
+/// count: before, K=1 named an internal key (`nightly:permit:0{40202}`)
+/// and K=3 "nightly (all 3 permits)". A long name is cut in messages.
+#[test]
+fn a_semaphores_errors_name_it_and_its_count_for_every_k() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(cluster.urls());
+    let long = "n".repeat(100_000);
+    for (name, k, shown) in [
+        (
+            resource("nightly-1"),
+            1,
+            format!("{} (a semaphore of 1 permit)", resource("nightly-1")),
+        ),
+        (
+            resource("nightly-3"),
+            3,
+            format!("{} (a semaphore of 3 permits)", resource("nightly-3")),
+        ),
+        (
+            long.clone(),
+            2,
+            format!(
+                "{}... (100000 bytes) (a semaphore of 2 permits)",
+                &long[..100]
+            ),
+        ),
+    ] {
+        let sem = dlm.semaphore(&name, k).unwrap();
+        let _held: Vec<_> = (0..k).map(|_| sem.try_acquire(TTL).unwrap()).collect();
+        match sem.try_acquire(TTL) {
+            Err(Error::Taken { resource, .. }) => assert_eq!(resource, shown),
+            other => panic!("K={k}: {other:?}"),
+        }
+        let message = sem.try_acquire(TTL).unwrap_err().to_string();
+        assert!(message.contains(&shown), "{message}");
+        assert!(message.len() < 400, "{} bytes: {message}", message.len());
+    }
 }
 
 /// The partition that breaks counting semaphores: 3 nodes, 2 permits,

@@ -228,11 +228,11 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             }
         ));
     }
-    args.resource = resources
+    args.resource = cut(resources
         .iter()
         .map(|r| format!("{r:?}"))
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", "));
     args.resources = resources;
     args.members = if members.is_empty() {
         match std::env::var("REDLOCK_NODES") {
@@ -303,6 +303,20 @@ pub(crate) fn human(d: Duration) -> String {
     }
 }
 
+/// A name for messages: whole up to 200 bytes, else its first 100 and
+/// its length (the library cuts names in its errors the same way).
+pub(crate) fn cut(shown: String) -> String {
+    if shown.len() <= 200 {
+        return shown;
+    }
+    let head: String = shown
+        .char_indices()
+        .take_while(|(i, c)| i + c.len_utf8() <= 100)
+        .map(|(_, c)| c)
+        .collect();
+    format!("{head}... ({} bytes)", shown.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,5 +346,17 @@ mod tests {
         assert_eq!(human(Duration::from_millis(999)), "999ms");
         assert_eq!(human(Duration::from_millis(1000)), "1s");
         assert_eq!(human(Duration::from_millis(10_000)), "10s");
+    }
+
+    #[test]
+    fn long_names_are_cut_for_messages() {
+        assert_eq!(cut("\"a\"".into()), "\"a\"");
+        let long = format!("{:?}", "é".repeat(200));
+        let shown = cut(long.clone());
+        assert!(shown.len() < 130, "{shown}");
+        assert!(
+            shown.ends_with(&format!("... ({} bytes)", long.len())),
+            "{shown}"
+        );
     }
 }
