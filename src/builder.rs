@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::identities::Identities;
 use crate::manager::{LockManager, Retry};
 use crate::member::Member;
 use crate::node::{Node, Setup};
 use crate::pipeline::{MAX_TTL, Pipeline};
-use crate::redis_cluster::{Identities, RedisCluster};
+use crate::redis_cluster::RedisCluster;
 use crate::resolve::ResolveFn;
 use crate::restart::Policy;
 use crate::url::redact;
@@ -490,6 +491,7 @@ impl Builder {
                     let node = Arc::new(Node::open(url, &setup)?);
                     node.plain_member();
                     identities.node(node.name());
+                    node.join(identities.clone(), node.name().into());
                     (Member::Node(node.clone()), vec![node])
                 }
                 Spec::Cluster(seeds) => {

@@ -23,6 +23,7 @@ mod conn;
 mod election;
 mod error;
 mod guard;
+mod identities;
 mod keys;
 mod lock;
 mod manager;

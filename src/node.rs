@@ -16,6 +16,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 
 use crate::conn::{Conn, Tls, pack};
 use crate::error::Error;
+use crate::identities::Identities;
 use crate::node_error::{Cause, NodeError, NodeErrorKind};
 use crate::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::resolve::{ResolveFn, Resolver};
@@ -99,6 +100,9 @@ pub(crate) struct Node {
     watch: Watch,
     /// Given as a node member (not a server of a Redis Cluster member).
     plain: std::sync::atomic::AtomicBool,
+    /// The manager's record of who the members are, and the member this
+    /// node serves (itself, or its cluster): see [`Node::join`].
+    member: std::sync::OnceLock<(Arc<Identities>, Arc<str>)>,
     restart: Arc<Policy>,
     timeout: Duration,
     max_idle: usize,
@@ -212,11 +216,19 @@ impl Node {
             identity_at,
             watch: Watch::default(),
             plain: std::sync::atomic::AtomicBool::new(false),
+            member: std::sync::OnceLock::new(),
             restart: setup.restart.clone(),
             timeout,
             max_idle,
             idle: Mutex::new(Vec::with_capacity(max_idle)),
         })
+    }
+
+    /// Makes this node tell `identities` which server it reaches (its
+    /// `run_id`, on every new connection), as a server of `member`: one
+    /// server reached by two members is a configuration error.
+    pub(crate) fn join(&self, identities: Arc<Identities>, member: Arc<str>) {
+        let _ = self.member.set((identities, member));
     }
 
     /// The node's display name: `host:port`, or `unix:path`, with `/db`
@@ -525,6 +537,9 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
+        if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
+            identities.server(member, &self.name, run_id);
+        }
         match self.watch.observe(&identity, Instant::now()) {
             Seen::Same => {}
             Seen::Restarted => crate::log!(

@@ -38,10 +38,10 @@ use redis::Value;
 
 use crate::conn::pack;
 use crate::error::{Error, Result};
+use crate::identities::Identities;
 use crate::member::Member;
 use crate::node_error::NodeError;
 use crate::quorum::{self, Tally};
-use crate::redis_cluster::Identities;
 use crate::request::{Reply, Request};
 use crate::restart::Policy;
 use crate::script::Lua;

@@ -17,8 +17,8 @@
 //! Why slot migrations are safe is in the crate docs ("Redis Cluster").
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use redis::Value;
 
 use crate::conn::pack;
 use crate::error::Error;
+use crate::identities::Identities;
 use crate::keys::SLOTS;
 use crate::node::{Node, Setup};
 use crate::node_error::NodeError;
@@ -67,58 +68,6 @@ impl Template {
             "{}://{}{host}:{port}{}",
             self.scheme, self.userinfo, self.fragment
         )
-    }
-}
-
-/// The other members' identities, shared by the members of one manager:
-/// a cluster that turns out to be the same as another member is a
-/// configuration error found at first contact.
-#[derive(Default)]
-pub(crate) struct Identities {
-    /// Cluster node IDs, with the member (by name) that reported them.
-    ids: Mutex<HashMap<String, Arc<str>>>,
-    /// The plain nodes' addresses (`host:port`).
-    nodes: Mutex<HashSet<String>>,
-    /// Set once two members were found to be the same.
-    pub(crate) conflict: OnceLock<String>,
-}
-
-impl Identities {
-    /// Records a plain node member's address.
-    pub(crate) fn node(&self, name: &str) {
-        self.nodes.lock().insert(name.to_owned());
-    }
-
-    /// A conflict if a server of the cluster `member` (by address) is also
-    /// a plain node member.
-    fn check_servers(&self, member: &Arc<str>, servers: &[String]) {
-        let nodes = self.nodes.lock();
-        if let Some(server) = servers.iter().find(|s| nodes.contains(*s)) {
-            let _ = self.conflict.set(format!(
-                "{server} is a node member and also a server of {member}; Redlock needs \
-                 independent members, and a vote counted twice is unsafe"
-            ));
-        }
-    }
-
-    /// Records `ids` as `member`'s; a conflict if another member has one.
-    fn claim(&self, member: &Arc<str>, ids: &[String]) {
-        let mut known = self.ids.lock();
-        for id in ids {
-            match known.get(id) {
-                Some(other) if other != member => {
-                    let _ = self.conflict.set(format!(
-                        "{other} and {member} are the same Redis Cluster (both have node {id}); \
-                         Redlock needs independent members, and a vote counted twice is unsafe"
-                    ));
-                    return;
-                }
-                Some(_) => {}
-                None => {
-                    known.insert(id.clone(), member.clone());
-                }
-            }
-        }
     }
 }
 
@@ -191,8 +140,12 @@ impl RedisCluster {
             .and_then(UrlParts::fragment)
             .map(|f| format!("#{f}"))
             .unwrap_or_default();
+        let name: Arc<str> = format!("cluster {}", nodes[0].name()).into();
+        for node in &nodes {
+            node.join(identities.clone(), name.clone());
+        }
         Ok(RedisCluster {
-            name: format!("cluster {}", nodes[0].name()).into(),
+            name,
             seeds: nodes,
             template: Template {
                 scheme: scheme.to_owned(),
@@ -385,6 +338,7 @@ impl RedisCluster {
             &self.template.url(host, port),
             &self.template.setup,
         )?);
+        node.join(self.identities.clone(), self.name.clone());
         Ok(self.known.lock().entry(key).or_insert(node).clone())
     }
 

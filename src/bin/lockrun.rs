@@ -166,7 +166,7 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
             say!(ERROR, "cannot lock {}: {e}", args.resource);
             ExitCode::from(match e {
                 Error::Taken { .. } => EX_TEMPFAIL,
-                Error::InvalidArgument { .. } => EX_USAGE,
+                e if e.is_invalid() => EX_USAGE,
                 _ => EX_UNAVAILABLE,
             })
         }
@@ -294,7 +294,8 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
             }),
         };
         match &result {
-            Err(Error::InvalidArgument { .. }) | Ok(_) => return Acquired::Lock(result),
+            Ok(_) => return Acquired::Lock(result),
+            Err(e) if e.is_invalid() => return Acquired::Lock(result),
             Err(e) if left > slice => {
                 if !e.failures().is_empty() && !nodes_reported {
                     say!(

@@ -216,3 +216,44 @@ fn a_long_resource_name_is_cut_in_messages() {
         .to_string();
     assert!(set.len() < 400, "{} bytes: {set}", set.len());
 }
+
+/// One server under two spellings is two members in name only: its vote
+/// would count twice (before, a lock then waited its whole budget and
+/// blamed "another owner on 1 of 2 nodes", the lock's own key). The first
+/// contact that shows it fails with `InvalidConfig` naming both spellings,
+/// at once, and every later call too.
+#[test]
+fn one_server_under_two_names_is_refused_naming_both() {
+    let server = Server::start().unwrap();
+    let other = Server::start().unwrap();
+    let port = server.port();
+    let (a, b) = (format!("127.0.0.1:{port}"), format!("localhost:{port}"));
+    let dlm = LockManager::builder()
+        .nodes([format!("redis://{a}"), format!("redis://{b}"), other.url()])
+        .node_timeout(Duration::from_secs(2))
+        .retry(5, Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = dlm.lock(resource("twice"), TTL).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidConfig { .. }) && err.is_invalid(),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&a) && msg.contains(&b), "{msg}");
+    assert!(msg.contains("same server"), "{msg}");
+    // No retries: a configuration error is not waited out.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        dlm.try_lock(resource("twice-again"), TTL),
+        Err(Error::InvalidConfig { .. })
+    ));
+    // Nothing of the attempt is left behind.
+    assert_eq!(support::get(&server, resource("twice").as_bytes()), None);
+    assert_eq!(support::get(&other, resource("twice").as_bytes()), None);
+}

@@ -1121,3 +1121,23 @@ fn a_leader_that_loses_the_majority_terminates_its_command_and_exits_76() {
     println!("lockrun --leader exited 76 {took:?} after the majority was killed");
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
+
+/// One server given twice under two spellings: exit 64 at once, naming
+/// both, instead of waiting --wait out on a phantom holder.
+#[test]
+fn one_server_under_two_names_is_a_usage_error() {
+    let cluster = Nodes::start(1).unwrap();
+    let port = cluster.servers[0].port();
+    let out = run(Command::new(lockrun_bin())
+        .args([
+            "--nodes",
+            &format!("redis://127.0.0.1:{port},redis://localhost:{port}"),
+        ])
+        .args(["--wait", "10s", "lock:twice", "--", "true"])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null()));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(err.contains(&format!("localhost:{port}")), "{err}");
+}
