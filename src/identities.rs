@@ -15,6 +15,10 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+/// A server as first reached: the member, and the name (spelling) it was
+/// reached by.
+type Reached = (Arc<str>, Arc<str>);
+
 /// What one manager's members have shown of themselves.
 #[derive(Default)]
 pub(crate) struct Identities {
@@ -22,7 +26,7 @@ pub(crate) struct Identities {
     ids: Mutex<HashMap<String, Arc<str>>>,
     /// Servers' `run_id`s, with the member and the name (spelling) the
     /// server was reached by.
-    run_ids: Mutex<HashMap<String, (Arc<str>, Arc<str>)>>,
+    run_ids: Mutex<HashMap<String, Reached>>,
     /// The plain nodes' addresses (`host:port`).
     nodes: Mutex<HashSet<String>>,
     /// Set once two members were found to be the same.
