@@ -296,11 +296,15 @@ fn check_node(node: &Node, key: &[u8], plain: bool, fencing: bool, wakes: bool) 
             None
         }
         Err(e) => {
-            report.problem_with(
-                Verdict::Unsafe,
-                format!("unreachable: {}", e.short()),
-                Some(cause(&e)),
-            );
+            let text = match e.kind() {
+                NodeErrorKind::Connect | NodeErrorKind::Resolve => {
+                    format!("unreachable: {}", e.short())
+                }
+                // It answered (or accepted and said nothing): the cause
+                // says which.
+                _ => e.short(),
+            };
+            report.problem_with(Verdict::Unsafe, text, Some(cause(&e)));
             return report;
         }
     };

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 
-use crate::node_error::ResolveFailure;
+use crate::node_error::{ResolveFailure, Stage};
 use crate::resolve::Resolver;
 
 /// What a TLS connection needs: the client configuration and the name to
@@ -44,6 +44,9 @@ const TAIL_MAX: Duration = Duration::from_millis(10);
 
 /// The pause between two polls in the tail before a deadline.
 const POLL_STEP: Duration = Duration::from_micros(200);
+
+/// How many of the first bytes a peer sends are kept for messages.
+const HEARD: usize = 64;
 
 enum Stream {
     Tcp(TcpStream),
@@ -118,6 +121,9 @@ pub(crate) struct Conn {
     /// Bytes received and not parsed yet, from `start` on.
     input: Vec<u8>,
     start: usize,
+    /// The first bytes the peer sent (up to `HEARD`): what a peer that
+    /// is not a Redis server said, for messages.
+    heard: Vec<u8>,
     /// The read and write timeout currently set on the socket.
     timeout: Duration,
     /// How long before a deadline blocking reads stop (see `TAIL_MAX`).
@@ -131,26 +137,35 @@ pub(crate) struct Conn {
 impl Conn {
     /// Connects to `addr` by `deadline` (name resolution, TCP connect and
     /// any TLS handshake included), for calls of `node_timeout`.
+    ///
+    /// A failure says how far it got: the TCP connect (or the name), or
+    /// the TLS handshake.
     pub(crate) fn open(
         addr: &ConnectionAddr,
         resolver: Option<&Resolver>,
         tls: Option<&Tls>,
         deadline: Instant,
         node_timeout: Duration,
-    ) -> RedisResult<Conn> {
+    ) -> Result<Conn, (Stage, RedisError)> {
+        let at = |stage| move |e| (stage, e);
         let stream = match (addr, resolver) {
             (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
                 let mut last = None;
                 let mut stream = None;
-                let addrs = resolver.resolve(deadline).map_err(|e| {
-                    if e.kind() == io::ErrorKind::TimedOut {
-                        from_io(e)
-                    } else {
-                        resolve_failure(format!("{host}: {e}"))
-                    }
-                })?;
+                let addrs = resolver
+                    .resolve(deadline)
+                    .map_err(|e| {
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            from_io(e)
+                        } else {
+                            resolve_failure(format!("{host}: {e}"))
+                        }
+                    })
+                    .map_err(at(Stage::Connect))?;
                 for sa in addrs {
-                    let left = left(deadline).ok_or_else(timed_out)?;
+                    let left = left(deadline)
+                        .ok_or_else(timed_out)
+                        .map_err(at(Stage::Connect))?;
                     match TcpStream::connect_timeout(&sa, left) {
                         Ok(s) => {
                             stream = Some(s);
@@ -161,12 +176,17 @@ impl Conn {
                 }
                 let stream = match (stream, last) {
                     (Some(s), _) => s,
-                    (None, Some(e)) => return Err(e.into()),
+                    (None, Some(e)) => return Err((Stage::Connect, e.into())),
                     (None, None) => {
-                        return Err(resolve_failure(format!("{host} has no address")));
+                        return Err((
+                            Stage::Connect,
+                            resolve_failure(format!("{host} has no address")),
+                        ));
                     }
                 };
-                stream.set_nodelay(true)?;
+                stream
+                    .set_nodelay(true)
+                    .map_err(|e| (Stage::Connect, e.into()))?;
                 match tls {
                     None => Stream::Tcp(stream),
                     #[cfg(feature = "tls")]
@@ -177,19 +197,24 @@ impl Conn {
                             stream,
                             deadline,
                         )
-                        .map_err(from_io)?,
+                        .map_err(|e| (Stage::Tls, from_io(e)))?,
                     )),
                     #[cfg(not(feature = "tls"))]
                     Some(never) => match *never {},
                 }
             }
             #[cfg(unix)]
-            (ConnectionAddr::Unix(path), _) => Stream::Unix(unix_connect(path, deadline)?),
+            (ConnectionAddr::Unix(path), _) => {
+                Stream::Unix(unix_connect(path, deadline).map_err(at(Stage::Connect))?)
+            }
             _ => {
-                return Err(RedisError::from((
-                    redis::ErrorKind::InvalidClientConfig,
-                    "address type not supported",
-                )));
+                return Err((
+                    Stage::Connect,
+                    RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "address type not supported",
+                    )),
+                ));
             }
         };
         let tail = (node_timeout / 2).min(TAIL_MAX);
@@ -197,6 +222,7 @@ impl Conn {
             stream,
             input: Vec::with_capacity(256),
             start: 0,
+            heard: Vec::new(),
             timeout: Duration::MAX,
             tail,
             resting: ((node_timeout - tail) / 2).max(Duration::from_micros(100)),
@@ -268,7 +294,7 @@ impl Conn {
         match self.stream.read(&mut chunk) {
             Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
             Ok(n) => {
-                self.input.extend_from_slice(&chunk[..n]);
+                self.received(&chunk[..n]);
                 self.take_parsed()?.transpose()
             }
             Err(e) if is_would_block(&e) => Ok(None),
@@ -314,8 +340,32 @@ impl Conn {
         if n == 0 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
-        self.input.extend_from_slice(&chunk[..n]);
+        self.received(&chunk[..n]);
         Ok(())
+    }
+
+    /// Takes in bytes received, keeping the first few apart.
+    fn received(&mut self, bytes: &[u8]) {
+        if self.heard.len() < HEARD {
+            let more = (HEARD - self.heard.len()).min(bytes.len());
+            self.heard.extend_from_slice(&bytes[..more]);
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// What the peer said first, if it is not RESP (an HTTP server, SSH,
+    /// a TLS server spoken to in plain text), as text: for messages.
+    pub(crate) fn foreign(&self) -> Option<String> {
+        let first = *self.heard.first()?;
+        if b"+-:$*_,#!=(%~>|".contains(&first) {
+            return None;
+        }
+        let text: String = String::from_utf8_lossy(&self.heard)
+            .chars()
+            .take_while(|c| *c != '\r' && *c != '\n')
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        Some(text)
     }
 
     /// On a non-blocking socket: reads what has arrived, polling every
@@ -579,8 +629,8 @@ mod tests {
                 }
             }
         }
-        let (e, took) = blocked.expect("the backlog never filled");
-        assert!(e.is_timeout(), "{e}");
+        let ((stage, e), took) = blocked.expect("the backlog never filled");
+        assert!(e.is_timeout() && stage == Stage::Connect, "{e}");
         assert!(took < Duration::from_secs(1), "{took:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -17,7 +17,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
 use crate::conn::{Conn, Tls, pack};
 use crate::error::Error;
 use crate::identities::Identities;
-use crate::node_error::{Cause, NodeError, NodeErrorKind};
+use crate::node_error::{Cause, NodeError, NodeErrorKind, Stage};
 use crate::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::resolve::{ResolveFn, Resolver};
 use crate::restart::{Identity, Policy, Quarantine, Seen, Watch};
@@ -509,9 +509,18 @@ impl Node {
             self.timeout,
         )
         .map(|con| Pooled { con, legacy: true })
-        .map_err(|e| self.error(e, true))?;
+        .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
-            let e = self.error(f.error, true);
+            // A peer that answered, but not in RESP: say what it said.
+            if let Some(said) = pooled.con.foreign() {
+                return NodeError::opening(
+                    self.name.clone(),
+                    Cause::Foreign(said),
+                    Stage::Hello,
+                    self.timeout,
+                );
+            }
+            let e = NodeError::opening(self.name.clone(), f.error, Stage::Hello, self.timeout);
             match self.required_names.get(f.at) {
                 Some(name) if e.redis().is_some_and(is_reply) => e.about((*name).to_owned()),
                 _ => e,

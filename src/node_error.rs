@@ -32,6 +32,20 @@ impl fmt::Display for ResolveFailure {
 
 impl std::error::Error for ResolveFailure {}
 
+/// How far a call got before it failed: for messages that point the right
+/// way (a silent peer after a TCP connect is not a network problem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Resolving the name and opening the TCP connection (or the socket).
+    Connect,
+    /// The TLS handshake, on an open TCP connection.
+    Tls,
+    /// Our handshake (`AUTH`, `INFO`, ...) on an open connection.
+    Hello,
+    /// A command on an established connection.
+    Call,
+}
+
 /// What one node's failure came from: the Redis client's error, or one of
 /// the crate's own causes (which carry their detail).
 #[derive(Debug)]
@@ -49,6 +63,8 @@ pub(crate) enum Cause {
     Replication(String),
     /// A Redis Cluster member could not route the request.
     Cluster(String),
+    /// The peer answered, but not in RESP: its first bytes, as text.
+    Foreign(String),
 }
 
 impl Cause {
@@ -192,7 +208,7 @@ pub enum NodeErrorKind {
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
-    connecting: bool,
+    stage: Stage,
     timeout: Duration,
     cause: Cause,
     /// The command (and key) an error reply answered.
@@ -218,6 +234,7 @@ impl NodeError {
             Cause::Restarted(_) => NodeErrorKind::Restarted,
             Cause::Replication(_) => NodeErrorKind::Replication,
             Cause::Cluster(_) => NodeErrorKind::Cluster,
+            Cause::Foreign(_) => NodeErrorKind::Protocol,
             Cause::Redis(source) if source.is_timeout() => NodeErrorKind::Timeout,
             Cause::Redis(source) if is_permission(source) => NodeErrorKind::Permission,
             Cause::Redis(source)
@@ -244,12 +261,29 @@ impl NodeError {
         NodeError {
             node,
             kind,
-            connecting,
+            stage: if connecting {
+                Stage::Connect
+            } else {
+                Stage::Call
+            },
             timeout,
             cause,
             command: None,
             settled: connecting,
         }
+    }
+
+    /// A failure while opening a connection, at `stage` (before any
+    /// command of a lock was sent: nothing can be left behind).
+    pub(crate) fn opening(
+        node: Arc<str>,
+        cause: impl Into<Cause>,
+        stage: Stage,
+        timeout: Duration,
+    ) -> Self {
+        let mut e = NodeError::classify(node, cause, true, timeout);
+        e.stage = stage;
+        e
     }
 
     /// A Redis Cluster member's routing failure, on `node` (the member, or
@@ -345,15 +379,35 @@ impl fmt::Display for NodeError {
             NodeErrorKind::Connect if self.redis().is_some_and(|e| e.is_connection_refusal()) => {
                 write!(f, "{node}: connection refused")
             }
+            // The peer accepted the connection (a proxy whose server is
+            // down, a server at its limit) but closed it unanswered.
+            NodeErrorKind::Connect
+                if self.stage == Stage::Hello
+                    && self.redis().is_some_and(|e| {
+                        io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
+                            || e.is_connection_dropped()
+                    }) =>
+            {
+                write!(f, "{node}: connected, then closed without an answer")
+            }
             NodeErrorKind::Connect => match self.redis().and_then(io_detail) {
                 Some(detail) => write!(f, "{node}: could not connect ({detail})"),
                 None => write!(f, "{node}: could not connect ({})", self.cause),
             },
             NodeErrorKind::Resolve => write!(f, "{node}: name resolution failed ({})", self.cause),
-            NodeErrorKind::Timeout if self.connecting => {
-                write!(f, "{node}: no connection within {:?}", self.timeout)
-            }
-            NodeErrorKind::Timeout => write!(f, "{node}: no answer within {:?}", self.timeout),
+            NodeErrorKind::Timeout => match self.stage {
+                Stage::Connect => write!(f, "{node}: no connection within {:?}", self.timeout),
+                Stage::Tls => write!(
+                    f,
+                    "{node}: connected, but no TLS answer within {:?} (a server without TLS \
+                     on this port? rediss:// needs one that speaks TLS)",
+                    self.timeout
+                ),
+                Stage::Hello => {
+                    write!(f, "{node}: connected, no answer within {:?}", self.timeout)
+                }
+                Stage::Call => write!(f, "{node}: no answer within {:?}", self.timeout),
+            },
             NodeErrorKind::Disconnected => write!(f, "{node}: connection lost"),
             NodeErrorKind::Auth => {
                 let why = match self.code() {
@@ -394,7 +448,12 @@ impl fmt::Display for NodeError {
                 }
                 Ok(())
             }
-            NodeErrorKind::Protocol => write!(f, "{node}: unexpected reply ({})", self.cause),
+            NodeErrorKind::Protocol => match &self.cause {
+                Cause::Foreign(said) => {
+                    write!(f, "{node}: not a Redis server: it answered {said:?}")
+                }
+                cause => write!(f, "{node}: unexpected reply ({cause})"),
+            },
             NodeErrorKind::Cluster | NodeErrorKind::Restarted | NodeErrorKind::Replication => {
                 write!(f, "{node}: {}", self.cause)
             }
@@ -514,7 +573,8 @@ impl fmt::Display for Cause {
             | Cause::Tls(why)
             | Cause::Restarted(why)
             | Cause::Replication(why)
-            | Cause::Cluster(why) => f.write_str(why),
+            | Cause::Cluster(why)
+            | Cause::Foreign(why) => f.write_str(why),
         }
     }
 }

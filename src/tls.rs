@@ -155,6 +155,9 @@ impl TlsStream {
     ) -> io::Result<TlsStream> {
         let session = ClientConnection::new(config, name).map_err(failure)?;
         let mut stream = TlsStream { session, tcp };
+        // The server's first bytes, seen before TLS takes them: a plain
+        // server answers the ClientHello with a RESP error.
+        let mut first: Option<Vec<u8>> = None;
         while stream.session.is_handshaking() {
             let left = deadline
                 .checked_duration_since(Instant::now())
@@ -167,6 +170,11 @@ impl TlsStream {
             if stream.session.wants_write() {
                 stream.session.write_tls(&mut stream.tcp)?;
             } else if stream.session.wants_read() {
+                if first.is_none() {
+                    let mut peeked = [0u8; 48];
+                    let n = stream.tcp.peek(&mut peeked)?;
+                    first = Some(peeked[..n].to_vec());
+                }
                 if stream.session.read_tls(&mut stream.tcp)? == 0 {
                     // Ambiguous (a proxy whose server is down, a server
                     // that dropped us): a connection failure, not TLS's.
@@ -178,7 +186,17 @@ impl TlsStream {
                 if let Err(e) = stream.session.process_new_packets() {
                     // Tell the server why, best effort.
                     let _ = stream.send_pending();
-                    return Err(failure(e));
+                    return Err(match first.as_deref() {
+                        Some(said @ [b'-' | b'+', ..]) => failure(format!(
+                            "the server answered without TLS ({:?}): a plain server on this \
+                             port? give it as redis://",
+                            String::from_utf8_lossy(said)
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                        )),
+                        _ => failure(e),
+                    });
                 }
             }
         }

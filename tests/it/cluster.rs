@@ -538,7 +538,10 @@ fn a_refused_asking_never_leaves_a_connection_out_of_step() {
         let reports = dlm.check("lock:asking-check");
         let target = format!(":{}", cluster.masters[to].port());
         let report = reports.iter().find(|r| r.node.ends_with(&target)).unwrap();
-        assert!(report.to_string().contains("ASKING refused"), "{report}");
+        assert!(
+            format!("{report:#}").contains("ASKING refused"),
+            "{report:#}"
+        );
     });
 }
 

@@ -257,3 +257,78 @@ fn one_server_under_two_names_is_refused_naming_both() {
     assert_eq!(support::get(&server, resource("twice").as_bytes()), None);
     assert_eq!(support::get(&other, resource("twice").as_bytes()), None);
 }
+
+/// A peer on a node's port that is no Redis server: `answer` is what it
+/// writes on each connection before `then` (`close`: closes it; else
+/// keeps it open, silent, until the test ends).
+fn peer(answer: &'static [u8], close: bool) -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(200)))
+                        .unwrap();
+                    // Read the request first, as a real server would.
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(answer);
+                    if !close {
+                        open.push(s);
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    (port, handle)
+}
+
+/// What a node that is not a Redis server is said to be: the peer that
+/// answered something else, the one that said nothing, the one that
+/// closed at once. Each points at the peer, not at the network (before,
+/// all three were "could not connect" or "no connection within").
+#[test]
+fn a_peer_that_is_not_a_redis_server_is_said_to_be_one() {
+    let timeout = Duration::from_millis(300);
+    let cases: [(&'static [u8], bool, NodeErrorKind, &str); 3] = [
+        (
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+            true,
+            NodeErrorKind::Protocol,
+            "not a Redis server: it answered \"HTTP/1.1 400 Bad Request\"",
+        ),
+        (
+            b"",
+            false,
+            NodeErrorKind::Timeout,
+            "connected, no answer within 300ms",
+        ),
+        (
+            b"",
+            true,
+            NodeErrorKind::Connect,
+            "connected, then closed without an answer",
+        ),
+    ];
+    for (answer, close, kind, says) in cases {
+        let (port, _peer) = peer(answer, close);
+        let dlm = support::manager_over(vec![format!("redis://127.0.0.1:{port}")], timeout);
+        let started = std::time::Instant::now();
+        let err = dlm.try_lock(resource("peer"), TTL).unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let f = &err.failures()[0];
+        assert_eq!(f.kind(), kind, "{f}");
+        assert_eq!(f.to_string(), format!("127.0.0.1:{port}: {says}"));
+    }
+}

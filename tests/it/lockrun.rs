@@ -850,7 +850,11 @@ fn permits_limit_how_many_commands_run_at_once() {
     ));
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
-    assert!(stderr(&out).contains("all 2 permits"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(a semaphore of 2 permits)"),
+        "{}",
+        stderr(&out)
+    );
     // With a longer wait it runs once a holder is done.
     let out = run(&mut lockrun(
         &cluster,

@@ -198,7 +198,34 @@ fn a_plain_server_behind_a_tls_url_fails_that_node_within_the_node_timeout() {
             "{f}"
         );
         assert!(f.to_string().contains(&port.to_string()), "{f}");
+        // Each way of failing says TLS (never "no connection within").
+        assert!(f.to_string().contains("TLS"), "{f}");
     }
+}
+
+/// A plain server that answers the ClientHello with a RESP error (as
+/// Redis does to a request it cannot read) is said to speak no TLS.
+#[test]
+fn a_plain_answer_to_the_tls_handshake_says_the_server_speaks_no_tls() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut hello = [0u8; 512];
+            let _ = s.read(&mut hello);
+            let _ = s.write_all(b"-ERR Protocol error: unbalanced quotes in request\r\n");
+            thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let dlm = builder([tls_url(port)])
+        .tls_root_cert(Certs::make().read("ca.pem"))
+        .build()
+        .unwrap();
+    let text = tls_failure(&dlm);
+    assert!(text.contains("answered without TLS"), "{text}");
+    assert!(text.contains("-ERR Protocol error"), "{text}");
+    assert!(text.contains("redis://"), "{text}");
 }
 
 /// The killed, paused and black-holed rows of the fault matrix, over TLS:
