@@ -454,6 +454,17 @@ impl Leadership {
         self.term
     }
 
+    /// The members that failed while this leadership was won, each with
+    /// its cause (see [`Guard::failures`](crate::Guard::failures)).
+    pub fn failures(&self) -> &[crate::NodeError] {
+        self.guard.failures()
+    }
+
+    /// How many members agreed when this leadership was won.
+    pub fn agreed(&self) -> usize {
+        self.guard.agreed()
+    }
+
     /// Whether this is still the leader, failing closed: false once the
     /// validity ran out, once a renewal found the leadership taken over,
     /// and from the first renewal that missed the quorum (until a retry

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::node_error::NodeError;
 use crate::pipeline::{Granted, Pipeline, Shape, Token};
 use crate::quorum;
 
@@ -24,6 +25,10 @@ struct State {
     fencing: Option<u64>,
     /// A semaphore's permit: which slot it holds.
     slot: Option<u32>,
+    /// How many members agreed to the acquisition.
+    agreed: usize,
+    /// The members that failed during the acquisition.
+    failures: Vec<NodeError>,
     status: Mutex<Status>,
     /// Held for the whole of an extend round, so that a manual `extend`
     /// and a keep-alive renewal never overlap: the validity set is always
@@ -392,6 +397,8 @@ impl<M: Mode> Guard<M> {
                 ttl,
                 fencing: granted.fencing,
                 slot,
+                agreed: granted.agreed,
+                failures: granted.failures,
                 status: Mutex::new(Status {
                     valid_until: granted.valid_until,
                     lost: None,
@@ -434,6 +441,30 @@ impl<M: Mode> Guard<M> {
     /// characters, new for every acquisition.
     pub fn token(&self) -> &[u8] {
         &self.state.token
+    }
+
+    /// How many members agreed to the acquisition (of
+    /// [`LockManager::nodes`](crate::LockManager::nodes)`().len()`).
+    pub fn agreed(&self) -> usize {
+        self.state.agreed
+    }
+
+    /// The members that failed during the acquisition, each with its
+    /// cause; empty when every member answered. The lock is held all the
+    /// same (a quorum agreed), but with less redundancy: alert on it.
+    /// `lockrun` prints a warning, and the `log` feature logs one
+    /// (target `redlock_sync::redundancy`).
+    pub fn failures(&self) -> &[NodeError] {
+        &self.state.failures
+    }
+
+    /// How many more members could have failed (or refused) and still
+    /// left a quorum: `agreed() - quorum`. 0 means the lock was taken
+    /// with no member to spare.
+    pub fn margin(&self) -> usize {
+        self.state
+            .agreed
+            .saturating_sub(quorum::quorum(self.state.pipeline.members.len()))
     }
 
     /// How long the lock is still safe to rely on, measured on this

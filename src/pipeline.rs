@@ -229,6 +229,10 @@ pub(crate) struct Granted {
     pub(crate) valid_until: Instant,
     /// The fencing token; `None` with fencing off, and for shapes without.
     pub(crate) fencing: Option<u64>,
+    /// How many members agreed.
+    pub(crate) agreed: usize,
+    /// The members that failed, each with its cause: redundancy lost.
+    pub(crate) failures: Vec<NodeError>,
 }
 
 /// A manager's members and settings, shared by its clones and its
@@ -410,9 +414,33 @@ impl Pipeline {
                 let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
                 self.clean_up(shape, &partial, token);
             }
+            let failures: Vec<NodeError> = votes
+                .into_iter()
+                .filter_map(|v| match v.answer {
+                    Some(Err(e)) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            if !failures.is_empty() {
+                crate::log!(
+                    warn,
+                    "redlock_sync::redundancy",
+                    "{}: taken with {granted} of {} members agreeing; one more failure may \
+                     stop it: {}",
+                    shape.shown(),
+                    self.members.len(),
+                    failures
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+            }
             return Ok(Granted {
                 valid_until,
                 fencing: keep.is_some().then_some(highest),
+                agreed: granted,
+                failures,
             });
         }
         // Best effort, on every member that may hold what was written.

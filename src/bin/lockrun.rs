@@ -23,7 +23,9 @@ use redlock_sync::mode::Mode;
 mod args;
 
 use args::{Args, MemberArg, Parsed, human, parse};
-use redlock_sync::{Error, Guard, Leadership, LockGuard, LockManager, ReadGuard, Verdict, Wait};
+use redlock_sync::{
+    Error, Guard, Leadership, LockGuard, LockManager, NodeError, ReadGuard, Verdict, Wait,
+};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -176,6 +178,8 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
 /// What COMMAND runs under: a lock's guard, or a leadership (both kept
 /// alive).
 trait Hold {
+    /// How many members agreed, and the ones that failed.
+    fn agreed(&self) -> (usize, &[NodeError]);
     fn ensure_held(&self) -> Result<(), Error>;
     fn wait_lost(&self, timeout: Duration) -> bool;
     fn release(self) -> Result<(), Error>;
@@ -184,6 +188,9 @@ trait Hold {
 }
 
 impl<M: Mode> Hold for Guard<M> {
+    fn agreed(&self) -> (usize, &[NodeError]) {
+        (Guard::agreed(self), Guard::failures(self))
+    }
     fn ensure_held(&self) -> Result<(), Error> {
         Guard::ensure_held(self)
     }
@@ -204,6 +211,9 @@ impl<M: Mode> Hold for Guard<M> {
 }
 
 impl Hold for Leadership {
+    fn agreed(&self) -> (usize, &[NodeError]) {
+        (Leadership::agreed(self), Leadership::failures(self))
+    }
     fn ensure_held(&self) -> Result<(), Error> {
         Leadership::ensure_held(self)
     }
@@ -227,6 +237,22 @@ fn run_locked<H: Hold>(guard: H, fencing: Option<u64>, args: &Args, signals: &Si
     match fencing {
         Some(token) => say!(INFO, "locked {} (fencing token {token})", args.resource),
         None => say!(INFO, "locked {}", args.resource),
+    }
+    // Held, but with a member down: one line, so that someone can act
+    // before the next failure stops every lock.
+    let (agreed, failures) = guard.agreed();
+    if !failures.is_empty() {
+        say!(
+            WARN,
+            "redundancy lost: {} taken with {agreed} of {} members agreeing; failed: {}",
+            args.resource,
+            args.members.len(),
+            failures
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
     let mut command = Command::new(&args.command[0]);
     command

@@ -463,3 +463,43 @@ fn a_wrong_password_is_reported_as_auth_on_that_node() {
         "{err}"
     );
 }
+
+/// A guard tells how many members agreed, which failed and why, and how
+/// many more could have failed: what an application alerts on.
+#[test]
+fn a_guard_tells_which_members_agreed_and_which_failed() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(300));
+    let key = resource("redundancy");
+    let guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (guard.agreed(), guard.failures().len(), guard.margin()),
+        (3, 0, 1)
+    );
+    guard.release().unwrap();
+    cluster.servers[1].kill();
+    let guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    assert_eq!((guard.agreed(), guard.margin()), (2, 0));
+    let failed = guard.failures();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(
+        failed[0].node(),
+        format!("127.0.0.1:{}", cluster.servers[1].port())
+    );
+    assert_eq!(failed[0].kind(), redlock_sync::NodeErrorKind::Connect);
+    // Sets and read locks tell the same.
+    guard.release().unwrap();
+    let set = dlm
+        .lock_all(
+            &[resource("redundancy-a"), resource("redundancy-b")],
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    assert_eq!((set.agreed(), set.failures().len()), (2, 1));
+    let read = dlm
+        .rwlock(resource("redundancy-rw"))
+        .unwrap()
+        .read(Duration::from_secs(5))
+        .unwrap();
+    assert_eq!((read.agreed(), read.failures().len()), (2, 1));
+}

@@ -1145,3 +1145,38 @@ fn one_server_under_two_names_is_a_usage_error() {
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     assert!(err.contains(&format!("localhost:{port}")), "{err}");
 }
+
+/// A lock taken while a member is down runs the command, with one warning
+/// line naming the member and its cause (not with -q).
+#[test]
+fn a_lock_taken_with_a_member_down_warns_once() {
+    let mut cluster = Nodes::start(3).unwrap();
+    cluster.servers[0].kill();
+    let port = format!(":{}", cluster.servers[0].port());
+    let out = run(&mut lockrun(
+        &cluster,
+        &[],
+        "lock:redundancy-warned",
+        "echo ran",
+    ));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("redundancy lost"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("2 of 3 members") && warnings[0].contains(&port),
+        "{err}"
+    );
+    let quiet = run(&mut lockrun(
+        &cluster,
+        &["-q"],
+        "lock:redundancy-quiet",
+        "true",
+    ));
+    assert_eq!(quiet.status.code(), Some(0));
+    assert!(!stderr(&quiet).contains("redundancy"), "{}", stderr(&quiet));
+}

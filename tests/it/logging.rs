@@ -44,10 +44,41 @@ fn seen(level: Level, target: &str, needles: &[&str]) -> bool {
         .any(|(l, t, m)| *l == level && t == target && needles.iter().all(|n| m.contains(n)))
 }
 
+/// Installs the recorder, once for the suite.
+fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        log::set_logger(&RECORDER).unwrap();
+        log::set_max_level(log::LevelFilter::Debug);
+    });
+}
+
+/// A lock taken while a member failed: one warning naming the resource,
+/// the count and the failed member with its cause.
+#[test]
+fn a_lock_taken_with_a_member_down_logs_the_lost_redundancy() {
+    install();
+    let mut cluster = Nodes::start(3).unwrap();
+    cluster.servers[2].kill();
+    let dlm = support::manager(&cluster, Duration::from_millis(200));
+    let key = resource("redundancy-logged");
+    let guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    let port = format!(":{}", cluster.servers[2].port());
+    assert!(
+        seen(
+            Level::Warn,
+            "redlock_sync::redundancy",
+            &[&key, "2 of 3 members", &port, "connection refused"]
+        ),
+        "{:?}",
+        RECORDER.0.lock().unwrap()
+    );
+    guard.release().unwrap();
+}
+
 #[test]
 fn renewals_that_miss_the_quorum_and_lost_locks_are_logged() {
-    log::set_logger(&RECORDER).unwrap();
-    log::set_max_level(log::LevelFilter::Debug);
+    install();
     let mut cluster = Nodes::start(3).unwrap();
     let dlm = support::manager(&cluster, Duration::from_millis(100));
     let key = resource("logged");
