@@ -120,6 +120,18 @@ pub enum Error {
         renewal: Option<String>,
     },
 
+    /// Waiting for the lock was stopped by the manager's [`Cancel`]
+    /// switch (see [`LockManager::cancel_on`]): nothing is held.
+    ///
+    /// [`Cancel`]: crate::Cancel
+    /// [`LockManager::cancel_on`]: crate::LockManager::cancel_on
+    #[error("waiting for {resource:?} was cancelled")]
+    #[non_exhaustive]
+    Cancelled {
+        /// The resource name, as messages show it.
+        resource: String,
+    },
+
     /// The manager's configuration is unusable.
     #[error("invalid configuration: {reason}")]
     #[non_exhaustive]
@@ -189,6 +201,12 @@ impl Error {
             self,
             Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }
         )
+    }
+
+    /// Waiting was stopped by a [`Cancel`](crate::Cancel) switch
+    /// ([`Error::Cancelled`]).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
     }
 
     /// An argument or the configuration is unusable

@@ -18,6 +18,7 @@ macro_rules! log {
 pub(crate) use log;
 
 mod builder;
+mod cancel;
 mod check;
 mod conn;
 mod election;
@@ -47,6 +48,7 @@ mod url;
 mod wait;
 
 pub use builder::Builder;
+pub use cancel::Cancel;
 pub use check::{NodeReport, Problem, Verdict};
 pub use election::{Election, Leader, Leadership, Observe};
 pub use error::{Error, Result};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cancel::Cancel;
 use crate::check::NodeReport;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -276,6 +277,8 @@ pub(crate) trait Writer: Sync {
 pub struct LockManager {
     pipeline: Arc<Pipeline>,
     retry: Retry,
+    /// The switch that stops this handle's waits (see `cancel_on`).
+    cancel: Option<Cancel>,
 }
 
 impl LockManager {
@@ -284,6 +287,19 @@ impl LockManager {
         LockManager {
             pipeline: Arc::new(pipeline),
             retry,
+            cancel: None,
+        }
+    }
+
+    /// A handle to the same manager (members, settings, retries) whose
+    /// waits stop when `cancel` is thrown: an acquisition that would
+    /// pause returns [`Error::Cancelled`] instead (see [`Cancel`]). Its
+    /// clones share the switch; this handle is unchanged.
+    #[must_use]
+    pub fn cancel_on(&self, cancel: &Cancel) -> LockManager {
+        LockManager {
+            cancel: Some(cancel.clone()),
+            ..self.clone()
         }
     }
 
@@ -433,6 +449,10 @@ impl LockManager {
                 writer.done(pipeline, &token);
             }
         };
+        let cancel = self.cancel.as_ref();
+        let cancelled = || Error::Cancelled {
+            resource: quorum::display(&quorum::joined(names)),
+        };
         loop {
             if turn {
                 if wait && place.is_none() {
@@ -461,6 +481,10 @@ impl LockManager {
                     place = None;
                 }
             }
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                done(flagged);
+                return Err(cancelled());
+            }
             let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
             let most = budget.most(self.retry.max_delay);
             match budget.next(delay) {
@@ -482,12 +506,21 @@ impl LockManager {
                             waiters.join(names[at], seen.as_ref().map(|s| s[at]))
                         });
                         let started = Instant::now();
-                        turn = place.wait(pause);
+                        turn = place.wait(pause, cancel);
                         budget.spent(started.elapsed());
                     } else {
-                        thread::sleep(pause);
+                        match cancel {
+                            Some(cancel) => {
+                                cancel.sleep(pause);
+                            }
+                            None => thread::sleep(pause),
+                        }
                         budget.spent(pause);
                         turn = true;
+                    }
+                    if cancel.is_some_and(Cancel::is_cancelled) {
+                        done(flagged);
+                        return Err(cancelled());
                     }
                 }
                 None => match last.take() {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::Value;
 
+use crate::cancel::{Cancel, LOOK};
 use crate::conn::pack;
 use crate::keys::{self, release_channel as channel};
 use crate::member::Member;
@@ -435,11 +436,15 @@ impl Place<'_> {
     /// Waits for a release or `pause`, whichever comes first. True when it
     /// is this thread's turn to ask: it is the longest waiter and a
     /// release was heard or the pause is over. False when the pause is
-    /// over and others wait ahead of it.
-    pub(crate) fn wait(&self, pause: Duration) -> bool {
+    /// over and others wait ahead of it, or a `cancel` switch (looked at
+    /// every [`LOOK`]) was thrown.
+    pub(crate) fn wait(&self, pause: Duration, cancel: Option<&Cancel>) -> bool {
         let deadline = Instant::now().checked_add(pause);
         let mut reg = self.waiters.shared.reg.lock();
         loop {
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                return false;
+            }
             let Some(entry) = reg.resources.get_mut(&self.resource) else {
                 return true;
             };
@@ -448,11 +453,12 @@ impl Place<'_> {
                 entry.wake = false;
                 return true;
             }
-            match deadline {
-                Some(deadline) if Instant::now() < deadline => {
-                    self.cv.wait_until(&mut reg, deadline);
-                }
-                Some(_) => return first,
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return first;
+            }
+            let look = cancel.and_then(|_| Instant::now().checked_add(LOOK));
+            match deadline.into_iter().chain(look).min() {
+                Some(until) => drop(self.cv.wait_until(&mut reg, until)),
                 None => self.cv.wait(&mut reg),
             }
         }

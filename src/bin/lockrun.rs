@@ -24,7 +24,7 @@ mod args;
 
 use args::{Args, MemberArg, Parsed, human, parse};
 use redlock_sync::{
-    Error, Guard, Leadership, LockGuard, LockManager, NodeError, ReadGuard, Verdict, Wait,
+    Cancel, Error, Guard, Leadership, LockGuard, LockManager, NodeError, ReadGuard, Verdict, Wait,
 };
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
@@ -36,7 +36,6 @@ type Signals = mpsc::Receiver<Origin>;
 
 const EX_USAGE: u8 = 64;
 const EX_UNAVAILABLE: u8 = 69;
-const EX_TEMPFAIL: u8 = 75;
 const EX_LOST: u8 = 76;
 const EX_CANNOT_RUN: u8 = 126;
 const EX_NOT_FOUND: u8 = 127;
@@ -72,10 +71,15 @@ fn main() -> ExitCode {
     };
     let (tx, received) = mpsc::channel();
     let handle = signals.handle();
+    // A signal also stops any wait for the lock under way.
+    let cancel = Cancel::new();
+    let thrown = cancel.clone();
     thread::spawn(move || {
         let mut signals = signals;
         for origin in signals.forever() {
-            if tx.send(origin).is_err() {
+            let sent = tx.send(origin);
+            thrown.cancel();
+            if sent.is_err() {
                 break;
             }
         }
@@ -83,7 +87,7 @@ fn main() -> ExitCode {
     let code = match parse() {
         Ok(Parsed::Run(args)) => {
             VERBOSITY.store(args.verbosity, Ordering::Relaxed);
-            run(&args, &received)
+            run(&args, &received, &cancel)
         }
         Ok(Parsed::Exit(code)) => code,
         Err(msg) => {
@@ -96,7 +100,7 @@ fn main() -> ExitCode {
     code
 }
 
-fn run(args: &Args, signals: &Signals) -> ExitCode {
+fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
     let mut builder = LockManager::builder();
     for member in &args.members {
         builder = match member {
@@ -127,7 +131,7 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         _ => return usage_error("--tls-cert and --tls-key go together".into()),
     }
     let dlm = match builder.build() {
-        Ok(dlm) => dlm,
+        Ok(dlm) => dlm.cancel_on(cancel),
         Err(e) => return usage_error(e.to_string()),
     };
     if args.check {
@@ -167,7 +171,7 @@ fn run(args: &Args, signals: &Signals) -> ExitCode {
         Acquired::Lock(Err(e)) => {
             say!(ERROR, "cannot lock {}: {e}", args.resource);
             ExitCode::from(match e {
-                Error::Taken { .. } => EX_TEMPFAIL,
+                Error::Taken { .. } => args.conflict_exit,
                 e if e.is_invalid() => EX_USAGE,
                 _ => EX_UNAVAILABLE,
             })
@@ -290,68 +294,84 @@ enum Acquired {
     Signal(i32),
 }
 
-/// Takes the lock within `--wait`, in attempts of at most 100 ms so that
-/// a signal is seen promptly. The first failure that involves failing
-/// nodes is reported at once (a person should not wait 10 s to learn that
-/// a node is down or refuses the password); a lock merely held by someone
-/// else is reported only with `-v`.
+/// Takes the lock within `--wait`: one attempt first, whose failing nodes
+/// are reported at once (a person should not wait 10 s to learn that a
+/// node is down or refuses the password; a lock merely held by someone
+/// else is reported only with `-v`), then one wait for the rest, which a
+/// signal stops (the signal thread throws the manager's `Cancel`). One
+/// wait, not many short ones: a waiting writer keeps its place, and its
+/// flag that holds off new readers, for the whole of it.
 fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
-    let deadline = Instant::now() + args.wait;
-    let (mut announced, mut nodes_reported) = (false, false);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let slice = left.min(Duration::from_millis(100));
-        let first = &args.resources[0];
-        let result = match args.permits {
-            None if args.shared => dlm
-                .rwlock(first)
-                .and_then(|rw| rw.try_read_for(args.ttl, slice))
-                .map(Held::Read),
-            None if args.resources.len() == 1 => {
-                dlm.try_lock_for(first, args.ttl, slice).map(Held::Lock)
+    let first = take(dlm, args, Wait::No);
+    match &first {
+        Ok(_) => return after_signals(first, signals),
+        Err(e) if e.is_invalid() || args.wait.is_zero() => return Acquired::Lock(first),
+        Err(e) if !e.failures().is_empty() => say!(
+            WARN,
+            "cannot lock {} yet: {e}; still trying for up to {}",
+            args.resource,
+            human(args.wait)
+        ),
+        Err(e) => say!(
+            INFO,
+            "cannot lock {} yet ({e}); waiting up to {}",
+            args.resource,
+            human(args.wait)
+        ),
+    }
+    match take(dlm, args, Wait::For(args.wait)) {
+        Err(e) if e.is_cancelled() => match signals.try_recv() {
+            Ok(origin) => {
+                say!(
+                    WARN,
+                    "got signal {} while waiting for the lock; giving up",
+                    origin.signal
+                );
+                Acquired::Signal(origin.signal)
             }
-            None => dlm
-                .try_lock_all_for(&args.resources, args.ttl, slice)
-                .map(Held::Lock),
-            // One of K permits: a lock on one of the semaphore's slots.
-            Some(k) => dlm.semaphore(first, k).and_then(|sem| {
-                sem.try_acquire_for(args.ttl, slice)
-                    .map(|permit| Held::Lock(permit.into_guard()))
-            }),
-        };
-        match &result {
-            Ok(_) => return Acquired::Lock(result),
-            Err(e) if e.is_invalid() => return Acquired::Lock(result),
-            Err(e) if left > slice => {
-                if !e.failures().is_empty() && !nodes_reported {
-                    say!(
-                        WARN,
-                        "cannot lock {} yet: {e}; still trying for up to {}",
-                        args.resource,
-                        human(left)
-                    );
-                    nodes_reported = true;
-                    announced = true;
-                } else if !announced {
-                    say!(
-                        INFO,
-                        "cannot lock {} yet ({e}); waiting up to {}",
-                        args.resource,
-                        human(left)
-                    );
-                    announced = true;
-                }
-            }
-            Err(_) => return Acquired::Lock(result),
-        }
-        if let Ok(origin) = signals.try_recv() {
+            Err(_) => Acquired::Lock(Err(e)),
+        },
+        result => after_signals(result, signals),
+    }
+}
+
+/// One acquisition of what the arguments ask for, waiting as `wait` says.
+fn take(dlm: &LockManager, args: &Args, wait: Wait) -> Result<Held, Error> {
+    let first = &args.resources[0];
+    match args.permits {
+        None if args.shared => dlm
+            .rwlock(first)
+            .and_then(|rw| rw.read_with(args.ttl, wait))
+            .map(Held::Read),
+        None if args.resources.len() == 1 => dlm.lock_with(first, args.ttl, wait).map(Held::Lock),
+        None => dlm
+            .lock_all_with(&args.resources, args.ttl, wait)
+            .map(Held::Lock),
+        // One of K permits: a lock on one of the semaphore's slots.
+        Some(k) => dlm.semaphore(first, k).and_then(|sem| {
+            sem.acquire_with(args.ttl, wait)
+                .map(|permit| Held::Lock(permit.into_guard()))
+        }),
+    }
+}
+
+/// A signal that came while the lock was being taken wins: the lock is
+/// released and COMMAND never starts.
+fn after_signals(result: Result<Held, Error>, signals: &Signals) -> Acquired {
+    match (result, signals.try_recv()) {
+        (Ok(held), Ok(origin)) => {
             say!(
                 WARN,
-                "got signal {} while waiting for the lock; giving up",
+                "got signal {} while taking the lock; releasing it",
                 origin.signal
             );
-            return Acquired::Signal(origin.signal);
+            match held {
+                Held::Lock(guard) => release(guard),
+                Held::Read(guard) => release(guard),
+            }
+            Acquired::Signal(origin.signal)
         }
+        (result, _) => Acquired::Lock(result),
     }
 }
 
@@ -467,42 +487,45 @@ fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
     } else {
         Duration::MAX
     };
-    let deadline = Instant::now().checked_add(wait);
     say!(INFO, "campaigning for {}", args.resource);
-    let mut reported = false;
-    loop {
-        let left = deadline.map_or(Duration::MAX, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        let slice = left.min(Duration::from_millis(100));
-        match election.campaign_with(args.ttl, value, Wait::For(slice)) {
-            Ok(lead) => {
-                say!(INFO, "leading {} (term {})", args.resource, lead.term());
-                let term = lead.term();
-                return run_locked(lead, Some(term), args, signals);
-            }
-            Err(e) if e.is_invalid() => return usage_error(e.to_string()),
-            Err(e) if left <= slice => {
-                say!(ERROR, "not elected for {}: {e}", args.resource);
-                return ExitCode::from(if e.is_taken() {
-                    EX_TEMPFAIL
-                } else {
-                    EX_UNAVAILABLE
-                });
-            }
-            Err(e) if !e.failures().is_empty() && !reported => {
-                say!(WARN, "campaigning for {}: {e}; still trying", args.resource);
-                reported = true;
-            }
-            Err(_) => {}
+    // One attempt first, whose failing nodes are reported at once; then
+    // one campaign for the rest, which a signal stops.
+    let mut result = election.campaign_with(args.ttl, value, Wait::No);
+    if let Err(e) = &result
+        && !e.is_invalid()
+        && !wait.is_zero()
+    {
+        if !e.failures().is_empty() {
+            say!(WARN, "campaigning for {}: {e}; still trying", args.resource);
         }
-        if let Ok(origin) = signals.try_recv() {
+        result = election.campaign_with(args.ttl, value, Wait::For(wait));
+    }
+    let signal = signals.try_recv().ok();
+    match (result, signal) {
+        (Ok(lead), None) => {
+            say!(INFO, "leading {} (term {})", args.resource, lead.term());
+            let term = lead.term();
+            run_locked(lead, Some(term), args, signals)
+        }
+        (result, Some(origin)) => {
             say!(
                 WARN,
                 "got signal {} while campaigning; giving up",
                 origin.signal
             );
-            return ExitCode::from(128u8.saturating_add(origin.signal as u8));
+            if let Ok(lead) = result {
+                release(lead);
+            }
+            ExitCode::from(128u8.saturating_add(origin.signal as u8))
+        }
+        (Err(e), None) if e.is_invalid() => usage_error(e.to_string()),
+        (Err(e), None) => {
+            say!(ERROR, "not elected for {}: {e}", args.resource);
+            ExitCode::from(if e.is_taken() {
+                args.conflict_exit
+            } else {
+                EX_UNAVAILABLE
+            })
         }
     }
 }

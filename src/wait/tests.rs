@@ -30,18 +30,18 @@ fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
     assert!(busy(&w, b"r"));
     assert!(!busy(&w, b"other"));
     // Pause over: the first may ask, the second may not.
-    assert!(a.wait(Duration::ZERO));
-    assert!(!b.wait(Duration::ZERO));
+    assert!(a.wait(Duration::ZERO, None));
+    assert!(!b.wait(Duration::ZERO, None));
     w.released(b"r", b"t1");
     // The same release again (another node) wakes nobody more.
     w.released(b"r", b"t1");
-    assert!(!b.wait(Duration::from_millis(1)));
-    assert!(a.wait(Duration::from_secs(60)));
+    assert!(!b.wait(Duration::from_millis(1), None));
+    assert!(a.wait(Duration::from_secs(60), None));
     // The first leaves without the lock while woken: the next moves up
     // and is woken in its place.
     w.released(b"r", b"t2");
     drop(a);
-    assert!(b.wait(Duration::from_secs(60)));
+    assert!(b.wait(Duration::from_secs(60), None));
     b.acquired(false);
     assert!(!busy(&w, b"r"));
     assert_eq!(listening(&w), 0);
@@ -89,13 +89,13 @@ fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
     assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
     // Another owner's release wakes it.
     w.shared.heard(b"r", b"tok2:9", false);
-    assert!(a.wait(Duration::from_secs(60)));
+    assert!(a.wait(Duration::from_secs(60), None));
     drop(a);
     drop(own);
     // Once the acquisition is over, tok1's messages count again.
     let b = w.join(b"r", None);
     w.shared.heard(b"r", b"tok1:10", false);
-    assert!(b.wait(Duration::from_secs(60)));
+    assert!(b.wait(Duration::from_secs(60), None));
 }
 
 #[test]

@@ -1180,3 +1180,82 @@ fn a_lock_taken_with_a_member_down_warns_once() {
     assert_eq!(quiet.status.code(), Some(0));
     assert!(!stderr(&quiet).contains("redundancy"), "{}", stderr(&quiet));
 }
+
+/// A waiting exclusive run holds off --shared runs that arrive after it
+/// began waiting, for the whole of its wait (before, lockrun waited in
+/// 100 ms attempts and the writer's flag went between them: in 4 of 4
+/// trials later readers ran first). Order: the first reader, the writer,
+/// the late reader.
+#[test]
+fn a_waiting_exclusive_run_holds_off_later_shared_runs() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-writer-waits");
+    let log = scratch("writer-waits.log");
+    let line =
+        |name: &str, hold: &str| format!("echo {name} >> {log}; sleep {hold}", log = log.display());
+    let mut first = spawn(&mut lockrun(
+        &cluster,
+        &["--shared", "--wait", "20s"],
+        &key,
+        &line("reader", "2"),
+    ));
+    assert!(wait_for(Duration::from_secs(20), || log.exists()).is_some());
+    let mut writer = spawn(&mut lockrun(
+        &cluster,
+        &["--wait", "30s"],
+        &key,
+        &line("writer", "0"),
+    ));
+    // The writer has tried and waits (its first attempt met the reader).
+    thread::sleep(Duration::from_millis(700));
+    let late = run(&mut lockrun(
+        &cluster,
+        &["--shared", "--wait", "30s"],
+        &key,
+        &line("late-reader", "0"),
+    ));
+    assert_eq!(late.status.code(), Some(0), "{}", stderr(&late));
+    assert!(first.wait().unwrap().success());
+    assert!(writer.wait().unwrap().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["reader", "writer", "late-reader"],
+        "a reader that came after the writer began waiting ran first"
+    );
+}
+
+/// `--conflict-exit-code N`: the status when the lock stays taken, like
+/// flock's -E; anything else is unchanged. A bad value is a usage error.
+#[test]
+fn conflict_exit_code_sets_the_status_of_a_taken_lock() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-conflict-code");
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--wait", "0", "--conflict-exit-code", "3"],
+        &key,
+        "echo ran",
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    drop(held);
+    let out = run(&mut lockrun(
+        &cluster,
+        &["--conflict-exit-code", "3"],
+        &key,
+        "exit 0",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for bad in ["0", "256", "x"] {
+        let out = run(&mut lockrun(
+            &cluster,
+            &["--conflict-exit-code", bad],
+            &key,
+            "true",
+        ));
+        assert_eq!(out.status.code(), Some(64), "{bad}: {}", stderr(&out));
+    }
+}

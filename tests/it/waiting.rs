@@ -379,3 +379,90 @@ fn eight_threads_of_one_manager_all_win_in_turn() {
     // bench measures the real spread).
     assert!(max <= 3 * min + 3, "{wins:?}");
 }
+
+/// A `Cancel` switch stops a thread waiting for a busy lock: it returns
+/// `Cancelled` within a moment, holds nothing, and a waiting writer's
+/// flag is taken down. With waking off (sleeping pauses) too.
+#[test]
+fn a_cancel_switch_stops_waiting_promptly_and_leaves_nothing() {
+    let cluster = Nodes::start(3).unwrap();
+    let holder = support::manager(&cluster, Duration::from_millis(500));
+    for wake in [true, false] {
+        let r = resource(&format!("cancel-{wake}"));
+        let held = holder.lock(&r, Duration::from_secs(60)).unwrap();
+        let cancel = redlock_sync::Cancel::new();
+        let waiter = redlock_sync::LockManager::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            .retry(3, Duration::from_secs(10))
+            .wake_on_release(wake)
+            .build()
+            .unwrap()
+            .cancel_on(&cancel);
+        let waiting = {
+            let (waiter, r) = (waiter.clone(), r.clone());
+            thread::spawn(move || {
+                waiter.try_lock_for(&r, Duration::from_secs(60), Duration::from_secs(120))
+            })
+        };
+        thread::sleep(Duration::from_millis(300));
+        let thrown = Instant::now();
+        cancel.cancel();
+        let result = waiting.join().unwrap();
+        let took = thrown.elapsed();
+        match result {
+            Err(e) => {
+                assert!(e.is_cancelled() && !e.is_retryable(), "{e:?}");
+                assert!(e.to_string().contains("cancelled"), "{e}");
+            }
+            Ok(_) => panic!("took a held lock"),
+        }
+        assert!(took < Duration::from_secs(3), "wake {wake}: {took:?}");
+        // The switch stays thrown: a later wait stops after one attempt.
+        let (again, took) = support::timed(|| {
+            waiter.try_lock_for(&r, Duration::from_secs(60), Duration::from_secs(60))
+        });
+        assert!(again.is_err_and(|e| e.is_cancelled()));
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        held.release().unwrap();
+    }
+    // A writer waiting behind a reader sets its flag; cancelled, it
+    // takes the flag down.
+    let r = resource("cancel-writer");
+    let reader = holder
+        .rwlock(&r)
+        .unwrap()
+        .read(Duration::from_secs(60))
+        .unwrap();
+    let cancel = redlock_sync::Cancel::new();
+    let writer = holder.cancel_on(&cancel);
+    let waiting = {
+        let (writer, r) = (writer.clone(), r.clone());
+        thread::spawn(move || {
+            writer.try_lock_for(&r, Duration::from_secs(60), Duration::from_secs(120))
+        })
+    };
+    // The flag is `r:redlock-writer` with a hash tag after it.
+    let pattern = format!("{r}:redlock-writer*");
+    let flagged = || {
+        cluster
+            .servers
+            .iter()
+            .filter(|s| {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(&pattern)
+                    .query(&mut support::admin(s))
+                    .unwrap();
+                !keys.is_empty()
+            })
+            .count()
+    };
+    assert!(
+        support::wait_for(Duration::from_secs(20), || flagged() >= 2).is_some(),
+        "no flag set"
+    );
+    cancel.cancel();
+    assert!(waiting.join().unwrap().is_err_and(|e| e.is_cancelled()));
+    assert_eq!(flagged(), 0, "the writer's flag was left behind");
+    reader.release().unwrap();
+}

@@ -25,6 +25,9 @@ pub(crate) struct Args {
     pub(crate) permits: Option<u32>,
     pub(crate) shared: bool,
     pub(crate) check: bool,
+    /// The exit status when the lock is taken (`--conflict-exit-code`,
+    /// like flock's `-E`).
+    pub(crate) conflict_exit: u8,
     /// `--wait` was given (`--leader` waits without limit otherwise).
     pub(crate) wait_given: bool,
     /// `--leader`: run COMMAND while leader of RESOURCE.
@@ -86,6 +89,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         permits: None,
         shared: false,
         check: false,
+        conflict_exit: 75,
         wait_given: false,
         leader: false,
         leader_value: None,
@@ -135,6 +139,12 @@ pub(crate) fn parse() -> Result<Parsed, String> {
                 args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
             }
             Long("check") => args.check = true,
+            Long("conflict-exit-code") => {
+                let text = value(&mut parser, "--conflict-exit-code")?;
+                args.conflict_exit = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    format!("--conflict-exit-code: {text:?} is not an exit status from 1 to 255")
+                })?
+            }
             Long("permits") => {
                 let text = value(&mut parser, "--permits")?;
                 args.permits =
