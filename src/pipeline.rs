@@ -625,21 +625,26 @@ impl Pipeline {
         keys: &[&[u8]],
         args: Args<'_>,
     ) -> (Vec<Answer>, Vec<Value>) {
-        let kept = Mutex::new(Vec::new());
         let mode = Mode {
             count: false,
             replicated: false,
             decides: true,
         };
-        let answers = self.script_kept(
-            lua,
-            None,
-            (keys, args),
-            (keys, args),
-            None,
-            mode,
-            Some(&kept),
-        );
+        self.read_split(lua, (keys, args), (keys, args), mode)
+    }
+
+    /// As [`read`](Self::read), with arguments of their own for Redis
+    /// Cluster members, and `mode` (an operator's read or removal asks
+    /// servers kept out after a restart too).
+    pub(crate) fn read_split(
+        &self,
+        lua: &Lua,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        mode: Mode,
+    ) -> (Vec<Answer>, Vec<Value>) {
+        let kept = Mutex::new(Vec::new());
+        let answers = self.script_kept(lua, None, node, cluster, None, mode, Some(&kept));
         (answers, kept.into_inner())
     }
 

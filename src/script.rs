@@ -106,6 +106,10 @@ scripts! {
     RESIGN, "resign", "election/resign.lua";
     /// A member's view of an election, for `Election::leader`.
     READ_LEADER, "read-leader", "election/read.lua";
+    /// A member's view of a lock, for `LockManager::inspect`.
+    INSPECT, "inspect", "operator/inspect.lua";
+    /// An operator's removal of a lock (`LockManager::force_unlock`).
+    FORCE, "force-unlock", "operator/force.lua";
 }
 
 /// An answer of the set script that names the first busy key: this bit,

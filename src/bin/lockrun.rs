@@ -24,7 +24,7 @@ mod args;
 
 use args::{Args, MemberArg, Parsed, human, parse};
 use redlock_sync::{
-    Cancel, Error, Guard, Leadership, LockGuard, LockManager, NodeError, ReadGuard, Verdict, Wait,
+    Cancel, Error, Guard, Leadership, LockGuard, LockManager, NodeError, ReadGuard, Wait,
 };
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
@@ -58,6 +58,10 @@ macro_rules! say {
 const ERROR: u8 = 0;
 const WARN: u8 = 1;
 const INFO: u8 = 2;
+
+// After `say!`, which it uses.
+#[path = "lockrun/ops.rs"]
+mod ops;
 
 fn main() -> ExitCode {
     // Signals are taken from the start: one that comes while waiting for
@@ -135,10 +139,16 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
         Err(e) => return usage_error(e.to_string()),
     };
     if args.check {
-        return check(&dlm, &args.resources[0]);
+        return ops::check(&dlm, &args.resources[0]);
     }
     if args.leader_of {
-        return leader_of(&dlm, &args.resources[0]);
+        return ops::leader_of(&dlm, &args.resources[0]);
+    }
+    if args.inspect {
+        return ops::inspect(&dlm, &args.resources[0]);
+    }
+    if args.force_unlock {
+        return ops::force_unlock(&dlm, &args.resources[0]);
     }
     if args.leader {
         return lead(&dlm, args, signals);
@@ -527,56 +537,6 @@ fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
                 EX_UNAVAILABLE
             })
         }
-    }
-}
-
-/// `--leader-of`: the leader's term and value on stdout; 1 when nobody
-/// leads.
-fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
-    match dlm.election(name).and_then(|e| e.leader()) {
-        Ok(Some(leader)) => {
-            println!(
-                "{} {}",
-                leader.term(),
-                String::from_utf8_lossy(leader.value())
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(None) => {
-            say!(WARN, "nobody leads {name:?}");
-            ExitCode::from(1)
-        }
-        Err(e) if e.is_invalid() => usage_error(e.to_string()),
-        Err(e) => {
-            say!(ERROR, "cannot tell who leads {name:?}: {e}");
-            ExitCode::from(EX_UNAVAILABLE)
-        }
-    }
-}
-
-/// `--check`: one line per server on stdout; 1 if any is unsafe.
-fn check(dlm: &LockManager, resource: &str) -> ExitCode {
-    let reports = dlm.check(resource);
-    for report in &reports {
-        if VERBOSITY.load(Ordering::Relaxed) >= INFO {
-            println!("{report:#}");
-        } else {
-            println!("{report}");
-        }
-    }
-    let unsafe_ = reports
-        .iter()
-        .filter(|r| r.verdict == Verdict::Unsafe)
-        .count();
-    if unsafe_ > 0 {
-        say!(
-            WARN,
-            "{unsafe_} of {} servers unsafe for locks",
-            reports.len()
-        );
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     }
 }
 

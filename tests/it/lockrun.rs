@@ -1259,3 +1259,72 @@ fn conflict_exit_code_sets_the_status_of_a_taken_lock() {
         assert_eq!(out.status.code(), Some(64), "{bad}: {}", stderr(&out));
     }
 }
+
+/// `--inspect` names the holder and its fencing counter (exit 0), says
+/// free (exit 1) and cannot tell with two of three members down (69);
+/// `--force-unlock` takes the lock from a running lockrun, which exits 76.
+#[test]
+fn inspect_and_force_unlock_from_the_command_line() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-inspect");
+    let op = |flag: &str, cluster: &Nodes| {
+        run(Command::new(lockrun_bin())
+            .args([
+                "--nodes",
+                &cluster.urls().join(","),
+                "--node-timeout",
+                "500ms",
+            ])
+            .args([flag, &key])
+            .env_remove("REDLOCK_NODES")
+            .stdin(Stdio::null()))
+    };
+    let free = op("--inspect", &cluster);
+    assert_eq!(free.status.code(), Some(1), "{}", stderr(&free));
+    assert!(String::from_utf8_lossy(&free.stdout).contains("free"));
+    let marker = scratch("inspect.started");
+    let mut holder = spawn(&mut lockrun(
+        &cluster,
+        &["--ttl", "3s"],
+        &key,
+        &format!(
+            "echo $REDLOCK_FENCING_TOKEN > {}; sleep 60",
+            marker.display()
+        ),
+    ));
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n'))
+        })
+        .is_some()
+    );
+    let token: u64 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let held = op("--inspect", &cluster);
+    let text = String::from_utf8_lossy(&held.stdout).into_owned();
+    assert_eq!(held.status.code(), Some(0), "{text}{}", stderr(&held));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let summary = lines[3];
+    assert!(
+        summary.starts_with("held: ") && summary.contains("on 3 of 3 members"),
+        "{text}"
+    );
+    let at_most: u64 = summary.rsplit("at most ").next().unwrap().parse().unwrap();
+    assert!(at_most >= token, "{text}");
+    let forced = op("--force-unlock", &cluster);
+    let text = String::from_utf8_lossy(&forced.stdout).into_owned();
+    assert_eq!(forced.status.code(), Some(0), "{text}{}", stderr(&forced));
+    assert!(text.contains("removed on 3 of 3 members"), "{text}");
+    // The holder's next renewal (every second) finds the lock gone.
+    let (status, took) = support::timed(|| holder.wait().unwrap());
+    assert_eq!(status.code(), Some(76));
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    cluster.servers[0].kill();
+    cluster.servers[1].kill();
+    let blind = op("--inspect", &cluster);
+    assert_eq!(blind.status.code(), Some(69), "{}", stderr(&blind));
+}

@@ -21,6 +21,7 @@ mod lock;
 mod lockrun;
 #[cfg(feature = "log")]
 mod logging;
+mod operator;
 mod properties;
 mod replicas;
 mod resolve;

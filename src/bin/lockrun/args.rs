@@ -36,6 +36,10 @@ pub(crate) struct Args {
     pub(crate) leader_value: Option<String>,
     /// `--leader-of`: say who leads RESOURCE.
     pub(crate) leader_of: bool,
+    /// `--inspect`: say who holds RESOURCE, member by member.
+    pub(crate) inspect: bool,
+    /// `--force-unlock`: remove the lock on RESOURCE, whoever holds it.
+    pub(crate) force_unlock: bool,
     pub(crate) tls_ca: Option<String>,
     pub(crate) tls_cert: Option<String>,
     pub(crate) tls_key: Option<String>,
@@ -94,6 +98,8 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         leader: false,
         leader_value: None,
         leader_of: false,
+        inspect: false,
+        force_unlock: false,
         tls_ca: None,
         tls_cert: None,
         tls_key: None,
@@ -132,6 +138,8 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             }
             Long("leader") => args.leader = true,
             Long("leader-of") => args.leader_of = true,
+            Long("inspect") => args.inspect = true,
+            Long("force-unlock") => args.force_unlock = true,
             Long("leader-value") => args.leader_value = Some(value(&mut parser, "--leader-value")?),
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
@@ -180,21 +188,33 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         args.check,
         args.leader,
         args.leader_of,
+        args.inspect,
+        args.force_unlock,
         args.shared,
         args.permits.is_some(),
     ];
     if modes.iter().filter(|m| **m).count() > 1 {
         return Err(
-            "--check, --leader, --leader-of, --shared and --permits do not go together (give one)"
+            "--check, --leader, --leader-of, --inspect, --force-unlock, --shared and \
+                    --permits do not go together (give one)"
                 .into(),
         );
     }
-    if args.leader_of {
+    let query = [
+        (args.leader_of, "--leader-of", "the election"),
+        (args.inspect, "--inspect", "the lock"),
+        (args.force_unlock, "--force-unlock", "the lock"),
+    ]
+    .into_iter()
+    .find(|(on, _, _)| *on);
+    if let Some((_, flag, what)) = query {
         if command.is_some() {
-            return Err("--leader-of runs no COMMAND: drop `--` and what follows".into());
+            return Err(format!(
+                "{flag} runs no COMMAND: drop `--` and what follows"
+            ));
         }
         if resources.len() != 1 {
-            return Err("--leader-of takes one RESOURCE (the election)".into());
+            return Err(format!("{flag} takes one RESOURCE ({what})"));
         }
     } else if args.check {
         if command.is_some() {

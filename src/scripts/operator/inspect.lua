@@ -1,0 +1,11 @@
+-- inspect: what one member holds of a lock, for LockManager::inspect.
+-- Writes nothing.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  its fencing counter
+-- ARGV     none
+--
+-- Answers an array: the lock key's value (nil when free: a token, or the
+-- readers' mark), its expiry in ms (PTTL: negative when free), and the
+-- fencing counter (nil when there is none).
+return {redis.call("GET", KEYS[1]), redis.call("PTTL", KEYS[1]), redis.call("GET", KEYS[2])}
