@@ -38,10 +38,9 @@ pub struct MemberView {
     pub holder: Option<String>,
     /// How long the key has left on this member (`inspect`).
     pub left: Option<Duration>,
-    /// The resource's fencing counter on this member: the holder's
-    /// token is at most the largest of its members' counters, and every
-    /// later acquisition's token is above them. For `force_unlock`, the
-    /// counter after it was advanced.
+    /// The resource's fencing counter on this member (the holder's token
+    /// is at most the largest of its members' counters). For
+    /// `force_unlock`, the counter after it was advanced.
     pub counter: Option<u64>,
     /// Why the member gave no view.
     pub failure: Option<NodeError>,
@@ -66,8 +65,11 @@ pub struct LockInfo {
     /// allowance).
     pub left: Option<Duration>,
     /// The largest fencing counter among the members that hold the
-    /// lock: the holder's fencing token is at most this, and every later
-    /// acquisition's is above it. `None` with fencing off.
+    /// lock: the holder's fencing token is at most this (every member
+    /// that granted it has counted up to it, and counters only grow;
+    /// refused attempts of others count too, so it is a bound, not the
+    /// token). Every later acquisition's token is above the holder's.
+    /// `None` with fencing off.
     pub fencing_counter: Option<u64>,
     /// Each member's view, in the manager's order.
     pub members: Vec<MemberView>,
