@@ -362,6 +362,10 @@ pub struct Guard<M: Mode> {
     keeper: Option<Keeper>,
     /// Cleared by `release`, so that `Drop` has nothing left to do.
     armed: bool,
+    /// When the guard was made, and how long after it a release leaves
+    /// the keys ([`LockGuard::set_min_hold`]).
+    acquired: Instant,
+    min_hold: Option<Duration>,
     mode: PhantomData<M>,
 }
 
@@ -409,6 +413,8 @@ impl<M: Mode> Guard<M> {
             }),
             keeper: None,
             armed: true,
+            acquired: Instant::now(),
+            min_hold: None,
             mode: PhantomData,
         }
     }
@@ -625,7 +631,17 @@ impl<M: Mode> Guard<M> {
         }
         let state = &self.state;
         let pipeline = &state.pipeline;
-        let tally = pipeline.release(&*state.shape, &state.token);
+        // An at-least hold not over yet: the keys stay, ours, until it is
+        // (an extend round to what is left), and nobody is woken.
+        let left = self
+            .min_hold
+            .and_then(|hold| hold.checked_sub(self.acquired.elapsed()))
+            .map(|left| left.as_millis() as u64)
+            .filter(|ms| *ms > 0);
+        let tally = match left {
+            Some(ms) => pipeline.extend(&*state.shape, &state.token, ms),
+            None => pipeline.release(&*state.shape, &state.token),
+        };
         for r in state.resources() {
             pipeline.let_go(r);
         }
@@ -668,6 +684,25 @@ impl<M: Mode> fmt::Debug for Guard<M> {
 }
 
 impl Guard<mode::Lock> {
+    /// Makes the release (or drop) of this guard leave the lock's keys
+    /// until `hold` has passed since the acquisition, instead of deleting
+    /// them: work that ends early still keeps others out until then. For
+    /// deduplicating jobs across hosts whose clocks differ (a cron job
+    /// that runs on several hosts at "the same" minute: the first takes
+    /// the lock and holds it for at least the minute, so the late hosts
+    /// find it taken), like ShedLock's `lockAtLeastFor`.
+    ///
+    /// The release then sets the keys' expiry, where they still hold our
+    /// token, to what is left of `hold` (measured on this process's
+    /// monotonic clock), and announces nothing: waiters find the lock free
+    /// after their pause. A `hold` longer than the TTL keeps the keys past
+    /// it. If a keep-alive renewal is under way at the release, its
+    /// expiry may land after ours: the keys then last up to one TTL. A
+    /// release after `hold` has passed deletes the keys as usual.
+    pub fn set_min_hold(&mut self, hold: Duration) {
+        self.min_hold = Some(hold);
+    }
+
     /// The fencing token of this acquisition, `None` when the manager
     /// has fencing off ([`Builder::fencing`](crate::Builder::fencing)):
     /// strictly greater than every fencing token handed out before for the
@@ -704,6 +739,8 @@ impl Guard<mode::Permit> {
             state: self.state.clone(),
             keeper: self.keeper.take(),
             armed: std::mem::replace(&mut self.armed, false),
+            acquired: self.acquired,
+            min_hold: self.min_hold,
             mode: PhantomData,
         }
     }

@@ -171,7 +171,10 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
     }
     match acquire(&dlm, args, signals) {
         Acquired::Signal(sig) => ExitCode::from(128u8.saturating_add(sig as u8)),
-        Acquired::Lock(Ok(Held::Lock(guard))) => {
+        Acquired::Lock(Ok(Held::Lock(mut guard))) => {
+            if let Some(hold) = args.min_hold {
+                guard.set_min_hold(hold);
+            }
             let fencing = guard.fencing_token();
             run_locked(guard.keep_alive(), fencing, args, signals)
         }

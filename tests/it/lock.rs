@@ -503,3 +503,49 @@ fn a_guard_tells_which_members_agreed_and_which_failed() {
         .unwrap();
     assert_eq!((read.agreed(), read.failures().len()), (2, 1));
 }
+
+/// An at-least hold: a guard released early leaves its keys, ours, until
+/// the hold has passed since the acquisition (others find it taken), and
+/// then the lock is free without anyone deleting it. A release after the
+/// hold deletes as usual.
+#[test]
+fn a_min_hold_keeps_others_out_after_an_early_release() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    let other = manager(&cluster, Duration::from_millis(500));
+    let key = resource("min-hold");
+    let hold = Duration::from_millis(1500);
+    let mut guard = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    guard.set_min_hold(hold);
+    let guard = guard.keep_alive();
+    let token = guard.token().to_vec();
+    let released = Instant::now();
+    guard.release().unwrap();
+    // The keys stay, ours, expiring with what is left of the hold.
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), Some(token.clone()));
+        let left = pttl(server, key.as_bytes());
+        assert!(left > 0 && left <= 1500, "{left}");
+    }
+    assert!(matches!(
+        other.try_lock(&key, Duration::from_secs(5)),
+        Err(Error::Taken { .. })
+    ));
+    let got = other
+        .try_lock_for(&key, Duration::from_secs(5), Duration::from_secs(10))
+        .unwrap();
+    let waited = released.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "free after {waited:?}"
+    );
+    drop(got);
+    // A hold already over: the release deletes.
+    let mut late = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    late.set_min_hold(Duration::from_millis(1));
+    thread::sleep(Duration::from_millis(20));
+    late.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, key.as_bytes()), None);
+    }
+}

@@ -1328,3 +1328,32 @@ fn inspect_and_force_unlock_from_the_command_line() {
     let blind = op("--inspect", &cluster);
     assert_eq!(blind.status.code(), Some(69), "{}", stderr(&blind));
 }
+
+/// `--min-hold`: a command that ends at once still keeps others out until
+/// the hold is over (the second run exits 75); afterwards the lock is
+/// free. It goes with exclusive locks only.
+#[test]
+fn min_hold_keeps_the_lock_after_a_quick_command() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-min-hold");
+    let first = run(&mut lockrun(&cluster, &["--min-hold", "3s"], &key, "true"));
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let started = Instant::now();
+    let second = run(&mut lockrun(&cluster, &["--wait", "0"], &key, "echo ran"));
+    assert_eq!(second.status.code(), Some(75), "{}", stderr(&second));
+    assert!(second.stdout.is_empty());
+    let third = run(&mut lockrun(&cluster, &["--wait", "20s"], &key, "echo ran"));
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    let bad = run(&mut lockrun(
+        &cluster,
+        &["--min-hold", "3s", "--shared"],
+        &key,
+        "true",
+    ));
+    assert_eq!(bad.status.code(), Some(64), "{}", stderr(&bad));
+}

@@ -25,6 +25,9 @@ pub(crate) struct Args {
     pub(crate) permits: Option<u32>,
     pub(crate) shared: bool,
     pub(crate) check: bool,
+    /// `--min-hold`: the release leaves the keys until this long after
+    /// the acquisition.
+    pub(crate) min_hold: Option<Duration>,
     /// The exit status when the lock is taken (`--conflict-exit-code`,
     /// like flock's `-E`).
     pub(crate) conflict_exit: u8,
@@ -94,6 +97,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         shared: false,
         check: false,
         conflict_exit: 75,
+        min_hold: None,
         wait_given: false,
         leader: false,
         leader_value: None,
@@ -147,6 +151,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
                 args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
             }
             Long("check") => args.check = true,
+            Long("min-hold") => args.min_hold = Some(duration_of(&mut parser, "--min-hold")?),
             Long("conflict-exit-code") => {
                 let text = value(&mut parser, "--conflict-exit-code")?;
                 args.conflict_exit = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -183,6 +188,11 @@ pub(crate) fn parse() -> Result<Parsed, String> {
     }
     if args.leader_value.is_some() && !args.leader {
         return Err("--leader-value goes with --leader".into());
+    }
+    if args.min_hold.is_some() && (args.shared || args.leader || args.leader_of || args.check) {
+        return Err(
+            "--min-hold goes with an exclusive lock (not --shared, --leader or --check)".into(),
+        );
     }
     let modes = [
         args.check,
