@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::node_error::NodeError;
 use crate::pipeline::{Granted, Pipeline, Shape, Token};
 use crate::quorum;
+use crate::telemetry;
 
 /// What a guard and its keep-alive thread share.
 struct State {
@@ -76,6 +77,9 @@ impl State {
     /// over on `taken_over` of them: no validity is left, for good.
     fn lost(&self, lost_on: usize, taken_over: usize) {
         let mut status = self.status.lock();
+        if status.lost.is_none() {
+            telemetry::lost();
+        }
         status.lost.get_or_insert((lost_on, taken_over));
         status.valid_until = status.valid_until.min(Instant::now());
         self.changed.notify_all();
@@ -83,6 +87,15 @@ impl State {
 
     /// One extend round; see [`LockGuard::extend`].
     fn extend(&self, ttl: Duration) -> Result<()> {
+        let span = telemetry::Span::round(false, || self.shown());
+        let result = self.extend_round(ttl);
+        let outcome = telemetry::outcome_of(&result, "extended");
+        telemetry::extended(outcome);
+        span.ended(outcome, None);
+        result
+    }
+
+    fn extend_round(&self, ttl: Duration) -> Result<()> {
         let pipeline = &*self.pipeline;
         let ttl_ms = pipeline.check_ttl(ttl)?;
         let _one_at_a_time = self.extending.lock();
@@ -638,10 +651,20 @@ impl<M: Mode> Guard<M> {
             .and_then(|hold| hold.checked_sub(self.acquired.elapsed()))
             .map(|left| left.as_millis() as u64)
             .filter(|ms| *ms > 0);
+        let span = telemetry::Span::round(true, || state.shown());
         let tally = match left {
             Some(ms) => pipeline.extend(&*state.shape, &state.token, ms),
             None => pipeline.release(&*state.shape, &state.token),
         };
+        span.ended(
+            if tally.reached() {
+                "released"
+            } else {
+                "no_quorum"
+            },
+            Some(tally.yes),
+        );
+        telemetry::released(self.acquired.elapsed());
         for r in state.resources() {
             pipeline.let_go(r);
         }

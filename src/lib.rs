@@ -42,6 +42,7 @@ mod rwlock;
 mod script;
 mod semaphore;
 mod set;
+pub mod telemetry;
 mod text;
 #[cfg(feature = "tls")]
 mod tls;

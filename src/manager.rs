@@ -12,6 +12,7 @@ use crate::guard::LockGuard;
 use crate::member::Member;
 use crate::pipeline::{Pipeline, Refusal, Token, new_token};
 use crate::quorum;
+use crate::telemetry;
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,6 +415,30 @@ impl LockManager {
     /// may hold it (only then does a writer ask readers to queue behind
     /// it: a plain lock that never meets readers sends nothing for them).
     pub(crate) fn attempts_on<T>(
+        &self,
+        wait_on: WaitOn<'_>,
+        budget: Budget,
+        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
+    ) -> Result<T> {
+        let names = wait_on.names;
+        let _span = telemetry::Span::acquire(|| quorum::display(&quorum::joined(names)));
+        let started = Instant::now();
+        let mut attempts = 0;
+        let result = self.attempts_counted(wait_on, budget, |token, refusal| {
+            attempts += 1;
+            let result = attempt(token, refusal);
+            telemetry::attempt(telemetry::outcome_of(&result, "acquired"), attempts);
+            result
+        });
+        telemetry::acquired(
+            telemetry::outcome_of(&result, "acquired"),
+            started.elapsed(),
+        );
+        result
+    }
+
+    /// [`attempts_on`](Self::attempts_on) without its telemetry.
+    fn attempts_counted<T>(
         &self,
         wait_on: WaitOn<'_>,
         mut budget: Budget,

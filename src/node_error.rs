@@ -39,6 +39,7 @@ pub(crate) enum Stage {
     /// Resolving the name and opening the TCP connection (or the socket).
     Connect,
     /// The TLS handshake, on an open TCP connection.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     Tls,
     /// Our handshake (`AUTH`, `INFO`, ...) on an open connection.
     Hello,

@@ -45,6 +45,7 @@ use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::restart::Policy;
 use crate::script::Lua;
+use crate::telemetry;
 use crate::wait::Waiters;
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
@@ -436,6 +437,7 @@ impl Pipeline {
                         .join("; ")
                 );
             }
+            telemetry::granted(granted, quorum, keep.is_some().then_some(highest));
             return Ok(Granted {
                 valid_until,
                 fencing: keep.is_some().then_some(highest),

@@ -160,6 +160,7 @@ pub(crate) fn round(
 fn log_failures(members: &[Member], answers: &[Option<Result<u64, NodeError>>]) {
     for (member, answer) in members.iter().zip(answers) {
         if let Some(Err(e)) = answer {
+            crate::telemetry::node_failed(e);
             crate::log!(
                 debug,
                 "redlock_sync::node",

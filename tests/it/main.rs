@@ -32,6 +32,8 @@ mod safety;
 mod schedule;
 mod semaphore;
 mod sets;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+mod telemetry;
 #[cfg(feature = "tls")]
 mod tls;
 mod waiting;
