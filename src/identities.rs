@@ -79,10 +79,24 @@ impl Identities {
         let mut known = self.run_ids.lock();
         match known.get(run_id) {
             Some((other, spelled)) if other != member => {
+                // Plain node members are named by their node.
+                let plain = |m: &Arc<str>| !m.starts_with("cluster ");
+                let what = if plain(other) && plain(member) {
+                    format!("{spelled} and {node} are the same server (run_id {run_id})")
+                } else if plain(other) || plain(member) {
+                    format!(
+                        "{other} and {member} share a server ({spelled} and {node} have run_id \
+                         {run_id})"
+                    )
+                } else {
+                    format!(
+                        "{other} and {member} are the same Redis Cluster (both reach the server \
+                         with run_id {run_id}: {spelled}, {node})"
+                    )
+                };
                 let _ = self.conflict.set(format!(
-                    "{spelled} and {node} are the same server (run_id {run_id}), given as two \
-                     members; Redlock needs independent members, and a vote counted twice is \
-                     unsafe"
+                    "{what}, given as two members; Redlock needs independent members, and a \
+                     vote counted twice is unsafe"
                 ));
             }
             Some(_) => {}
