@@ -37,6 +37,7 @@ mod quorum;
 mod redis_cluster;
 mod request;
 mod resolve;
+mod resp;
 mod restart;
 mod rwlock;
 mod script;

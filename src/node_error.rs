@@ -19,6 +19,19 @@ impl fmt::Display for TlsFailure {
 
 impl std::error::Error for TlsFailure {}
 
+/// A reply no Redis server sends (see `resp.rs`), carried inside an
+/// `io::Error` from the reply reader: what was wrong and what came.
+#[derive(Debug)]
+pub(crate) struct Malformed(pub(crate) String);
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Malformed {}
+
 /// A host name that did not resolve, carried inside an `io::Error` from
 /// the connection layer.
 #[derive(Debug)]
@@ -66,6 +79,8 @@ pub(crate) enum Cause {
     Cluster(String),
     /// The peer answered, but not in RESP: its first bytes, as text.
     Foreign(String),
+    /// A reply no Redis server sends: what was wrong with it.
+    Malformed(String),
 }
 
 impl Cause {
@@ -88,6 +103,9 @@ impl From<redis::RedisError> for Cause {
             }
             if let Some(ResolveFailure(why)) = inner.downcast_ref::<ResolveFailure>() {
                 return Cause::Resolve(why.clone());
+            }
+            if let Some(Malformed(why)) = inner.downcast_ref::<Malformed>() {
+                return Cause::Malformed(why.clone());
             }
         }
         Cause::Redis(e)
@@ -235,7 +253,7 @@ impl NodeError {
             Cause::Restarted(_) => NodeErrorKind::Restarted,
             Cause::Replication(_) => NodeErrorKind::Replication,
             Cause::Cluster(_) => NodeErrorKind::Cluster,
-            Cause::Foreign(_) => NodeErrorKind::Protocol,
+            Cause::Foreign(_) | Cause::Malformed(_) => NodeErrorKind::Protocol,
             Cause::Redis(source) if source.is_timeout() => NodeErrorKind::Timeout,
             Cause::Redis(source) if is_permission(source) => NodeErrorKind::Permission,
             Cause::Redis(source)
@@ -453,6 +471,7 @@ impl fmt::Display for NodeError {
                 Cause::Foreign(said) => {
                     write!(f, "{node}: not a Redis server: it answered {said:?}")
                 }
+                Cause::Malformed(why) => write!(f, "{node}: bad reply: {why}"),
                 cause => write!(f, "{node}: unexpected reply ({cause})"),
             },
             NodeErrorKind::Cluster | NodeErrorKind::Restarted | NodeErrorKind::Replication => {
@@ -575,7 +594,8 @@ impl fmt::Display for Cause {
             | Cause::Restarted(why)
             | Cause::Replication(why)
             | Cause::Cluster(why)
-            | Cause::Foreign(why) => f.write_str(why),
+            | Cause::Foreign(why)
+            | Cause::Malformed(why) => f.write_str(why),
         }
     }
 }

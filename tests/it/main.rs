@@ -15,6 +15,7 @@ mod exclusion;
 mod fault_matrix;
 mod faults;
 mod fencing;
+mod hostile;
 mod keepalive;
 mod lock;
 #[cfg(feature = "cli")]

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod hostile;
 pub mod proxy;
 pub mod redis_cluster;
 pub mod server;
