@@ -116,10 +116,22 @@ pub(crate) fn permit_key(name: &[u8], i: u32) -> Vec<u8> {
     companion(name, format!("{PERMIT_SUFFIX}{i}").as_bytes())
 }
 
-/// Checks a resource name: not empty, and not a reserved name.
+/// The longest resource name accepted, in bytes: 64 KiB. Far above any
+/// name a lock needs, far below what would make a round slow (a name
+/// travels in every command of it, to every member) or a reply large.
+pub const MAX_RESOURCE_LEN: usize = 64 << 10;
+
+/// Checks a resource name: not empty, not longer than
+/// [`MAX_RESOURCE_LEN`], and not a reserved name.
 pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
     if resource.is_empty() {
         return Err(Error::invalid_argument("the resource name is empty"));
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(Error::invalid_argument(format!(
+            "the resource name has {} bytes; names are at most {MAX_RESOURCE_LEN} bytes",
+            resource.len()
+        )));
     }
     for (suffix, what) in [
         (FENCE_SUFFIX, "fencing counters"),

@@ -56,7 +56,7 @@ pub use check::{NodeReport, Problem, Verdict};
 pub use election::{Election, Leader, Leadership, Observe};
 pub use error::{Error, Result};
 pub use guard::{Guard, LockGuard, Permit, ReadGuard, mode};
-pub use keys::{FENCE_SUFFIX, RELEASE_SUFFIX, fence_key, release_channel};
+pub use keys::{FENCE_SUFFIX, MAX_RESOURCE_LEN, RELEASE_SUFFIX, fence_key, release_channel};
 pub use manager::{LockManager, Wait};
 pub use node_error::{NodeError, NodeErrorKind, NodeFailures};
 pub use operator::{Forced, LockInfo, MemberView};

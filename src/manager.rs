@@ -522,7 +522,9 @@ impl LockManager {
                         // of its wait, and never long past its next
                         // attempt (each pause after a refusal that found
                         // readers sets it again).
-                        let cap = self.retry.max_delay * 2 + pipeline.node_timeout;
+                        let cap = (self.retry.max_delay.saturating_mul(2))
+                            .saturating_add(pipeline.node_timeout)
+                            .min(crate::pipeline::MAX_TTL);
                         let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
                         flagged |= writer.waits(pipeline, &token, ms);
                     }

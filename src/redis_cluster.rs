@@ -310,7 +310,10 @@ impl RedisCluster {
             }
         };
         let mut owner = old.owner.clone();
-        owner[usize::from(slot)] = at as u16;
+        let Some(entry) = owner.get_mut(usize::from(slot)) else {
+            return;
+        };
+        *entry = at as u16;
         *map = Some(Arc::new(SlotMap { owner, masters }));
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
@@ -493,7 +496,13 @@ fn is_redirect(e: &NodeError) -> bool {
 fn parse_redirect(e: &redis::RedisError) -> Option<(u16, String, u16)> {
     let detail = e.detail()?;
     let mut parts = detail.split_whitespace();
-    let slot = parts.next()?.parse().ok()?;
+    // A slot past the map is no redirect we can follow (the error stays
+    // the node's failure): never an index out of bounds.
+    let slot = parts
+        .next()?
+        .parse::<u16>()
+        .ok()
+        .filter(|s| usize::from(*s) < SLOTS)?;
     let target = parts.next()?;
     let (host, port) = target.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -512,5 +521,19 @@ mod tests {
             "3999 127.0.0.1:6381".to_owned(),
         ));
         assert_eq!(parse_redirect(&e), Some((3999, "127.0.0.1".into(), 6381)));
+        // A slot of 16384 or more (before: an index past the slot map, a
+        // panic) is no redirect.
+        for detail in [
+            "16384 127.0.0.1:6381",
+            "65535 127.0.0.1:6381",
+            "-1 127.0.0.1:6381",
+        ] {
+            let e = redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
+                "An error was signalled by the server",
+                detail.to_owned(),
+            ));
+            assert_eq!(parse_redirect(&e), None, "{detail}");
+        }
     }
 }

@@ -195,13 +195,14 @@ fn an_expired_lock_says_it_expired_and_a_taken_over_one_says_so() {
     );
 }
 
-/// A name of a megabyte makes a short message: its first 100 bytes and
-/// its length, in `Taken`'s field, the message and a set's list.
+/// A name of 60 kB (the longest are 64 KiB) makes a short message: its
+/// first 100 bytes and its length, in `Taken`'s field, the message and a
+/// set's list. A longer one is refused before any network call.
 #[test]
 fn a_long_resource_name_is_cut_in_messages() {
     let cluster = Nodes::start(3).unwrap();
     let dlm = manager(&cluster.urls());
-    let name = format!("{}{}", resource("long"), "x".repeat(1 << 20));
+    let name = format!("{}{}", resource("long"), "x".repeat(60_000));
     let _held = dlm.try_lock(&name, TTL).unwrap();
     let shown = format!("{}... ({} bytes)", &name[..100], name.len());
     match dlm.try_lock(&name, TTL) {
@@ -215,6 +216,32 @@ fn a_long_resource_name_is_cut_in_messages() {
         .unwrap_err()
         .to_string();
     assert!(set.len() < 400, "{} bytes: {set}", set.len());
+    // 64 MB (before: 1.5 s, "no connection within" blamed on three
+    // healthy nodes, and the next lock slowed): refused at once, saying
+    // why, and the manager unharmed.
+    let huge = "y".repeat(64 << 20);
+    let (refused, took) = support::timed(|| dlm.try_lock(&huge, TTL));
+    match refused {
+        Err(Error::InvalidArgument { reason, .. }) => {
+            assert!(reason.contains("at most 65536 bytes"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    for refused in [
+        dlm.semaphore(&huge, 2).err(),
+        dlm.rwlock(&huge).err(),
+        dlm.election(&huge).err(),
+        dlm.inspect(&huge).err(),
+    ] {
+        assert!(
+            matches!(refused, Some(Error::InvalidArgument { .. })),
+            "{refused:?}"
+        );
+    }
+    let (next, took) = support::timed(|| dlm.try_lock(resource("after-huge"), TTL));
+    next.unwrap().release().unwrap();
+    assert!(took < Duration::from_millis(500), "{took:?}");
 }
 
 /// One server under two spellings is two members in name only: its vote

@@ -410,3 +410,32 @@ fn a_waiting_plain_lock_pays_for_readers_only_where_readers_hold_it() {
     );
     drop(reader);
 }
+
+/// A writer whose manager pauses up to `Duration::MAX` between attempts
+/// (before: an overflow panic when it found readers and set its flag)
+/// waits out its deadline and says the lock is taken.
+#[test]
+fn a_writer_with_the_longest_pauses_finds_readers_without_a_panic() {
+    let cluster = Nodes::start(3).unwrap();
+    let r = resource("rw-max-delay");
+    let reader = support::manager(&cluster, Duration::from_millis(500))
+        .rwlock(&r)
+        .unwrap()
+        .read(Duration::from_secs(30))
+        .unwrap();
+    let writer = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(3, Duration::MAX)
+        .build()
+        .unwrap();
+    let (result, took) = support::timed(|| {
+        writer
+            .rwlock(&r)
+            .unwrap()
+            .try_write_for(Duration::from_secs(5), Duration::from_millis(500))
+    });
+    assert!(matches!(result, Err(Error::Taken { .. })), "{result:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    reader.release().unwrap();
+}

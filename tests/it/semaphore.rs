@@ -67,7 +67,7 @@ fn k_permits_are_granted_and_the_next_is_taken_until_one_is_released() {
 fn a_semaphores_errors_name_it_and_its_count_for_every_k() {
     let cluster = Nodes::start(3).unwrap();
     let dlm = manager(cluster.urls());
-    let long = "n".repeat(100_000);
+    let long = "n".repeat(60_000);
     for (name, k, shown) in [
         (
             resource("nightly-1"),
@@ -83,7 +83,7 @@ fn a_semaphores_errors_name_it_and_its_count_for_every_k() {
             long.clone(),
             2,
             format!(
-                "{}... (100000 bytes) (a semaphore of 2 permits)",
+                "{}... (60000 bytes) (a semaphore of 2 permits)",
                 &long[..100]
             ),
         ),
