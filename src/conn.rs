@@ -129,6 +129,9 @@ pub(crate) struct Conn {
     start: usize,
     /// The reply being read (see `resp.rs`).
     reader: Reader,
+    /// Some byte came since the last request was written: the request
+    /// reached the server, which may have run it.
+    answered: bool,
     /// The first bytes the peer sent (up to `HEARD`): what a peer that
     /// is not a Redis server said, for messages.
     heard: Vec<u8>,
@@ -231,6 +234,7 @@ impl Conn {
             input: Vec::with_capacity(256),
             start: 0,
             reader: Reader::default(),
+            answered: false,
             heard: Vec::new(),
             timeout: Duration::MAX,
             tail,
@@ -266,6 +270,7 @@ impl Conn {
 
     /// Writes a packed command by `deadline`.
     pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<()> {
+        self.answered = false;
         self.by(deadline)?;
         self.stream.write_all(packed).map_err(from_io)
     }
@@ -363,11 +368,19 @@ impl Conn {
 
     /// Takes in bytes received, keeping the first few apart.
     fn received(&mut self, bytes: &[u8]) {
+        self.answered = true;
         if self.heard.len() < HEARD {
             let more = (HEARD - self.heard.len()).min(bytes.len());
             self.heard.extend_from_slice(&bytes[..more]);
         }
         self.input.extend_from_slice(bytes);
+    }
+
+    /// Whether some reply (or part of one) came since the last request
+    /// was written: a connection that then broke ran the request, at
+    /// least in part, so the request must not be sent again.
+    pub(crate) fn answered(&self) -> bool {
+        self.answered
     }
 
     /// What the peer said first, if it is not RESP (an HTTP server, SSH,

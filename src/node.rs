@@ -428,7 +428,11 @@ impl Node {
             Err(f) if f.error.redis().is_some_and(is_reply) => {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
-            Err(f) if f.error.redis().is_some_and(is_stale) => {
+            // Closed before any reply: the server restarted since the
+            // connection was last used, and never ran the request. (One
+            // that answered part of a pipeline and then broke ran it: a
+            // failure of this node, cleaned up as one, never sent again.)
+            Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
                 self.idle.lock().clear();
                 crate::log!(
                     debug,

@@ -333,3 +333,39 @@ fn error_replies_are_votes_against_with_their_code() {
         assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
     }
 }
+
+/// A connection that breaks after some replies of the acquisition's
+/// pipeline ran the request: it is that node's failure, cleaned up as
+/// one, never sent again (before, the whole pipeline went again on a new
+/// connection, where the lock key, ours, refused it: a plain no, never
+/// cleaned up, so the key blocked the resource on that node until its
+/// TTL).
+#[test]
+fn a_connection_cut_after_part_of_the_pipeline_is_not_sent_again() {
+    use support::faults::Rig;
+    use support::proxy::Mode;
+    let rig = Rig::start(3, None);
+    let dlm = rig.manager(1, Duration::ZERO);
+    let r = resource("cut-pipeline");
+    // A pooled connection through the proxy.
+    dlm.lock(resource("cut-warm"), Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+    // The two other nodes are held by another owner: the attempt fails,
+    // and must clean up what it wrote.
+    for node in &rig.nodes[1..] {
+        let _: () = redis::Commands::set(&mut node.admin(), &r, "another-owner").unwrap();
+    }
+    // The first reply (`+OK` of the SET) goes through; then the end.
+    rig.nodes[0].proxy.set(Mode::CutOnce(5));
+    let ttl = Duration::from_secs(60);
+    let err = dlm.try_lock(&r, ttl).unwrap_err();
+    assert!(matches!(err, Error::Taken { .. }), "{err:?}");
+    rig.nodes[0].proxy.set(Mode::Pass);
+    assert_eq!(
+        rig.nodes[0].get(&r),
+        None,
+        "the attempt's key was left on the node: {err}"
+    );
+}

@@ -37,6 +37,10 @@ pub enum Mode {
     /// Forward requests; cut each connection's next reply after this many
     /// bytes and then stall it (nothing more either way).
     Truncate(usize),
+    /// Once, on the next reply of any connection: forward this many bytes
+    /// of it, then close that connection (the client reads some replies
+    /// of a pipeline, then the end). Then as `Pass`.
+    CutOnce(usize),
 }
 
 const POLL: Duration = Duration::from_millis(2);
@@ -49,6 +53,8 @@ struct State {
     cuts: AtomicU64,
     /// Bumped on every mode change; connections compare to act once.
     epoch: AtomicU64,
+    /// A `CutOnce` was done.
+    cut_done: AtomicBool,
     stop: AtomicBool,
 }
 
@@ -69,6 +75,7 @@ impl Proxy {
             upstream: Mutex::new(upstream),
             cuts: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            cut_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         });
         let acceptor = {
@@ -96,6 +103,7 @@ impl Proxy {
     /// chunk of data, and to new connections.
     pub fn set(&self, mode: Mode) {
         *self.state.mode.lock() = mode;
+        self.state.cut_done.store(false, Ordering::SeqCst);
         self.state.epoch.fetch_add(1, Ordering::SeqCst);
         // Let the acceptor close or reopen the listener.
         thread::sleep(POLL * 5);
@@ -288,6 +296,12 @@ impl Conn {
                     &buf[..n.min(keep)]
                 }
                 Mode::Truncate(_) => &buf[..n],
+                Mode::CutOnce(keep) if !up && !state.cut_done.swap(true, Ordering::SeqCst) => {
+                    let _ = to.write_all(&buf[..n.min(keep)]);
+                    self.end(false);
+                    break;
+                }
+                Mode::CutOnce(_) => &buf[..n],
             };
             if to.write_all(out).is_err() {
                 self.end(false);
