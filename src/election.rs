@@ -252,6 +252,7 @@ impl Election {
             names: &[&self.name],
             writer: None,
             shared: false,
+            permit: false,
         };
         let budget = self.manager.budget(wait);
         self.manager.attempts_on(wait_on, budget, |token, refusal| {

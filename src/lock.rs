@@ -476,6 +476,7 @@ impl LockManager {
             names: &[resource],
             writer: Some(&writer),
             shared: false,
+            permit: false,
         };
         let shape = std::sync::Arc::new(One::lock(resource));
         self.attempts_on(wait, budget, |token, refusal| {

@@ -132,6 +132,9 @@ pub(crate) struct WaitOn<'a> {
     /// A shared acquisition (a reader): once in, it wakes the next waiter
     /// of this manager, who may share too.
     pub(crate) shared: bool,
+    /// A semaphore's permit: each release frees one of K, so one
+    /// acquisition uses up one release heard, not all of them.
+    pub(crate) permit: bool,
 }
 
 /// What a waiting writer does (see `rwlock.rs`).
@@ -381,7 +384,7 @@ impl LockManager {
     /// The waiting loop around any `attempt` (given the acquisition's
     /// token), waiting in the queue of `resource` (the name whose releases
     /// wake it).
-    pub(crate) fn attempts<T>(
+    pub(crate) fn permit_attempts<T>(
         &self,
         resource: &[u8],
         budget: Budget,
@@ -391,6 +394,7 @@ impl LockManager {
             names: &[resource],
             writer: None,
             shared: false,
+            permit: true,
         };
         self.attempts_on(wait, budget, |token, _| attempt(token))
     }
@@ -424,7 +428,7 @@ impl LockManager {
         let _span = telemetry::Span::acquire(|| quorum::display(&quorum::joined(names)));
         let started = Instant::now();
         let mut attempts = 0;
-        let result = self.attempts_counted(wait_on, budget, |token, refusal| {
+        let result = self.attempts_inner(wait_on, budget, |token, refusal| {
             attempts += 1;
             let result = attempt(token, refusal);
             telemetry::attempt(telemetry::outcome_of(&result, "acquired"), attempts);
@@ -438,7 +442,7 @@ impl LockManager {
     }
 
     /// [`attempts_on`](Self::attempts_on) without its telemetry.
-    fn attempts_counted<T>(
+    fn attempts_inner<T>(
         &self,
         wait_on: WaitOn<'_>,
         mut budget: Budget,
@@ -487,7 +491,7 @@ impl LockManager {
                 match attempt(&token, &mut refusal) {
                     Ok(acquired) => {
                         if let Some(place) = place {
-                            place.acquired(wait_on.shared);
+                            place.acquired(wait_on.shared, wait_on.permit);
                         }
                         done(flagged);
                         return Ok(acquired);

@@ -227,6 +227,7 @@ impl RwLock {
             names: &[name],
             writer: None,
             shared: true,
+            permit: false,
         };
         let shape = Arc::new(Read { name: name.into() });
         self.manager.attempts_on(wait, budget, |token, refusal| {

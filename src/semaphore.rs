@@ -182,7 +182,7 @@ impl Semaphore {
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
         let pipeline = self.manager.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
-        self.manager.attempts(&self.name, budget, |token| {
+        self.manager.permit_attempts(&self.name, budget, |token| {
             let grant = |slot: u32| {
                 let key = keys::permit_key(&self.name, slot);
                 let shape = Arc::new(One::permit(&key, &self.name, self.permits));

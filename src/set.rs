@@ -119,6 +119,7 @@ impl LockManager {
             names: &names,
             writer: None,
             shared: false,
+            permit: false,
         };
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),

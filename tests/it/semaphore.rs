@@ -318,3 +318,49 @@ fn a_semaphore_on_a_cluster_member() {
     }
     sem.try_acquire(TTL).unwrap().release().unwrap();
 }
+
+/// Permits released together wake as many waiters (before, the first
+/// acquisition used up every release heard: the other waiters paid their
+/// whole pause, 60 s here, while permits were free).
+#[test]
+fn permits_released_together_wake_as_many_waiters() {
+    let cluster = Nodes::start(3).unwrap();
+    let name = resource("woken-permits");
+    let holder = manager(cluster.urls());
+    let waiter = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let sem = holder.semaphore(&name, 3).unwrap();
+    let held: Vec<_> = (0..3).map(|_| sem.try_acquire(TTL).unwrap()).collect();
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let (waiter, name) = (waiter.clone(), name.clone());
+            std::thread::spawn(move || {
+                let got = waiter
+                    .semaphore(&name, 3)
+                    .unwrap()
+                    .try_acquire_for(TTL, Duration::from_secs(120));
+                (got, std::time::Instant::now())
+            })
+        })
+        .collect();
+    support::until_listening(&cluster, &name);
+    // Every waiter has tried and is waiting.
+    std::thread::sleep(Duration::from_millis(500));
+    let released = std::time::Instant::now();
+    for permit in held {
+        permit.release().unwrap();
+    }
+    for w in waiting {
+        let (got, at) = w.join().unwrap();
+        drop(got.unwrap());
+        let after = at.duration_since(released);
+        assert!(
+            after < Duration::from_secs(10),
+            "a waiter got its permit {after:?} after the releases"
+        );
+    }
+}
