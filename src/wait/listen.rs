@@ -10,6 +10,10 @@ use redis::Value;
 
 use super::*;
 
+/// The pause before linking again to a server that answered a
+/// subscription with `MOVED`: the slot map's refresh, not a refusal.
+const REDIRECTED: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A listener's connection to one server and what it has asked for.
 struct Link {
     node: Arc<Node>,
@@ -132,10 +136,23 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    let refused =
-                        matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
+                    // A `MOVED` (or `ASK`) is no refusal: a slot moved
+                    // away and the map is behind. It is refreshed, and the
+                    // link made again at once for the master's other slots.
+                    let redirected = matches!(e.code(), Some("MOVED" | "ASK"));
+                    let refused = !redirected
+                        && matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
                     lost(&e, "stopped listening for releases");
-                    let pause = if refused { REFUSED } else { RECONNECT };
+                    let pause = if redirected {
+                        if let Member::Cluster(cluster) = member {
+                            cluster.refresh_soon();
+                        }
+                        REDIRECTED
+                    } else if refused {
+                        REFUSED
+                    } else {
+                        RECONNECT
+                    };
                     retry_at.insert(link.node.name().to_owned(), now + pause);
                     failed.push(at);
                 }

@@ -605,6 +605,54 @@ fn check_calls_a_cluster_node_given_as_a_plain_node_unsafe() {
     }
 }
 
+/// A slot moving away from a master does not stop the listening on that
+/// master's other slots: the listener's first `SSUBSCRIBE` after the move
+/// may reach the old master before the map is refreshed, and its `MOVED`
+/// is no refusal (before: the master's link was dropped for 30 s, and a
+/// waiter on another of its slots paid its whole pause, 60 s here).
+#[test]
+fn a_slot_moving_away_keeps_the_other_slots_of_its_master_heard() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let holder = manager(&cluster);
+    let waiter = waiter(&cluster);
+    let moving = resource("moving-away");
+    let from = cluster.master_of(moving.as_bytes());
+    let to = (from + 1) % 3;
+    let slot = keyslot(&cluster.masters[0], moving.as_bytes());
+    // Another resource on the same master, in another slot.
+    let staying = (0..)
+        .map(|i| resource(&format!("staying-{i}")))
+        .find(|r| {
+            cluster.master_of(r.as_bytes()) == from
+                && keyslot(&cluster.masters[0], r.as_bytes()) != slot
+        })
+        .unwrap();
+    let moving_guard = holder.lock(&moving, TTL).unwrap();
+    let staying_guard = holder.lock(&staying, TTL).unwrap();
+    let moving_waiter = {
+        let (waiter, moving) = (waiter.clone(), moving.clone());
+        thread::spawn(move || waiter.try_lock_for(&moving, TTL, Duration::from_secs(120)))
+    };
+    let channel = release_channel(&staying);
+    let got = assert_woken(
+        || waiter.try_lock_for(&staying, TTL, Duration::from_secs(120)),
+        || {
+            let on = || shard_subscribers(&cluster.masters[from], &channel) == 1;
+            assert!(wait_for(Duration::from_secs(10), on).is_some());
+            cluster.move_slot(slot, from, to, || {});
+            // The listener has had time to act on the move.
+            thread::sleep(Duration::from_millis(500));
+        },
+        || staying_guard.release().unwrap(),
+    );
+    assert!(got.is_ok(), "{got:?}");
+    moving_guard.release().unwrap();
+    assert!(moving_waiter.join().unwrap().is_ok());
+}
+
 /// A waiter's listener follows its resource's slot when it moves to
 /// another master (the server drops the sharded subscription; the map is
 /// refreshed and the channel subscribed on the new owner), and the
