@@ -348,12 +348,19 @@ impl RedisCluster {
     /// Fetches the slot map from the first known server or seed that
     /// answers, by `deadline`.
     pub(crate) fn refresh(&self, deadline: Instant) -> Result<(), NodeError> {
+        // Two masters of the current map, then the seeds, then every other
+        // server the map named: after a full change of topology the old
+        // servers (dead, or black-holed at a node timeout each) must not
+        // use up the budget before the seeds are asked.
         let mut candidates: Vec<Arc<Node>> = Vec::new();
+        let mut rest: Vec<Arc<Node>> = Vec::new();
         if let Some(map) = self.map.read().as_ref() {
-            candidates.extend(map.masters.iter().cloned());
+            candidates.extend(map.masters.iter().take(2).cloned());
+            rest.extend(map.masters.iter().skip(2).cloned());
         }
-        candidates.extend(self.known.lock().values().cloned());
         candidates.extend(self.seeds.iter().cloned());
+        candidates.extend(rest);
+        candidates.extend(self.known.lock().values().cloned());
         let mut seen = HashSet::new();
         candidates.retain(|n| seen.insert(n.name().to_owned()));
         let mut last = None;
@@ -455,6 +462,11 @@ impl RedisCluster {
         }
         self.identities.claim(&self.name, &ids);
         self.identities.check_servers(&self.name, &addresses);
+        // Servers the cluster no longer names are forgotten: their idle
+        // connections close, and refreshes do not try them first.
+        self.known
+            .lock()
+            .retain(|address, _| addresses.iter().any(|a| a == address));
         *self.map.write() = Some(Arc::new(SlotMap { owner, masters }));
         self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
@@ -535,5 +547,70 @@ mod tests {
             ));
             assert_eq!(parse_redirect(&e), None, "{detail}");
         }
+    }
+
+    /// A `CLUSTER SLOTS` reply: each range's servers by port on
+    /// 127.0.0.1, master first.
+    fn slots(ranges: &[(i64, i64, &[u16])]) -> Value {
+        Value::Array(
+            ranges
+                .iter()
+                .map(|(start, end, ports)| {
+                    let mut fields = vec![Value::Int(*start), Value::Int(*end)];
+                    fields.extend(ports.iter().map(|p| {
+                        Value::Array(vec![
+                            Value::BulkString(b"127.0.0.1".to_vec()),
+                            Value::Int(i64::from(*p)),
+                            Value::BulkString(format!("id-{p}").into_bytes()),
+                        ])
+                    }));
+                    Value::Array(fields)
+                })
+                .collect(),
+        )
+    }
+
+    /// Servers a new map no longer names are forgotten (their pools
+    /// closed); a map with a slot out of range is refused, never indexed.
+    #[test]
+    fn servers_the_cluster_no_longer_names_are_forgotten() {
+        let setup = Setup {
+            timeout: Duration::from_millis(50),
+            max_idle: 1,
+            resolve: Arc::new(crate::resolve::system),
+            #[cfg(feature = "tls")]
+            tls: Default::default(),
+            restart: Default::default(),
+        };
+        let cluster = RedisCluster::open(
+            &["redis://127.0.0.1:7000".to_owned()],
+            &setup,
+            Arc::new(Identities::default()),
+        )
+        .unwrap();
+        let known = |c: &RedisCluster| {
+            let mut k: Vec<String> = c.known.lock().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let seed = cluster.seeds[0].clone();
+        let first = slots(&[(0, 8191, &[7001, 7011]), (8192, 16383, &[7002, 7012])]);
+        cluster.install(&seed, &first).unwrap();
+        assert_eq!(
+            known(&cluster),
+            [
+                "127.0.0.1:7001",
+                "127.0.0.1:7002",
+                "127.0.0.1:7011",
+                "127.0.0.1:7012"
+            ]
+        );
+        let second = slots(&[(0, 16383, &[7003, 7013])]);
+        cluster.install(&seed, &second).unwrap();
+        assert_eq!(known(&cluster), ["127.0.0.1:7003", "127.0.0.1:7013"]);
+        for bad in [slots(&[(0, 16384, &[7003])]), slots(&[(-5, 10, &[7003])])] {
+            assert!(cluster.install(&seed, &bad).is_err());
+        }
+        assert_eq!(known(&cluster), ["127.0.0.1:7003", "127.0.0.1:7013"]);
     }
 }
