@@ -1357,3 +1357,27 @@ fn min_hold_keeps_the_lock_after_a_quick_command() {
     ));
     assert_eq!(bad.status.code(), Some(64), "{}", stderr(&bad));
 }
+
+/// A wait too long for the clock (`--wait` of 10^19 s: before, an
+/// `Instant` overflow panicked) waits, and a signal still ends it.
+#[test]
+fn a_wait_beyond_the_clock_waits_and_a_signal_ends_it() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-huge-wait");
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let child = spawn(&mut lockrun(
+        &cluster,
+        &["--wait", "10000000000000000000s"],
+        &key,
+        "echo ran",
+    ));
+    thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let (out, took) = support::timed(|| child.wait_with_output().unwrap());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}

@@ -22,6 +22,7 @@ mod lock;
 mod lockrun;
 #[cfg(feature = "log")]
 mod logging;
+mod longlife;
 mod operator;
 mod properties;
 mod replicas;
