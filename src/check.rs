@@ -255,6 +255,26 @@ fn cluster_key(resource: &[u8], serves: impl Fn(u16) -> bool) -> Option<Vec<u8>>
         .map(|tag| [&base[..], b"{", tag.as_bytes(), b"}"].concat())
 }
 
+/// Marks unsafe every report whose server `why` (two members found to be
+/// one server or one cluster) names.
+pub(crate) fn same_server(reports: &mut [NodeReport], why: &str) {
+    for report in reports.iter_mut() {
+        let named = why
+            .split([' ', ',', '(', ')', ';'])
+            .any(|w| w.trim_end_matches(':') == report.node);
+        if named {
+            report.problem_with(
+                Verdict::Unsafe,
+                "the same server as another member: its vote would count twice",
+                Some(why.to_owned()),
+            );
+            report
+                .problems
+                .sort_by_key(|p| std::cmp::Reverse(p.verdict));
+        }
+    }
+}
+
 /// A cluster master must take `ASKING`: a lock whose slot is being
 /// migrated is followed to the importing master after it. Sent with a
 /// `PING` behind it on a connection of its own, so that the flag it sets

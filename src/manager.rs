@@ -590,12 +590,18 @@ impl LockManager {
     /// Takes a few round trips per server, each bounded by twice the node
     /// timeout; never use it on the hot path.
     pub fn check(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
-        crate::check::run(
+        let mut reports = crate::check::run(
             &self.pipeline.members,
             resource.as_ref(),
             self.fencing(),
             self.pipeline.wake_on_release,
-        )
+        );
+        // Two members found to be one server (or one cluster) while
+        // checking, or before: unsafe, on each report it names.
+        if let Some(why) = self.pipeline.identities.conflict.get() {
+            crate::check::same_server(&mut reports, why);
+        }
+        reports
     }
 
     /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive

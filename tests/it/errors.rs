@@ -283,6 +283,22 @@ fn one_server_under_two_names_is_refused_naming_both() {
     // Nothing of the attempt is left behind.
     assert_eq!(support::get(&server, resource("twice").as_bytes()), None);
     assert_eq!(support::get(&other, resource("twice").as_bytes()), None);
+    // `check()` calls both spellings unsafe, and the third server not.
+    let reports = dlm.check("lock:check");
+    let verdicts: Vec<_> = reports.iter().map(|r| r.verdict).collect();
+    assert_eq!(
+        verdicts[..2],
+        [redlock_sync::Verdict::Unsafe, redlock_sync::Verdict::Unsafe],
+        "{reports:#?}"
+    );
+    assert_ne!(verdicts[2], redlock_sync::Verdict::Unsafe, "{}", reports[2]);
+    assert!(
+        reports[0]
+            .to_string()
+            .contains("the same server as another member"),
+        "{}",
+        reports[0]
+    );
 }
 
 /// A peer on a node's port that is no Redis server: `answer` is what it
