@@ -183,10 +183,15 @@ fn manager_with(urls: &[String], fencing: bool) -> LockManager {
 
 /// A manager with the default settings but for waking on release.
 fn manager_waking(urls: &[String], wake: bool, retry_delay: Duration) -> LockManager {
+    manager_fair(urls, wake, retry_delay, false)
+}
+
+fn manager_fair(urls: &[String], wake: bool, retry_delay: Duration, fair: bool) -> LockManager {
     LockManager::builder()
         .nodes(urls)
         .retry(3, retry_delay)
         .wake_on_release(wake)
+        .fair(fair)
         .build()
         .unwrap()
 }
@@ -304,12 +309,16 @@ fn main() {
     if let Some(at) = args.iter().position(|a| a == "--contend-child") {
         return contend_child(&args[at + 1..]);
     }
+    if let Some(at) = args.iter().position(|a| a == "--queue-child") {
+        return queue_child(&args[at + 1..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let only_contention = args.iter().any(|a| a == "--contention");
     let only_cycles = args.iter().any(|a| a == "--cycles");
     let only_cluster = args.iter().any(|a| a == "--cluster");
     let only_semaphore = args.iter().any(|a| a == "--semaphore");
     let only_shapes = args.iter().any(|a| a == "--shapes");
+    let only_fair = args.iter().any(|a| a == "--fair");
     let samples = if quick { 300 } else { 2000 };
     let proxied_samples = if quick { 100 } else { 400 };
     let run = Duration::from_millis(if quick { 500 } else { 2000 });
@@ -348,6 +357,13 @@ fn main() {
             samples * 2,
             proxied_samples,
         );
+        return;
+    }
+    if only_fair {
+        fairness(&mut report, &direct[..3], contention_run * 2);
+        crashed_waiter(&mut report, &direct[..3], if quick { 4 } else { 10 });
+        uncontended_fair(&mut report, &direct[..3], samples * 2);
+        report.json.push(']');
         return;
     }
     if only_contention {
@@ -503,6 +519,9 @@ fn main() {
     );
 
     contention(&mut report, &direct[..3], contention_run);
+    fairness(&mut report, &direct[..3], contention_run * 2);
+    crashed_waiter(&mut report, &direct[..3], if quick { 4 } else { 10 });
+    uncontended_fair(&mut report, &direct[..3], samples * 2);
 
     #[cfg(feature = "tls")]
     tls_cycles(&mut report, samples);
@@ -618,7 +637,8 @@ fn contend_child(args: &[String]) {
         .split(',')
         .map(str::to_owned)
         .collect();
-    let dlm = manager_waking(&urls, mode.1, mode.2);
+    let fair = std::env::var("REDLOCK_BENCH_FAIR").is_ok_and(|v| v == "1");
+    let dlm = manager_fair(&urls, mode.1, mode.2, fair);
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -641,6 +661,19 @@ fn contend_processes(
     resource: &str,
     run: Duration,
 ) -> Vec<Vec<Duration>> {
+    contend_processes_fair(urls, mode, procs, threads, resource, run, false)
+}
+
+/// As [`contend_processes`], with every child's manager `fair` or not.
+fn contend_processes_fair(
+    urls: &[String],
+    mode: usize,
+    procs: usize,
+    threads: usize,
+    resource: &str,
+    run: Duration,
+    fair: bool,
+) -> Vec<Vec<Duration>> {
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -656,6 +689,7 @@ fn contend_processes(
                     &run.as_millis().to_string(),
                 ])
                 .env("REDLOCK_BENCH_NODES", urls.join(","))
+                .env("REDLOCK_BENCH_FAIR", if fair { "1" } else { "0" })
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -708,19 +742,19 @@ fn contention(report: &mut Report, urls: &[String], run: Duration) {
             } else {
                 contend_processes(urls, mode, procs, threads, &resource, run)
             };
-            let wins: Vec<usize> = per.iter().map(Vec::len).collect();
-            let mut all: Vec<Duration> = per.into_iter().flatten().collect();
-            all.sort_unstable();
-            let total = all.len();
-            let at = |q: f64| all[((total as f64 * q) as usize).min(total - 1)];
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            let (min, max) = (*wins.iter().min().unwrap(), *wins.iter().max().unwrap());
-            let rate = total as f64 / run.as_secs_f64();
+            let Waits {
+                rate,
+                p50,
+                p99,
+                max_wait,
+                min,
+                max,
+            } = Waits::of(per, run);
             report.line(format!(
                 "| {who:<14} | {name:<16} | {rate:>14.0} | {:>11.2} | {:>11.1} | {:>11.1} | {:<13} | {:>7.2} |",
-                ms(at(0.5)),
-                ms(at(0.99)),
-                ms(all[total - 1]),
+                p50,
+                p99,
+                max_wait,
                 format!("{min}..{max}"),
                 max as f64 / min.max(1) as f64,
             ));
@@ -729,12 +763,243 @@ fn contention(report: &mut Report, urls: &[String], run: Duration) {
                 "{{\"kind\":\"contention\",\"waiters\":\"{who}\",\"waiting\":\"{name}\",\
                  \"per_second\":{rate:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\
                  \"min_wins\":{min},\"max_wins\":{max}}},",
-                ms(at(0.5)),
-                ms(at(0.99)),
-                ms(all[total - 1]),
+                p50, p99, max_wait,
             );
         }
     }
+}
+
+/// What a contention row reports: acquisitions per second, the waits'
+/// p50, p99 and max (ms), and the fewest and most wins of one waiter.
+struct Waits {
+    rate: f64,
+    p50: f64,
+    p99: f64,
+    max_wait: f64,
+    min: usize,
+    max: usize,
+}
+
+impl Waits {
+    /// From each waiter's waits over `run`.
+    fn of(per: Vec<Vec<Duration>>, run: Duration) -> Waits {
+        let wins: Vec<usize> = per.iter().map(Vec::len).collect();
+        let mut all: Vec<Duration> = per.into_iter().flatten().collect();
+        all.sort_unstable();
+        let total = all.len();
+        let at = |q: f64| all[((total as f64 * q) as usize).min(total - 1)].as_secs_f64() * 1e3;
+        Waits {
+            rate: total as f64 / run.as_secs_f64(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max_wait: at(1.0),
+            min: *wins.iter().min().unwrap(),
+            max: *wins.iter().max().unwrap(),
+        }
+    }
+}
+
+/// Eight waiters on one lock, woken on release: threads of one manager,
+/// processes of one thread, managers of one thread in one process; fair
+/// waiting off and on, in the same run.
+fn fairness(report: &mut Report, urls: &[String], run: Duration) {
+    report.line(String::new());
+    report.line(format!(
+        "Eight waiters on one lock, {} loopback nodes, woken on release: try_lock_for(2 s TTL, \
+         10 s) in a loop, 1 ms sections, 0.2 ms between, {:.0} s per row",
+        urls.len(),
+        run.as_secs_f64()
+    ));
+    report.line(String::new());
+    report.line(
+        "| waiters          | fair | acquisitions/s | × 8 threads, fair off | wait p50 ms | wait p99 ms | wait max ms | wins max/min |"
+            .into(),
+    );
+    report.line(
+        "|------------------|------|---------------:|----------------------:|------------:|------------:|------------:|-------------:|"
+            .into(),
+    );
+    let mut base = None;
+    for fair in [false, true] {
+        for who in ["8 threads", "8 processes x 1", "8 managers x 1"] {
+            let resource = format!("bench:fair:{who}:{fair}");
+            let per: Vec<Vec<Duration>> = match who {
+                "8 threads" => {
+                    let dlm = manager_fair(urls, true, Duration::from_millis(200), fair);
+                    contend(&dlm, &resource, 8, Instant::now() + run)
+                }
+                "8 processes x 1" => contend_processes_fair(urls, 0, 8, 1, &resource, run, fair),
+                _ => {
+                    let end = Instant::now() + run;
+                    thread::scope(|s| {
+                        let handles: Vec<_> = (0..8)
+                            .map(|_| {
+                                let resource = &resource;
+                                s.spawn(move || {
+                                    let dlm =
+                                        manager_fair(urls, true, Duration::from_millis(200), fair);
+                                    contend(&dlm, resource, 1, end).remove(0)
+                                })
+                            })
+                            .collect();
+                        handles.into_iter().map(|h| h.join().unwrap()).collect()
+                    })
+                }
+            };
+            let Waits {
+                rate,
+                p50,
+                p99,
+                max_wait,
+                min,
+                max,
+            } = Waits::of(per, run);
+            let threads = *base.get_or_insert(rate);
+            let on = if fair { "on" } else { "off" };
+            report.line(format!(
+                "| {who:<16} | {on:<4} | {rate:>14.0} | {:>21.2} | {:>11.2} | {:>11.1} | {:>11.1} | {:>12.2} |",
+                rate / threads,
+                p50,
+                p99,
+                max_wait,
+                max as f64 / min.max(1) as f64,
+            ));
+            let _ = write!(
+                report.json,
+                "{{\"kind\":\"fairness\",\"waiters\":\"{who}\",\"fair\":{fair},\
+                 \"per_second\":{rate:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\
+                 \"min_wins\":{min},\"max_wins\":{max}}},",
+                p50, p99, max_wait,
+            );
+        }
+    }
+}
+
+/// The child side of the crashed-waiter rows: `--queue-child RESOURCE
+/// FAIR`, nodes in `REDLOCK_BENCH_NODES`: waits for the lock with the
+/// default settings until it is killed.
+fn queue_child(args: &[String]) {
+    let urls: Vec<String> = std::env::var("REDLOCK_BENCH_NODES")
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let dlm = LockManager::builder()
+        .nodes(urls)
+        .fair(args[1] == "1")
+        .build()
+        .unwrap();
+    let _ = dlm.try_lock_for(&args[0], TTL, Duration::from_secs(60));
+}
+
+/// A waiter killed (SIGKILL) while it waits ahead of a live one, with the
+/// default settings: the time from the holder's release to the live
+/// waiter's acquisition, against the same with no waiter ahead; fair
+/// waiting off and on, `trials` each.
+fn crashed_waiter(report: &mut Report, urls: &[String], trials: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "A waiter killed while it waits ahead of another, default settings, {} loopback nodes: \
+         release to the live waiter's acquisition, {trials} trials per row",
+        urls.len()
+    ));
+    report.line(String::new());
+    report.line("| fair | ahead of it      | p50 ms | max ms |".into());
+    report.line("|------|------------------|-------:|-------:|".into());
+    let build = |fair: bool| {
+        LockManager::builder()
+            .nodes(urls)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    for fair in [false, true] {
+        for crashed in [false, true] {
+            let mut took = Vec::new();
+            for trial in 0..trials {
+                let resource = format!("bench:crashed:{fair}:{crashed}:{trial}");
+                let guard = build(fair).lock(&resource, TTL).unwrap();
+                let child = crashed.then(|| {
+                    let child = std::process::Command::new(std::env::current_exe().unwrap())
+                        .args(["--queue-child", &resource, if fair { "1" } else { "0" }])
+                        .env("REDLOCK_BENCH_NODES", urls.join(","))
+                        .spawn()
+                        .unwrap();
+                    // Refused, it queues; then the live waiter comes.
+                    thread::sleep(Duration::from_millis(300));
+                    child
+                });
+                let live = build(fair);
+                let mine = resource.clone();
+                let waiting = thread::spawn(move || {
+                    let g = live
+                        .try_lock_for(&mine, TTL, Duration::from_secs(10))
+                        .unwrap();
+                    let at = Instant::now();
+                    drop(g);
+                    at
+                });
+                thread::sleep(Duration::from_millis(300));
+                if let Some(mut child) = child {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                }
+                let released = Instant::now();
+                guard.release().unwrap();
+                took.push(waiting.join().unwrap() - released);
+            }
+            took.sort_unstable();
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let (p50, max) = (ms(took[took.len() / 2]), ms(took[took.len() - 1]));
+            let on = if fair { "on" } else { "off" };
+            let ahead = if crashed { "a killed waiter" } else { "nobody" };
+            report.line(format!(
+                "| {on:<4} | {ahead:<16} | {p50:>6.1} | {max:>6.1} |"
+            ));
+            let _ = write!(
+                report.json,
+                "{{\"kind\":\"crashed_waiter\",\"fair\":{fair},\"crashed\":{crashed},\
+                 \"p50_ms\":{p50:.3},\"max_ms\":{max:.3}}},"
+            );
+        }
+    }
+}
+
+/// An uncontended lock + release with fair waiting off and on (raced
+/// alone, 3 loopback nodes, default settings): nobody waits, so a fair
+/// manager writes no queue; its release is the hand-off script, which
+/// finds no queue and deletes the key.
+fn uncontended_fair(report: &mut Report, urls: &[String], n: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "Uncontended lock + release, fair off and on, 3 loopback nodes ({n} cycles each, raced \
+         alone)"
+    ));
+    report.line(String::new());
+    report.line("| fair | median µs | p99 µs | × off  |".into());
+    report.line("|------|----------:|-------:|-------:|".into());
+    let build = |fair: bool| {
+        LockManager::builder()
+            .nodes(urls)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    let (off, on) = (build(false), build(true));
+    let mut unfair = || {
+        off.lock("bench:uncontended-off", TTL)
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    let mut fair = || {
+        on.lock("bench:uncontended-on", TTL)
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    let results = race(n, &mut [("off", &mut unfair), ("on", &mut fair)]);
+    shape_rows(report, &results, 4, "\"kind\":\"uncontended_fair\"");
 }
 
 /// A semaphore permit's acquire + release against a lock cycle (raced
@@ -921,6 +1186,7 @@ fn cluster_cost(report: &mut Report, node: &[String], n: usize) {
             us(b)
         );
     }
+    span_cost(report, &cluster, n / 20);
     drop(cluster);
 
     let master = server::Server::start().unwrap();
@@ -963,6 +1229,42 @@ fn cluster_cost(report: &mut Report, node: &[String], n: usize) {
             stats.median.as_secs_f64() / base
         ));
     }
+}
+
+/// A set of 300 resources spanning the cluster's slots (one script per
+/// slot, each master's pipelined on one connection) against 300 sharing
+/// one hash tag (one script), on the same cluster member.
+fn span_cost(report: &mut Report, cluster: &redis_cluster::RedisCluster, n: usize) {
+    let dlm = LockManager::builder()
+        .cluster(cluster.seeds())
+        .build()
+        .unwrap();
+    let spread: Vec<String> = (0..300).map(|i| format!("bench:span:{i}")).collect();
+    let tagged: Vec<String> = (0..300).map(|i| format!("{{bench:tag}}:{i}")).collect();
+    let mut one = || dlm.lock_all(&tagged, TTL).unwrap().release().unwrap();
+    let mut many = || dlm.lock_all(&spread, TTL).unwrap().release().unwrap();
+    let results = race(n, &mut [("one slot", &mut one), ("spanning", &mut many)]);
+    let (a, b) = (results[0].1.median, results[1].1.median);
+    let ratio = b.as_secs_f64() / a.as_secs_f64();
+    report.line(String::new());
+    report.line(format!(
+        "A set of 300 on the cluster member: one hash tag against spanning the slots \
+         ({n} cycles each, raced alone)"
+    ));
+    report.line(String::new());
+    report.line("| one slot median µs | spanning median µs | spanning × one slot |".into());
+    report.line("|-------------------:|-------------------:|--------------------:|".into());
+    report.line(format!(
+        "| {:>18.1} | {:>18.1} | {ratio:>19.3} |",
+        us(a),
+        us(b)
+    ));
+    let _ = write!(
+        report.json,
+        "{{\"kind\":\"span_cost\",\"one_slot_us\":{:.1},\"spanning_us\":{:.1},\"ratio\":{ratio:.4}}},",
+        us(a),
+        us(b)
+    );
 }
 
 /// What waking on release costs an uncontended cycle (one `PUBLISH` per

@@ -27,6 +27,7 @@ const DEFAULT_MAX_IDLE_PER_NODE: usize = 16;
 const DEFAULT_FENCING: bool = true;
 const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
 const DEFAULT_WAKE_ON_RELEASE: bool = true;
+const DEFAULT_FAIR: bool = false;
 const DEFAULT_REPLICA_ACKS: u32 = 0;
 
 impl LockManager {
@@ -89,6 +90,7 @@ pub struct Builder {
     fencing: bool,
     fencing_expiry: Duration,
     wake_on_release: bool,
+    fair: bool,
     replica_acks: u32,
     restart_quarantine: Option<Duration>,
     resolver: Option<Arc<ResolveFn>>,
@@ -127,6 +129,7 @@ impl fmt::Debug for Builder {
             .field("fencing", &self.fencing)
             .field("fencing_expiry", &self.fencing_expiry)
             .field("wake_on_release", &self.wake_on_release)
+            .field("fair", &self.fair)
             .field("replica_acks", &self.replica_acks)
             .field("restart_quarantine", &self.restart_quarantine)
             .field("custom_resolver", &self.resolver.is_some());
@@ -148,6 +151,7 @@ impl Default for Builder {
             fencing: DEFAULT_FENCING,
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
+            fair: DEFAULT_FAIR,
             replica_acks: DEFAULT_REPLICA_ACKS,
             restart_quarantine: None,
             resolver: None,
@@ -313,6 +317,35 @@ impl Builder {
     /// Defaults to on.
     pub fn wake_on_release(mut self, on: bool) -> Builder {
         self.wake_on_release = on;
+        self
+    }
+
+    /// Sets whether this manager's lock waiters queue across managers and
+    /// processes. On, a [`lock`](LockManager::lock) or
+    /// [`try_lock_for`](LockManager::try_lock_for) that finds the lock
+    /// taken takes a place in a queue kept beside the lock key on every
+    /// member, and a release hands the lock to the first live waiter
+    /// queued there: waiters on different hosts are served in arrival
+    /// order instead of racing on every release. The queue decides only
+    /// who may try: mutual exclusion still comes from the majority of lock
+    /// keys, so a queue lost or different on some member costs fairness,
+    /// never safety. A waiter that dies costs the others at most twice the
+    /// node timeout; one that gives up leaves the queue at once. Nothing
+    /// is written when nobody waits. Applies to locks (and so to the write
+    /// side of read-write locks of the same name) and to election
+    /// candidates (a resignation hands the leadership to the first
+    /// candidate queued); sets and permits wait as before. Releases by fair
+    /// managers hand the lock on; give every client of a resource the same
+    /// setting (an unfair manager's release deletes the key, and its
+    /// waiters race, as do other Redlock clients': fairness is lost for
+    /// those releases, never safety). The design and its proof:
+    /// "Fair waiting" in the manual. Needs, beside the minimal ACL rule,
+    /// `+time +zadd +zrem +zrange +hset +hget +hdel`, and a key pattern
+    /// that covers the queue's keys (`~lock:*` does).
+    ///
+    /// Defaults to off.
+    pub fn fair(mut self, on: bool) -> Builder {
+        self.fair = on;
         self
     }
 
@@ -516,7 +549,15 @@ impl Builder {
         let members: Arc<[Member]> = members.into();
         Ok(LockManager::from_parts(
             Pipeline {
-                waiters: Waiters::new(members.clone()),
+                // Hand-offs to fair waiters go to the manager's own channel
+                // (without randomness, to the release channel).
+                waiters: Waiters::new(
+                    members.clone(),
+                    self.fair
+                        .then(crate::pipeline::new_token)
+                        .and_then(|t| t.ok())
+                        .map(|t| t[..16].to_vec()),
+                ),
                 held: Default::default(),
                 has_clusters: members.iter().any(|m| matches!(m, Member::Cluster(_))),
                 identities,
@@ -531,6 +572,7 @@ impl Builder {
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,
+                fair: self.fair,
             },
             retry,
         ))

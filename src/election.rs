@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 
 use crate::conn::pack;
 use crate::error::{Error, Result};
+use crate::fair::Fair;
 
 mod majority;
 
@@ -81,6 +82,13 @@ const UNHEARD: Duration = Duration::from_millis(500);
 /// keep-alive thread every TTL/3 (the lock's extend, which also renews
 /// the record) and resigns with the lock's release, which deletes both
 /// and announces it on `E`'s release channel, waking candidates at once.
+/// With [`Builder::fair`](crate::Builder::fair), candidates queue as lock
+/// waiters do, and a resignation hands the lock key to the candidate that
+/// campaigned first (a reservation, which that candidate's campaign then
+/// turns into its leadership, term and record): candidates are elected in
+/// arrival order. The queue decides only who may try, so the argument
+/// below is unchanged (see "Fair waiting across processes" in the
+/// manual).
 ///
 /// # Why it is safe
 ///
@@ -247,7 +255,6 @@ impl Election {
         let value = value.as_ref();
         let pipeline = self.manager.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
-        let shape = Arc::new(One::leader(&self.name));
         let wait_on = WaitOn {
             names: &[&self.name],
             writer: None,
@@ -255,9 +262,14 @@ impl Election {
             permit: false,
         };
         let budget = self.manager.budget(wait);
-        self.manager.attempts_on(wait_on, budget, |token, refusal| {
+        let waits = !matches!(wait, Wait::No);
+        let fair = Fair::waiting(pipeline, waits, &self.name, self.manager.retry().1);
+        let shape = Arc::new(One::leader(&self.name).fair(fair));
+        let mut ours = None;
+        let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
+            ours = Some(*token);
             let start = Instant::now();
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
             let guard = LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -286,7 +298,12 @@ impl Election {
                 term,
                 seq: Mutex::new(1),
             })
-        })
+        });
+        // Given up: its places go at once.
+        if let (Err(_), Some(token)) = (&result, ours) {
+            shape.give_up(pipeline, &token);
+        }
+        result
     }
 
     /// The claim round: writes the record (term, claim number `seq`,

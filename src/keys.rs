@@ -61,6 +61,14 @@ pub(crate) const PERMITS_SUFFIX: &[u8] = b":redlock-permits";
 /// behind it (see `rwlock.rs`). Reserved.
 pub(crate) const WRITER_SUFFIX: &[u8] = b":redlock-writer";
 
+/// Suffix of the queue of fair waiters (see `fair.rs`), beside the lock
+/// key in its slot. Reserved.
+pub(crate) const QUEUE_SUFFIX: &[u8] = b":redlock-queue";
+
+/// Suffix of the fair waiters' tickets (see `fair.rs`), beside the lock
+/// key in its slot. Reserved.
+pub(crate) const TICKETS_SUFFIX: &[u8] = b":redlock-tickets";
+
 /// Suffix of an election's record (see `election.rs`), beside its lock
 /// key in its slot. Reserved.
 pub(crate) const LEADER_SUFFIX: &[u8] = b":redlock-leader";
@@ -97,6 +105,16 @@ pub(crate) fn readers_key(name: &[u8]) -> Vec<u8> {
 /// The waiting-writer flag of the read-write lock `name`.
 pub(crate) fn writer_key(name: &[u8]) -> Vec<u8> {
     companion(name, WRITER_SUFFIX)
+}
+
+/// The queue of fair waiters for the lock `name`.
+pub(crate) fn queue_key(name: &[u8]) -> Vec<u8> {
+    companion(name, QUEUE_SUFFIX)
+}
+
+/// The tickets of fair waiters for the lock `name`.
+pub(crate) fn tickets_key(name: &[u8]) -> Vec<u8> {
+    companion(name, TICKETS_SUFFIX)
 }
 
 /// The stored permit count of the semaphore `name`.
@@ -139,6 +157,8 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
         (WRITER_SUFFIX, "the flags of waiting writers"),
         (PERMITS_SUFFIX, "the permit counts of semaphores"),
         (LEADER_SUFFIX, "the records of elections"),
+        (QUEUE_SUFFIX, "the queues of fair waiters"),
+        (TICKETS_SUFFIX, "the tickets of fair waiters"),
     ] {
         if is_companion(resource, suffix) {
             return Err(Error::invalid_argument(format!(

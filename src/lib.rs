@@ -17,12 +17,14 @@ macro_rules! log {
 }
 pub(crate) use log;
 
+mod batch;
 mod builder;
 mod cancel;
 mod check;
 mod conn;
 mod election;
 mod error;
+mod fair;
 mod guard;
 mod identities;
 mod keys;

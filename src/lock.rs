@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 
 use crate::conn::pack;
 use crate::error::{Error, Result};
+use crate::fair::{self, Fair};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
 use crate::manager::{Budget, LockManager, Wait, WaitOn};
-use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
+use crate::pipeline::{
+    DECIDE, Granted, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args, counter_start,
+};
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
@@ -33,6 +36,8 @@ pub(crate) struct One {
     /// A leadership: the key of the election's record, renewed and
     /// deleted with the lock key.
     record: Option<Box<[u8]>>,
+    /// A lock whose waiting is fair: its place in the queues.
+    fair: Option<Fair>,
 }
 
 impl One {
@@ -43,6 +48,49 @@ impl One {
             wakes: key.into(),
             permits: None,
             record: None,
+            fair: None,
+        }
+    }
+
+    /// This lock or leadership, waiting fairly with `fair` (see
+    /// `fair.rs`): its release hands it to the first waiter queued.
+    pub(crate) fn fair(self, fair: Option<Fair>) -> One {
+        One { fair, ..self }
+    }
+
+    /// One attempt through the pipeline, and what a fair waiter does
+    /// around it: refused, it takes its place in the queues (or learns
+    /// when the reservations it found lapse); granted by some members
+    /// only, it leaves the others' queues (it may still be queued there,
+    /// or hold a reservation).
+    pub(crate) fn attempt(
+        &self,
+        p: &Pipeline,
+        token: &[u8],
+        ttl_ms: u64,
+        refusal: &mut Refusal,
+    ) -> Result<Granted> {
+        let result = p.acquire(self, token, ttl_ms, refusal);
+        let Some(fair) = &self.fair else {
+            return result;
+        };
+        match &result {
+            Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
+                fair.leave(p, &self.key, &self.wakes, token);
+            }
+            Err(Error::Taken { .. }) if fair.queued() => refusal.lapse = fair.lapse(),
+            Err(Error::Taken { .. }) => fair.join(p, &self.key, token),
+            _ => {}
+        }
+        refusal.queued = result.is_err() && fair.queued();
+        result
+    }
+
+    /// An acquisition that gave up with `token`: a fair waiter leaves
+    /// every queue at once.
+    pub(crate) fn give_up(&self, p: &Pipeline, token: &[u8]) {
+        if let Some(fair) = &self.fair {
+            fair.leave(p, &self.key, &self.wakes, token);
         }
     }
 
@@ -64,6 +112,7 @@ impl One {
             wakes: name.into(),
             permits: Some((keys::permits_key(name).into(), count)),
             record: None,
+            fair: None,
         }
     }
 
@@ -98,6 +147,10 @@ impl Shape for One {
         vec![&self.wakes]
     }
 
+    fn hands_off(&self) -> bool {
+        self.permits.is_none()
+    }
+
     /// A leadership counts terms whether fencing is on or not.
     fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
         match self.record {
@@ -120,6 +173,9 @@ impl Shape for One {
     /// member that stores another count answers that, and grants nothing.
     fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let key = &self.key[..];
+        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
+            return fair.claim(p, key, token, ttl_ms, keep);
+        }
         let px = ttl_ms.to_string();
         // The count check goes by hash: the handshake loads it, and a
         // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
@@ -328,6 +384,18 @@ impl Shape for One {
             None => (&UNLOCK, vec![&self.key]),
         };
         let keys = &keys[..];
+        // A fair manager's release of a lock hands it to the first fair
+        // waiter queued (the others' releases delete it, as before: their
+        // users' ACL rules need not cover the queue's keys).
+        if release && p.fair && self.hands_off() {
+            let record = self.record.as_deref();
+            return fair::release(p, only, &self.key, record, &self.wakes, token, message);
+        }
+        // The clean-up of a queued waiter's attempt puts back the
+        // reservation it took (see `fair.rs`).
+        if !release && self.fair.as_ref().is_some_and(Fair::queued) {
+            return fair::unclaim(p, only, &self.key, &self.wakes, token, message);
+        }
         let answers = match message {
             // Not for a leadership: its script is not loaded with the
             // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
@@ -478,9 +546,13 @@ impl LockManager {
             shared: false,
             permit: false,
         };
-        let shape = std::sync::Arc::new(One::lock(resource));
-        self.attempts_on(wait, budget, |token, refusal| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+        let waits = !matches!(budget, Budget::Once);
+        let fair = Fair::waiting(pipeline, waits, resource, self.retry().1);
+        let shape = std::sync::Arc::new(One::lock(resource).fair(fair));
+        let mut ours = None;
+        let result = self.attempts_on(wait, budget, |token, refusal| {
+            ours = Some(*token);
+            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -488,7 +560,12 @@ impl LockManager {
                 Duration::from_millis(ttl_ms),
                 granted,
             ))
-        })
+        });
+        // Given up: its places go at once.
+        if let (Err(_), Some(token)) = (&result, ours) {
+            shape.give_up(pipeline, &token);
+        }
+        result
     }
 }
 

@@ -227,12 +227,14 @@ pub(crate) trait Writer: Sync {
 /// removed from every member that may have taken any of it.
 ///
 /// A Redis Cluster member runs the script once per hash slot of the set
-/// (a script's keys must share a slot), one round per slot group, all at
-/// once (so a release, in `Drop` too, still ends within one node
-/// timeout), and votes yes only when every group took its part; a member
-/// left with part of the set gives that part back at once. A set whose
-/// resources share a hash tag (`{account}:a`, `{account}:b`) is one
-/// group: one script, as on plain nodes.
+/// (a script's keys must share a slot), all in one round: the scripts
+/// for one master are pipelined on one connection (so a release, in
+/// `Drop` too, still ends within one node timeout, and a set of a
+/// thousand slots costs a connection per master, not a thread and a
+/// connection per slot), and votes yes only when every group took its
+/// part; a member left with part of the set gives that part back at
+/// once. A set whose resources share a hash tag (`{account}:a`,
+/// `{account}:b`) is one group: one script, as on plain nodes.
 ///
 /// ### Why a set is safe
 ///
@@ -468,8 +470,15 @@ impl LockManager {
         };
         let mut at = 0;
         let mut seen = wait.then(seen_all);
-        let mut place = busy.then(|| waiters.join(names[at], seen.as_ref().map(|s| s[at])));
-        let mut turn = place.is_none();
+        // A fair manager's waiters of a name contended lately queue here
+        // before they ask, so that they take their places in the members'
+        // queues in this order too (only the longest waiter asks; see
+        // `fair.rs`). Not otherwise: queuing starts the listeners, which
+        // would then hear every uncontended release.
+        let queue_first = busy || (wait && pipeline.fair && waiters.lately(names[0]));
+        let mut place =
+            queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
+        let mut turn = place.as_ref().is_none_or(|p| p.is_first());
         let (mut last, mut owed, mut flagged) = (None, false, false);
         let mut refusal = Refusal::default();
         // A writer's flag is taken down once it waits no more.
@@ -532,12 +541,17 @@ impl LockManager {
                         let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
                         flagged |= writer.waits(pipeline, &token, ms);
                     }
+                    // Reservations for another fair waiter lapse sooner:
+                    // the rest of the pause is kept for later.
+                    let pause = refusal.lapse.map_or(pause, |lapse| pause.min(lapse));
                     if wait {
                         let place = place.get_or_insert_with(|| {
-                            waiters.join(names[at], seen.as_ref().map(|s| s[at]))
+                            waiters.join(names[at], &token, seen.as_ref().map(|s| s[at]))
                         });
                         let started = Instant::now();
-                        turn = place.wait(pause, cancel);
+                        // Queued on the members, it keeps its place there
+                        // by asking, wherever it stands here.
+                        turn = place.wait(pause, cancel) || refusal.queued;
                         budget.spent(started.elapsed());
                     } else {
                         match cancel {

@@ -65,6 +65,25 @@ impl Member {
         }
     }
 
+    /// The server that takes a request for `slot`: as
+    /// [`target`](Self::target), fetching a cluster's slot map first if
+    /// it is not known yet, by `deadline`.
+    pub(crate) fn route(&self, slot: u16, deadline: Instant) -> Result<Arc<Node>, NodeError> {
+        match self {
+            Member::Node(node) => Ok(node.clone()),
+            Member::Cluster(cluster) => cluster.route_or_fetch(slot, deadline),
+        }
+    }
+
+    /// Notes the new owner named by a `MOVED` answer, so that the request
+    /// may be routed again (see `RedisCluster::note_moved`).
+    pub(crate) fn moved(&self, e: &NodeError) -> bool {
+        match self {
+            Member::Node(_) => false,
+            Member::Cluster(cluster) => cluster.note_moved(e),
+        }
+    }
+
     /// Runs `req` on a connection of its own (connecting, and for a
     /// cluster fetching the slot map, as needed), by `deadline`.
     pub(crate) fn call(

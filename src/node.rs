@@ -471,6 +471,116 @@ impl Node {
         }
     }
 
+    /// Writes `reqs` back to back on a pooled connection (one pipeline).
+    /// `None` when there is no pooled connection or it was found broken:
+    /// then use [`run_all`](Self::run_all).
+    pub(crate) fn send_all(&self, reqs: &[&Request<'_>], deadline: Instant) -> Option<Pooled> {
+        let mut pooled = self.idle.lock().pop()?;
+        match write_all(&mut pooled, reqs, deadline) {
+            Ok(()) => Some(pooled),
+            Err(_) => {
+                self.idle.lock().clear();
+                None
+            }
+        }
+    }
+
+    /// Reads the replies to `reqs` written by [`send_all`](Self::send_all),
+    /// in order, each answer as [`receive`](Self::receive) gives it.
+    /// `None` when the connection was found closed before any reply
+    /// (nothing ran: send them again on a new connection). A reply that
+    /// leaves the connection out of step fails the ones behind it, as not
+    /// settled (they may have run); the connection is dropped.
+    pub(crate) fn receive_all(
+        &self,
+        mut pooled: Pooled,
+        reqs: &[&Request<'_>],
+        deadline: Instant,
+    ) -> Option<Vec<Result<u64, NodeError>>> {
+        let mut answers = Vec::with_capacity(reqs.len());
+        for (at, req) in reqs.iter().enumerate() {
+            let req = req.on(&pooled);
+            let answer = match pooled.finish(req, deadline) {
+                Ok(v) => self.vote(req, Ok(v)),
+                Err(f) if f.keep => self.vote(req, Err(self.refused(f, req))),
+                Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
+                    self.idle.lock().clear();
+                    return None;
+                }
+                Err(f) => {
+                    let answer = if f.error.redis().is_some_and(is_reply) {
+                        self.vote(req, Err(self.refused(f, req)))
+                    } else {
+                        Err(self.failed(pooled, f.error, req))
+                    };
+                    let timed_out = matches!(&answer, Err(e) if e.kind() == NodeErrorKind::Timeout);
+                    answers.push(answer);
+                    answers.extend(reqs[at + 1..].iter().map(|_| Err(self.unread(timed_out))));
+                    return Some(answers);
+                }
+            };
+            answers.push(answer);
+        }
+        self.checkin(pooled);
+        Some(answers)
+    }
+
+    /// Runs `reqs` as one pipeline: on a pooled connection if there is
+    /// one, else (or if it was found closed) on a new one; everything by
+    /// `deadline`. Without a connection, the first request's answer says
+    /// why and the others' that they were not sent.
+    pub(crate) fn run_all(
+        &self,
+        reqs: &[&Request<'_>],
+        deadline: Instant,
+    ) -> Vec<Result<u64, NodeError>> {
+        if let Some(pooled) = self.send_all(reqs, deadline)
+            && let Some(answers) = self.receive_all(pooled, reqs, deadline)
+        {
+            return answers;
+        }
+        let sent = self.connect(deadline).and_then(|mut pooled| {
+            match write_all(&mut pooled, reqs, deadline) {
+                Ok(()) => Ok(pooled),
+                Err(e) => Err(self.error(e, true)),
+            }
+        });
+        let pooled = match sent {
+            Ok(pooled) => pooled,
+            Err(first) => {
+                let mut answers = vec![Err(first)];
+                answers.extend(reqs[1..].iter().map(|_| {
+                    let why = "not sent: no connection (see the first request's failure)";
+                    let e = std::io::Error::new(std::io::ErrorKind::NotConnected, why);
+                    Err(NodeError::opening(
+                        self.name.clone(),
+                        RedisError::from(e),
+                        Stage::Connect,
+                        self.timeout,
+                    ))
+                }));
+                return answers;
+            }
+        };
+        // Found closed again, before any reply: each one a failure.
+        self.receive_all(pooled, reqs, deadline)
+            .unwrap_or_else(|| reqs.iter().map(|_| Err(self.unread(false))).collect())
+    }
+
+    /// The failure of a request pipelined behind one that broke the
+    /// connection: it may have run (not settled).
+    fn unread(&self, timed_out: bool) -> NodeError {
+        let cause = if timed_out {
+            crate::conn::timed_out()
+        } else {
+            RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "no reply read: an earlier reply of the pipeline failed",
+            ))
+        };
+        self.error(cause, false)
+    }
+
     /// The error for an error reply, naming the command it answered.
     fn refused(&self, f: Failure, req: &Request<'_>) -> NodeError {
         self.error(f.error, false).about((req.describe)(f.at))
@@ -614,6 +724,20 @@ impl Node {
     pub(crate) fn idle_len(&self) -> usize {
         self.idle.lock().len()
     }
+}
+
+/// Writes `reqs` back to back on `pooled`, each as its server takes it.
+fn write_all(
+    pooled: &mut Pooled,
+    reqs: &[&Request<'_>],
+    deadline: Instant,
+) -> redis::RedisResult<()> {
+    let packed: Vec<u8> = reqs
+        .iter()
+        .flat_map(|r| r.on(pooled).packed)
+        .copied()
+        .collect();
+    pooled.con.write(&packed, deadline)
 }
 
 #[cfg(test)]

@@ -34,7 +34,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use redis::Value;
 
 use crate::conn::pack;
 use crate::error::{Error, Result};
@@ -42,11 +41,11 @@ use crate::identities::Identities;
 use crate::member::Member;
 use crate::node_error::NodeError;
 use crate::quorum::{self, Tally};
-use crate::request::{Reply, Request};
 use crate::restart::Policy;
-use crate::script::Lua;
 use crate::telemetry;
 use crate::wait::Waiters;
+
+mod scripts;
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
 /// larger would risk overflowing Redis's millisecond expiry times.
@@ -146,6 +145,15 @@ pub(crate) struct Refusal {
     /// Some member may hold the resource for a read-write lock's readers:
     /// a waiting writer asks readers to queue behind it.
     pub(crate) readers: bool,
+    /// A queued fair attempt found the lock reserved for another waiter,
+    /// and the reservations lapse within this: the thread asks again then
+    /// rather than at the end of its pause (see `fair.rs`).
+    pub(crate) lapse: Option<std::time::Duration>,
+    /// The attempt holds a place in the members' fair queues, which keeps
+    /// only while it asks: it asks when its pause ends even behind this
+    /// manager's other waiters (the members' queue decides who goes
+    /// first; see `fair.rs`).
+    pub(crate) queued: bool,
 }
 
 /// What a shape supplies to the pipeline: its rounds on the members. The
@@ -164,6 +172,12 @@ pub(crate) trait Shape: Send + Sync {
 
     /// The names whose waiters a release wakes (a permit's: the
     /// semaphore's name).
+    /// Its release hands it to the first fair waiter queued (with fair
+    /// waiting on; see `fair.rs`).
+    fn hands_off(&self) -> bool {
+        false
+    }
+
     fn wakes(&self) -> Vec<&[u8]> {
         self.resources()
     }
@@ -250,6 +264,8 @@ pub(crate) struct Pipeline {
     pub(crate) counter_expiry_ms: u64,
     /// Whether releases publish and waiters listen for them.
     pub(crate) wake_on_release: bool,
+    /// Lock waiters queue across managers (see `fair.rs`).
+    pub(crate) fair: bool,
     /// This manager's threads waiting for busy resources.
     pub(crate) waiters: Waiters,
     /// Resources a guard of this manager holds, with how many guards.
@@ -457,6 +473,8 @@ impl Pipeline {
                 .find_map(|v| v.busy)
                 .filter(|&i| i < resources.len()),
             readers: votes.iter().any(|v| v.readers),
+            lapse: None,
+            queued: false,
         };
         if let Some(err) = conflict.or(refused) {
             return Err(err);
@@ -494,7 +512,11 @@ impl Pipeline {
     pub(crate) fn release(&self, shape: &dyn Shape, token: &[u8]) -> Tally {
         let message = self.message(token);
         let tally = shape.unlock(self, None, token, message.as_deref(), true);
-        if let (true, Some(message)) = (tally.yes > 0, &message) {
+        // A fair hand-off is announced by the members, naming the waiter
+        // it went to: no local news (it would wake this manager's first
+        // waiter whoever was next).
+        let handed = self.fair && shape.hands_off();
+        if let (true, false, Some(message)) = (tally.yes > 0, handed, &message) {
             for name in shape.wakes() {
                 self.waiters.released(name, message);
             }
@@ -546,186 +568,6 @@ impl Pipeline {
     /// it (locks are not re-entrant).
     pub(crate) fn held_here(&self, resource: &[u8]) -> bool {
         self.held.lock().contains_key(resource)
-    }
-
-    /// Runs a script that answers 1 or 0 on the members `only` selects,
-    /// to decide a holder.
-    pub(crate) fn script(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        keys: &[&[u8]],
-        args: &[&[u8]],
-    ) -> Vec<Answer> {
-        let mode = Mode {
-            count: false,
-            replicated: false,
-            decides: true,
-        };
-        self.script_then(lua, only, keys, args, None, mode)
-    }
-
-    /// Runs a script on the members `only` selects: as `node` says on
-    /// nodes, and as `cluster` says (when given) on Redis Cluster
-    /// members. `mode` says whether a yes counts only
-    /// once replicas acknowledged it (`WAIT`), and whether servers kept
-    /// out after a restart answer.
-    pub(crate) fn script_then(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        keys: &[&[u8]],
-        node: Args<'_>,
-        cluster: Option<Args<'_>>,
-        mode: Mode,
-    ) -> Vec<Answer> {
-        self.script_split(
-            lua,
-            only,
-            (keys, node),
-            (keys, cluster.unwrap_or(node)),
-            mode,
-        )
-    }
-
-    /// As [`script_then`](Self::script_then), with keys of their own for
-    /// Redis Cluster members (a set's keys in one slot, where nodes take
-    /// the whole set). The round is routed by the cluster keys' slot.
-    pub(crate) fn script_split(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        node: (&[&[u8]], Args<'_>),
-        cluster: (&[&[u8]], Args<'_>),
-        mode: Mode,
-    ) -> Vec<Answer> {
-        self.script_tailed(lua, only, node, cluster, None, mode)
-    }
-
-    /// As [`script_split`](Self::script_split), with a command written
-    /// right behind the script whose answer is read and ignored (`tails`:
-    /// on nodes, on Redis Cluster members): a release's `PUBLISH`.
-    pub(crate) fn script_tailed(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        node: (&[&[u8]], Args<'_>),
-        cluster: (&[&[u8]], Args<'_>),
-        tails: Option<(&[u8], &[u8])>,
-        mode: Mode,
-    ) -> Vec<Answer> {
-        self.script_kept(lua, only, node, cluster, tails, mode, None)
-    }
-
-    /// A read on every member: a script whose replies are kept whole
-    /// (not numbers), deciding a holder (servers kept out after a restart
-    /// give none). Each member's answer is the index of its reply in the
-    /// returned replies.
-    pub(crate) fn read(
-        &self,
-        lua: &Lua,
-        keys: &[&[u8]],
-        args: Args<'_>,
-    ) -> (Vec<Answer>, Vec<Value>) {
-        let mode = Mode {
-            count: false,
-            replicated: false,
-            decides: true,
-        };
-        self.read_split(lua, (keys, args), (keys, args), mode)
-    }
-
-    /// As [`read`](Self::read), with arguments of their own for Redis
-    /// Cluster members, and `mode` (an operator's read or removal asks
-    /// servers kept out after a restart too).
-    pub(crate) fn read_split(
-        &self,
-        lua: &Lua,
-        node: (&[&[u8]], Args<'_>),
-        cluster: (&[&[u8]], Args<'_>),
-        mode: Mode,
-    ) -> (Vec<Answer>, Vec<Value>) {
-        let kept = Mutex::new(Vec::new());
-        let answers = self.script_kept(lua, None, node, cluster, None, mode, Some(&kept));
-        (answers, kept.into_inner())
-    }
-
-    /// As [`script_tailed`](Self::script_tailed); with `kept`, each
-    /// reply is kept whole there ([`Reply::Kept`]).
-    #[allow(clippy::too_many_arguments)]
-    fn script_kept(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        (node_keys, node): (&[&[u8]], Args<'_>),
-        (cluster_keys, cluster): (&[&[u8]], Args<'_>),
-        tails: Option<(&[u8], &[u8])>,
-        mode: Mode,
-        kept: Option<&Mutex<Vec<Value>>>,
-    ) -> Vec<Answer> {
-        let replicated = mode.replicated;
-        let wait = if replicated {
-            self.wait_command()
-        } else {
-            Vec::new()
-        };
-        let acks = self
-            .replica_acks
-            .as_ref()
-            .filter(|_| replicated)
-            .map(|(n, _)| *n);
-        let (node_tail, cluster_tail) = tails.unwrap_or_default();
-        let packed = |script: Vec<u8>, tail: &[u8]| [&script[..], &wait, tail].concat();
-        let reply = match tails {
-            _ if kept.is_some() => Reply::Kept,
-            _ if mode.count => Reply::Count,
-            Some(_) => Reply::OneThenAny,
-            None => Reply::One,
-        };
-        let describe_node = |_: usize| lua.describe(node_keys[0]);
-        let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
-        let cluster_packed = if self.has_clusters {
-            packed(lua.evalsha(cluster_keys, cluster), cluster_tail)
-        } else {
-            Vec::new()
-        };
-        let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
-        let cluster_req = Request {
-            packed: &cluster_packed,
-            key: cluster_keys[0],
-            alt: None,
-            asking: false,
-            permits: false,
-            follow_ask: true,
-            decides: mode.decides,
-            wait: acks,
-            reply,
-            describe: &describe_cluster,
-            legacy: None,
-            reload: Some(&cluster_reload),
-            on_timeout: None,
-            kept,
-        };
-        let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
-        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
-        let req = Request {
-            packed: &node_packed,
-            // The slot routes the round to each cluster's master.
-            key: cluster_keys[0],
-            alt: self.has_clusters.then_some(&cluster_req),
-            asking: false,
-            permits: false,
-            follow_ask: true,
-            decides: mode.decides,
-            wait: acks,
-            reply,
-            describe: &describe_node,
-            legacy: None,
-            reload: Some(&node_reload),
-            on_timeout: None,
-            kept,
-        };
-        quorum::round(&self.members, only, &req)
     }
 }
 

@@ -157,7 +157,7 @@ pub(crate) fn round(
 
 /// Logs each member's failure in a round (at debug level: the round's
 /// outcome is what callers see and report).
-fn log_failures(members: &[Member], answers: &[Option<Result<u64, NodeError>>]) {
+pub(crate) fn log_failures(members: &[Member], answers: &[Option<Result<u64, NodeError>>]) {
     for (member, answer) in members.iter().zip(answers) {
         if let Some(Err(e)) = answer {
             crate::telemetry::node_failed(e);

@@ -297,6 +297,24 @@ impl RedisCluster {
         node.run(&asked, deadline)
     }
 
+    /// Notes the new owner a `MOVED` answer names (the map is refreshed
+    /// in the background too), so that the request may be routed again;
+    /// false for any other answer.
+    pub(crate) fn note_moved(self: &Arc<Self>, e: &NodeError) -> bool {
+        if e.code() != Some("MOVED") {
+            return false;
+        }
+        let Some((slot, host, port)) = e.redis().and_then(parse_redirect) else {
+            return false;
+        };
+        let Ok(node) = self.node_at(&host, port) else {
+            return false;
+        };
+        self.moved(slot, &node);
+        self.refresh_soon();
+        true
+    }
+
     /// Notes that `slot` is served by `node` now.
     fn moved(&self, slot: u16, node: &Arc<Node>) {
         let mut map = self.map.write();

@@ -76,6 +76,18 @@ macro_rules! scripts {
 scripts! {
     /// Release and clean-up of a lock or permit (see `lock.rs`).
     UNLOCK, "unlock", "lock/unlock.lua";
+    /// A fair manager's release of a lock, handing it to the first fair
+    /// waiter queued (see `fair.rs`).
+    HANDOFF, "release", "fair/release.lua";
+    /// A queued fair waiter's attempt.
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua";
+    /// A fair waiter takes its place in the queue.
+    JOIN, "join-queue", "fair/join.lua";
+    /// A fair waiter gives up its place (never a token).
+    LEAVE, "leave-queue", "fair/leave.lua";
+    /// The clean-up of a queued fair waiter's failed attempt: puts back
+    /// the reservation it took.
+    UNCLAIM, "unclaim", "fair/unclaim.lua";
     /// Extend of a lock or permit.
     EXTEND, "extend", "lock/extend.lua";
     /// Raises fencing counters to a token (locks, permits, sets).

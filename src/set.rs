@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
-use std::thread;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -28,9 +27,9 @@ impl LockManager {
     /// `[b, a]`) never deadlock: nothing is held while waiting.
     ///
     /// On a Redis Cluster member the set may span slots: one script per
-    /// slot, the slots' rounds at once (a thread each beyond the first);
-    /// give the resources one hash tag (`{order:42}:stock`,
-    /// `{order:42}:payment`) for one script and no thread.
+    /// slot, each master's scripts pipelined on one connection, so a round
+    /// still costs about one round trip; give the resources one hash tag
+    /// (`{order:42}:stock`, `{order:42}:payment`) for one script.
     ///
     /// # Errors
     ///
@@ -184,9 +183,10 @@ impl Set {
     }
 
     /// Runs `lua` over the set: on nodes once with every key, on Redis
-    /// Cluster members once per slot group. `call(group, cluster)` gives
-    /// the keys and arguments for the indexes of `group`. Each member's
-    /// groups are taken together as its vote.
+    /// Cluster members once per slot group, each member's groups
+    /// pipelined (one connection per master). `call(group, cluster)`
+    /// gives the keys and arguments for the indexes of `group`. Each
+    /// member's groups are taken together as its vote.
     fn round(
         &self,
         p: &Pipeline,
@@ -204,57 +204,18 @@ impl Set {
         };
         let (node_keys, node_args) = call(&all, false);
         let (nk, na) = (refs(&node_keys), refs(&node_args));
-        let one = |g: usize, group: &[usize]| -> Vec<Answer> {
-            let selected: Vec<bool> = p
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    only.is_none_or(|only| only[i]) && (g == 0 || matches!(m, Member::Cluster(_)))
-                })
-                .collect();
-            if !selected.contains(&true) {
-                return p.members.iter().map(|_| None).collect();
-            }
-            let (keys, args) = call(group, true);
+        let answers = if groups.len() == 1 {
+            let (keys, args) = call(&groups[0], true);
             let (ck, ca) = (refs(&keys), refs(&args));
-            let node = &na;
-            let cluster = &ca;
-            p.script_split(lua, Some(&selected), (&nk, node), (&ck, cluster), mode)
-        };
-        // The slot groups' rounds run at once, each on a thread of its own
-        // but the first, so that the whole takes one node timeout at most.
-        let answers = thread::scope(|scope| {
-            let rest: Vec<_> = groups
+            vec![p.script_split(lua, only, (&nk, &na), (&ck, &ca), mode)]
+        } else {
+            let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();
+            let calls: Vec<_> = owned
                 .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(g, group)| {
-                    let one = &one;
-                    let spawned = thread::Builder::new()
-                        .name("redlock-slot-group".into())
-                        .spawn_scoped(scope, move || one(g, group));
-                    (g, spawned)
-                })
+                .map(|(keys, args)| (refs(keys), refs(args)))
                 .collect();
-            let mut answers = vec![one(0, &groups[0])];
-            for (g, spawned) in rest {
-                answers.push(match spawned {
-                    Ok(handle) => handle.join().unwrap_or_else(|_| {
-                        p.members
-                            .iter()
-                            .map(|m| match m {
-                                Member::Cluster(_) => Some(Err(m.panicked())),
-                                Member::Node(_) => None,
-                            })
-                            .collect()
-                    }),
-                    // No thread to be had: here, after the others.
-                    Err(_) => one(g, &groups[g]),
-                });
-            }
-            answers
-        });
+            p.script_groups(lua, only, (&nk, &na), &calls, mode)
+        };
         self.votes(p, &groups, answers)
     }
 

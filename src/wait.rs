@@ -63,6 +63,9 @@ pub(crate) struct Waiters {
 
 struct Shared {
     members: Arc<[Member]>,
+    /// A fair manager's address: hand-offs to its waiters are announced
+    /// on each release channel followed by `:` and this (see `fair.rs`).
+    address: Option<Vec<u8>>,
     reg: Mutex<Registry>,
     /// Releases heard, counted by resource hash: a thread reads its
     /// resource's counter before an attempt, so that a release heard
@@ -80,33 +83,45 @@ impl Shared {
     /// (the fastest news), again once a majority of nodes have sent one
     /// (a majority has deleted the key by then, in case the first try came
     /// too early for the slower nodes), and on the local news; never after
-    /// one of the waiters acquired the lock since.
+    /// one of the waiters acquired the lock since. A fair hand-off (see
+    /// `fair.rs`) wakes its waiter only once a majority of nodes announced
+    /// it.
     ///
     /// A node's message about an unlock by one of this manager's own
     /// waiting acquisitions (the clean-up of its failed attempt) is
     /// ignored: it must not end that thread's own pause, and this
     /// manager's other waiters queue behind that thread anyway.
-    fn heard(&self, resource: &[u8], token: &[u8], local: bool) {
+    fn heard(&self, resource: &[u8], message: &[u8], local: bool) {
         let mut reg = self.reg.lock();
         // Watchers hear everything, their own manager's news included.
         if let Some(entry) = reg.resources.get_mut(resource) {
             entry.news(&self.news);
         }
+        let (token, next) = split_message(message);
         if !local && reg.own.contains_key(unlock_token(token)) {
             return;
         }
         self.counter(resource).fetch_add(1, Ordering::SeqCst);
+        // A fair release handed the lock to one waiter: only that waiter
+        // asks (it is its manager's first for the name, see `fair.rs`).
+        let for_us = next.is_none_or(|next| reg.own.contains_key(next));
         let quorum = quorum::quorum(self.members.len());
         if let Some(entry) = reg.resources.get_mut(resource) {
             let release = entry.release(token);
-            let wake = !release.spent
+            let wake = for_us
+                && !release.spent
                 && if local {
                     !std::mem::replace(&mut release.local, true)
                 } else {
                     release.messages += 1;
-                    release.messages == 1 || release.messages == quorum
+                    // A hand-off is claimed once a majority made it: a
+                    // claim before that finds the rest still held.
+                    (release.messages == 1 && next.is_none()) || release.messages == quorum
                 };
-            if wake {
+            // A hand-off goes to its waiter, wherever it stands here (its
+            // manager's threads may have joined the members' queues in
+            // another order).
+            if wake && !next.is_some_and(|next| entry.call(next)) {
                 entry.wake_first();
             }
         }
@@ -135,6 +150,20 @@ struct Registry {
     /// The lock tokens of this manager's acquisitions under way that may
     /// wait (see [`Waiters::start`]), with how many use each.
     own: HashMap<Vec<u8>, usize>,
+}
+
+/// A release message's parts: the release (`token:count`), and the
+/// waiter a fair release handed the lock to (after a second `:`), if any.
+fn split_message(message: &[u8]) -> (&[u8], Option<&[u8]>) {
+    let mut colons = message
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b':')
+        .map(|(i, _)| i);
+    match (colons.next(), colons.next()) {
+        (Some(_), Some(at)) => (&message[..at], Some(&message[at + 1..])),
+        _ => (message, None),
+    }
 }
 
 /// The lock token an unlock's message names: the message is the token,
@@ -168,6 +197,11 @@ struct Entry {
 struct Waiter {
     id: u64,
     cv: Arc<Condvar>,
+    /// The acquisition's token (a fair hand-off names it).
+    token: Vec<u8>,
+    /// A fair release handed the lock to this waiter: it asks at once,
+    /// wherever it stands in this manager's queue.
+    called: bool,
 }
 
 /// What was heard of one release.
@@ -187,6 +221,19 @@ impl Entry {
         self.heard += 1;
         if self.watchers > 0 {
             news.notify_all();
+        }
+    }
+
+    /// Wakes the waiter of the acquisition `token`, if it waits here, to
+    /// ask at once; false if it does not.
+    fn call(&mut self, token: &[u8]) -> bool {
+        match self.queue.iter_mut().find(|w| w.token == token) {
+            Some(waiter) => {
+                waiter.called = true;
+                waiter.cv.notify_one();
+                true
+            }
+            None => false,
         }
     }
 
@@ -234,10 +281,13 @@ impl Registry {
 }
 
 impl Waiters {
-    pub(crate) fn new(members: Arc<[Member]>) -> Waiters {
+    /// The waiters of a manager over `members`; with an `address`, it
+    /// also listens for hand-offs to its fair waiters.
+    pub(crate) fn new(members: Arc<[Member]>, address: Option<Vec<u8>>) -> Waiters {
         let listening = vec![false; members.len()];
         Waiters {
             shared: Arc::new(Shared {
+                address,
                 releases: std::array::from_fn(|_| AtomicU64::new(0)),
                 news: Condvar::new(),
                 members,
@@ -268,6 +318,17 @@ impl Waiters {
         (own, busy)
     }
 
+    /// The address hand-offs to this manager's fair waiters go to.
+    pub(crate) fn address(&self) -> &[u8] {
+        self.shared.address.as_deref().unwrap_or_default()
+    }
+
+    /// Whether threads of this manager waited for `resource` lately (it
+    /// has waiters, or had some within the linger time).
+    pub(crate) fn lately(&self, resource: &[u8]) -> bool {
+        self.shared.reg.lock().resources.contains_key(resource)
+    }
+
     /// Notes how many releases of `resource` were heard so far; read
     /// before each attempt that may be followed by [`join`](Self::join).
     pub(crate) fn before_attempt(&self, resource: &[u8]) -> Seen {
@@ -278,7 +339,7 @@ impl Waiters {
     /// waiting, and makes sure the listeners run. If a release may have
     /// been heard since `seen` (read before the thread's last attempt) and
     /// nobody waits ahead, the thread's first wait ends at once.
-    pub(crate) fn join(&self, resource: &[u8], seen: Option<Seen>) -> Place<'_> {
+    pub(crate) fn join(&self, resource: &[u8], token: &[u8], seen: Option<Seen>) -> Place<'_> {
         let mut reg = self.shared.reg.lock();
         let missed =
             seen.is_some_and(|Seen(n)| self.shared.counter(resource).load(Ordering::SeqCst) != n);
@@ -290,7 +351,12 @@ impl Waiters {
             reg.version += 1;
         }
         if let Some(entry) = reg.resources.get_mut(resource) {
-            entry.queue.push_back(Waiter { id, cv: cv.clone() });
+            entry.queue.push_back(Waiter {
+                id,
+                cv: cv.clone(),
+                token: token.to_vec(),
+                called: false,
+            });
             entry.idle_since = None;
             if missed && entry.queue.len() == 1 {
                 entry.wake = true;
@@ -434,7 +500,8 @@ pub(crate) struct Place<'a> {
 impl Place<'_> {
     /// Waits for a release or `pause`, whichever comes first. True when it
     /// is this thread's turn to ask: it is the longest waiter and a
-    /// release was heard or the pause is over. False when the pause is
+    /// release was heard or the pause is over, or a fair release handed
+    /// the lock to it. False when the pause is
     /// over and others wait ahead of it, or a `cancel` switch (looked at
     /// every [`LOOK`]) was thrown.
     pub(crate) fn wait(&self, pause: Duration, cancel: Option<&Cancel>) -> bool {
@@ -452,6 +519,11 @@ impl Place<'_> {
                 entry.wake = false;
                 return true;
             }
+            if let Some(me) = entry.queue.iter_mut().find(|w| w.id == self.id)
+                && std::mem::take(&mut me.called)
+            {
+                return true;
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return first;
             }
@@ -461,6 +533,14 @@ impl Place<'_> {
                 None => self.cv.wait(&mut reg),
             }
         }
+    }
+
+    /// Whether this thread is the longest waiter (its turn to ask).
+    pub(crate) fn is_first(&self) -> bool {
+        let reg = self.waiters.shared.reg.lock();
+        reg.resources
+            .get(&self.resource)
+            .is_none_or(|entry| entry.queue.front().is_some_and(|w| w.id == self.id))
     }
 
     /// Leaves the queue holding the lock: releases heard meanwhile were

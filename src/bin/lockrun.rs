@@ -118,6 +118,7 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
     let mut builder = builder
         .node_timeout(args.node_timeout)
         .fencing(args.fencing)
+        .fair(args.fair)
         .retry(1, Duration::from_millis(100));
     if let Some(ca) = &args.tls_ca {
         match std::fs::read(ca) {

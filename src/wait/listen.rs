@@ -76,7 +76,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
             };
             if synced != Some((reg.version, generation)) {
                 synced = Some((reg.version, generation));
-                wanted = want(member, reg.resources.keys());
+                wanted = want(member, reg.resources.keys(), shared.address.as_deref());
                 for link in &mut links {
                     link.dirty = true;
                 }
@@ -166,10 +166,15 @@ pub(super) fn listen(shared: &Shared, i: usize) {
     }
 }
 
-/// The channels to listen on, by server: every resource's channel on its
-/// node, or on the master of its slot (resources whose master is not
+/// The channels to listen on, by server: every resource's channel (and a
+/// fair manager's own channel for it) on its node, or on the master of
+/// its slot (resources whose master is not
 /// known yet are left out, and the slot map is fetched).
-fn want<'a>(member: &Member, resources: impl Iterator<Item = &'a Vec<u8>>) -> Wanted {
+fn want<'a>(
+    member: &Member,
+    resources: impl Iterator<Item = &'a Vec<u8>>,
+    address: Option<&[u8]>,
+) -> Wanted {
     let mut wanted: Wanted = HashMap::new();
     let mut unknown = false;
     for resource in resources {
@@ -181,11 +186,18 @@ fn want<'a>(member: &Member, resources: impl Iterator<Item = &'a Vec<u8>>) -> Wa
             unknown = true;
             continue;
         };
-        wanted
+        let channels = &mut wanted
             .entry(node.name().to_owned())
             .or_insert_with(|| (node, HashMap::new()))
-            .1
-            .insert(channel(resource), resource.clone());
+            .1;
+        // A fair manager's own channel for the name, in its slot.
+        if let Some(address) = address {
+            channels.insert(
+                [&channel(resource)[..], b":", address].concat(),
+                resource.clone(),
+            );
+        }
+        channels.insert(channel(resource), resource.clone());
     }
     if let (true, Member::Cluster(cluster)) = (unknown, member) {
         cluster.refresh_soon();

@@ -19,14 +19,14 @@ fn listening(w: &Waiters) -> usize {
 }
 
 fn waiters() -> Waiters {
-    Waiters::new(Arc::from(Vec::<Member>::new()))
+    Waiters::new(Arc::from(Vec::<Member>::new()), None)
 }
 
 #[test]
 fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
     let w = waiters();
-    let a = w.join(b"r", None);
-    let b = w.join(b"r", None);
+    let a = w.join(b"r", b"-", None);
+    let b = w.join(b"r", b"-", None);
     assert!(busy(&w, b"r"));
     assert!(!busy(&w, b"other"));
     // Pause over: the first may ask, the second may not.
@@ -50,8 +50,8 @@ fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
 #[test]
 fn a_waiter_acquiring_clears_stale_wakes() {
     let w = waiters();
-    let a = w.join(b"r", None);
-    let b = w.join(b"r", None);
+    let a = w.join(b"r", b"-", None);
+    let b = w.join(b"r", b"-", None);
     w.released(b"r", b"t1");
     a.acquired(false, false);
     // b is first now, but the release was before a's acquisition.
@@ -66,7 +66,7 @@ fn a_waiter_acquiring_clears_stale_wakes() {
 #[test]
 fn resources_nobody_waits_for_expire_after_the_linger() {
     let w = waiters();
-    drop(w.join(b"r", None));
+    drop(w.join(b"r", b"-", None));
     let mut reg = w.shared.reg.lock();
     let v = reg.version;
     reg.expire(Instant::now());
@@ -83,7 +83,7 @@ fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
     let seen = w.before_attempt(b"r");
     // The clean-up of tok1's failed attempt, heard from a node.
     w.shared.heard(b"r", b"tok1:7", false);
-    let a = w.join(b"r", Some(seen));
+    let a = w.join(b"r", b"-", Some(seen));
     assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
     w.shared.heard(b"r", b"tok1:8", false);
     assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
@@ -93,7 +93,7 @@ fn an_own_attempts_clean_up_wakes_nobody_but_others_do() {
     drop(a);
     drop(own);
     // Once the acquisition is over, tok1's messages count again.
-    let b = w.join(b"r", None);
+    let b = w.join(b"r", b"-", None);
     w.shared.heard(b"r", b"tok1:10", false);
     assert!(b.wait(Duration::from_secs(60), None));
 }
@@ -132,4 +132,43 @@ fn watchers_hear_every_message_take_no_place_and_keep_their_names() {
     let mut reg = w.shared.reg.lock();
     reg.expire(Instant::now() + LINGER * 2);
     assert!(reg.resources.is_empty());
+}
+
+#[test]
+fn release_messages_split_into_the_release_and_the_waiter_handed_to() {
+    let token = b"0123456789abcdef0123456789abcdef";
+    let plain = [&token[..], b":17"].concat();
+    assert_eq!(split_message(&plain), (&plain[..], None));
+    assert_eq!(unlock_token(split_message(&plain).0), &token[..]);
+    let handed = [&plain[..], b":", b"fedcba9876543210fedcba9876543210"].concat();
+    let (release, next) = split_message(&handed);
+    assert_eq!(release, &plain[..]);
+    assert_eq!(next, Some(&b"fedcba9876543210fedcba9876543210"[..]));
+    // Whatever a peer sends: no panic, the whole as the release.
+    for odd in [&b""[..], b":", b"::", b"a:b:", b":::"] {
+        let (release, _) = split_message(odd);
+        assert!(odd.starts_with(release));
+    }
+}
+
+#[test]
+fn a_fair_hand_off_wakes_the_waiter_it_names_wherever_it_stands() {
+    let w = waiters();
+    let (own_a, _) = w.start(b"r", b"tokA");
+    let (own_b, _) = w.start(b"r", b"tokB");
+    let a = w.join(b"r", b"tokA", None);
+    let b = w.join(b"r", b"tokB", None);
+    // Handed to b (the members queued b first): b asks, a does not.
+    w.shared.heard(b"r", b"holder:1:tokB", false);
+    assert!(b.wait(Duration::from_secs(60), None));
+    assert!(
+        !w.shared.reg.lock().resources[&b"r"[..]].wake,
+        "a was woken"
+    );
+    // A hand-off to nobody here wakes nobody; a plain release wakes a.
+    w.shared.heard(b"r", b"holder:2:tokX", false);
+    assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+    w.shared.heard(b"r", b"holder:3", false);
+    assert!(a.wait(Duration::from_secs(60), None));
+    drop((a, b, own_a, own_b));
 }

@@ -391,3 +391,56 @@ fn grant(cluster: &Nodes, commands: &[&str]) {
             .unwrap();
     }
 }
+
+#[test]
+fn fair_waiting_runs_with_the_readme_rule_and_its_fair_additions() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    grant(
+        &cluster,
+        &[
+            "+time", "+zadd", "+zrem", "+zrange", "+hset", "+hget", "+hdel",
+        ],
+    );
+    let fair = || {
+        LockManager::builder()
+            .nodes(
+                cluster
+                    .servers
+                    .iter()
+                    .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
+            )
+            .retry(3, Duration::from_millis(200))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (fair(), fair());
+    let ttl = Duration::from_secs(10);
+    let guard = holder.lock("lock:fair", ttl).unwrap();
+    let waiting = std::thread::spawn(move || {
+        waiter
+            .try_lock_for("lock:fair", ttl, Duration::from_secs(20))
+            .map(drop)
+    });
+    // Queued (joined) on every server, then handed the lock by the
+    // release (the key holds the reservation, not deleted).
+    let queued = || {
+        cluster.servers.iter().all(|s| {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("lock:fair:redlock-queue*")
+                .query(&mut admin(s))
+                .unwrap();
+            keys.len() == 1
+        })
+    };
+    assert!(support::wait_for(Duration::from_secs(10), queued).is_some());
+    guard.release().unwrap();
+    waiting.join().unwrap().unwrap();
+    let gives_up = fair()
+        .try_lock_for("lock:fair", ttl, Duration::from_millis(300))
+        .map(drop);
+    assert!(gives_up.is_ok(), "{gives_up:?}");
+}

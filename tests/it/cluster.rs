@@ -16,7 +16,7 @@ use support::{Nodes, Server, admin, assert_woken, resource, timed, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn skip() -> bool {
+pub(crate) fn skip() -> bool {
     match unsupported() {
         Some(why) => {
             eprintln!("{why}");
@@ -27,8 +27,19 @@ fn skip() -> bool {
 }
 
 /// A manager whose one member is `cluster`.
-fn manager(cluster: &RedisCluster) -> LockManager {
+pub(crate) fn manager(cluster: &RedisCluster) -> LockManager {
     LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+/// A manager whose members are `nodes` and `cluster`.
+pub(crate) fn mixed(nodes: &Nodes, cluster: &RedisCluster) -> LockManager {
+    LockManager::builder()
+        .nodes(nodes.urls())
         .cluster(cluster.seeds())
         .node_timeout(Duration::from_millis(500))
         .retry(1, Duration::ZERO)
@@ -300,13 +311,7 @@ fn standalone_nodes_and_a_cluster_make_one_quorum() {
     }
     let mut nodes = Nodes::start(2).unwrap();
     let cluster = RedisCluster::start(3, 0).unwrap();
-    let dlm = LockManager::builder()
-        .nodes(nodes.urls())
-        .cluster(cluster.seeds())
-        .node_timeout(Duration::from_millis(500))
-        .retry(1, Duration::ZERO)
-        .build()
-        .unwrap();
+    let dlm = mixed(&nodes, &cluster);
     assert_eq!(dlm.quorum(), 2);
     let names: Vec<&str> = dlm.nodes().collect();
     assert_eq!(names.len(), 3);

@@ -1381,3 +1381,98 @@ fn a_wait_beyond_the_clock_waits_and_a_signal_ends_it() {
     assert!(out.stdout.is_empty());
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+/// Whether every node of `cluster` has `n` fair waiters queued for `key`.
+fn fair_queued(cluster: &Nodes, key: &str, n: usize) -> bool {
+    cluster.servers.iter().all(|s| {
+        let mut con = support::admin(s);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{key}:redlock-queue*"))
+            .query(&mut con)
+            .unwrap();
+        let count: usize = match keys.first() {
+            Some(k) => redis::cmd("ZCARD").arg(k).query(&mut con).unwrap(),
+            None => 0,
+        };
+        count == n
+    })
+}
+
+#[test]
+fn fair_runs_on_one_resource_go_in_arrival_order() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-fair");
+    let log = scratch("fair.log");
+    let flags = ["--fair", "--wait", "60s"];
+    let queued = |n: usize| fair_queued(&cluster, &key, n);
+    let mut holder = spawn(&mut lockrun(&cluster, &flags, &key, "sleep 4"));
+    let held = || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| get(s, key.as_bytes()).is_some())
+    };
+    assert!(wait_for(Duration::from_secs(10), held).is_some());
+    let mut waiters = Vec::new();
+    for (n, who) in ["first", "second", "third"].into_iter().enumerate() {
+        let script = format!("echo {who} >> {}", log.display());
+        waiters.push(spawn(&mut lockrun(&cluster, &flags, &key, &script)));
+        assert!(
+            wait_for(Duration::from_secs(10), || queued(n + 1)).is_some(),
+            "{who} never queued"
+        );
+    }
+    assert!(holder.wait().unwrap().success());
+    for mut w in waiters {
+        assert!(w.wait().unwrap().success());
+    }
+    let order = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(order, "first\nsecond\nthird\n");
+}
+
+#[test]
+fn a_fair_waiter_killed_while_queued_delays_the_next_briefly() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-fair-killed");
+    let flags = ["--fair", "--wait", "60s"];
+    // The holder runs until told to stop, so that the release comes soon
+    // after the kill, while the dead waiter's ticket is still live.
+    let stop = scratch("killed.stop");
+    let until_stop = format!("while [ ! -f {} ]; do sleep 0.02; done", stop.display());
+    let mut holder = spawn(&mut lockrun(&cluster, &flags, &key, &until_stop));
+    let held = || {
+        cluster
+            .servers
+            .iter()
+            .all(|s| get(s, key.as_bytes()).is_some())
+    };
+    assert!(wait_for(Duration::from_secs(10), held).is_some());
+    // The first waiter queues, then dies (SIGKILL: it cannot leave).
+    let mut dead = spawn(&mut lockrun(&cluster, &flags, &key, "true"));
+    assert!(wait_for(Duration::from_secs(10), || fair_queued(&cluster, &key, 1)).is_some());
+    kill(Pid::from_raw(dead.id() as i32), Signal::SIGKILL).unwrap();
+    dead.wait().unwrap();
+    // The second one queues behind it, and notes when it runs.
+    let log = scratch("killed.log");
+    let script = format!("date +%s%N >> {}", log.display());
+    let mut live = spawn(&mut lockrun(&cluster, &flags, &key, &script));
+    assert!(wait_for(Duration::from_secs(10), || fair_queued(&cluster, &key, 2)).is_some());
+    let released = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    std::fs::write(&stop, b"").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert!(live.wait().unwrap().success());
+    let ran: u128 = std::fs::read_to_string(&log)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // At most the dead waiter's reservation (twice the 500 ms node
+    // timeout given here; none if its ticket lapsed first) and the live
+    // one's next attempt: generous bound.
+    let delay = Duration::from_nanos(ran.saturating_sub(released) as u64);
+    eprintln!("the killed waiter delayed the next by {delay:?}");
+    assert!(delay < Duration::from_secs(4), "{delay:?}");
+}

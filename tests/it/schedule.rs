@@ -511,7 +511,10 @@ impl Rig {
             // Counters idle this long expire and start again from the
             // clock: members' counters then differ widely, as after
             // restarts, which is what raising laggards is for.
-            .fencing_expiry(Duration::from_secs(1));
+            .fencing_expiry(Duration::from_secs(1))
+            // Half the workers wait fairly (queued across managers): the
+            // queue must never change who may hold.
+            .fair(w.is_multiple_of(2));
         if let Some(cluster) = &self.cluster {
             builder = builder.cluster(cluster.seeds());
         }

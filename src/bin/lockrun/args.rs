@@ -21,6 +21,8 @@ pub(crate) struct Args {
     pub(crate) wait: Duration,
     pub(crate) node_timeout: Duration,
     pub(crate) fencing: bool,
+    /// `--fair`: waiters queue across hosts (`Builder::fair`).
+    pub(crate) fair: bool,
     pub(crate) restart_quarantine: Option<Duration>,
     pub(crate) permits: Option<u32>,
     pub(crate) shared: bool,
@@ -92,6 +94,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         wait: Duration::from_secs(10),
         node_timeout: Duration::from_millis(50),
         fencing: true,
+        fair: false,
         restart_quarantine: None,
         permits: None,
         shared: false,
@@ -147,6 +150,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             Long("leader-value") => args.leader_value = Some(value(&mut parser, "--leader-value")?),
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
+            Long("fair") => args.fair = true,
             Long("restart-quarantine") => {
                 args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
             }

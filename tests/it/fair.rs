@@ -1,0 +1,487 @@
+//! Fair waiting across managers (`Builder::fair`): waiters of separate
+//! managers served in arrival order, a waiter that gives up leaving the
+//! queue at once, a dead waiter costing one short reservation, other
+//! clients refused while a reservation stands, and a Redis Cluster member.
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_sync::{Error, LockManager};
+use support::redis_cluster::{RedisCluster, unsupported};
+use support::{Nodes, Server, admin, resource, wait_for};
+
+const TTL: Duration = Duration::from_secs(10);
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
+
+fn fair(urls: Vec<String>) -> LockManager {
+    LockManager::builder()
+        .nodes(urls)
+        .node_timeout(NODE_TIMEOUT)
+        .retry(3, Duration::from_millis(200))
+        .fair(true)
+        .build()
+        .unwrap()
+}
+
+/// The key beside `name` with `suffix` on `server` (found by its name),
+/// if there is one.
+fn beside(server: &Server, name: &str, suffix: &str) -> Option<Vec<u8>> {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg(format!("{name}:redlock-{suffix}*"))
+        .query(&mut admin(server))
+        .unwrap();
+    keys.into_iter().next()
+}
+
+/// The queue key of `name` on `server`, if any.
+fn queue_of(server: &Server, name: &str) -> Option<Vec<u8>> {
+    beside(server, name, "queue")
+}
+
+/// How many waiters `server` has queued for `name`.
+fn queued(server: &Server, name: &str) -> usize {
+    match queue_of(server, name) {
+        Some(key) => redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut admin(server))
+            .unwrap(),
+        None => 0,
+    }
+}
+
+fn get(server: &Server, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("GET")
+        .arg(key)
+        .query(&mut admin(server))
+        .ok()
+        .flatten()
+}
+
+/// Waits until every server has `n` waiters queued for `name`.
+fn until_queued(servers: &[&Server], name: &str, n: usize) {
+    let all = || servers.iter().all(|s| queued(s, name) == n);
+    assert!(
+        wait_for(Duration::from_secs(10), all).is_some(),
+        "{n} waiters never queued for {name}"
+    );
+}
+
+/// Holds `name` with `holder`, queues `waiters` managers one after the
+/// other (each queued everywhere before the next starts), releases, and
+/// returns the order in which the waiters acquired.
+fn order(
+    holder: &LockManager,
+    waiters: Vec<LockManager>,
+    servers: &[&Server],
+    name: &str,
+) -> Vec<usize> {
+    let guard = holder.lock(name, TTL).unwrap();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for (i, dlm) in waiters.into_iter().enumerate() {
+        let (won, mine) = (won.clone(), name.to_owned());
+        threads.push(thread::spawn(move || {
+            let g = dlm
+                .try_lock_for(&mine, TTL, Duration::from_secs(30))
+                .unwrap();
+            won.lock().unwrap().push(i);
+            thread::sleep(Duration::from_millis(20));
+            g.release().unwrap();
+        }));
+        until_queued(servers, name, i + 1);
+    }
+    guard.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    Arc::try_unwrap(won).unwrap().into_inner().unwrap()
+}
+
+#[test]
+fn waiters_of_separate_managers_are_served_in_arrival_order() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-order");
+    let holder = fair(nodes.urls());
+    let waiters: Vec<LockManager> = (0..5).map(|_| fair(nodes.urls())).collect();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let got = order(&holder, waiters, &servers, &name);
+    assert_eq!(got, [0, 1, 2, 3, 4], "served out of arrival order");
+    // Everything the queue wrote is gone or expiring.
+    for s in &nodes.servers {
+        assert_eq!(queued(s, &name), 0);
+    }
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-give-up");
+    let holder = fair(nodes.urls());
+    let guard = holder.lock(&name, TTL).unwrap();
+    let waiter = fair(nodes.urls());
+    let err = waiter
+        .try_lock_for(&name, TTL, Duration::from_millis(600))
+        .unwrap_err();
+    assert!(matches!(err, Error::Taken { .. }), "{err}");
+    for s in &nodes.servers {
+        assert_eq!(queued(s, &name), 0, "a waiter that gave up is still queued");
+    }
+    // The release finds nobody queued: the key is deleted, not reserved.
+    guard.release().unwrap();
+    for s in &nodes.servers {
+        assert_eq!(get(s, &name), None);
+    }
+}
+
+#[test]
+fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-dead");
+    let holder = fair(nodes.urls());
+    let guard = holder.lock(&name, TTL).unwrap();
+    // A live waiter queues, then a dead one is put ahead of it: a ticket
+    // that never claims, valid for a minute.
+    let live = fair(nodes.urls());
+    let name2 = name.clone();
+    let waiting = thread::spawn(move || {
+        let started = Instant::now();
+        let g = live
+            .try_lock_for(&name2, TTL, Duration::from_secs(30))
+            .unwrap();
+        drop(g);
+        started
+    });
+    until_queued(&nodes.servers.iter().collect::<Vec<_>>(), &name, 1);
+    for s in &nodes.servers {
+        let queue = queue_of(s, &name).unwrap();
+        let tickets = beside(s, &name, "tickets").unwrap();
+        let now: (String, String) = redis::cmd("TIME").query(&mut admin(s)).unwrap();
+        let deadline = now.0.parse::<u64>().unwrap() * 1000 + 60_000;
+        let mut con = admin(s);
+        let _: () = redis::cmd("ZADD")
+            .arg(&queue)
+            .arg(1)
+            .arg("dead")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(&tickets)
+            .arg("dead")
+            .arg(deadline)
+            .query(&mut con)
+            .unwrap();
+    }
+    let released = Instant::now();
+    guard.release().unwrap();
+    // The dead waiter holds a reservation: another client's attempt finds
+    // the lock taken, as it would find a holder.
+    let other = support::manager(&nodes, NODE_TIMEOUT);
+    match other.try_lock(&name, TTL) {
+        Err(Error::Taken { .. }) => {}
+        other => panic!("a reserved lock was taken by a newcomer: {other:?}"),
+    }
+    assert_eq!(
+        get(&nodes.servers[0], &name).as_deref(),
+        Some(&b"redlock:next:dead"[..])
+    );
+    waiting.join().unwrap();
+    let waited = released.elapsed();
+    // Reservation 500 ms (twice the node timeout), then the live waiter's
+    // next attempt (pauses of at most 200 ms): generous bound.
+    assert!(
+        waited < Duration::from_secs(3),
+        "the dead waiter cost {waited:?}"
+    );
+}
+
+#[test]
+fn fair_waiters_on_a_cluster_member_are_served_in_arrival_order() {
+    if let Some(why) = unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let build = || {
+        LockManager::builder()
+            .cluster(cluster.seeds())
+            .node_timeout(NODE_TIMEOUT)
+            .retry(3, Duration::from_millis(200))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let name = resource("fair-cluster");
+    let owner = &cluster.masters[cluster.master_of(name.as_bytes())];
+    let holder = build();
+    let waiters: Vec<LockManager> = (0..4).map(|_| build()).collect();
+    let got = order(&holder, waiters, &[owner], &name);
+    assert_eq!(got, [0, 1, 2, 3], "served out of arrival order");
+}
+
+#[test]
+fn a_waiter_granted_by_a_majority_keeps_the_lock_when_it_leaves_the_others_queues() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-partial");
+    // The third node's key is another client's for a minute: every
+    // acquisition is granted by two members of three.
+    let _: () = redis::cmd("SET")
+        .arg(&name)
+        .arg("foreign")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut admin(&nodes.servers[2]))
+        .unwrap();
+    let holder = fair(nodes.urls());
+    let guard = holder.lock(&name, TTL).unwrap();
+    assert_eq!(guard.agreed(), 2);
+    let waiter = fair(nodes.urls());
+    let name2 = name.clone();
+    let waiting = thread::spawn(move || {
+        let g = waiter
+            .try_lock_for(&name2, TTL, Duration::from_secs(30))
+            .unwrap();
+        let token = g.token().to_vec();
+        (waiter, g, token)
+    });
+    until_queued(&nodes.servers.iter().collect::<Vec<_>>(), &name, 1);
+    guard.release().unwrap();
+    // Claimed where it was handed the lock, refused by the third node: it
+    // then leaves the third node's queue, and keeps what it holds.
+    let (_waiter, g, token) = waiting.join().unwrap();
+    assert_eq!(g.agreed(), 2);
+    for s in &nodes.servers[..2] {
+        assert_eq!(get(s, &name).as_deref(), Some(&token[..]));
+        assert_eq!(queued(s, &name), 0);
+    }
+    assert_eq!(
+        queued(&nodes.servers[2], &name),
+        0,
+        "still queued on the third node"
+    );
+    assert_eq!(
+        get(&nodes.servers[2], &name).as_deref(),
+        Some(&b"foreign"[..])
+    );
+    g.release().unwrap();
+}
+
+/// The first waiter queued on `server` for `name`.
+fn head(server: &Server, name: &str) -> Vec<u8> {
+    let key = queue_of(server, name).expect("no queue");
+    let first: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(0)
+        .query(&mut admin(server))
+        .unwrap();
+    first.into_iter().next().expect("an empty queue")
+}
+
+/// A waiter's ticket deadline (server ms) on `server`.
+fn ticket(server: &Server, name: &str, token: &[u8]) -> u64 {
+    let key = beside(server, name, "tickets").expect("no tickets");
+    let value: Vec<u8> = redis::cmd("HGET")
+        .arg(key)
+        .arg(token)
+        .query(&mut admin(server))
+        .unwrap();
+    let value = String::from_utf8(value).unwrap();
+    value.split(':').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_failed_claim_puts_its_reservation_back_and_the_first_waiter_goes_first() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-unclaim");
+    // A node timeout of 1 s: reservations last 2 s.
+    let build = || {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(Duration::from_secs(1))
+            .retry(3, Duration::from_millis(100))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let holder = build();
+    let guard = holder.lock(&name, TTL).unwrap();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for i in 0..2 {
+        let (dlm, won, mine) = (build(), won.clone(), name.clone());
+        threads.push(thread::spawn(move || {
+            let g = dlm
+                .try_lock_for(&mine, TTL, Duration::from_secs(30))
+                .unwrap();
+            won.lock().unwrap().push(i);
+            g.release().unwrap();
+        }));
+        until_queued(&servers, &name, i + 1);
+    }
+    let first = head(&nodes.servers[0], &name);
+    // The holder's key on the second and third nodes becomes another
+    // client's: its release hands the key to the first waiter on the
+    // first node only, and that waiter's claims fail (one member of
+    // three) while the second node's keeps refusing.
+    for s in &nodes.servers[1..] {
+        let _: () = redis::cmd("SET")
+            .arg(&name)
+            .arg("foreign")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut admin(s))
+            .unwrap();
+    }
+    guard.release().unwrap_err();
+    let reserved = [&b"redlock:next:"[..], &first].concat();
+    assert_eq!(
+        get(&nodes.servers[0], &name).as_deref(),
+        Some(&reserved[..])
+    );
+    let before = ticket(&nodes.servers[1], &name, &first);
+    // Within the reservation (2 s), however many claims fail, the first
+    // node's key stays the first waiter's: its reservation, or its token
+    // for the moment of a claim; never free, never the second waiter's.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1200) {
+        let now = get(&nodes.servers[0], &name);
+        assert!(
+            now.as_deref() == Some(&reserved[..]) || now.as_deref() == Some(&first[..]),
+            "the first node's key became {:?} after a failed claim",
+            now.map(|v| String::from_utf8_lossy(&v).into_owned())
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    // The first waiter kept claiming (its ticket on the second node was
+    // refreshed by its claims since the release).
+    assert!(ticket(&nodes.servers[1], &name, &first) > before);
+    // The other client leaves: the first waiter goes first, though the
+    // two nodes freed hold no reservation for anyone.
+    for s in &nodes.servers[1..] {
+        let _: () = redis::cmd("DEL").arg(&name).query(&mut admin(s)).unwrap();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*won.lock().unwrap(), [0, 1], "served out of arrival order");
+}
+
+#[test]
+fn a_waiter_that_finds_another_waiters_reservation_asks_again_when_it_lapses() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-lapse");
+    let holder = fair(nodes.urls());
+    let guard = holder.lock(&name, TTL).unwrap();
+    // Pauses of 10 to 20 s: only the reservation's lapse brings the next
+    // attempt within seconds.
+    let waiter = LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(Duration::from_secs(1))
+        .retry(3, Duration::from_secs(20))
+        .fair(true)
+        .build()
+        .unwrap();
+    let name2 = name.clone();
+    let waiting = thread::spawn(move || {
+        let g = waiter
+            .try_lock_for(&name2, TTL, Duration::from_secs(30))
+            .unwrap();
+        let at = Instant::now();
+        drop(g);
+        at
+    });
+    until_queued(&nodes.servers.iter().collect::<Vec<_>>(), &name, 1);
+    // The lock becomes a reservation for a waiter that never comes, for
+    // 1.5 s, and a release is announced: the waiter asks, finds it, and
+    // asks again once it has lapsed, not at the end of its pause.
+    for s in &nodes.servers {
+        let _: () = redis::cmd("SET")
+            .arg(&name)
+            .arg("redlock:next:dead")
+            .arg("PX")
+            .arg(1500)
+            .query(&mut admin(s))
+            .unwrap();
+    }
+    let heard = Instant::now();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(redlock_sync::release_channel(&name))
+        .arg("0123456789abcdef:1")
+        .query(&mut admin(&nodes.servers[0]))
+        .unwrap();
+    let took = waiting.join().unwrap() - heard;
+    assert!(
+        took >= Duration::from_secs(1),
+        "taken after {took:?}, within another waiter's reservation"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "taken {took:?} after the release: the reservation lapsed after 1.5 s"
+    );
+    drop(guard);
+}
+
+#[test]
+fn candidates_of_separate_managers_are_elected_in_arrival_order() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-election");
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let lead = fair(nodes.urls())
+        .election(&name)
+        .unwrap()
+        .campaign(TTL)
+        .unwrap();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for i in 0..4 {
+        let (dlm, won, mine) = (fair(nodes.urls()), won.clone(), name.clone());
+        threads.push(thread::spawn(move || {
+            let election = dlm.election(&mine).unwrap();
+            let l = election.campaign_for(TTL, Duration::from_secs(30)).unwrap();
+            won.lock().unwrap().push((i, l.term()));
+            thread::sleep(Duration::from_millis(20));
+            l.resign().unwrap();
+        }));
+        until_queued(&servers, &name, i + 1);
+    }
+    let first_term = lead.term();
+    lead.resign().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let won = won.lock().unwrap().clone();
+    let order: Vec<usize> = won.iter().map(|w| w.0).collect();
+    assert_eq!(order, [0, 1, 2, 3], "elected out of arrival order");
+    // Terms only grow, from the first leader's.
+    let terms: Vec<u64> = won.iter().map(|w| w.1).collect();
+    assert!(
+        first_term < terms[0] && terms.is_sorted_by(|a, b| a < b),
+        "{terms:?}"
+    );
+    for s in &nodes.servers {
+        assert_eq!(queued(s, &name), 0);
+        assert_eq!(beside(s, &name, "leader"), None, "a record is left");
+    }
+}
+
+#[test]
+fn uncontended_fair_cycles_write_no_queue_and_listen_to_nothing() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-uncontended");
+    let dlm = fair(nodes.urls());
+    for _ in 0..20 {
+        dlm.lock(&name, TTL).unwrap().release().unwrap();
+    }
+    for s in &nodes.servers {
+        assert_eq!(queue_of(s, &name), None, "a queue was written");
+        assert_eq!(beside(s, &name, "tickets"), None, "tickets were written");
+        assert_eq!(get(s, &name), None);
+        // Nobody waited: no listener subscribed (it would hear every
+        // release of the name).
+        assert_eq!(support::release_subscribers(s, &name), 0);
+    }
+}
