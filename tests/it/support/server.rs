@@ -97,7 +97,7 @@ impl Server {
         let mut last = None;
         for _ in 0..5 {
             server.port = free_port()?;
-            match server.spawn() {
+            match server.spawn(true) {
                 Ok(()) => return Ok(server),
                 Err(e) => last = Some(e),
             }
@@ -105,7 +105,9 @@ impl Server {
         Err(last.unwrap_or_else(|| io::Error::other("redis-server did not start")))
     }
 
-    fn spawn(&mut self) -> io::Result<()> {
+    /// Starts the process; with `until_loaded`, returns only once it has
+    /// loaded its data (it answers `-LOADING` until then).
+    fn spawn(&mut self, until_loaded: bool) -> io::Result<()> {
         let bin = redis_server_bin();
         let mut cmd = Command::new(&bin);
         cmd.arg("--port")
@@ -138,7 +140,7 @@ impl Server {
                     self.port
                 )));
             }
-            if ping(self.port) {
+            if ping(self.port).is_some_and(|loading| !(until_loaded && loading)) {
                 self.child = Some(child);
                 self.paused = false;
                 return Ok(());
@@ -203,10 +205,10 @@ impl Server {
 
     /// Kills the process and starts a new one on the same port, with the
     /// same arguments: without persistence its keys and script cache are
-    /// gone.
+    /// gone. Returns once the new process has loaded any persisted keys.
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
-        self.spawn()
+        self.spawn(true)
     }
 
     /// Like [`restart`](Self::restart), with `extra` arguments for this
@@ -215,7 +217,7 @@ impl Server {
         self.kill();
         let kept = self.args.len();
         self.args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let result = self.spawn();
+        let result = self.spawn(false);
         self.args.truncate(kept);
         result
     }
@@ -223,7 +225,7 @@ impl Server {
     /// Starts the process again after [`kill`](Self::kill).
     pub fn start_again(&mut self) -> io::Result<()> {
         if self.child.is_none() {
-            self.spawn()?;
+            self.spawn(true)?;
         }
         Ok(())
     }
@@ -314,16 +316,19 @@ pub fn free_port() -> io::Result<u16> {
     Ok(claimed_listener()?.local_addr()?.port())
 }
 
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
+/// Whether the server on `port` answers PING (any reply will do: a server
+/// with a password answers -NOAUTH), and if so whether it is still loading.
+fn ping(port: u16) -> Option<bool> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    // Any reply will do: a server with a password answers -NOAUTH.
-    let mut first = [0u8; 1];
-    s.write_all(b"PING\r\n").is_ok()
-        && s.read_exact(&mut first).is_ok()
-        && matches!(&first, b"+" | b"-")
+    s.write_all(b"PING\r\n").ok()?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") && line.len() < 256 {
+        s.read_exact(&mut byte).ok()?;
+        line.push(byte[0]);
+    }
+    matches!(line.first(), Some(b'+' | b'-')).then(|| line.starts_with(b"-LOADING"))
 }
 
 fn signal(sig: &str, pid: u32) {
