@@ -28,6 +28,12 @@
 //! deadlines they had. A waiter that gives up leaves the queue at once,
 //! passing on a reservation it had.
 //!
+//! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
+//! the same way on each of its resources' queues, at one arrival: the
+//! scripts take n lock keys (a lock is a set of one), a claim writes its
+//! token only where every key of the set is its to take and otherwise
+//! keeps its places, and a set's release hands each key on.
+//!
 //! ## Why it is safe
 //!
 //! The queue only decides who may try. On each member the lock key still
@@ -61,6 +67,18 @@
 //! most twice the node timeout: a waiter whose claim finds another's
 //! reservation asks again when it lapses (the claim answers when), not at
 //! the end of its pause.
+//!
+//! Sets cannot deadlock either: arrival scores order all waiters,
+//! whatever they wait for, so the earliest live waiter is first in every
+//! queue it is in. Each key it needs, once released, is reserved for it,
+//! or free and refused to every later queued waiter; so it gets its whole
+//! set, and then the next earliest does. A set handed one key while
+//! another is held keeps its place in that key's queue by claiming (a
+//! refused claim keeps its places): the key then waits for it. If its
+//! reservation lapses before it claims (it waits here on the key that
+//! refused it, and hears only that key's hand-offs), a later waiter may
+//! take the key meanwhile; the set's next claim puts it first there
+//! again, and waits on that key.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -156,27 +174,30 @@ impl Fair {
     /// Takes its place on every member, after an ordinary attempt was
     /// refused; best effort (a member that fails it keeps no place).
     pub(crate) fn join(&self, p: &Pipeline, key: &[u8], token: &[u8]) {
-        self.arrive();
-        let arrival = self.arrival.load(Ordering::Relaxed).to_string();
-        let ticket = self.ticket_ms.to_string();
-        let (queue, tickets) = (queue_key(key), tickets_key(key));
+        let (keys, args) = self.join_call(p, &[key], token);
         let mode = Mode {
             decides: false,
             ..RELEASE
         };
-        p.script_then(
-            &JOIN,
-            None,
-            &[&queue, &tickets],
-            &[
-                token,
-                arrival.as_bytes(),
-                ticket.as_bytes(),
-                p.waiters.address(),
-            ],
-            None,
-            mode,
-        );
+        p.script_then(&JOIN, None, &refs(&keys), &refs(&args), None, mode);
+    }
+
+    /// The join script's keys and arguments for the lock keys `locks`
+    /// (one lock, or a set's slot group); it arrives now if it had not.
+    pub(crate) fn join_call(&self, p: &Pipeline, locks: &[&[u8]], token: &[u8]) -> Call {
+        self.arrive();
+        let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| queue_key(k)).collect();
+        keys.extend(locks.iter().map(|k| tickets_key(k)));
+        let args = vec![
+            token.to_vec(),
+            self.arrival
+                .load(Ordering::Relaxed)
+                .to_string()
+                .into_bytes(),
+            self.ticket_ms.to_string().into_bytes(),
+            p.waiters.address().to_vec(),
+        ];
+        (keys, args)
     }
 
     /// A queued attempt on every member (see the claim script): a yes
@@ -190,33 +211,14 @@ impl Fair {
         ttl_ms: u64,
         keep: Option<&str>,
     ) -> Vec<Vote> {
-        let (queue, tickets, fence) = (queue_key(key), tickets_key(key), fence_key(key));
-        let (px, arrival) = (ttl_ms.to_string(), self.arrival.load(Ordering::Relaxed));
-        let (arrival, ticket, start) = (
-            arrival.to_string(),
-            self.ticket_ms.to_string(),
-            counter_start().to_string(),
-        );
-        let mut keys: Vec<&[u8]> = vec![key, &queue, &tickets];
-        let address = p.waiters.address();
-        let mut args: Vec<&[u8]> = vec![
-            token,
-            px.as_bytes(),
-            arrival.as_bytes(),
-            ticket.as_bytes(),
-            address,
-        ];
-        if let Some(keep) = keep {
-            keys.push(&fence);
-            args.extend([start.as_bytes(), keep.as_bytes()]);
-        }
+        let (keys, args) = self.claim_call(p, &[key], token, ttl_ms, keep);
         let mode = Mode {
             count: true,
             ..DECIDE
         };
         let mut lapse = None;
         let votes = p
-            .script_then(&CLAIM_QUEUED, None, &keys, &args, None, mode)
+            .script_then(&CLAIM_QUEUED, None, &refs(&keys), &refs(&args), None, mode)
             .into_iter()
             .map(|answer| match answer {
                 // Readers hold the key (the script's -2).
@@ -238,14 +240,84 @@ impl Fair {
         votes
     }
 
+    /// The claim script's keys and arguments for the lock keys `locks`
+    /// (one lock, or a set's slot group, all or nothing); `keep` is the
+    /// fencing counters' keep (with fencing on).
+    pub(crate) fn claim_call(
+        &self,
+        p: &Pipeline,
+        locks: &[&[u8]],
+        token: &[u8],
+        ttl_ms: u64,
+        keep: Option<&str>,
+    ) -> Call {
+        let mut keys = queued_keys(locks);
+        let mut args = vec![
+            token.to_vec(),
+            ttl_ms.to_string().into_bytes(),
+            self.arrival
+                .load(Ordering::Relaxed)
+                .to_string()
+                .into_bytes(),
+            self.ticket_ms.to_string().into_bytes(),
+            p.waiters.address().to_vec(),
+        ];
+        if let Some(keep) = keep {
+            keys.extend(locks.iter().map(fence_key));
+            args.push(counter_start().to_string().into_bytes());
+            args.push(keep.as_bytes().to_vec());
+        }
+        (keys, args)
+    }
+
     /// Leaves the queue on every member (it gives up), passing on a
     /// reservation it had; best effort.
     pub(crate) fn leave(&self, p: &Pipeline, key: &[u8], wakes: &[u8], token: &[u8]) {
         if self.queued() {
             let message = p.message(token);
-            handing(p, &LEAVE, None, key, None, wakes, token, message.as_deref());
+            let call = |cluster| {
+                handing_call(
+                    p,
+                    &[key],
+                    None,
+                    &[wakes],
+                    token,
+                    message.as_deref(),
+                    cluster,
+                )
+            };
+            run(p, &LEAVE, None, call, RELEASE);
         }
     }
+}
+
+/// A script's keys and arguments, owned.
+pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+    v.iter().map(|k| &k[..]).collect()
+}
+
+/// Runs a script whose keys are the same on nodes and Redis Cluster
+/// members, and whose arguments `call(cluster)` gives.
+fn run(
+    p: &Pipeline,
+    lua: &Lua,
+    only: Option<&[bool]>,
+    call: impl Fn(bool) -> Call,
+    mode: Mode,
+) -> Vec<Answer> {
+    let ((keys, node), (_, cluster)) = (call(false), call(true));
+    let keys = refs(&keys);
+    p.script_then(lua, only, &keys, &refs(&node), Some(&refs(&cluster)), mode)
+}
+
+/// The lock keys `locks`, then their queues, then their tickets.
+fn queued_keys(locks: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| k.to_vec()).collect();
+    keys.extend(locks.iter().map(|k| queue_key(k)));
+    keys.extend(locks.iter().map(|k| tickets_key(k)));
+    keys
 }
 
 /// A lock's (or a leadership's) release on the members `only` selects:
@@ -262,40 +334,38 @@ pub(crate) fn release(
     token: &[u8],
     message: Option<&[u8]>,
 ) -> Tally {
-    Tally::count(handing(
-        p, &HANDOFF, only, key, record, wakes, token, message,
-    ))
+    let call = |cluster| handing_call(p, &[key], record, &[wakes], token, message, cluster);
+    Tally::count(run(p, &HANDOFF, only, call, RELEASE))
 }
 
-/// Runs `lua`, the release or the leave script (the same keys and
-/// arguments, but a `record` for the release only; the leave never gives
-/// up a token), on the members `only` selects (leave: all).
-#[allow(clippy::too_many_arguments)]
-fn handing(
+/// The keys and arguments of the release or the leave script (the same,
+/// but a `record` for the release only; the leave never gives up a
+/// token) for the lock keys `locks` (one lock, or a set's slot group),
+/// each announced on the release channel of its name in `wakes`.
+pub(crate) fn handing_call(
     p: &Pipeline,
-    lua: &Lua,
-    only: Option<&[bool]>,
-    key: &[u8],
+    locks: &[&[u8]],
     record: Option<&[u8]>,
-    wakes: &[u8],
+    wakes: &[&[u8]],
     token: &[u8],
     message: Option<&[u8]>,
-) -> Vec<Answer> {
-    let (queue, tickets, channel) = (queue_key(key), tickets_key(key), release_channel(wakes));
-    let reserve = reserve_ms(p);
-    let args = |cluster: bool| {
-        let mut args: Vec<&[u8]> = vec![token, reserve.as_bytes()];
-        let announce = announce_args(message, cluster);
-        if !announce.is_empty() {
-            args.extend(announce);
-            args.push(&channel);
-        }
-        args
-    };
-    let (node, cluster) = (args(false), args(true));
-    let mut keys: Vec<&[u8]> = vec![key, &queue, &tickets];
-    keys.extend(record);
-    p.script_then(lua, only, &keys, &node, Some(&cluster), RELEASE)
+    cluster: bool,
+) -> Call {
+    let mut keys = queued_keys(locks);
+    keys.extend(record.map(<[u8]>::to_vec));
+    let mut args = vec![token.to_vec(), reserve_ms(p).into_bytes()];
+    announce(&mut args, message, cluster, wakes);
+    (keys, args)
+}
+
+/// The announcement's arguments, if any: the command, the message, and
+/// the release channel of each name in `wakes`.
+fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, cluster: bool, wakes: &[&[u8]]) {
+    let announce = announce_args(message, cluster);
+    if !announce.is_empty() {
+        args.extend(announce.into_iter().map(<[u8]>::to_vec));
+        args.extend(wakes.iter().map(release_channel));
+    }
 }
 
 /// The clean-up of a queued attempt that failed, on the members `only`
@@ -311,23 +381,23 @@ pub(crate) fn unclaim(
     token: &[u8],
     message: Option<&[u8]>,
 ) -> Tally {
-    let (tickets, channel) = (tickets_key(key), release_channel(wakes));
-    let args = |cluster: bool| {
-        let mut args: Vec<&[u8]> = vec![token];
-        let announce = announce_args(message, cluster);
-        if !announce.is_empty() {
-            args.extend(announce);
-            args.push(&channel);
-        }
-        args
-    };
-    let (node, cluster) = (args(false), args(true));
-    Tally::count(p.script_then(
-        &UNCLAIM,
-        only,
-        &[key, &tickets],
-        &node,
-        Some(&cluster),
-        RELEASE,
-    ))
+    let call = |cluster| unclaim_call(&[key], &[wakes], token, message, cluster);
+    Tally::count(run(p, &UNCLAIM, only, call, RELEASE))
+}
+
+/// The unclaim script's keys and arguments for the lock keys `locks`
+/// (one lock, or a set's slot group), each announced on the release
+/// channel of its name in `wakes`.
+pub(crate) fn unclaim_call(
+    locks: &[&[u8]],
+    wakes: &[&[u8]],
+    token: &[u8],
+    message: Option<&[u8]>,
+    cluster: bool,
+) -> Call {
+    let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| k.to_vec()).collect();
+    keys.extend(locks.iter().map(|k| tickets_key(k)));
+    let mut args = vec![token.to_vec()];
+    announce(&mut args, message, cluster, wakes);
+    (keys, args)
 }

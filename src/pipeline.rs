@@ -170,14 +170,14 @@ pub(crate) trait Shape: Send + Sync {
         quorum::display(&quorum::joined(&self.resources()))
     }
 
-    /// The names whose waiters a release wakes (a permit's: the
-    /// semaphore's name).
     /// Its release hands it to the first fair waiter queued (with fair
     /// waiting on; see `fair.rs`).
     fn hands_off(&self) -> bool {
         false
     }
 
+    /// The names whose waiters a release wakes (a permit's: the
+    /// semaphore's name).
     fn wakes(&self) -> Vec<&[u8]> {
         self.resources()
     }

@@ -8,14 +8,20 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fair::{self, Fair};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
-use crate::manager::{LockManager, Wait, WaitOn};
+use crate::manager::{Budget, LockManager, Wait, WaitOn};
 use crate::member::Member;
 use crate::node_error::NodeError;
-use crate::pipeline::{DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
+use crate::pipeline::{
+    DECIDE, Granted, Mode, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args, counter_start,
+};
 use crate::quorum::Tally;
-use crate::script::{BUSY, EXTEND_SET, GONE, LOCK_SET, Lua, RAISE, UNLOCK_SET};
+use crate::script::{
+    BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, JOIN, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM,
+    UNLOCK_SET,
+};
 
 impl LockManager {
     /// Locks every resource of `resources` for `ttl`, all or nothing,
@@ -120,11 +126,15 @@ impl LockManager {
             shared: false,
             permit: false,
         };
+        let waits = !matches!(budget, Budget::Once);
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
+            fair: Fair::waiting(pipeline, waits, names[0], self.retry().1),
         });
-        self.attempts_on(wait, budget, |token, refusal| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+        let mut ours = None;
+        let result = self.attempts_on(wait, budget, |token, refusal| {
+            ours = Some(*token);
+            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -132,7 +142,12 @@ impl LockManager {
                 Duration::from_millis(ttl_ms),
                 granted,
             ))
-        })
+        });
+        // Given up: its places go at once.
+        if let (Err(_), Some(token)) = (&result, ours) {
+            shape.give_up(pipeline, &token);
+        }
+        result
     }
 }
 
@@ -169,6 +184,8 @@ fn check_set(resources: &[Vec<u8>]) -> Result<()> {
 /// the set's token.
 pub(crate) struct Set {
     resources: Vec<Box<[u8]>>,
+    /// A set whose waiting is fair: its place in each resource's queues.
+    fair: Option<Fair>,
 }
 
 type Answer = Option<std::result::Result<u64, NodeError>>;
@@ -180,6 +197,65 @@ type SetCall<'a> = &'a (dyn Fn(&[usize], bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) +
 impl Set {
     fn refs(&self) -> Vec<&[u8]> {
         self.resources.iter().map(|r| &r[..]).collect()
+    }
+
+    /// One attempt through the pipeline, and what a fair waiter does
+    /// around it, as for a lock (see `One::attempt`): refused, it takes
+    /// its place in every resource's queue; granted by some members only,
+    /// it leaves the others' queues.
+    fn attempt(
+        &self,
+        p: &Pipeline,
+        token: &[u8],
+        ttl_ms: u64,
+        refusal: &mut Refusal,
+    ) -> Result<Granted> {
+        let result = p.acquire(self, token, ttl_ms, refusal);
+        let Some(fair) = &self.fair else {
+            return result;
+        };
+        match &result {
+            Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
+                self.leave(p, fair, token);
+            }
+            Err(Error::Taken { .. }) if !fair.queued() => {
+                let call = |group: &[usize], _: bool| fair.join_call(p, &self.pick(group), token);
+                let mode = Mode {
+                    decides: false,
+                    ..RELEASE
+                };
+                self.round(p, &JOIN, None, &call, mode);
+            }
+            _ => {}
+        }
+        refusal.queued = result.is_err() && fair.queued();
+        result
+    }
+
+    /// An acquisition that gave up with `token`: a fair waiter leaves
+    /// every queue at once.
+    fn give_up(&self, p: &Pipeline, token: &[u8]) {
+        if let Some(fair) = &self.fair {
+            self.leave(p, fair, token);
+        }
+    }
+
+    /// Leaves every resource's queue, passing on each reservation it had
+    /// (see the leave script); best effort.
+    fn leave(&self, p: &Pipeline, fair: &Fair, token: &[u8]) {
+        if fair.queued() {
+            let message = p.message(token);
+            let call = |group: &[usize], cluster: bool| {
+                let locks = self.pick(group);
+                fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
+            };
+            self.round(p, &LEAVE, None, &call, RELEASE);
+        }
+    }
+
+    /// The resources at the indexes of `group`.
+    fn pick(&self, group: &[usize]) -> Vec<&[u8]> {
+        group.iter().map(|&i| &self.resources[i][..]).collect()
     }
 
     /// Runs `lua` over the set: on nodes once with every key, on Redis
@@ -195,6 +271,20 @@ impl Set {
         call: SetCall<'_>,
         mode: Mode,
     ) -> Vec<Vote> {
+        let (groups, answers) = self.answers(p, lua, only, call, mode);
+        self.votes(p, &groups, answers)
+    }
+
+    /// As [`round`](Self::round), before the answers are taken together:
+    /// the slot groups, and each group's answers.
+    fn answers(
+        &self,
+        p: &Pipeline,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        call: SetCall<'_>,
+        mode: Mode,
+    ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>) {
         let resources = &self.refs()[..];
         let all: Vec<usize> = (0..resources.len()).collect();
         let groups = if p.has_clusters {
@@ -216,7 +306,7 @@ impl Set {
                 .collect();
             p.script_groups(lua, only, (&nk, &na), &calls, mode)
         };
-        self.votes(p, &groups, answers)
+        (groups, answers)
     }
 
     /// Each member's groups taken together (see [`Vote`]; a member that
@@ -306,8 +396,37 @@ impl Shape for Set {
         self.refs()
     }
 
-    /// The set script on every member (see its docs).
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    /// The set script on every member (see its docs); a queued fair
+    /// waiter's is the claim script, all or nothing as well.
     fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        let mode = Mode {
+            count: true,
+            ..DECIDE
+        };
+        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
+            let call = |group: &[usize], _: bool| {
+                fair.claim_call(p, &self.pick(group), token, ttl_ms, keep)
+            };
+            let (groups, mut answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
+            // The claim of one key answers as a lock's (0, readers, or
+            // another's reservation): for a set, its first key is busy.
+            for (group, row) in groups.iter().zip(&mut answers) {
+                if group.len() == 1 {
+                    for answer in row.iter_mut().flatten() {
+                        if let Ok(c) = answer
+                            && (*c == 0 || (*c & BUSY != 0 && *c != GONE))
+                        {
+                            *c = BUSY;
+                        }
+                    }
+                }
+            }
+            return self.votes(p, &groups, answers);
+        }
         let resources = &self.refs()[..];
         let px = ttl_ms.to_string();
         let start_at = counter_start().to_string();
@@ -318,10 +437,6 @@ impl Shape for Set {
                 args.push(keep.as_bytes().to_vec());
             }
             (set_keys(resources, group, keep.is_some()), args)
-        };
-        let mode = Mode {
-            count: true,
-            ..DECIDE
         };
         self.round(p, &LOCK_SET, None, &call, mode)
     }
@@ -369,15 +484,34 @@ impl Shape for Set {
     }
 
     /// Deletes each key holding `token` and announces each release, in
-    /// one script per member (per slot group on a Redis Cluster).
+    /// one script per member (per slot group on a Redis Cluster). A fair
+    /// manager's release hands each key to the first fair waiter queued
+    /// for it instead; the clean-up of a queued waiter's attempt puts
+    /// back the reservations it took (see `fair.rs`).
     fn unlock(
         &self,
         p: &Pipeline,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
-        _release: bool,
+        release: bool,
     ) -> Tally {
+        let queued = self.fair.as_ref().is_some_and(Fair::queued);
+        if (release && p.fair) || (!release && queued) {
+            let call = |group: &[usize], cluster: bool| {
+                let locks = self.pick(group);
+                match release {
+                    true => fair::handing_call(p, &locks, None, &locks, token, message, cluster),
+                    false => fair::unclaim_call(&locks, &locks, token, message, cluster),
+                }
+            };
+            let lua: &Lua = if release { &HANDOFF } else { &UNCLAIM };
+            return Tally::count(
+                self.round(p, lua, only, &call, RELEASE)
+                    .into_iter()
+                    .map(|v| v.answer),
+            );
+        }
         let resources = &self.refs()[..];
         let call = |group: &[usize], cluster: bool| {
             let keys: Vec<Vec<u8>> = group.iter().map(|&i| resources[i].to_vec()).collect();

@@ -16,7 +16,8 @@ use support::{Nodes, Server, admin, resource, wait_for};
 const TTL: Duration = Duration::from_secs(10);
 const NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
-fn fair(urls: Vec<String>) -> LockManager {
+/// A fair manager over `urls`.
+pub(crate) fn fair(urls: Vec<String>) -> LockManager {
     LockManager::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
@@ -42,7 +43,7 @@ fn queue_of(server: &Server, name: &str) -> Option<Vec<u8>> {
 }
 
 /// How many waiters `server` has queued for `name`.
-fn queued(server: &Server, name: &str) -> usize {
+pub(crate) fn queued(server: &Server, name: &str) -> usize {
     match queue_of(server, name) {
         Some(key) => redis::cmd("ZCARD")
             .arg(key)

@@ -14,6 +14,7 @@ mod election;
 mod errors;
 mod exclusion;
 mod fair;
+mod fair_sets;
 mod fault_matrix;
 mod faults;
 mod fencing;

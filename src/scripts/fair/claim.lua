@@ -1,86 +1,128 @@
--- claim (fair): a queued waiter's attempt. Sets the lock key to our
--- token when it holds our reservation, or when it is free and no waiter
--- with a live ticket arrived before us (the first in the queue goes
--- first; lapsed tickets ahead are dropped); then takes us off the queue.
--- Otherwise keeps our place: our ticket is added (at our arrival) or
+-- claim (fair): a queued waiter's attempt, on one lock or on a set of
+-- them (all or nothing). A lock key is ours to take when it holds our
+-- reservation, or when it is free and no waiter with a live ticket
+-- arrived before us (the first in its queue goes first; lapsed tickets
+-- ahead are dropped). When every key is ours to take, sets each to our
+-- token and takes us off each queue. Otherwise writes no key, and keeps
+-- our place in every queue: our ticket is added (at our arrival) or
 -- refreshed.
 --
--- KEYS[1]  the lock key
--- KEYS[2]  the queue: waiters' tokens, scored by arrival
--- KEYS[3]  the tickets: each waiter's token, deadline (server ms) and
---          address, as "deadline:address"; and, where the claim takes
---          our reservation, its deadline under "next:" and our token
--- KEYS[4]  optional: the fencing counter
+-- KEYS     the n lock keys, then their n queues (waiters' tokens, scored
+--          by arrival), their n tickets hashes (each waiter's token,
+--          deadline (server ms) and address, as "deadline:address"; and,
+--          where the claim takes our reservation, its deadline under
+--          "next:" and our token), then, with ARGV[6], their n fencing
+--          counters
 -- ARGV[1]  our token
 -- ARGV[2]  the lock's TTL (ms)
 -- ARGV[3]  our arrival (microseconds, the same on every member)
 -- ARGV[4]  how long our ticket lasts unless refreshed (ms)
 -- ARGV[5]  our manager's address ("" for none; see join.lua)
--- ARGV[6]  with KEYS[4]: the counter's first value
--- ARGV[7]  with KEYS[4]: how long the counter is kept (ms)
+-- ARGV[6]  optional (fencing on): a new counter's first value
+-- ARGV[7]  with ARGV[6]: how long the counters are kept (ms)
 --
--- Answers the counter's new value (with KEYS[4]) or 1 when it set the
--- key; 0 when another holds it or a waiter ahead of us goes first; -2
--- when readers hold it; -3 - N when it holds another waiter's
--- reservation, which lapses in N ms.
+-- Answers, when it set the keys, 1, or with fencing the number every
+-- counter of the keys reached (each counted up by one, then all set to
+-- the highest: a token above each resource's earlier ones). Otherwise,
+-- with one key (a lock): 0 when another holds it or a waiter ahead of us
+-- goes first; -2 when readers hold it; -3 - N when it holds another
+-- waiter's reservation, which lapses in N ms. With several (a set): -i
+-- for the first key i not ours to take.
+local n = #KEYS / 3
+if ARGV[6] then
+    n = #KEYS / 4
+end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = redis.call("GET", KEYS[1])
-local ours = held == "redlock:next:" .. ARGV[1]
-local take = ours
-if not held then
-    take = true
-    local arrival = tonumber(ARGV[3])
+local arrival = tonumber(ARGV[3])
+local mine = "redlock:next:" .. ARGV[1]
+
+-- Whether the key i is ours to take, and what it holds.
+local function ours_to_take(i)
+    local held = redis.call("GET", KEYS[i])
+    if held then
+        return held == mine, held
+    end
+    local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     while true do
-        local head = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
+        local head = redis.call("ZRANGE", queue, 0, 0, "WITHSCORES")
         if not head[1] or head[1] == ARGV[1] or tonumber(head[2]) > arrival then
-            break
+            return true, held
         end
-        local ticket = redis.call("HGET", KEYS[3], head[1]) or ""
+        local ticket = redis.call("HGET", tickets, head[1]) or ""
         local deadline = tonumber(string.match(ticket, "^(%d+)") or "")
         if deadline and deadline > now then
-            take = false
-            break
+            return false, held
         end
-        redis.call("ZREM", KEYS[2], head[1])
-        redis.call("HDEL", KEYS[3], head[1])
+        redis.call("ZREM", queue, head[1])
+        redis.call("HDEL", tickets, head[1])
     end
 end
-if take then
-    if ours then
-        -- Our reservation's deadline, for the clean-up of this attempt
-        -- should it fail (unclaim.lua puts the reservation back).
-        local left = redis.call("PTTL", KEYS[1])
-        if left > 0 then
-            redis.call("HSET", KEYS[3], "next:" .. ARGV[1], now + left)
-            if redis.call("PTTL", KEYS[3]) < left then
-                redis.call("PEXPIRE", KEYS[3], left)
+
+local refused, refused_held = nil, nil
+local reserved = {}
+for i = 1, n do
+    local take, held = ours_to_take(i)
+    if not take then
+        refused, refused_held = i, held
+        break
+    end
+    reserved[i] = held == mine
+end
+
+if not refused then
+    for i = 1, n do
+        local tickets = KEYS[2 * n + i]
+        if reserved[i] then
+            -- Our reservation's deadline, for the clean-up of this attempt
+            -- should it fail (unclaim.lua puts the reservation back).
+            local left = redis.call("PTTL", KEYS[i])
+            if left > 0 then
+                redis.call("HSET", tickets, "next:" .. ARGV[1], now + left)
+                if redis.call("PTTL", tickets) < left then
+                    redis.call("PEXPIRE", tickets, left)
+                end
             end
         end
+        redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+        redis.call("ZREM", KEYS[n + i], ARGV[1])
+        redis.call("HDEL", tickets, ARGV[1])
     end
-    redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-    redis.call("ZREM", KEYS[2], ARGV[1])
-    redis.call("HDEL", KEYS[3], ARGV[1])
-    if KEYS[4] then
-        redis.call("SET", KEYS[4], ARGV[6], "NX", "PX", ARGV[7])
-        local n = redis.call("INCR", KEYS[4])
-        redis.call("PEXPIRE", KEYS[4], ARGV[7])
-        return n
+    if not ARGV[6] then
+        return 1
     end
-    return 1
+    local top = 0
+    for i = 3 * n + 1, 4 * n do
+        local count = (tonumber(redis.call("GET", KEYS[i])) or tonumber(ARGV[6])) + 1
+        if count > top then
+            top = count
+        end
+    end
+    top = string.format("%d", top)
+    for i = 3 * n + 1, 4 * n do
+        redis.call("SET", KEYS[i], top, "PX", ARGV[7])
+    end
+    return tonumber(top)
 end
+
 local ticket = tonumber(ARGV[4])
-redis.call("ZADD", KEYS[2], "NX", ARGV[3], ARGV[1])
-redis.call("HSET", KEYS[3], ARGV[1], (now + ticket) .. ":" .. ARGV[5])
-for i = 2, 3 do
-    if redis.call("PTTL", KEYS[i]) < ticket then
-        redis.call("PEXPIRE", KEYS[i], ticket)
+for i = 1, n do
+    local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
+    redis.call("ZADD", queue, "NX", ARGV[3], ARGV[1])
+    redis.call("HSET", tickets, ARGV[1], (now + ticket) .. ":" .. ARGV[5])
+    for _, key in ipairs({ queue, tickets }) do
+        if redis.call("PTTL", key) < ticket then
+            redis.call("PEXPIRE", key, ticket)
+        end
     end
 end
-if held == "redlock:readers" then
+if n > 1 then
+    return -refused
+end
+if refused_held == "redlock:readers" then
     return -2
 end
-if held and string.sub(held, 1, 13) == "redlock:next:" then
+if refused_held and string.sub(refused_held, 1, 13) == "redlock:next:" then
     -- Another waiter's reservation: when it lapses, in ms.
     local left = redis.call("PTTL", KEYS[1])
     if left >= 0 then
