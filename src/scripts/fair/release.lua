@@ -26,8 +26,7 @@
 -- runs `leave.lua`, which must never give up a token.)
 local n = math.floor(#KEYS / 3)
 local record = KEYS[3 * n + 1]
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nil
 
 -- Hands the key i to the first live waiter of its queue, or deletes it;
 -- announces it.
@@ -38,6 +37,10 @@ local function hand_off(i)
         -- The reservation we took the key from, if any, is spent (without
         -- a queue, its note in the tickets expires with them).
         redis.call("HDEL", tickets, "next:" .. ARGV[1])
+        if not now then
+            local t = redis.call("TIME")
+            now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        end
         while true do
             local head = redis.call("ZRANGE", queue, 0, 0)[1]
             if not head then
