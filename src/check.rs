@@ -7,15 +7,16 @@ use std::time::{Duration, Instant};
 
 use crate::conn::pack;
 use crate::keys::{
-    self, READERS_MARK, fence_key, readers_key, record_key, release_channel, writer_key,
+    self, READERS_MARK, fence_key, queue_key, readers_key, record_key, release_channel,
+    tickets_key, writer_key,
 };
 use crate::member::Member;
 use crate::node::Node;
 use crate::node_error::{NodeError, NodeErrorKind};
 use crate::restart::{config_pairs, field, text};
 use crate::script::{
-    CLAIM, EXTEND, EXTEND_LEADER, EXTEND_READ, LOCK_SET, RAISE, READ, READ_LEADER, RESIGN, UNLOCK,
-    UNLOCK_SET, UNREAD,
+    CLAIM, CLAIM_QUEUED, EXTEND, EXTEND_LEADER, EXTEND_READ, HANDOFF, JOIN, LEAVE, LOCK_SET, RAISE,
+    READ, READ_LEADER, RESIGN, UNLOCK, UNLOCK_SET, UNREAD,
 };
 
 /// How far a server can be trusted with locks.
@@ -190,20 +191,27 @@ fn human(d: Duration) -> String {
     }
 }
 
+/// What the manager sends beside the lock's own commands, and so what
+/// the trial tries.
+#[derive(Clone, Copy)]
+pub(crate) struct Trying {
+    /// Fencing counters.
+    pub(crate) fencing: bool,
+    /// Release announcements.
+    pub(crate) wakes: bool,
+    /// Fair waiting's queues and hand-offs.
+    pub(crate) fair: bool,
+}
+
 /// Checks every server of `members`, trying the lock's commands on keys
 /// named after `resource` (which expire within seconds).
-pub(crate) fn run(
-    members: &[Member],
-    resource: &[u8],
-    fencing: bool,
-    wakes: bool,
-) -> Vec<NodeReport> {
+pub(crate) fn run(members: &[Member], resource: &[u8], trying: Trying) -> Vec<NodeReport> {
     let mut reports = Vec::new();
     for member in members {
         match member {
             Member::Node(node) => {
                 let key = [resource, b":redlock-check"].concat();
-                reports.push(check_node(node, &key, true, fencing, wakes));
+                reports.push(check_node(node, &key, true, trying));
             }
             Member::Cluster(cluster) => {
                 let deadline = Instant::now() + cluster.timeout() * 4;
@@ -220,7 +228,7 @@ pub(crate) fn run(
                             .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
                     });
                     let mut report = match key {
-                        Some(key) => check_node(&node, &key, false, fencing, wakes),
+                        Some(key) => check_node(&node, &key, false, trying),
                         None => {
                             let mut report = NodeReport::new(node.name());
                             report.problem(Verdict::Warning, "serves no slot");
@@ -301,7 +309,7 @@ fn check_asking(node: &Node, report: &mut NodeReport) {
 /// Checks one server, trying the lock's commands on `key` and keys
 /// derived from it. `plain`: given as a node member (not a server of a
 /// Redis Cluster member).
-fn check_node(node: &Node, key: &[u8], plain: bool, fencing: bool, wakes: bool) -> NodeReport {
+fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeReport {
     let mut report = NodeReport::new(node.name());
     // A few round trips: each gets the node timeout, the first a connect.
     let deadline = || Instant::now() + node.timeout() * 2;
@@ -403,7 +411,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, fencing: bool, wakes: bool) 
     // A replica refuses every write, and a misplaced cluster node most:
     // the trial would only repeat that.
     if !replica && !misplaced {
-        trial(node, key, fencing, wakes, &mut report, deadline);
+        trial(node, key, trying, &mut report, deadline);
     }
     let skips_on_rewrite = node
         .query(
@@ -469,22 +477,27 @@ fn check_node(node: &Node, key: &[u8], plain: bool, fencing: bool, wakes: bool) 
 fn trial(
     node: &Node,
     key: &[u8],
-    fencing: bool,
-    wakes: bool,
+    trying: Trying,
     report: &mut NodeReport,
     deadline: impl Fn() -> Instant,
 ) {
+    let Trying {
+        fencing,
+        wakes,
+        fair,
+    } = trying;
     let key = key.to_vec();
     let fence = fence_key(&key);
     let channel = release_channel(&key);
     let token = b"redlock-check";
-    // What a refusal stops: None for the lock itself (unsafe), or the
-    // feature that cannot work (a warning).
-    const LOCK: Option<&str> = None;
-    const WAKING: Option<&str> = Some("waiters poll instead of being woken");
-    const SETS: Option<&str> = Some("sets (lock_all) cannot work");
-    const READS: Option<&str> = Some("read locks cannot work");
-    let mut commands: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+    // What a refusal stops, and how bad that is: the lock itself
+    // (unsafe), or a feature (a warning).
+    type Stops = (Verdict, &'static str);
+    const LOCK: Stops = (Verdict::Unsafe, "the lock cannot work");
+    const WAKING: Stops = (Verdict::Warning, "waiters poll instead of being woken");
+    const SETS: Stops = (Verdict::Warning, "sets (lock_all) cannot work");
+    const READS: Stops = (Verdict::Warning, "read locks cannot work");
+    let mut commands: Vec<(&str, Vec<u8>, Stops)> = vec![
         (
             "SET",
             pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
@@ -556,7 +569,7 @@ fn trial(
     ));
     // An election on the free key: elected, claimed, renewed, read and
     // resigned (every command inside their scripts runs).
-    const ELECTIONS: Option<&str> = Some("elections cannot work");
+    const ELECTIONS: Stops = (Verdict::Warning, "elections cannot work");
     let record = record_key(&key);
     commands.push((
         "SET",
@@ -592,6 +605,9 @@ fn trial(
         RESIGN.eval(&[&key, &record], &[token]),
         ELECTIONS,
     ));
+    if fair {
+        fair_trial(&key, &mut commands);
+    }
     // Failures grouped by what they say: (verdict, what it stops or the
     // cause) -> the commands, and the servers' words.
     let mut groups: Vec<(Verdict, String, Vec<&str>, Vec<String>)> = Vec::new();
@@ -606,10 +622,7 @@ fn trial(
             if !report.missing_permissions.iter().any(|m| m == name) {
                 report.missing_permissions.push(name.to_owned());
             }
-            match then {
-                None => (Verdict::Unsafe, "refused: the lock cannot work".to_owned()),
-                Some(then) => (Verdict::Warning, format!("refused: {then}")),
-            }
+            (then.0, format!("refused: {}", then.1))
         } else {
             (Verdict::Warning, format!("failed: {}", e.short()))
         };
@@ -621,11 +634,48 @@ fn trial(
             n => format!("{} and {} more", names[0], n - 1),
         };
         let mut words = words.join("\n");
-        if verdict == Verdict::Warning && text.starts_with("refused") {
+        if text.starts_with("refused") && text != "refused: the lock cannot work" {
             words.push_str("\n(the manual's Permissions section lists what each feature needs)");
         }
         report.problem_with(verdict, format!("{shown} {text}"), Some(words));
     }
+}
+
+/// A fair manager's queue beside the scratch `key`: a waiter joins and
+/// claims it, a second joins, the first's release hands the key to the
+/// second, which leaves (every command inside their scripts runs, and
+/// everything is gone at the end). Refused, a fair manager's waiters fail
+/// (their claims are refused): unsafe for it. (Where nobody can queue, a
+/// release finds no queue and runs only the commands the lock has.)
+fn fair_trial(key: &[u8], commands: &mut Vec<(&str, Vec<u8>, (Verdict, &'static str))>) {
+    const FAIR: (Verdict, &str) = (
+        Verdict::Unsafe,
+        "a fair manager's waiters fail (Builder::fair)",
+    );
+    // A key of its own (in the same slot), which earlier trials refused
+    // halfway cannot have left held.
+    let key = &[key, b":fair"].concat()[..];
+    let (queue, tickets) = (queue_key(key), tickets_key(key));
+    let (first, second): (&[u8], &[u8]) = (b"redlock-check", b"redlock-check-2");
+    let join = |token: &[u8]| JOIN.eval(&[&queue, &tickets], &[token, b"1", b"5000", b""]);
+    let locks: [&[u8]; 3] = [key, &queue, &tickets];
+    commands.push(("EVAL (join-queue)", join(first), FAIR));
+    commands.push((
+        "EVAL (claim-queued)",
+        CLAIM_QUEUED.eval(&locks, &[first, b"5000", b"1", b"5000", b""]),
+        FAIR,
+    ));
+    commands.push(("EVAL (join-queue)", join(second), FAIR));
+    commands.push((
+        "EVAL (release)",
+        HANDOFF.eval(&locks, &[first, b"1000"]),
+        FAIR,
+    ));
+    commands.push((
+        "EVAL (leave-queue)",
+        LEAVE.eval(&locks, &[second, b"1000"]),
+        FAIR,
+    ));
 }
 
 /// Adds a failed command to its group of like failures.

@@ -590,13 +590,15 @@ impl LockManager {
     /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
     /// its policy; cluster mode; whether this user may run every command
     /// the lock sends (tried on keys named after `resource`, followed by
-    /// `:redlock-check`, which expire within seconds and are deleted); and
+    /// `:redlock-check`, which expire within seconds and are deleted; a
+    /// [fair](crate::Builder::fair) manager's queue scripts too); and
     /// whether it is kept out of votes after a restart.
     ///
     /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
     /// replica, set to evict keys (`maxmemory` with any policy but
     /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
-    /// or refusing a command the lock needs; [`Verdict::Warning`](crate::Verdict::Warning) for no
+    /// or refusing a command the lock needs (for a fair manager, one its
+    /// queues need: its waiters would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
     /// persistence (restarts forget locks, so the restart quarantine
     /// applies), `appendfsync everysec`, `INFO` refused, or channels
     /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.
@@ -604,12 +606,12 @@ impl LockManager {
     /// Takes a few round trips per server, each bounded by twice the node
     /// timeout; never use it on the hot path.
     pub fn check(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
-        let mut reports = crate::check::run(
-            &self.pipeline.members,
-            resource.as_ref(),
-            self.fencing(),
-            self.pipeline.wake_on_release,
-        );
+        let trying = crate::check::Trying {
+            fencing: self.fencing(),
+            wakes: self.pipeline.wake_on_release,
+            fair: self.pipeline.fair,
+        };
+        let mut reports = crate::check::run(&self.pipeline.members, resource.as_ref(), trying);
         // Two members found to be one server (or one cluster) while
         // checking, or before: unsafe, on each report it names.
         if let Some(why) = self.pipeline.identities.conflict.get() {

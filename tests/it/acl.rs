@@ -444,3 +444,75 @@ fn fair_waiting_runs_with_the_readme_rule_and_its_fair_additions() {
         .map(drop);
     assert!(gives_up.is_ok(), "{gives_up:?}");
 }
+
+/// `check()` of a fair manager tries the queue's scripts: with the README
+/// rule alone they are refused, and that is unsafe for it (its waiters'
+/// claims would fail), naming each script; with the fair additions
+/// nothing is refused, and its keys are gone.
+#[test]
+fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
+    let cluster = Nodes::start(1).unwrap();
+    create_user(&cluster.servers[0], "locker", "lock:*");
+    let url = format!(
+        "redis://locker:s3cret@127.0.0.1:{}",
+        cluster.servers[0].port()
+    );
+    let manager = |fair: bool| {
+        LockManager::builder()
+            .nodes([url.clone()])
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    // (The README rule alone refuses read locks and elections too.)
+    let queue = |r: &redlock_sync::NodeReport| -> Vec<String> {
+        r.missing_permissions
+            .iter()
+            .filter(|m| m.contains("queue"))
+            .cloned()
+            .collect()
+    };
+    let report = &manager(true).check("lock:queue-check")[0];
+    assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report:#}");
+    assert_eq!(
+        queue(report),
+        [
+            "EVAL (join-queue)",
+            "EVAL (claim-queued)",
+            "EVAL (leave-queue)"
+        ],
+        "{report:#}"
+    );
+    let line = report.to_string();
+    assert!(
+        line.contains("refused: a fair manager's waiters fail"),
+        "{report:#}"
+    );
+    // An unfair manager over the same user is not concerned.
+    let report = &manager(false).check("lock:queue-check")[0];
+    assert!(queue(report).is_empty(), "{report:#}");
+    assert!(!report.to_string().contains("fair"), "{report:#}");
+    grant(
+        &cluster,
+        &[
+            "+time", "+zadd", "+zrem", "+zrange", "+hset", "+hget", "+hdel",
+        ],
+    );
+    let report = &manager(true).check("lock:queue-check")[0];
+    assert!(queue(report).is_empty(), "{report:#}");
+    assert!(!report.to_string().contains("fair"), "{report:#}");
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("lock:queue-check*")
+        .query(&mut admin(&cluster.servers[0]))
+        .unwrap();
+    // What the read-lock trial, refused halfway, left expires; the fair
+    // trial's keys are gone.
+    for k in &left {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(k)
+            .query(&mut admin(&cluster.servers[0]))
+            .unwrap();
+        assert!(ttl > 0, "the check left {k} without an expiry");
+        assert!(!k.contains(":fair"), "the check left {k}");
+    }
+}
