@@ -343,7 +343,11 @@ impl Builder {
     /// those releases, never safety). The design and its proof:
     /// "Fair waiting" in the manual. Needs, beside the minimal ACL rule,
     /// `+time +zadd +zrem +zrange +hset +hget +hdel`, and a key pattern
-    /// that covers the queue's keys (`~lock:*` does).
+    /// that covers the queue's keys (`~lock:*` does). A server that
+    /// refuses the queue's commands costs fairness, not the lock: this
+    /// manager's waiters then wait unfairly for a minute before they try
+    /// the queue again (the `log` feature warns, and
+    /// [`check`](LockManager::check) says so).
     ///
     /// Defaults to off.
     pub fn fair(mut self, on: bool) -> Builder {
@@ -575,6 +579,7 @@ impl Builder {
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,
                 fair: self.fair,
+                fair_refused: Default::default(),
             },
             retry,
         ))

@@ -80,10 +80,11 @@
 //! take the key meanwhile; the set's next claim puts it first there
 //! again, and waits on that key.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::keys::{fence_key, queue_key, release_channel, tickets_key};
+use crate::node_error::NodeErrorKind;
 use crate::pipeline::{
     Answer, DECIDE, Mode, Pipeline, RELEASE, Vote, announce_args, counter_start,
 };
@@ -97,6 +98,18 @@ pub(crate) fn reserve_ms(p: &Pipeline) -> String {
     (p.node_timeout.as_millis() as u64 * 2).max(20).to_string()
 }
 
+/// How long a manager's waiters wait unfairly after a server refused
+/// the queue's commands (an ACL rule without them), before they try
+/// again.
+const REFUSED_FOR: Duration = Duration::from_secs(60);
+
+/// Whether a server refused the queue's commands to this manager lately.
+fn refused_lately(p: &Pipeline) -> bool {
+    p.fair_refused
+        .lock()
+        .is_some_and(|at| at.elapsed() < REFUSED_FOR)
+}
+
 /// One acquisition's place in the queues.
 pub(crate) struct Fair {
     /// When it was first refused (µs since the epoch), 0 before.
@@ -106,6 +119,9 @@ pub(crate) struct Fair {
     /// After a refused claim: when the other waiter's reservations it
     /// found lapse, in ms from then (`u64::MAX`: none found).
     lapse_ms: AtomicU64,
+    /// A server refused the queue's commands: it waits as an unfair
+    /// acquisition from then on.
+    denied: AtomicBool,
 }
 
 impl Fair {
@@ -119,6 +135,7 @@ impl Fair {
             arrival: AtomicU64::new(0),
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
             lapse_ms: AtomicU64::new(u64::MAX),
+            denied: AtomicBool::new(false),
         }
     }
 
@@ -132,7 +149,7 @@ impl Fair {
         name: &[u8],
         max_delay: Duration,
     ) -> Option<Fair> {
-        (p.fair && waits).then(|| {
+        (p.fair && waits && !refused_lately(p)).then(|| {
             let fair = Fair::new(p, max_delay);
             if p.waiters.lately(name) {
                 fair.arrive();
@@ -155,7 +172,40 @@ impl Fair {
 
     /// Whether it has taken its place (its attempts are claims).
     pub(crate) fn queued(&self) -> bool {
-        self.arrival.load(Ordering::Relaxed) != 0
+        self.arrival.load(Ordering::Relaxed) != 0 && self.active()
+    }
+
+    /// Whether it still waits fairly (no server refused the queue's
+    /// commands).
+    pub(crate) fn active(&self) -> bool {
+        !self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Looks at a queue script's `answers`: where a server refused its
+    /// commands (`NOPERM`: the user's ACL rule lacks the fair additions),
+    /// this acquisition waits unfairly from now on, and so do the
+    /// manager's next ones for a while (see [`REFUSED_FOR`]). Fairness is
+    /// a courtesy: a refused queue must not cost the lock.
+    pub(crate) fn heed<'a>(&self, p: &Pipeline, answers: impl IntoIterator<Item = &'a Answer>) {
+        let refusal = answers.into_iter().find_map(|a| match a {
+            Some(Err(e)) if e.kind() == NodeErrorKind::Permission => Some(e),
+            _ => None,
+        });
+        if let Some(e) = refusal {
+            self.denied.store(true, Ordering::Relaxed);
+            let before = p.fair_refused.lock().replace(Instant::now());
+            if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
+                crate::log!(
+                    warn,
+                    "redlock_sync::fair",
+                    "fair waiting is off for {}s: the queue's commands were refused ({e}); \
+                     give the user the fair additions (see the manual's Permissions)",
+                    REFUSED_FOR.as_secs()
+                );
+                #[cfg(not(feature = "log"))]
+                let _ = e;
+            }
+        }
     }
 
     /// Arrives now: its attempts are claims from the first on (the lock
@@ -179,7 +229,8 @@ impl Fair {
             decides: false,
             ..RELEASE
         };
-        p.script_then(&JOIN, None, &refs(&keys), &refs(&args), None, mode);
+        let answers = p.script_then(&JOIN, None, &refs(&keys), &refs(&args), None, mode);
+        self.heed(p, &answers);
     }
 
     /// The join script's keys and arguments for the lock keys `locks`
@@ -217,8 +268,9 @@ impl Fair {
             ..DECIDE
         };
         let mut lapse = None;
-        let votes = p
-            .script_then(&CLAIM_QUEUED, None, &refs(&keys), &refs(&args), None, mode)
+        let answers = p.script_then(&CLAIM_QUEUED, None, &refs(&keys), &refs(&args), None, mode);
+        self.heed(p, &answers);
+        let votes = answers
             .into_iter()
             .map(|answer| match answer {
                 // Readers hold the key (the script's -2).

@@ -79,7 +79,7 @@ impl One {
                 fair.leave(p, &self.key, &self.wakes, token);
             }
             Err(Error::Taken { .. }) if fair.queued() => refusal.lapse = fair.lapse(),
-            Err(Error::Taken { .. }) => fair.join(p, &self.key, token),
+            Err(Error::Taken { .. }) if fair.active() => fair.join(p, &self.key, token),
             _ => {}
         }
         refusal.queued = result.is_err() && fair.queued();

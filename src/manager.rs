@@ -597,8 +597,8 @@ impl LockManager {
     /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
     /// replica, set to evict keys (`maxmemory` with any policy but
     /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
-    /// or refusing a command the lock needs (for a fair manager, one its
-    /// queues need: its waiters would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
+    /// or refusing a command the lock needs (for a fair manager, the
+    /// release's look at the queue: its releases would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
     /// persistence (restarts forget locks, so the restart quarantine
     /// applies), `appendfsync everysec`, `INFO` refused, or channels
     /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.

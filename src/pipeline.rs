@@ -266,6 +266,9 @@ pub(crate) struct Pipeline {
     pub(crate) wake_on_release: bool,
     /// Lock waiters queue across managers (see `fair.rs`).
     pub(crate) fair: bool,
+    /// When a server last refused the fair queue's commands (waiters then
+    /// wait unfairly for a while; see `fair.rs`).
+    pub(crate) fair_refused: Mutex<Option<Instant>>,
     /// This manager's threads waiting for busy resources.
     pub(crate) waiters: Waiters,
     /// Resources a guard of this manager holds, with how many guards.

@@ -218,13 +218,14 @@ impl Set {
             Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
                 self.leave(p, fair, token);
             }
-            Err(Error::Taken { .. }) if !fair.queued() => {
+            Err(Error::Taken { .. }) if !fair.queued() && fair.active() => {
                 let call = |group: &[usize], _: bool| fair.join_call(p, &self.pick(group), token);
                 let mode = Mode {
                     decides: false,
                     ..RELEASE
                 };
-                self.round(p, &JOIN, None, &call, mode);
+                let votes = self.round(p, &JOIN, None, &call, mode);
+                fair.heed(p, votes.iter().map(|v| &v.answer));
             }
             _ => {}
         }
@@ -412,6 +413,7 @@ impl Shape for Set {
                 fair.claim_call(p, &self.pick(group), token, ttl_ms, keep)
             };
             let (groups, mut answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
+            fair.heed(p, answers.iter().flatten());
             // The claim of one key answers as a lock's (0, readers, or
             // another's reservation): for a set, its first key is busy.
             for (group, row) in groups.iter().zip(&mut answers) {
