@@ -73,12 +73,13 @@
 //! queue it is in. Each key it needs, once released, is reserved for it,
 //! or free and refused to every later queued waiter; so it gets its whole
 //! set, and then the next earliest does. A set handed one key while
-//! another is held keeps its place in that key's queue by claiming (a
-//! refused claim keeps its places): the key then waits for it. If its
-//! reservation lapses before it claims (it waits here on the key that
-//! refused it, and hears only that key's hand-offs), a later waiter may
-//! take the key meanwhile; the set's next claim puts it first there
-//! again, and waits on that key.
+//! another is held keeps its place in that key's queue by claiming at
+//! once (it waits here in the queue of the key that refused it last, and
+//! watches its other keys: a hand-off of any of them wakes it); a refused
+//! claim keeps its places, so the key then waits for it. Should its
+//! reservation lapse before it claims (a hand-off message lost), a later
+//! waiter may take the key meanwhile; the set's next claim puts it first
+//! there again.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

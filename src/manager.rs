@@ -480,6 +480,9 @@ impl LockManager {
             queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
         let mut turn = place.as_ref().is_none_or(|p| p.is_first());
         let (mut last, mut owed, mut flagged) = (None, false, false);
+        // A fair set waits in the queue of the name that refused it last,
+        // and watches the others: a hand-off of any of them wakes it.
+        let mut watch = None;
         let mut refusal = Refusal::default();
         // A writer's flag is taken down once it waits no more.
         let done = |flagged: bool| {
@@ -545,6 +548,9 @@ impl LockManager {
                     // the rest of the pause is kept for later.
                     let pause = refusal.lapse.map_or(pause, |lapse| pause.min(lapse));
                     if wait {
+                        if pipeline.fair && names.len() > 1 && watch.is_none() {
+                            watch = Some(waiters.watch(names));
+                        }
                         let place = place.get_or_insert_with(|| {
                             waiters.join(names[at], &token, seen.as_ref().map(|s| s[at]))
                         });

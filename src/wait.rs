@@ -106,9 +106,9 @@ impl Shared {
         // asks (it is its manager's first for the name, see `fair.rs`).
         let for_us = next.is_none_or(|next| reg.own.contains_key(next));
         let quorum = quorum::quorum(self.members.len());
-        if let Some(entry) = reg.resources.get_mut(resource) {
+        let wake = reg.resources.get_mut(resource).is_some_and(|entry| {
             let release = entry.release(token);
-            let wake = for_us
+            for_us
                 && !release.spent
                 && if local {
                     !std::mem::replace(&mut release.local, true)
@@ -117,13 +117,24 @@ impl Shared {
                     // A hand-off is claimed once a majority made it: a
                     // claim before that finds the rest still held.
                     (release.messages == 1 && next.is_none()) || release.messages == quorum
-                };
-            // A hand-off goes to its waiter, wherever it stands here (its
-            // manager's threads may have joined the members' queues in
-            // another order).
-            if wake && !next.is_some_and(|next| entry.call(next)) {
-                entry.wake_first();
-            }
+                }
+        });
+        if !wake {
+            return;
+        }
+        // A hand-off goes to its waiter, wherever it stands here (its
+        // manager's threads may have joined the members' queues in another
+        // order), or wherever it waits for another name (a set waits in the
+        // queue of the name that refused it last, and watches the others).
+        let called = next.is_some_and(|next| {
+            let here = reg
+                .resources
+                .get_mut(resource)
+                .is_some_and(|e| e.call(next));
+            here || reg.resources.values_mut().any(|e| e.call(next))
+        });
+        if !called && let Some(entry) = reg.resources.get_mut(resource) {
+            entry.wake_first();
         }
     }
 

@@ -161,3 +161,58 @@ fn a_set_first_in_line_keeps_a_free_key_from_later_waiters() {
     let order: Vec<&str> = won.lock().unwrap().iter().map(|(w, _)| *w).collect();
     assert_eq!(order, ["set", "later"], "the later waiter went first");
 }
+
+/// A set waits here in the queue of the name that refused it (`a`), and
+/// is handed the other (`b`) while `a` is still held, with pauses far
+/// longer than a reservation: the hand-off wakes it (it watches `b`), its
+/// claim is refused but puts it back first in `b`'s queue, so a later
+/// waiter for `b` still waits for it. (Not woken, the set slept through
+/// its reservation; `b`'s queue no longer held it, and the later waiter
+/// took `b` at its next pause.)
+#[test]
+fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
+    let nodes = Nodes::start(3).unwrap();
+    let (a, b) = (resource("fair-handed-a"), resource("fair-handed-b"));
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let slow = || {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(Duration::from_millis(100))
+            .retry(3, Duration::from_secs(3))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let (holds_a, holds_b) = (slow(), slow());
+    let guard_a = holds_a.lock(&a, TTL).unwrap();
+    let guard_b = holds_b.lock(&b, TTL).unwrap();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let spawn = |who: &'static str, set: Vec<String>| {
+        let (dlm, won) = (slow(), won.clone());
+        thread::spawn(move || {
+            let g = dlm
+                .try_lock_all_for(&set, TTL, Duration::from_secs(40))
+                .unwrap();
+            won.lock().unwrap().push(who);
+            thread::sleep(Duration::from_millis(20));
+            g.release().unwrap();
+        })
+    };
+    let set = spawn("set", vec![a.clone(), b.clone()]);
+    until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]);
+    let later = spawn("later", vec![b.clone()]);
+    until_queued(&[(&b, &servers, 2)]);
+    guard_b.release().unwrap();
+    // Past the set's reservation of `b` (200 ms) and the later waiter's
+    // next pause (at most 3 s): it must still be waiting.
+    thread::sleep(Duration::from_millis(3500));
+    assert!(won.lock().unwrap().is_empty(), "{:?}", won.lock().unwrap());
+    guard_a.release().unwrap();
+    set.join().unwrap();
+    later.join().unwrap();
+    assert_eq!(
+        *won.lock().unwrap(),
+        ["set", "later"],
+        "the later waiter went first"
+    );
+}
