@@ -28,6 +28,19 @@
 //! deadlines they had. A waiter that gives up leaves the queue at once,
 //! passing on a reservation it had.
 //!
+//! A key can also fall free with no release to say so: a holder that died
+//! and whose key expired, attempts that split the votes so that nobody
+//! holds it, a release message lost. The first waiter may then sleep
+//! through a whole pause (seconds, with long retry delays) while later
+//! ones are refused for its sake. So a lock's claim that finds the key
+//! free but a live waiter ahead reserves the key for that waiter (taking
+//! it off the queue) and tells it, exactly as a release hands a key on;
+//! the claimer asks again when that reservation lapses. And once a fair
+//! manager's listener has subscribed to its own channel for a name, each
+//! of its waiters with a place in the members' queues asks once: a
+//! hand-off announced before it listened would otherwise never reach a
+//! majority there.
+//!
 //! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
 //! the same way on each of its resources' queues, at one arrival: the
 //! scripts take n lock keys (a lock is a set of one), a claim writes its
@@ -66,7 +79,11 @@
 //! arrival, with its next attempt. A dead waiter costs one reservation, at
 //! most twice the node timeout: a waiter whose claim finds another's
 //! reservation asks again when it lapses (the claim answers when), not at
-//! the end of its pause.
+//! the end of its pause; and a dead waiter first in line when the key is
+//! free is handed a reservation by the next claim, not waited for until
+//! its ticket lapses. A reservation made by a claim is a reservation like
+//! any other (no token, lapsing at its deadline), so none of this changes
+//! the argument above.
 //!
 //! Sets cannot deadlock either: arrival scores order all waiters,
 //! whatever they wait for, so the earliest live waiter is first in every
@@ -254,22 +271,54 @@ impl Fair {
 
     /// A queued attempt on every member (see the claim script): a yes
     /// where the key was free or reserved for it; `keep` is the fencing
-    /// counter's keep (with fencing on).
+    /// counter's keep (with fencing on). Where the key is free but a live
+    /// waiter arrived before it, the script reserves the key for that
+    /// waiter and tells it on the release channel of `wakes` (waiters
+    /// woken on release only), as a release hands it on: the first waiter
+    /// need not be awake for a free key to reach it (after attempts that
+    /// split the votes, it may sleep through a whole pause).
     pub(crate) fn claim(
         &self,
         p: &Pipeline,
         key: &[u8],
+        wakes: &[u8],
         token: &[u8],
         ttl_ms: u64,
         keep: Option<&str>,
     ) -> Vec<Vote> {
-        let (keys, args) = self.claim_call(p, &[key], token, ttl_ms, keep);
+        let (keys, mut node) = self.claim_call(p, &[key], token, ttl_ms, keep);
+        if keep.is_none() {
+            // Fencing off: no counters, the arguments keep their places.
+            node.extend([Vec::new(), Vec::new()]);
+        }
+        let mut cluster = node.clone();
+        // Its own name in the message: a manager ignores messages naming
+        // its own waiting acquisitions (their clean-ups).
+        if let Some(message) = p.message(&[b"ahead-of-", token].concat()) {
+            let channel = release_channel(wakes);
+            for (args, on_cluster) in [(&mut node, false), (&mut cluster, true)] {
+                args.push(reserve_ms(p).into_bytes());
+                args.extend(
+                    announce_args(Some(&message), on_cluster)
+                        .into_iter()
+                        .map(<[u8]>::to_vec),
+                );
+                args.push(channel.clone());
+            }
+        }
         let mode = Mode {
             count: true,
             ..DECIDE
         };
         let mut lapse = None;
-        let answers = p.script_then(&CLAIM_QUEUED, None, &refs(&keys), &refs(&args), None, mode);
+        let answers = p.script_then(
+            &CLAIM_QUEUED,
+            None,
+            &refs(&keys),
+            &refs(&node),
+            Some(&refs(&cluster)),
+            mode,
+        );
         self.heed(p, &answers);
         let votes = answers
             .into_iter()

@@ -174,7 +174,7 @@ impl Shape for One {
     fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let key = &self.key[..];
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            return fair.claim(p, key, token, ttl_ms, keep);
+            return fair.claim(p, key, &self.wakes, token, ttl_ms, keep);
         }
         let px = ttl_ms.to_string();
         // The count check goes by hash: the handshake loads it, and a

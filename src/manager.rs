@@ -554,6 +554,9 @@ impl LockManager {
                         let place = place.get_or_insert_with(|| {
                             waiters.join(names[at], &token, seen.as_ref().map(|s| s[at]))
                         });
+                        if refusal.queued {
+                            place.placed();
+                        }
                         let started = Instant::now();
                         // Queued on the members, it keeps its place there
                         // by asking, wherever it stands here.

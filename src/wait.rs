@@ -213,6 +213,9 @@ struct Waiter {
     /// A fair release handed the lock to this waiter: it asks at once,
     /// wherever it stands in this manager's queue.
     called: bool,
+    /// It has a place in the members' queues (a fair waiter): a hand-off
+    /// may name it.
+    placed: bool,
 }
 
 /// What was heard of one release.
@@ -245,6 +248,28 @@ impl Entry {
                 true
             }
             None => false,
+        }
+    }
+
+    /// A server confirmed a subscription to the name's release channel,
+    /// or (`own`) to a fair manager's own channel for it. Messages may
+    /// have been missed before it: watchers look again, and the first
+    /// waiter asks. On its own channel, a hand-off naming any waiter with
+    /// a place in the members' queues may have been missed (announced by
+    /// some members before this one listened, it never reaches a
+    /// majority here, and its waiter would sleep through the
+    /// reservation): each of them asks at once.
+    fn confirmed(&mut self, news: &Condvar, own: bool) {
+        self.news(news);
+        if !self.subscribed {
+            self.subscribed = true;
+            self.wake_first();
+        }
+        if own {
+            for waiter in self.queue.iter_mut().filter(|w| w.placed) {
+                waiter.called = true;
+                waiter.cv.notify_one();
+            }
         }
     }
 
@@ -367,6 +392,7 @@ impl Waiters {
                 cv: cv.clone(),
                 token: token.to_vec(),
                 called: false,
+                placed: false,
             });
             entry.idle_since = None;
             if missed && entry.queue.len() == 1 {
@@ -543,6 +569,20 @@ impl Place<'_> {
                 Some(until) => drop(self.cv.wait_until(&mut reg, until)),
                 None => self.cv.wait(&mut reg),
             }
+        }
+    }
+
+    /// It has a place in the members' queues (a fair waiter): hand-offs
+    /// may name it, and one announced before the listeners subscribed is
+    /// made up for by a call once they have (see `listen.rs`).
+    pub(crate) fn placed(&self) {
+        let mut reg = self.waiters.shared.reg.lock();
+        if let Some(me) = reg
+            .resources
+            .get_mut(&self.resource)
+            .and_then(|e| e.queue.iter_mut().find(|w| w.id == self.id))
+        {
+            me.placed = true;
         }
     }
 

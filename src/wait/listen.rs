@@ -308,13 +308,10 @@ fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
             shared.heard(resource, token, false);
         }
         (b"subscribe" | b"ssubscribe", _) => {
-            // Messages may have been missed before this (re)subscription:
-            // watchers look again.
-            entry.news(&shared.news);
-            if !entry.subscribed {
-                entry.subscribed = true;
-                entry.wake_first();
-            }
+            let own = shared.address.as_deref().is_some_and(|a| {
+                chan.len() > a.len() && chan.ends_with(a) && chan[chan.len() - a.len() - 1] == b':'
+            });
+            entry.confirmed(&shared.news, own);
         }
         _ => {}
     }

@@ -172,3 +172,28 @@ fn a_fair_hand_off_wakes_the_waiter_it_names_wherever_it_stands() {
     assert!(a.wait(Duration::from_secs(60), None));
     drop((a, b, own_a, own_b));
 }
+
+#[test]
+fn a_fair_managers_own_subscription_calls_every_waiter_placed_in_the_members_queues() {
+    let w = waiters();
+    let a = w.join(b"r", b"tokA", None);
+    let b = w.join(b"r", b"tokB", None);
+    let c = w.join(b"r", b"tokC", None);
+    b.placed();
+    let confirm = |own| {
+        let mut reg = w.shared.reg.lock();
+        let entry = reg.resources.get_mut(&b"r"[..]).unwrap();
+        entry.confirmed(&w.shared.news, own);
+    };
+    // The release channel confirmed: the first waiter asks, nobody else.
+    confirm(false);
+    assert!(a.wait(Duration::from_secs(60), None));
+    assert!(!b.wait(Duration::from_millis(1), None));
+    // The manager's own channel confirmed: a hand-off naming b may have
+    // been announced before it listened, so b asks, wherever it stands;
+    // c has no place in the members' queues and keeps its turn.
+    confirm(true);
+    assert!(b.wait(Duration::from_secs(60), None));
+    assert!(!c.wait(Duration::from_millis(1), None));
+    drop((a, b, c));
+}

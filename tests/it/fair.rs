@@ -198,6 +198,67 @@ fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
     );
 }
 
+/// A holder that dies leaves its key to expire, and no release tells the
+/// waiters. The first waiter pauses long (10 to 20 s), a later one
+/// briefly: the later one's claim that finds the key free reserves it for
+/// the first and tells it, as a release would. Before, the later waiter
+/// was refused (the first is ahead) and the first slept through its
+/// pause, so the lock stayed free for 10 s or more.
+#[test]
+fn a_key_that_expired_is_reserved_for_the_first_waiter_and_it_is_told() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-expired");
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let build = |pause: Duration| {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(NODE_TIMEOUT)
+            .retry(1000, pause)
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    // Another client's holder, dead: its keys expire 1.5 s from now.
+    for s in &nodes.servers {
+        let _: () = redis::cmd("SET")
+            .arg(&name)
+            .arg("a-holder-that-died")
+            .arg("PX")
+            .arg(1500)
+            .query(&mut admin(s))
+            .unwrap();
+    }
+    let started = Instant::now();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let spawn = |who: &'static str, pause: Duration| {
+        let (dlm, won, name) = (build(pause), won.clone(), name.clone());
+        thread::spawn(move || {
+            let g = dlm
+                .try_lock_for(&name, TTL, Duration::from_secs(60))
+                .unwrap();
+            won.lock().unwrap().push((who, started.elapsed()));
+            thread::sleep(Duration::from_millis(20));
+            g.release().unwrap();
+        })
+    };
+    let first = spawn("first", Duration::from_secs(20));
+    until_queued(&servers, &name, 1);
+    let later = spawn("later", Duration::from_millis(200));
+    until_queued(&servers, &name, 2);
+    first.join().unwrap();
+    later.join().unwrap();
+    let won = won.lock().unwrap().clone();
+    let order: Vec<&str> = won.iter().map(|w| w.0).collect();
+    assert_eq!(order, ["first", "later"], "served out of arrival order");
+    // Free from 1.5 s on; the later waiter asks every 0.1 to 0.2 s. The
+    // first waiter's own pause is 10 s at least.
+    assert!(
+        won[0].1 < Duration::from_secs(6),
+        "the first waiter slept through its pause: it got the lock after {:?}",
+        won[0].1
+    );
+}
+
 #[test]
 fn fair_waiters_on_a_cluster_member_are_served_in_arrival_order() {
     if let Some(why) = unsupported() {

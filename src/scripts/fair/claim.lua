@@ -18,18 +18,29 @@
 -- ARGV[3]  our arrival (microseconds, the same on every member)
 -- ARGV[4]  how long our ticket lasts unless refreshed (ms)
 -- ARGV[5]  our manager's address ("" for none; see join.lua)
--- ARGV[6]  optional (fencing on): a new counter's first value
+-- ARGV[6]  optional (fencing on; "" for off): a new counter's first value
 -- ARGV[7]  with ARGV[6]: how long the counters are kept (ms)
+-- ARGV[8]  optional, one key only: how long a reservation lasts (ms); a
+--          free key that a live waiter ahead of us goes first for is
+--          then reserved for that waiter (taken off the queue), as a
+--          release hands a key on
+-- ARGV[9]  optional, with ARGV[8]: PUBLISH (nodes) or SPUBLISH (Redis
+--          Cluster), to tell that waiter
+-- ARGV[10] with ARGV[9]: the message (":" and the waiter's token follow)
+-- ARGV[11] with ARGV[9]: the key's release channel (":" and the waiter's
+--          manager's address follow, as a release's hand-off)
 --
 -- Answers, when it set the keys, 1, or with fencing the number every
 -- counter of the keys reached (each counted up by one, then all set to
 -- the highest: a token above each resource's earlier ones). Otherwise,
 -- with one key (a lock): 0 when another holds it or a waiter ahead of us
 -- goes first; -2 when readers hold it; -3 - N when it holds another
--- waiter's reservation, which lapses in N ms. With several (a set): -i
--- for the first key i not ours to take.
+-- waiter's reservation (or we reserved it for the waiter ahead), which
+-- lapses in N ms. With several (a set): -i for the first key i not ours
+-- to take.
+local fencing = ARGV[6] ~= nil and ARGV[6] ~= ""
 local n = #KEYS / 3
-if ARGV[6] then
+if fencing then
     n = #KEYS / 4
 end
 local t = redis.call("TIME")
@@ -88,7 +99,7 @@ if not refused then
         redis.call("ZREM", KEYS[n + i], ARGV[1])
         redis.call("HDEL", tickets, ARGV[1])
     end
-    if not ARGV[6] then
+    if not fencing then
         return 1
     end
     local top = 0
@@ -118,6 +129,29 @@ for i = 1, n do
 end
 if n > 1 then
     return -refused
+end
+if not refused_held and ARGV[8] then
+    -- Free, but a live waiter arrived before us: it may not know (it
+    -- sleeps through a pause after attempts that split the votes, or its
+    -- wake was lost). Reserve the key for it and tell it, as a release
+    -- would; if it does not come, it costs one reservation.
+    local queue, tickets = KEYS[2], KEYS[3]
+    local first = redis.call("ZRANGE", queue, 0, 0)[1]
+    if first and first ~= ARGV[1] then
+        local ticket = redis.call("HGET", tickets, first) or ""
+        local address = string.match(ticket, "^%d+:(.*)$") or ""
+        redis.call("ZREM", queue, first)
+        redis.call("HDEL", tickets, first)
+        redis.call("SET", KEYS[1], "redlock:next:" .. first, "PX", ARGV[8])
+        if ARGV[9] then
+            local channel = ARGV[11]
+            if address ~= "" then
+                channel = channel .. ":" .. address
+            end
+            redis.pcall(ARGV[9], channel, ARGV[10] .. ":" .. first)
+        end
+        return -(3 + tonumber(ARGV[8]))
+    end
 end
 if refused_held == "redlock:readers" then
     return -2
