@@ -364,6 +364,22 @@ fn main() {
         report.json.push(']');
         return;
     }
+    // One network's fairness table alone (REDLOCK_BENCH_ROWS picks rows).
+    if args.iter().any(|a| a == "--fair-loopback") {
+        fairness(&mut report, &direct[..3], "loopback", contention_run * 2);
+        report.json.push(']');
+        return;
+    }
+    if args.iter().any(|a| a == "--fair-delayed") {
+        fairness(
+            &mut report,
+            &delayed[..3],
+            "250µs each way",
+            contention_run * 2,
+        );
+        report.json.push(']');
+        return;
+    }
     if only_fair {
         fairness(&mut report, &direct[..3], "loopback", contention_run * 2);
         // Through the delay proxy, the network sets the pace rather than
@@ -835,6 +851,16 @@ fn fairness(report: &mut Report, urls: &[String], network: &str, run: Duration) 
     let mut base = None;
     for fair in [false, true] {
         for who in ["8 threads", "8 processes x 1", "8 managers x 1"] {
+            // REDLOCK_BENCH_ROWS=on,processes: only the rows whose waiters
+            // and setting contain these words (the first row, the base,
+            // always runs).
+            let on = if fair { "on" } else { "off" };
+            let picked = std::env::var("REDLOCK_BENCH_ROWS").map_or(true, |rows| {
+                rows.split(',').all(|w| who.contains(w) || on == w)
+            });
+            if base.is_some() && !picked {
+                continue;
+            }
             let resource = format!("bench:fair:{who}:{fair}");
             let per: Vec<Vec<Duration>> = match who {
                 "8 threads" => {
@@ -868,7 +894,6 @@ fn fairness(report: &mut Report, urls: &[String], network: &str, run: Duration) 
                 max,
             } = Waits::of(per, run);
             let threads = *base.get_or_insert(rate);
-            let on = if fair { "on" } else { "off" };
             report.line(format!(
                 "| {who:<16} | {on:<4} | {rate:>14.0} | {:>21.2} | {:>11.2} | {:>11.1} | {:>11.1} | {:>12.2} |",
                 rate / threads,
