@@ -308,14 +308,23 @@ fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
             shared.heard(resource, token, false);
         }
         (b"subscribe" | b"ssubscribe", _) => {
-            let own = shared.address.as_deref().is_some_and(|a| {
-                chan.len() > a.len() && chan.ends_with(a) && chan[chan.len() - a.len() - 1] == b':'
-            });
+            let own = shared
+                .address
+                .as_deref()
+                .is_some_and(|a| own_channel(chan, a));
             entry.confirmed(&shared.news, own);
         }
         _ => {}
     }
     false
+}
+
+/// Whether `chan` is a fair manager's own channel for a name (the name's
+/// release channel, `:`, and the manager's `address`; see `want`).
+pub(super) fn own_channel(chan: &[u8], address: &[u8]) -> bool {
+    chan.len() > address.len()
+        && chan.ends_with(address)
+        && chan[chan.len() - address.len() - 1] == b':'
 }
 
 fn lost(e: &NodeError, what: &str) {

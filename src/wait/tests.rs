@@ -197,3 +197,20 @@ fn a_fair_managers_own_subscription_calls_every_waiter_placed_in_the_members_que
     assert!(!c.wait(Duration::from_millis(1), None));
     drop((a, b, c));
 }
+
+#[test]
+fn a_fair_managers_own_channel_is_told_from_the_release_channel() {
+    let address = b"5f3a9c";
+    let release = channel(b"lock:a");
+    let own = [&release[..], b":", address].concat();
+    assert!(listen::own_channel(&own, address));
+    assert!(!listen::own_channel(&release, address));
+    // Another manager's channel, and degenerate ones: no panic, no match.
+    assert!(!listen::own_channel(
+        &[&release[..], b":other1"].concat(),
+        address
+    ));
+    for odd in [&b""[..], b":", address, b"x5f3a9c"] {
+        assert!(!listen::own_channel(odd, address));
+    }
+}
