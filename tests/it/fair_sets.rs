@@ -8,7 +8,7 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlock_sync::LockManager;
 use support::redis_cluster::{RedisCluster, unsupported};
@@ -122,77 +122,31 @@ fn fair_sets_spanning_slots_on_a_cluster_member_are_served_in_arrival_order() {
     assert_eq!(got, [0, 1, 2, 3], "served out of arrival order");
 }
 
-/// A set waiting first in line for `a` and `b`, `b` released while `a`
-/// is still held: a later waiter for `b` alone waits for the set (the
-/// set's claims keep its place in `b`'s queue), instead of taking `b` the
-/// moment it is free.
-#[test]
-fn a_set_first_in_line_keeps_a_free_key_from_later_waiters() {
-    let nodes = Nodes::start(3).unwrap();
-    let (a, b) = (resource("fair-first-a"), resource("fair-first-b"));
+/// A set waits first in line for `<prefix>-a` and `<prefix>-b` on
+/// `nodes` (every manager from `manager`, each acquisition waiting at
+/// most `budget`); `b` is released while `a` is still held, and `a`
+/// stays held for `hold` more. A later waiter for `b` alone must still be
+/// waiting then, and go after the set.
+fn a_set_keeps_its_place(
+    nodes: &Nodes,
+    prefix: &str,
+    manager: impl Fn() -> LockManager,
+    budget: Duration,
+    hold: Duration,
+) {
+    let (a, b) = (
+        resource(&format!("{prefix}-a")),
+        resource(&format!("{prefix}-b")),
+    );
     let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let (holds_a, holds_b) = (fair(nodes.urls()), fair(nodes.urls()));
+    let (holds_a, holds_b) = (manager(), manager());
     let guard_a = holds_a.lock(&a, TTL).unwrap();
     let guard_b = holds_b.lock(&b, TTL).unwrap();
     let won = Arc::new(Mutex::new(Vec::new()));
     let spawn = |who: &'static str, set: Vec<String>| {
-        let (dlm, won) = (fair(nodes.urls()), won.clone());
+        let (dlm, won) = (manager(), won.clone());
         thread::spawn(move || {
-            let g = dlm
-                .try_lock_all_for(&set, TTL, Duration::from_secs(30))
-                .unwrap();
-            won.lock().unwrap().push((who, Instant::now()));
-            thread::sleep(Duration::from_millis(20));
-            g.release().unwrap();
-        })
-    };
-    let set = spawn("set", vec![a.clone(), b.clone()]);
-    until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]);
-    let later = spawn("later", vec![b.clone()]);
-    until_queued(&[(&b, &servers, 2)]);
-    guard_b.release().unwrap();
-    // `b` is free now but for the set first in line: the later waiter
-    // keeps asking and is refused for as long as `a` is held.
-    thread::sleep(Duration::from_millis(1500));
-    assert!(won.lock().unwrap().is_empty(), "{:?}", won.lock().unwrap());
-    guard_a.release().unwrap();
-    set.join().unwrap();
-    later.join().unwrap();
-    let order: Vec<&str> = won.lock().unwrap().iter().map(|(w, _)| *w).collect();
-    assert_eq!(order, ["set", "later"], "the later waiter went first");
-}
-
-/// A set waits here in the queue of the name that refused it (`a`), and
-/// is handed the other (`b`) while `a` is still held, with pauses far
-/// longer than a reservation: the hand-off wakes it (it watches `b`), its
-/// claim is refused but puts it back first in `b`'s queue, so a later
-/// waiter for `b` still waits for it. (Not woken, the set slept through
-/// its reservation; `b`'s queue no longer held it, and the later waiter
-/// took `b` at its next pause.)
-#[test]
-fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
-    let nodes = Nodes::start(3).unwrap();
-    let (a, b) = (resource("fair-handed-a"), resource("fair-handed-b"));
-    let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let slow = || {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(Duration::from_millis(100))
-            .retry(3, Duration::from_secs(3))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
-    let (holds_a, holds_b) = (slow(), slow());
-    let guard_a = holds_a.lock(&a, TTL).unwrap();
-    let guard_b = holds_b.lock(&b, TTL).unwrap();
-    let won = Arc::new(Mutex::new(Vec::new()));
-    let spawn = |who: &'static str, set: Vec<String>| {
-        let (dlm, won) = (slow(), won.clone());
-        thread::spawn(move || {
-            let g = dlm
-                .try_lock_all_for(&set, TTL, Duration::from_secs(40))
-                .unwrap();
+            let g = dlm.try_lock_all_for(&set, TTL, budget).unwrap();
             won.lock().unwrap().push(who);
             thread::sleep(Duration::from_millis(20));
             g.release().unwrap();
@@ -203,9 +157,7 @@ fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
     let later = spawn("later", vec![b.clone()]);
     until_queued(&[(&b, &servers, 2)]);
     guard_b.release().unwrap();
-    // Past the set's reservation of `b` (200 ms) and the later waiter's
-    // next pause (at most 3 s): it must still be waiting.
-    thread::sleep(Duration::from_millis(3500));
+    thread::sleep(hold);
     assert!(won.lock().unwrap().is_empty(), "{:?}", won.lock().unwrap());
     guard_a.release().unwrap();
     set.join().unwrap();
@@ -215,4 +167,41 @@ fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
         ["set", "later"],
         "the later waiter went first"
     );
+}
+
+/// A set waiting first in line for `a` and `b`, `b` released while `a`
+/// is still held: a later waiter for `b` alone waits for the set (the
+/// set's claims keep its place in `b`'s queue), instead of taking `b` the
+/// moment it is free (the later waiter keeps asking and is refused for
+/// the 1.5 s that `a` stays held).
+#[test]
+fn a_set_first_in_line_keeps_a_free_key_from_later_waiters() {
+    let nodes = Nodes::start(3).unwrap();
+    let manager = || fair(nodes.urls());
+    let (budget, hold) = (Duration::from_secs(30), Duration::from_millis(1500));
+    a_set_keeps_its_place(&nodes, "fair-first", manager, budget, hold);
+}
+
+/// A set waits here in the queue of the name that refused it (`a`), and
+/// is handed the other (`b`) while `a` is still held, with pauses far
+/// longer than a reservation: the hand-off wakes it (it watches `b`), its
+/// claim is refused but puts it back first in `b`'s queue, so a later
+/// waiter for `b` still waits for it past the set's reservation of `b`
+/// (200 ms) and the later waiter's next pause (at most 3 s). (Not woken,
+/// the set slept through its reservation; `b`'s queue no longer held it,
+/// and the later waiter took `b` at its next pause.)
+#[test]
+fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
+    let nodes = Nodes::start(3).unwrap();
+    let manager = || {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(Duration::from_millis(100))
+            .retry(3, Duration::from_secs(3))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let (budget, hold) = (Duration::from_secs(40), Duration::from_millis(3500));
+    a_set_keeps_its_place(&nodes, "fair-handed", manager, budget, hold);
 }
