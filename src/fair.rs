@@ -32,10 +32,11 @@
 //! and whose key expired, attempts that split the votes so that nobody
 //! holds it, a release message lost. The first waiter may then sleep
 //! through a whole pause (seconds, with long retry delays) while later
-//! ones are refused for its sake. So a lock's claim that finds the key
-//! free but a live waiter ahead reserves the key for that waiter (taking
-//! it off the queue) and tells it, exactly as a release hands a key on;
-//! the claimer asks again when that reservation lapses. And once a fair
+//! ones are refused for its sake. So a claim (a lock's, or a set's at the
+//! first of its keys not its to take) that finds the key free but a live
+//! waiter ahead reserves the key for that waiter (taking it off the
+//! queue) and tells it, exactly as a release hands a key on; a lock's
+//! claimer asks again when that reservation lapses. And once a fair
 //! manager's listener has subscribed to its own channel for a name, each
 //! of its waiters with a place in the members' queues asks once: a
 //! hand-off announced before it listened would otherwise never reach a
@@ -273,10 +274,8 @@ impl Fair {
     /// where the key was free or reserved for it; `keep` is the fencing
     /// counter's keep (with fencing on). Where the key is free but a live
     /// waiter arrived before it, the script reserves the key for that
-    /// waiter and tells it on the release channel of `wakes` (waiters
-    /// woken on release only), as a release hands it on: the first waiter
-    /// need not be awake for a free key to reach it (after attempts that
-    /// split the votes, it may sleep through a whole pause).
+    /// waiter and tells it on the release channel of `wakes` (see
+    /// [`handing_args`]).
     pub(crate) fn claim(
         &self,
         p: &Pipeline,
@@ -286,39 +285,25 @@ impl Fair {
         ttl_ms: u64,
         keep: Option<&str>,
     ) -> Vec<Vote> {
-        let (keys, mut node) = self.claim_call(p, &[key], token, ttl_ms, keep);
-        if keep.is_none() {
-            // Fencing off: no counters, the arguments keep their places.
-            node.extend([Vec::new(), Vec::new()]);
-        }
-        let mut cluster = node.clone();
-        // Its own name in the message: a manager ignores messages naming
-        // its own waiting acquisitions (their clean-ups).
-        if let Some(message) = p.message(&[b"ahead-of-", token].concat()) {
-            let channel = release_channel(wakes);
-            for (args, on_cluster) in [(&mut node, false), (&mut cluster, true)] {
-                args.push(reserve_ms(p).into_bytes());
-                args.extend(
-                    announce_args(Some(&message), on_cluster)
-                        .into_iter()
-                        .map(<[u8]>::to_vec),
-                );
-                args.push(channel.clone());
-            }
-        }
+        let message = ahead_message(p, token);
+        let call = |cluster| {
+            let (keys, mut args) = self.claim_call(p, &[key], token, ttl_ms, keep);
+            handing_args(
+                p,
+                &mut args,
+                keep.is_some(),
+                message.as_deref(),
+                cluster,
+                &[wakes],
+            );
+            (keys, args)
+        };
         let mode = Mode {
             count: true,
             ..DECIDE
         };
         let mut lapse = None;
-        let answers = p.script_then(
-            &CLAIM_QUEUED,
-            None,
-            &refs(&keys),
-            &refs(&node),
-            Some(&refs(&cluster)),
-            mode,
-        );
+        let answers = run(p, &CLAIM_QUEUED, None, call, mode);
         self.heed(p, &answers);
         let votes = answers
             .into_iter()
@@ -395,6 +380,45 @@ impl Fair {
 
 /// A script's keys and arguments, owned.
 pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// The message with which a claim of `token` tells the waiter ahead that
+/// it reserved a free key for it (see [`handing_args`]); none when
+/// waiters are not woken on release. It names the claim as
+/// `ahead-of-<token>`: a manager ignores messages naming its own waiting
+/// acquisitions (their clean-ups), and the waiter may be one of its own.
+pub(crate) fn ahead_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+    p.message(&[b"ahead-of-", token].concat())
+}
+
+/// Appends to a claim's `args` (see [`Fair::claim_call`]; `fenced`: its
+/// fencing arguments are there) what lets it hand the first key not its
+/// to take, when that key is free but a live waiter ahead goes first, to
+/// that waiter, told with `message` on the release channel of its name
+/// in `wakes` (one per lock key of the call): the first waiter need not
+/// be awake for a free key to reach it. Nothing without a message.
+pub(crate) fn handing_args(
+    p: &Pipeline,
+    args: &mut Vec<Vec<u8>>,
+    fenced: bool,
+    message: Option<&[u8]>,
+    cluster: bool,
+    wakes: &[&[u8]],
+) {
+    let Some(message) = message else {
+        return;
+    };
+    if !fenced {
+        // No counters: the arguments keep their places.
+        args.extend([Vec::new(), Vec::new()]);
+    }
+    args.push(reserve_ms(p).into_bytes());
+    args.extend(
+        announce_args(Some(message), cluster)
+            .into_iter()
+            .map(<[u8]>::to_vec),
+    );
+    args.extend(wakes.iter().map(release_channel));
+}
 
 fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
     v.iter().map(|k| &k[..]).collect()

@@ -409,8 +409,13 @@ impl Shape for Set {
             ..DECIDE
         };
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            let call = |group: &[usize], _: bool| {
-                fair.claim_call(p, &self.pick(group), token, ttl_ms, keep)
+            let message = fair::ahead_message(p, token);
+            let call = |group: &[usize], cluster: bool| {
+                let locks = self.pick(group);
+                let (keys, mut args) = fair.claim_call(p, &locks, token, ttl_ms, keep);
+                let fenced = keep.is_some();
+                fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
+                (keys, args)
             };
             let (groups, mut answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
             fair.heed(p, answers.iter().flatten());

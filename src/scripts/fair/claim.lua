@@ -20,15 +20,15 @@
 -- ARGV[5]  our manager's address ("" for none; see join.lua)
 -- ARGV[6]  optional (fencing on; "" for off): a new counter's first value
 -- ARGV[7]  with ARGV[6]: how long the counters are kept (ms)
--- ARGV[8]  optional, one key only: how long a reservation lasts (ms); a
---          free key that a live waiter ahead of us goes first for is
---          then reserved for that waiter (taken off the queue), as a
---          release hands a key on
+-- ARGV[8]  optional: how long a reservation lasts (ms); the first key
+--          not ours to take, when it is free but a live waiter ahead of
+--          us goes first for it, is then reserved for that waiter (taken
+--          off its queue), as a release hands a key on
 -- ARGV[9]  optional, with ARGV[8]: PUBLISH (nodes) or SPUBLISH (Redis
 --          Cluster), to tell that waiter
 -- ARGV[10] with ARGV[9]: the message (":" and the waiter's token follow)
--- ARGV[11] with ARGV[9]: the key's release channel (":" and the waiter's
---          manager's address follow, as a release's hand-off)
+-- ARGV[10+i] with ARGV[9]: the release channel of the key i (":" and the
+--          waiter's manager's address follow, as a release's hand-off)
 --
 -- Answers, when it set the keys, 1, or with fencing the number every
 -- counter of the keys reached (each counted up by one, then all set to
@@ -127,31 +127,33 @@ for i = 1, n do
         end
     end
 end
-if n > 1 then
-    return -refused
-end
 if not refused_held and ARGV[8] then
-    -- Free, but a live waiter arrived before us: it may not know (it
-    -- sleeps through a pause after attempts that split the votes, or its
+    -- Free, but a live waiter arrived before us: it may not know (its
+    -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release
     -- would; if it does not come, it costs one reservation.
-    local queue, tickets = KEYS[2], KEYS[3]
+    local queue, tickets = KEYS[n + refused], KEYS[2 * n + refused]
     local first = redis.call("ZRANGE", queue, 0, 0)[1]
     if first and first ~= ARGV[1] then
         local ticket = redis.call("HGET", tickets, first) or ""
         local address = string.match(ticket, "^%d+:(.*)$") or ""
         redis.call("ZREM", queue, first)
         redis.call("HDEL", tickets, first)
-        redis.call("SET", KEYS[1], "redlock:next:" .. first, "PX", ARGV[8])
+        redis.call("SET", KEYS[refused], "redlock:next:" .. first, "PX", ARGV[8])
         if ARGV[9] then
-            local channel = ARGV[11]
+            local channel = ARGV[10 + refused]
             if address ~= "" then
                 channel = channel .. ":" .. address
             end
             redis.pcall(ARGV[9], channel, ARGV[10] .. ":" .. first)
         end
-        return -(3 + tonumber(ARGV[8]))
+        if n == 1 then
+            return -(3 + tonumber(ARGV[8]))
+        end
     end
+end
+if n > 1 then
+    return -refused
 end
 if refused_held == "redlock:readers" then
     return -2
