@@ -425,7 +425,8 @@ fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
 }
 
 /// Runs a script whose keys are the same on nodes and Redis Cluster
-/// members, and whose arguments `call(cluster)` gives.
+/// members, and whose arguments `call(cluster)` gives (the cluster's are
+/// built only where a member is a Redis Cluster).
 fn run(
     p: &Pipeline,
     lua: &Lua,
@@ -433,9 +434,11 @@ fn run(
     call: impl Fn(bool) -> Call,
     mode: Mode,
 ) -> Vec<Answer> {
-    let ((keys, node), (_, cluster)) = (call(false), call(true));
+    let (keys, node) = call(false);
+    let cluster = p.has_clusters.then(|| call(true).1);
     let keys = refs(&keys);
-    p.script_then(lua, only, &keys, &refs(&node), Some(&refs(&cluster)), mode)
+    let cluster = cluster.as_deref().map(refs);
+    p.script_then(lua, only, &keys, &refs(&node), cluster.as_deref(), mode)
 }
 
 /// The lock keys `locks`, then their queues, then their tickets.

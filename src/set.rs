@@ -296,8 +296,12 @@ impl Set {
         let (node_keys, node_args) = call(&all, false);
         let (nk, na) = (refs(&node_keys), refs(&node_args));
         let answers = if groups.len() == 1 {
-            let (keys, args) = call(&groups[0], true);
-            let (ck, ca) = (refs(&keys), refs(&args));
+            // Without Redis Cluster members the cluster's call is unused.
+            let owned = p.has_clusters.then(|| call(&groups[0], true));
+            let (ck, ca) = match &owned {
+                Some((keys, args)) => (refs(keys), refs(args)),
+                None => (nk.clone(), na.clone()),
+            };
             vec![p.script_split(lua, only, (&nk, &na), (&ck, &ca), mode)]
         } else {
             let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();

@@ -218,6 +218,14 @@ struct Waiter {
     placed: bool,
 }
 
+impl Waiter {
+    /// Makes it ask at once, wherever it stands in the queue.
+    fn call(&mut self) {
+        self.called = true;
+        self.cv.notify_one();
+    }
+}
+
 /// What was heard of one release.
 struct Release {
     token: Vec<u8>,
@@ -243,8 +251,7 @@ impl Entry {
     fn call(&mut self, token: &[u8]) -> bool {
         match self.queue.iter_mut().find(|w| w.token == token) {
             Some(waiter) => {
-                waiter.called = true;
-                waiter.cv.notify_one();
+                waiter.call();
                 true
             }
             None => false,
@@ -266,10 +273,10 @@ impl Entry {
             self.wake_first();
         }
         if own {
-            for waiter in self.queue.iter_mut().filter(|w| w.placed) {
-                waiter.called = true;
-                waiter.cv.notify_one();
-            }
+            self.queue
+                .iter_mut()
+                .filter(|w| w.placed)
+                .for_each(Waiter::call);
         }
     }
 
