@@ -198,6 +198,80 @@ fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
     );
 }
 
+/// A holder of `name` on `nodes` that died: another client's key on
+/// every node, expiring 1.5 s from now, never released.
+pub(crate) fn a_dead_holder(nodes: &Nodes, name: &str) {
+    for s in &nodes.servers {
+        let _: () = redis::cmd("SET")
+            .arg(name)
+            .arg("a-holder-that-died")
+            .arg("PX")
+            .arg(1500)
+            .query(&mut admin(s))
+            .unwrap();
+    }
+}
+
+/// After [`a_dead_holder`]: a first waiter pausing long (10 to 20 s) and
+/// a later one pausing briefly (0.1 to 0.2 s), each of its own fair
+/// manager on `nodes`, want `first` and `later` (one name: a lock;
+/// several: a set); `queued(n)` waits until the n-th is queued. They must
+/// be served in arrival order, the first within 6 s of the start (the
+/// key is free from 1.5 s on, and the later one asks every 0.1 to 0.2 s),
+/// not after its own pause.
+pub(crate) fn the_first_is_told(
+    nodes: &Nodes,
+    first: Vec<String>,
+    later: Vec<String>,
+    queued: impl Fn(usize),
+) {
+    let build = |pause: Duration| {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(NODE_TIMEOUT)
+            .retry(1000, pause)
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let started = Instant::now();
+    let won = Arc::new(Mutex::new(Vec::new()));
+    let spawn = |who: &'static str, names: Vec<String>, pause: Duration| {
+        let (dlm, won) = (build(pause), won.clone());
+        thread::spawn(move || {
+            let budget = Duration::from_secs(60);
+            // Held until released below, whichever guard it is.
+            let release: Box<dyn FnOnce() -> redlock_sync::Result<()>> = match &names[..] {
+                [name] => {
+                    let g = dlm.try_lock_for(name, TTL, budget).unwrap();
+                    Box::new(move || g.release())
+                }
+                _ => {
+                    let g = dlm.try_lock_all_for(&names, TTL, budget).unwrap();
+                    Box::new(move || g.release())
+                }
+            };
+            won.lock().unwrap().push((who, started.elapsed()));
+            thread::sleep(Duration::from_millis(20));
+            release().unwrap();
+        })
+    };
+    let first = spawn("first", first, Duration::from_secs(20));
+    queued(1);
+    let later = spawn("later", later, Duration::from_millis(200));
+    queued(2);
+    first.join().unwrap();
+    later.join().unwrap();
+    let won = won.lock().unwrap().clone();
+    let order: Vec<&str> = won.iter().map(|w| w.0).collect();
+    assert_eq!(order, ["first", "later"], "served out of arrival order");
+    assert!(
+        won[0].1 < Duration::from_secs(6),
+        "the first waiter slept through its pause: it got the lock after {:?}",
+        won[0].1
+    );
+}
+
 /// A holder that dies leaves its key to expire, and no release tells the
 /// waiters. The first waiter pauses long (10 to 20 s), a later one
 /// briefly: the later one's claim that finds the key free reserves it for
@@ -209,54 +283,9 @@ fn a_key_that_expired_is_reserved_for_the_first_waiter_and_it_is_told() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("fair-expired");
     let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let build = |pause: Duration| {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(NODE_TIMEOUT)
-            .retry(1000, pause)
-            .fair(true)
-            .build()
-            .unwrap()
-    };
-    // Another client's holder, dead: its keys expire 1.5 s from now.
-    for s in &nodes.servers {
-        let _: () = redis::cmd("SET")
-            .arg(&name)
-            .arg("a-holder-that-died")
-            .arg("PX")
-            .arg(1500)
-            .query(&mut admin(s))
-            .unwrap();
-    }
-    let started = Instant::now();
-    let won = Arc::new(Mutex::new(Vec::new()));
-    let spawn = |who: &'static str, pause: Duration| {
-        let (dlm, won, name) = (build(pause), won.clone(), name.clone());
-        thread::spawn(move || {
-            let g = dlm
-                .try_lock_for(&name, TTL, Duration::from_secs(60))
-                .unwrap();
-            won.lock().unwrap().push((who, started.elapsed()));
-            thread::sleep(Duration::from_millis(20));
-            g.release().unwrap();
-        })
-    };
-    let first = spawn("first", Duration::from_secs(20));
-    until_queued(&servers, &name, 1);
-    let later = spawn("later", Duration::from_millis(200));
-    until_queued(&servers, &name, 2);
-    first.join().unwrap();
-    later.join().unwrap();
-    let won = won.lock().unwrap().clone();
-    let order: Vec<&str> = won.iter().map(|w| w.0).collect();
-    assert_eq!(order, ["first", "later"], "served out of arrival order");
-    // Free from 1.5 s on; the later waiter asks every 0.1 to 0.2 s. The
-    // first waiter's own pause is 10 s at least.
-    assert!(
-        won[0].1 < Duration::from_secs(6),
-        "the first waiter slept through its pause: it got the lock after {:?}",
-        won[0].1
-    );
+    a_dead_holder(&nodes, &name);
+    let (first, later) = (vec![name.clone()], vec![name.clone()]);
+    the_first_is_told(&nodes, first, later, |n| until_queued(&servers, &name, n));
 }
 
 #[test]

@@ -4,16 +4,16 @@
 //! in line keeps a key it cannot use yet from later waiters; a key that
 //! expired is handed to the first set by a later set's claim.
 
-use crate::fair::{fair, queued};
+use crate::fair::{a_dead_holder, fair, queued, the_first_is_told};
 use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlock_sync::LockManager;
 use support::redis_cluster::{RedisCluster, unsupported};
-use support::{Nodes, Server, admin, resource, wait_for};
+use support::{Nodes, Server, resource, wait_for};
 
 const TTL: Duration = Duration::from_secs(10);
 const NODE_TIMEOUT: Duration = Duration::from_millis(250);
@@ -217,55 +217,10 @@ fn a_key_that_expired_is_handed_to_the_first_set_by_a_later_sets_claim() {
     let nodes = Nodes::start(3).unwrap();
     let servers: Vec<&Server> = nodes.servers.iter().collect();
     let [a, b, c] = ["a", "b", "c"].map(|n| resource(&format!("fair-set-expired-{n}")));
-    for s in &nodes.servers {
-        let _: () = redis::cmd("SET")
-            .arg(&a)
-            .arg("a-holder-that-died")
-            .arg("PX")
-            .arg(1500)
-            .query(&mut admin(s))
-            .unwrap();
-    }
-    let manager = |pause: Duration| {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(NODE_TIMEOUT)
-            .retry(1000, pause)
-            .fair(true)
-            .build()
-            .unwrap()
-    };
-    let started = Instant::now();
-    let won = Arc::new(Mutex::new(Vec::new()));
-    let spawn = |who: &'static str, set: Vec<String>, pause: Duration| {
-        let (dlm, won) = (manager(pause), won.clone());
-        thread::spawn(move || {
-            let g = dlm
-                .try_lock_all_for(&set, TTL, Duration::from_secs(60))
-                .unwrap();
-            won.lock().unwrap().push((who, started.elapsed()));
-            thread::sleep(Duration::from_millis(20));
-            g.release().unwrap();
-        })
-    };
-    let first = spawn("first", vec![a.clone(), b.clone()], Duration::from_secs(20));
-    until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]);
-    let later = spawn(
-        "later",
-        vec![a.clone(), c.clone()],
-        Duration::from_millis(200),
-    );
-    until_queued(&[(&a, &servers, 2)]);
-    first.join().unwrap();
-    later.join().unwrap();
-    let won = won.lock().unwrap().clone();
-    let order: Vec<&str> = won.iter().map(|w| w.0).collect();
-    assert_eq!(order, ["first", "later"], "served out of arrival order");
-    // Free from 1.5 s on; the later set asks every 0.1 to 0.2 s. The
-    // first set's own pause is 10 s at least.
-    assert!(
-        won[0].1 < Duration::from_secs(6),
-        "the first set slept through its pause: it got its keys after {:?}",
-        won[0].1
-    );
+    a_dead_holder(&nodes, &a);
+    let (first, later) = (vec![a.clone(), b.clone()], vec![a.clone(), c]);
+    the_first_is_told(&nodes, first, later, |n| match n {
+        1 => until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]),
+        _ => until_queued(&[(&a, &servers, n)]),
+    });
 }
