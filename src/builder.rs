@@ -335,8 +335,8 @@ impl Builder {
     /// side of read-write locks of the same name) and to election
     /// candidates (a resignation hands the leadership to the first
     /// candidate queued), and to sets ([`lock_all`](LockManager::lock_all):
-    /// a set waiter queues for each of its resources, and takes them all
-    /// or none); readers share and permits wait as before. Releases by fair
+    /// a set waiter waits in line on the first of its resources that
+    /// refused it, and takes them all or none); readers share and permits wait as before. Releases by fair
     /// managers hand the lock on; give every client of a resource the same
     /// setting (an unfair manager's release deletes the key, and its
     /// waiters race, as do other Redlock clients': fairness is lost for

@@ -43,10 +43,11 @@
 //! majority there.
 //!
 //! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
-//! the same way on each of its resources' queues, at one arrival: the
-//! scripts take n lock keys (a lock is a set of one), a claim writes its
-//! token only where every key of the set is its to take and otherwise
-//! keeps its places, and a set's release hands each key on.
+//! in line on one key at a time, the first of its keys that refused it:
+//! the scripts take n lock keys (a lock is a set of one), a claim writes
+//! its token only where every key of the set is its to take, and
+//! otherwise keeps its place in the queue of the first key it could not
+//! take and leaves the others' queues; a set's release hands each key on.
 //!
 //! ## Why it is safe
 //!
@@ -86,18 +87,10 @@
 //! any other (no token, lapsing at its deadline), so none of this changes
 //! the argument above.
 //!
-//! Sets cannot deadlock either: arrival scores order all waiters,
-//! whatever they wait for, so the earliest live waiter is first in every
-//! queue it is in. Each key it needs, once released, is reserved for it,
-//! or free and refused to every later queued waiter; so it gets its whole
-//! set, and then the next earliest does. A set handed one key while
-//! another is held keeps its place in that key's queue by claiming at
-//! once (it waits here in the queue of the key that refused it last, and
-//! watches its other keys: a hand-off of any of them wakes it); a refused
-//! claim keeps its places, so the key then waits for it. Should its
-//! reservation lapse before it claims (a hand-off message lost), a later
-//! waiter may take the key meanwhile; the set's next claim puts it first
-//! there again.
+//! Sets cannot deadlock either, nor keep a holder from a free key: a set
+//! waits in line on one key only, so its place never keeps a free key it
+//! cannot use yet from anyone. The argument is the manual's ("Why sets
+//! cannot deadlock", in [the fair waiting section](crate::Builder::fair)).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -19,8 +19,7 @@ use crate::pipeline::{
 };
 use crate::quorum::Tally;
 use crate::script::{
-    BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, JOIN, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM,
-    UNLOCK_SET,
+    BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM, UNLOCK_SET,
 };
 
 impl LockManager {
@@ -201,8 +200,9 @@ impl Set {
 
     /// One attempt through the pipeline, and what a fair waiter does
     /// around it, as for a lock (see `One::attempt`): refused, it takes
-    /// its place in every resource's queue; granted by some members only,
-    /// it leaves the others' queues.
+    /// its place in the queue of the resource that refused it (one queue
+    /// at a time); granted by some members only, it leaves the others'
+    /// queues.
     fn attempt(
         &self,
         p: &Pipeline,
@@ -218,14 +218,11 @@ impl Set {
             Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
                 self.leave(p, fair, token);
             }
+            // A set waits in line on one key: the first that refused it
+            // (see `fair.rs`, "Why it cannot deadlock").
             Err(Error::Taken { .. }) if !fair.queued() && fair.active() => {
-                let call = |group: &[usize], _: bool| fair.join_call(p, &self.pick(group), token);
-                let mode = Mode {
-                    decides: false,
-                    ..RELEASE
-                };
-                let votes = self.round(p, &JOIN, None, &call, mode);
-                fair.heed(p, votes.iter().map(|v| &v.answer));
+                let at = refusal.blocked.unwrap_or(0);
+                fair.join(p, &self.resources[at], token);
             }
             _ => {}
         }

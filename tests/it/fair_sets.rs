@@ -1,15 +1,16 @@
 //! Fair waiting for sets (`Builder::fair` with `lock_all`): set waiters
 //! and lock waiters of separate managers served in arrival order, on
-//! nodes and on a Redis Cluster member whose set spans slots; a set first
-//! in line keeps a key it cannot use yet from later waiters; a key that
-//! expired is handed to the first set by a later set's claim.
+//! nodes and on a Redis Cluster member whose set spans slots; a set waits
+//! in line on one key and keeps no free key it cannot use yet from anyone
+//! (a holder asking for one gets it: no deadlock); a key that expired is
+//! handed to the first set by a later set's claim.
 
 use crate::fair::{a_dead_holder, fair, queued, the_first_is_told};
 use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlock_sync::LockManager;
 use support::redis_cluster::{RedisCluster, unsupported};
@@ -34,18 +35,17 @@ fn until_queued(names: &[(&str, &[&Server], usize)]) {
 }
 
 /// Holds `a` and `b` with `holder`; queues four waiters of their own
-/// managers one after the other (each queued everywhere before the next
-/// starts): 0 and 2 want both (sets), 1 wants `b`, 3 wants `a` (locks);
-/// releases, and
-/// returns the order in which they acquired. In arrival order: 0 (both
-/// handed to it), 1 (`b` from 0), 2 (`a` from 0, `b` from 1: it waited
-/// first in `b`'s queue while 1 held it), then 3 (`a` from 2). Racing,
-/// 3 takes `a` as soon as 0 lets it go, before 2.
+/// managers one after the other (each queued before the next starts): 0
+/// and 2 want both (sets), 1 wants `b`, 3 wants `a` (locks); releases,
+/// and returns the order in which they acquired. A set waits in line on
+/// the first of its keys that refused it (`a`), or, when it spans
+/// masters (`spans`), on the first of each master's part (`a` and `b`).
 fn set_order(
     holder: &LockManager,
     waiters: Vec<LockManager>,
     a: (&str, &[&Server]),
     b: (&str, &[&Server]),
+    spans: bool,
 ) -> Vec<usize> {
     let guard = holder.lock_all([a.0, b.0], TTL).unwrap();
     let wants: [&[&str]; 4] = [&[a.0, b.0], &[b.0], &[a.0, b.0], &[a.0]];
@@ -55,8 +55,14 @@ fn set_order(
     for (i, dlm) in waiters.into_iter().enumerate() {
         let won = won.clone();
         let set: Vec<String> = wants[i].iter().map(|s| s.to_string()).collect();
-        in_a += usize::from(set.iter().any(|r| r == a.0));
-        in_b += usize::from(set.iter().any(|r| r == b.0));
+        // A set waits in line on the first of its keys that refused it,
+        // or, spanning masters, on the first of each master's part.
+        let waits_on = |name: &str| match spans {
+            true => set.iter().any(|r| r == name),
+            false => set[0] == name,
+        };
+        in_a += usize::from(waits_on(a.0));
+        in_b += usize::from(waits_on(b.0));
         threads.push(thread::spawn(move || {
             let wait = Duration::from_secs(30);
             // One resource: a plain lock, which queues with the sets.
@@ -85,8 +91,14 @@ fn sets_and_locks_of_separate_managers_are_served_in_arrival_order() {
     let holder = fair(nodes.urls());
     let waiters: Vec<LockManager> = (0..4).map(|_| fair(nodes.urls())).collect();
     let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers));
-    assert_eq!(got, [0, 1, 2, 3], "served out of arrival order");
+    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers), false);
+    // In each queue's arrival order: `a`'s queue is 0, 2, 3 and `b`'s is
+    // 1 (the sets wait in line on `a` alone). The release hands `a` to 0
+    // and `b` to 1; 0's claim is refused for 1's reservation of `b`, and
+    // 0 keeps its reservation of `a` and waits in line on `b`, first; 1
+    // lets `b` go to 0, which takes both; then `a` goes to 2 (`b` free),
+    // then to 3. Racing, 3 takes `a` before 2.
+    assert_eq!(got, [1, 0, 2, 3], "served out of arrival order");
     for s in &nodes.servers {
         assert_eq!((queued(s, &a), queued(s, &b)), (0, 0));
     }
@@ -119,16 +131,20 @@ fn fair_sets_spanning_slots_on_a_cluster_member_are_served_in_arrival_order() {
     let owner_b = &cluster.masters[cluster.master_of(b.as_bytes())];
     let holder = build();
     let waiters: Vec<LockManager> = (0..4).map(|_| build()).collect();
-    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]));
+    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]), true);
     assert_eq!(got, [0, 1, 2, 3], "served out of arrival order");
 }
 
-/// A set waits first in line for `<prefix>-a` and `<prefix>-b` on
-/// `nodes` (every manager from `manager`, each acquisition waiting at
-/// most `budget`); `b` is released while `a` is still held, and `a`
-/// stays held for `hold` more. A later waiter for `b` alone must still be
-/// waiting then, and go after the set.
-fn a_set_keeps_its_place(
+/// A set waits for `<prefix>-a` and `<prefix>-b` on `nodes` (every
+/// manager from `manager`, each acquisition waiting at most `budget`)
+/// while both are held; `b` is released while `a` is still held, and `a`
+/// stays held for `hold` more. The set waits in line on `a` alone (the
+/// first key that refused it): a later waiter for `b` alone gets `b` at
+/// once, while `a` is still held, and the set gets both afterwards.
+/// (Before, the set kept its place in `b`'s queue, and `b` stayed free
+/// for its sake while `a` was held: the later waiter waited out `hold`,
+/// and a holder of `a` asking for `b` waited for ever.)
+fn a_set_lets_a_free_key_go(
     nodes: &Nodes,
     prefix: &str,
     manager: impl Fn() -> LockManager,
@@ -154,45 +170,36 @@ fn a_set_keeps_its_place(
         })
     };
     let set = spawn("set", vec![a.clone(), b.clone()]);
-    until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]);
+    until_queued(&[(&a, &servers, 1), (&b, &servers, 0)]);
     let later = spawn("later", vec![b.clone()]);
-    until_queued(&[(&b, &servers, 2)]);
+    until_queued(&[(&b, &servers, 1)]);
     guard_b.release().unwrap();
-    thread::sleep(hold);
-    assert!(won.lock().unwrap().is_empty(), "{:?}", won.lock().unwrap());
+    let got_b = wait_for(hold, || !won.lock().unwrap().is_empty());
+    assert_eq!(
+        *won.lock().unwrap(),
+        ["later"],
+        "a free key the set could not use was kept from a later waiter for {hold:?}"
+    );
+    assert!(got_b.is_some());
     guard_a.release().unwrap();
     set.join().unwrap();
     later.join().unwrap();
-    assert_eq!(
-        *won.lock().unwrap(),
-        ["set", "later"],
-        "the later waiter went first"
-    );
+    assert_eq!(*won.lock().unwrap(), ["later", "set"]);
 }
 
-/// A set waiting first in line for `a` and `b`, `b` released while `a`
-/// is still held: a later waiter for `b` alone waits for the set (the
-/// set's claims keep its place in `b`'s queue), instead of taking `b` the
-/// moment it is free (the later waiter keeps asking and is refused for
-/// the 1.5 s that `a` stays held).
 #[test]
-fn a_set_first_in_line_keeps_a_free_key_from_later_waiters() {
+fn a_set_waiting_for_a_held_key_lets_a_free_key_go_to_a_later_waiter() {
     let nodes = Nodes::start(3).unwrap();
     let manager = || fair(nodes.urls());
     let (budget, hold) = (Duration::from_secs(30), Duration::from_millis(1500));
-    a_set_keeps_its_place(&nodes, "fair-first", manager, budget, hold);
+    a_set_lets_a_free_key_go(&nodes, "fair-first", manager, budget, hold);
 }
 
-/// A set waits here in the queue of the name that refused it (`a`), and
-/// is handed the other (`b`) while `a` is still held, with pauses far
-/// longer than a reservation: the hand-off wakes it (it watches `b`), its
-/// claim is refused but puts it back first in `b`'s queue, so a later
-/// waiter for `b` still waits for it past the set's reservation of `b`
-/// (200 ms) and the later waiter's next pause (at most 3 s). (Not woken,
-/// the set slept through its reservation; `b`'s queue no longer held it,
-/// and the later waiter took `b` at its next pause.)
+/// As above with pauses far longer than a reservation (3 s): the later
+/// waiter is handed `b` by its release and told, rather than finding it
+/// at the end of a pause.
 #[test]
-fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
+fn a_set_waiting_for_a_held_key_lets_a_free_key_go_with_long_pauses() {
     let nodes = Nodes::start(3).unwrap();
     let manager = || {
         LockManager::builder()
@@ -203,8 +210,115 @@ fn a_set_handed_one_key_while_it_waits_for_another_keeps_its_place() {
             .build()
             .unwrap()
     };
-    let (budget, hold) = (Duration::from_secs(40), Duration::from_millis(3500));
-    a_set_keeps_its_place(&nodes, "fair-handed", manager, budget, hold);
+    let (budget, hold) = (Duration::from_secs(40), Duration::from_millis(2000));
+    a_set_lets_a_free_key_go(&nodes, "fair-handed", manager, budget, hold);
+}
+
+/// Issue 38's deadlock: T holds `a`; a set {a, b} of `set_manager`
+/// waits (in line for `a`); T then asks for `b`, held for a moment by a
+/// third manager U, so that T waits in line for it too. U lets `b` go: T
+/// must get it at once (within 3 s of the release), and the set gets both
+/// once T lets them go. Before, the set also waited in `b`'s queue, ahead
+/// of T: every member refused T for the set's sake, the set waited for
+/// T's `a`, and T's wait ran out (10 s) with `Taken`.
+fn a_holder_gets_a_free_key_a_waiting_set_wants(
+    servers: &[&Server],
+    prefix: &str,
+    holder: &LockManager,
+    set_manager: LockManager,
+    other: &LockManager,
+) {
+    let (a, b) = (
+        resource(&format!("{prefix}-a")),
+        resource(&format!("{prefix}-b")),
+    );
+    let guard_a = holder.lock(&a, TTL).unwrap();
+    let guard_u = other.lock(&b, TTL).unwrap();
+    let set = {
+        let names = vec![a.clone(), b.clone()];
+        thread::spawn(move || {
+            let g = set_manager
+                .try_lock_all_for(&names, TTL, Duration::from_secs(40))
+                .unwrap();
+            g.release().unwrap();
+        })
+    };
+    until_queued(&[(&a, servers, 1)]);
+    let before = queued(servers[0], &b);
+    let asks = {
+        let (holder, b) = (holder.clone(), b.clone());
+        thread::spawn(move || {
+            let got = holder.try_lock_for(&b, TTL, Duration::from_secs(10));
+            (got, Instant::now())
+        })
+    };
+    until_queued(&[(&b, servers, before + 1)]);
+    let released = Instant::now();
+    guard_u.release().unwrap();
+    let (guard_b, at) = asks.join().unwrap();
+    let guard_b = guard_b.unwrap_or_else(|e| panic!("the holder of a never got b: {e}"));
+    let took = at - released;
+    assert!(
+        took < Duration::from_secs(3),
+        "b took {took:?} after its release"
+    );
+    guard_b.release().unwrap();
+    guard_a.release().unwrap();
+    set.join().unwrap();
+}
+
+#[test]
+fn a_holder_asking_for_a_key_a_waiting_set_wants_gets_it_across_managers() {
+    let nodes = Nodes::start(3).unwrap();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let holder = fair(nodes.urls());
+    let (set, other) = (fair(nodes.urls()), fair(nodes.urls()));
+    a_holder_gets_a_free_key_a_waiting_set_wants(&servers, "fair-dl-two", &holder, set, &other);
+}
+
+#[test]
+fn a_holder_asking_for_a_key_a_waiting_set_wants_gets_it_in_one_manager() {
+    let nodes = Nodes::start(3).unwrap();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let dlm = fair(nodes.urls());
+    let other = fair(nodes.urls());
+    a_holder_gets_a_free_key_a_waiting_set_wants(
+        &servers,
+        "fair-dl-one",
+        &dlm,
+        dlm.clone(),
+        &other,
+    );
+}
+
+#[test]
+fn a_holder_asking_for_a_key_a_waiting_set_wants_gets_it_on_a_cluster_member() {
+    if let Some(why) = unsupported() {
+        eprintln!("{why}");
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let build = || {
+        LockManager::builder()
+            .cluster(cluster.seeds())
+            .node_timeout(NODE_TIMEOUT)
+            .retry(3, Duration::from_millis(200))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let servers: Vec<&Server> = cluster.masters.iter().collect();
+    // One hash tag: the set is one script on one master.
+    let prefix = "{fair-dl-cluster}";
+    let a = resource(&format!("{prefix}-a"));
+    let owner = cluster.master_of(a.as_bytes());
+    a_holder_gets_a_free_key_a_waiting_set_wants(
+        &servers[owner..=owner],
+        prefix,
+        &build(),
+        build(),
+        &build(),
+    );
 }
 
 /// The holder of `a` dies: its key expires unreleased. The set {a, b}
@@ -220,7 +334,7 @@ fn a_key_that_expired_is_handed_to_the_first_set_by_a_later_sets_claim() {
     a_dead_holder(&nodes, &a);
     let (first, later) = (vec![a.clone(), b.clone()], vec![a.clone(), c]);
     the_first_is_told(&nodes, first, later, |n| match n {
-        1 => until_queued(&[(&a, &servers, 1), (&b, &servers, 1)]),
+        1 => until_queued(&[(&a, &servers, 1), (&b, &servers, 0)]),
         _ => until_queued(&[(&a, &servers, n)]),
     });
 }

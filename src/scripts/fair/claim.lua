@@ -3,9 +3,10 @@
 -- reservation, or when it is free and no waiter with a live ticket
 -- arrived before us (the first in its queue goes first; lapsed tickets
 -- ahead are dropped). When every key is ours to take, sets each to our
--- token and takes us off each queue. Otherwise writes no key, and keeps
--- our place in every queue: our ticket is added (at our arrival) or
--- refreshed.
+-- token and takes us off each queue. Otherwise writes no key of ours and
+-- keeps our place in the queue of the first key not ours to take (our
+-- ticket there is added, at our arrival, or refreshed); a set leaves the
+-- other keys' queues (see fair.rs, "Why it cannot deadlock").
 --
 -- KEYS     the n lock keys, then their n queues (waiters' tokens, scored
 --          by arrival), their n tickets hashes (each waiter's token,
@@ -116,15 +117,26 @@ if not refused then
     return tonumber(top)
 end
 
+-- Refused: we wait in line on one key only, the first not ours to take;
+-- a set leaves the other keys' queues, so that its place never keeps a
+-- free key it cannot use yet from anyone (a holder of the key that
+-- refused us may be waiting for it). A reservation of ours stays until
+-- its deadline, as for a lock: a release of the key that refused us may
+-- come first.
 local ticket = tonumber(ARGV[4])
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
-    redis.call("ZADD", queue, "NX", ARGV[3], ARGV[1])
-    redis.call("HSET", tickets, ARGV[1], (now + ticket) .. ":" .. ARGV[5])
-    for _, key in ipairs({ queue, tickets }) do
-        if redis.call("PTTL", key) < ticket then
-            redis.call("PEXPIRE", key, ticket)
+    if i == refused then
+        redis.call("ZADD", queue, "NX", ARGV[3], ARGV[1])
+        redis.call("HSET", tickets, ARGV[1], (now + ticket) .. ":" .. ARGV[5])
+        for _, key in ipairs({ queue, tickets }) do
+            if redis.call("PTTL", key) < ticket then
+                redis.call("PEXPIRE", key, ticket)
+            end
         end
+    else
+        redis.call("ZREM", queue, ARGV[1])
+        redis.call("HDEL", tickets, ARGV[1])
     end
 end
 if not refused_held and ARGV[8] then
