@@ -81,6 +81,11 @@ const PERMIT_SUFFIX: &str = ":permit:";
 /// token (tokens are 32 hex digits), so no writer's unlock deletes it.
 pub(crate) const READERS_MARK: &[u8] = b"redlock:readers";
 
+/// What a lock key holds while a fair release has handed it to a waiter
+/// (see `fair.rs`): this, then the waiter's token. It is no token, so no
+/// unlock deletes it and nobody holds the lock.
+pub(crate) const RESERVED_PREFIX: &[u8] = b"redlock:next:";
+
 /// The key of the fencing counter of `resource`: the resource's name
 /// followed by [`FENCE_SUFFIX`], in the resource's Redis Cluster hash slot
 /// (`lock:job:redlock-fence{29178}`; see the crate docs' "Redis Cluster"

@@ -8,7 +8,9 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::keys::{self, READERS_MARK, fence_key, readers_key, record_key, release_channel};
+use crate::keys::{
+    self, READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, record_key, release_channel,
+};
 use crate::manager::LockManager;
 use crate::node_error::NodeError;
 use crate::pipeline::{Answer, Mode, announce_args, counter_start};
@@ -32,9 +34,11 @@ pub struct MemberView {
     /// The member, as errors name it (`host:port`, or `cluster
     /// host:port`).
     pub member: String,
-    /// The lock key's value: a holder's token (32 hex digits), or
-    /// `redlock:readers` while readers hold it; `None` when free. For
-    /// `force_unlock`, what it removed.
+    /// The lock key's value: a holder's token (32 hex digits),
+    /// `redlock:readers` while readers hold it, or `redlock:next:` and a
+    /// waiter's token while a fair release has reserved it for that
+    /// waiter (see [`reserved_for`](Self::reserved_for): nobody holds
+    /// it); `None` when free. For `force_unlock`, what it removed.
     pub holder: Option<String>,
     /// How long the key has left on this member (`inspect`).
     pub left: Option<Duration>,
@@ -46,6 +50,20 @@ pub struct MemberView {
     pub failure: Option<NodeError>,
 }
 
+impl MemberView {
+    /// The fair waiter the key is reserved for (its token), when the key
+    /// holds a fair hand-off's reservation rather than a holder's token.
+    pub fn reserved_for(&self) -> Option<&str> {
+        reserved_for(self.holder.as_deref())
+    }
+}
+
+/// The waiter a lock key's `value` is reserved for, if it is a fair
+/// reservation.
+fn reserved_for(value: Option<&str>) -> Option<&str> {
+    value?.strip_prefix(std::str::from_utf8(RESERVED_PREFIX).unwrap_or_default())
+}
+
 /// What [`LockManager::inspect`] found: whether a quorum holds the lock,
 /// for whom and for how long, and each member's view.
 #[derive(Debug)]
@@ -53,16 +71,23 @@ pub struct MemberView {
 pub struct LockInfo {
     /// The resource, as messages show it.
     pub resource: String,
-    /// A quorum of members hold the same value: someone holds the lock.
+    /// A quorum of members hold the same token (or readers hold it):
+    /// someone holds the lock. A reservation is no holder: see
+    /// [`reserved_for`](Self::reserved_for).
     pub held: bool,
     /// Readers hold it (a read-write lock's read side).
     pub shared: bool,
     /// The value a quorum holds: the holder's token, or
-    /// `redlock:readers`; `None` when no quorum holds one value.
+    /// `redlock:readers`; `None` when no quorum holds one value, or when
+    /// it is a reservation.
     pub holder: Option<String>,
+    /// A quorum holds a fair release's reservation for this waiter (its
+    /// token): nobody holds the lock, and only that waiter may take it
+    /// until the reservation lapses ([`left`](Self::left) says when).
+    pub reserved_for: Option<String>,
     /// The majority's view of the time left: at least a quorum of
-    /// members keep the holder's key this long (before the clock drift
-    /// allowance).
+    /// members keep the holder's key (or the reservation) this long
+    /// (before the clock drift allowance).
     pub left: Option<Duration>,
     /// The largest fencing counter among the members that hold the
     /// lock: the holder's fencing token is at most this (every member
@@ -98,7 +123,10 @@ impl fmt::Display for MemberView {
         write!(f, "{}: ", self.member)?;
         match (&self.holder, self.left) {
             (Some(h), _) if h.as_bytes() == READERS_MARK => f.write_str("held by readers")?,
-            (Some(h), _) => write!(f, "held by {h}")?,
+            (Some(h), _) => match reserved_for(Some(h)) {
+                Some(waiter) => write!(f, "reserved for waiter {waiter}")?,
+                None => write!(f, "held by {h}")?,
+            },
             (None, _) => f.write_str("free")?,
         }
         if let (Some(_), Some(left)) = (&self.holder, self.left) {
@@ -135,7 +163,7 @@ impl LockManager {
         let members = enough(&shown, views(self, answers, &replies, true))?;
         let quorum = quorum::quorum(members.len());
         // The value a quorum holds, if one does.
-        let holder = members
+        let value = members
             .iter()
             .filter_map(|m| m.holder.as_ref())
             .find(|h| {
@@ -146,7 +174,7 @@ impl LockManager {
                     >= quorum
             })
             .cloned();
-        let (left, fencing_counter) = match &holder {
+        let (left, fencing_counter) = match &value {
             Some(h) => {
                 let holding = || members.iter().filter(|m| m.holder.as_ref() == Some(h));
                 let mut lefts: Vec<Duration> = holding().filter_map(|m| m.left).collect();
@@ -158,9 +186,14 @@ impl LockManager {
             }
             None => (None, None),
         };
+        let reserved = reserved_for(value.as_deref()).map(str::to_owned);
+        let holder = value.filter(|_| reserved.is_none());
+        // No holder, no token to bound.
+        let fencing_counter = fencing_counter.filter(|_| reserved.is_none());
         Ok(LockInfo {
             resource: shown,
             held: holder.is_some(),
+            reserved_for: reserved,
             shared: holder
                 .as_ref()
                 .is_some_and(|h| h.as_bytes() == READERS_MARK),

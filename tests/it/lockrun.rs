@@ -1260,6 +1260,37 @@ fn conflict_exit_code_sets_the_status_of_a_taken_lock() {
     }
 }
 
+/// `--inspect` of a key reserved for a fair waiter on a majority says so,
+/// and exits 1: nobody holds the lock (before, it said "held" and exited
+/// 0).
+#[test]
+fn inspect_of_a_fair_reservation_says_reserved_and_exits_1() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-inspect-reserved");
+    let waiter = "0123456789abcdef0123456789abcdef";
+    for s in &cluster.servers {
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(format!("redlock:next:{waiter}"))
+            .arg("PX")
+            .arg(5000)
+            .query(&mut support::admin(s))
+            .unwrap();
+    }
+    let out = run(Command::new(lockrun_bin())
+        .args(["--nodes", &cluster.urls().join(","), "--inspect", &key])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", stderr(&out));
+    assert!(
+        stdout.contains(&format!(
+            "reserved: {key:?} is handed to fair waiter {waiter}"
+        )),
+        "{stdout}"
+    );
+}
+
 /// `--inspect` names the holder and its fencing counter (exit 0), says
 /// free (exit 1) and cannot tell with two of three members down (69);
 /// `--force-unlock` takes the lock from a running lockrun, which exits 76.

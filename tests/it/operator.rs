@@ -162,3 +162,38 @@ fn inspect_and_force_unlock_work_on_a_cluster_member() {
         assert!(next.fencing_token() > guard.fencing_token());
     }
 }
+
+/// A key a fair release handed to a waiter that has not taken it yet
+/// (`redlock:next:` and the waiter's token, as the release script writes
+/// it) on a majority: nobody holds the lock, and `inspect` says it is
+/// reserved, for whom and for how long (before, it read as held by
+/// `redlock:next:...`).
+#[test]
+fn inspect_tells_a_fair_reservation_from_a_holder() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = support::manager(&cluster, Duration::from_millis(500));
+    let r = resource("inspect-reserved");
+    let waiter = "0123456789abcdef0123456789abcdef";
+    for s in &cluster.servers[..2] {
+        let _: () = redis::cmd("SET")
+            .arg(&r)
+            .arg(format!("redlock:next:{waiter}"))
+            .arg("PX")
+            .arg(5000)
+            .query(&mut support::admin(s))
+            .unwrap();
+    }
+    let info = dlm.inspect(&r).unwrap();
+    assert!(!info.held && info.holder.is_none(), "{info:?}");
+    assert_eq!(info.reserved_for.as_deref(), Some(waiter), "{info:?}");
+    let left = info.left.unwrap();
+    assert!(left <= Duration::from_secs(5), "{left:?}");
+    assert_eq!(info.fencing_counter, None);
+    assert_eq!(info.members[0].reserved_for(), Some(waiter));
+    let shown = info.members[0].to_string();
+    assert!(
+        shown.contains(&format!("reserved for waiter {waiter} for ")),
+        "{shown}"
+    );
+    assert_eq!(info.members[2].reserved_for(), None);
+}

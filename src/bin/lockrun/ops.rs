@@ -101,7 +101,17 @@ pub(crate) fn inspect(dlm: &LockManager, resource: &str) -> ExitCode {
         }
         None => {
             let some = info.members.iter().filter(|m| m.holder.is_some()).count();
-            if some > 0 {
+            if let Some(waiter) = &info.reserved_for {
+                let mut line = format!(
+                    "reserved: {:?} is handed to fair waiter {waiter}, which has not taken it \
+                     yet (nobody holds it)",
+                    info.resource
+                );
+                if let Some(left) = info.left {
+                    line.push_str(&format!(", {:.1}s left", left.as_secs_f64()));
+                }
+                println!("{line}");
+            } else if some > 0 {
                 println!(
                     "free: {:?} is held on {some} of {} members, by no quorum (an attempt under \
                      way, or what a failed one left until it expires)",
