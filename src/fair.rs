@@ -81,7 +81,8 @@
 //! arrival, with its next attempt. A dead waiter costs one reservation, at
 //! most twice the node timeout: a waiter whose claim finds another's
 //! reservation asks again when it lapses (the claim answers when), not at
-//! the end of its pause; and a dead waiter first in line when the key is
+//! the end of its pause; a hand-off tells the next live waiter that it
+//! is next, and it asks when the reservation lapses (see `hand.lua`); and a dead waiter first in line when the key is
 //! free is handed a reservation by the next claim, not waited for until
 //! its ticket lapses. A reservation made by a claim is a reservation like
 //! any other (no token, lapsing at its deadline), so none of this changes

@@ -13,16 +13,24 @@ use crate::conn::pack;
 /// once by `redis::Script`.
 pub(crate) struct Lua {
     name: &'static str,
-    src: &'static str,
+    /// The source sent: the prelude, then the script's own file.
+    src: String,
+    /// The script's own file, whose header documents it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    own: &'static str,
     sha: String,
 }
 
 impl Lua {
-    fn new(name: &'static str, src: &'static str) -> Lua {
+    /// The script of the file `own`, after the functions of `prelude`
+    /// (shared by several scripts; empty for most).
+    fn new(name: &'static str, prelude: &'static str, own: &'static str) -> Lua {
+        let src = format!("{prelude}{own}");
         Lua {
             name,
+            sha: redis::Script::new(&src).get_hash().to_owned(),
             src,
-            sha: redis::Script::new(src).get_hash().to_owned(),
+            own,
         }
     }
 
@@ -59,11 +67,16 @@ impl Lua {
 
 /// Declares each script: its static, its name in messages, its file.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal;)+) => {
+    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $prelude:literal)?;)+) => {
         $(
             $(#[$doc])*
-            pub(crate) static $name: LazyLock<Lua> =
-                LazyLock::new(|| Lua::new($shown, include_str!(concat!("scripts/", $file))));
+            pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+                Lua::new(
+                    $shown,
+                    concat!("", $(include_str!(concat!("scripts/", $prelude)))?),
+                    include_str!(concat!("scripts/", $file)),
+                )
+            });
         )+
         /// Every script, for tests.
         #[cfg(test)]
@@ -78,13 +91,13 @@ scripts! {
     UNLOCK, "unlock", "lock/unlock.lua";
     /// A fair manager's release of a lock, handing it to the first fair
     /// waiter queued (see `fair.rs`).
-    HANDOFF, "release", "fair/release.lua";
+    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua";
     /// A queued fair waiter's attempt.
-    CLAIM_QUEUED, "claim-queued", "fair/claim.lua";
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua";
     /// A fair waiter takes its place in the queue.
     JOIN, "join-queue", "fair/join.lua";
     /// A fair waiter gives up its place (never a token).
-    LEAVE, "leave-queue", "fair/leave.lua";
+    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua";
     /// The clean-up of a queued fair waiter's failed attempt: puts back
     /// the reservation it took.
     UNCLAIM, "unclaim", "fair/unclaim.lua";
@@ -151,7 +164,7 @@ mod tests {
         let all = all();
         for (i, lua) in all.iter().enumerate() {
             let header: Vec<&str> = lua
-                .src
+                .own
                 .lines()
                 .take_while(|l| l.starts_with("--"))
                 .collect();

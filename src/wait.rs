@@ -101,7 +101,12 @@ impl Shared {
         if !local && reg.own.contains_key(unlock_token(token)) {
             return;
         }
-        self.counter(resource).fetch_add(1, Ordering::SeqCst);
+        // A notice to the waiter next after a hand-off (see `hand.lua`)
+        // is no release.
+        let lapse = notice(token);
+        if lapse.is_none() {
+            self.counter(resource).fetch_add(1, Ordering::SeqCst);
+        }
         // A fair release handed the lock to one waiter: only that waiter
         // asks (it is its manager's first for the name, see `fair.rs`).
         let for_us = next.is_none_or(|next| reg.own.contains_key(next));
@@ -120,6 +125,21 @@ impl Shared {
                 }
         });
         if !wake {
+            return;
+        }
+        if let (Some(lapse), Some(next)) = (lapse, next) {
+            // It asks when the reservation lapses (a little after, for
+            // the servers' clocks), wherever it waits here: should the
+            // waiter handed the key be gone, the key is free then and
+            // this one is first.
+            let at = Instant::now() + lapse + lapse / 100 + Duration::from_millis(2);
+            let here = reg
+                .resources
+                .get_mut(resource)
+                .is_some_and(|e| e.due(next, at));
+            if !here {
+                reg.resources.values_mut().any(|e| e.due(next, at));
+            }
             return;
         }
         // A hand-off goes to its waiter, wherever it stands here (its
@@ -177,6 +197,15 @@ fn split_message(message: &[u8]) -> (&[u8], Option<&[u8]>) {
     }
 }
 
+/// How long the reservation lasts that a notice's release part announces
+/// (`token:count~ms`: the waiter it names is next after a hand-off, see
+/// `hand.lua`); `None` for any other message.
+fn notice(release: &[u8]) -> Option<Duration> {
+    let at = release.iter().rposition(|&b| b == b'~')?;
+    let ms: u64 = std::str::from_utf8(&release[at + 1..]).ok()?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}
+
 /// The lock token an unlock's message names: the message is the token,
 /// `:`, and a count.
 fn unlock_token(message: &[u8]) -> &[u8] {
@@ -216,6 +245,9 @@ struct Waiter {
     /// It has a place in the members' queues (a fair waiter): a hand-off
     /// may name it.
     placed: bool,
+    /// It is next after a hand-off to another waiter: it asks when that
+    /// reservation lapses (see `hand.lua`).
+    due: Option<Instant>,
 }
 
 impl Waiter {
@@ -252,6 +284,19 @@ impl Entry {
         match self.queue.iter_mut().find(|w| w.token == token) {
             Some(waiter) => {
                 waiter.call();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes the waiter of the acquisition `token`, if it waits here, ask
+    /// at `at`; false if it does not wait here.
+    fn due(&mut self, token: &[u8], at: Instant) -> bool {
+        match self.queue.iter_mut().find(|w| w.token == token) {
+            Some(waiter) => {
+                waiter.due = Some(at);
+                waiter.cv.notify_one();
                 true
             }
             None => false,
@@ -399,6 +444,7 @@ impl Waiters {
                 cv: cv.clone(),
                 token: token.to_vec(),
                 called: false,
+                due: None,
                 placed: false,
             });
             entry.idle_since = None;
@@ -545,7 +591,8 @@ impl Place<'_> {
     /// Waits for a release or `pause`, whichever comes first. True when it
     /// is this thread's turn to ask: it is the longest waiter and a
     /// release was heard or the pause is over, or a fair release handed
-    /// the lock to it. False when the pause is
+    /// the lock to it, or it is next after a fair hand-off whose
+    /// reservation has lapsed. False when the pause is
     /// over and others wait ahead of it, or a `cancel` switch (looked at
     /// every [`LOOK`]) was thrown.
     pub(crate) fn wait(&self, pause: Duration, cancel: Option<&Cancel>) -> bool {
@@ -563,16 +610,21 @@ impl Place<'_> {
                 entry.wake = false;
                 return true;
             }
-            if let Some(me) = entry.queue.iter_mut().find(|w| w.id == self.id)
-                && std::mem::take(&mut me.called)
-            {
-                return true;
+            let me = entry.queue.iter_mut().find(|w| w.id == self.id);
+            let mut due = None;
+            if let Some(me) = me {
+                let now = Instant::now();
+                if std::mem::take(&mut me.called) || me.due.is_some_and(|at| now >= at) {
+                    me.due = None;
+                    return true;
+                }
+                due = me.due;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return first;
             }
             let look = cancel.and_then(|_| Instant::now().checked_add(LOOK));
-            match deadline.into_iter().chain(look).min() {
+            match deadline.into_iter().chain(look).chain(due).min() {
                 Some(until) => drop(self.cv.wait_until(&mut reg, until)),
                 None => self.cv.wait(&mut reg),
             }

@@ -214,3 +214,32 @@ fn a_fair_managers_own_channel_is_told_from_the_release_channel() {
         assert!(!listen::own_channel(odd, address));
     }
 }
+
+#[test]
+fn a_notice_makes_the_next_waiter_ask_when_the_reservation_lapses() {
+    let w = waiters();
+    let (own_a, _) = w.start(b"r", b"tokA");
+    let (own_b, _) = w.start(b"r", b"tokB");
+    let a = w.join(b"r", b"tokA", None);
+    let b = w.join(b"r", b"tokB", None);
+    let before = w.before_attempt(b"r").0;
+    // The key was handed to another waiter; b is next: it asks once that
+    // reservation (300 ms) lapses, not at once and not after its pause.
+    let heard = Instant::now();
+    w.shared.heard(b"r", b"holder:1~300:tokB", false);
+    assert!(!b.wait(Duration::from_millis(100), None), "b asked at once");
+    assert!(b.wait(Duration::from_secs(60), None));
+    let took = heard.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    // No release: a is not woken, and the release count stands.
+    assert!(!w.shared.reg.lock().resources[&b"r"[..]].wake);
+    assert_eq!(w.before_attempt(b"r").0, before);
+    drop((a, b, own_a, own_b));
+    assert_eq!(notice(b"holder:1~300"), Some(Duration::from_millis(300)));
+    for other in [&b"holder:1"[..], b"holder:1~", b"holder:1~x", b"~"] {
+        assert_eq!(notice(other), None);
+    }
+}

@@ -137,28 +137,27 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     }
 }
 
-#[test]
-fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
-    let nodes = Nodes::start(3).unwrap();
-    let name = resource("fair-dead");
+/// Holds `name` on `nodes`, queues a live waiter of `live` (waiting at
+/// most 60 s), puts a dead waiter ahead of it (a ticket that never
+/// claims, valid for a minute), and releases: the release hands the lock
+/// to the dead waiter. Checks that a newcomer of another client is
+/// refused while that reservation stands, and returns how long after the
+/// release the live waiter got the lock.
+fn a_dead_waiter_ahead(nodes: &Nodes, name: &str, live: LockManager) -> Duration {
     let holder = fair(nodes.urls());
-    let guard = holder.lock(&name, TTL).unwrap();
-    // A live waiter queues, then a dead one is put ahead of it: a ticket
-    // that never claims, valid for a minute.
-    let live = fair(nodes.urls());
-    let name2 = name.clone();
+    let guard = holder.lock(name, TTL).unwrap();
+    let name2 = name.to_owned();
     let waiting = thread::spawn(move || {
-        let started = Instant::now();
         let g = live
-            .try_lock_for(&name2, TTL, Duration::from_secs(30))
+            .try_lock_for(&name2, TTL, Duration::from_secs(60))
             .unwrap();
         drop(g);
-        started
+        Instant::now()
     });
-    until_queued(&nodes.servers.iter().collect::<Vec<_>>(), &name, 1);
+    until_queued(&nodes.servers.iter().collect::<Vec<_>>(), name, 1);
     for s in &nodes.servers {
-        let queue = queue_of(s, &name).unwrap();
-        let tickets = beside(s, &name, "tickets").unwrap();
+        let queue = queue_of(s, name).unwrap();
+        let tickets = beside(s, name, "tickets").unwrap();
         let now: (String, String) = redis::cmd("TIME").query(&mut admin(s)).unwrap();
         let deadline = now.0.parse::<u64>().unwrap() * 1000 + 60_000;
         let mut con = admin(s);
@@ -179,21 +178,49 @@ fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
     guard.release().unwrap();
     // The dead waiter holds a reservation: another client's attempt finds
     // the lock taken, as it would find a holder.
-    let other = support::manager(&nodes, NODE_TIMEOUT);
-    match other.try_lock(&name, TTL) {
+    let other = support::manager(nodes, NODE_TIMEOUT);
+    match other.try_lock(name, TTL) {
         Err(Error::Taken { .. }) => {}
         other => panic!("a reserved lock was taken by a newcomer: {other:?}"),
     }
     assert_eq!(
-        get(&nodes.servers[0], &name).as_deref(),
+        get(&nodes.servers[0], name).as_deref(),
         Some(&b"redlock:next:dead"[..])
     );
-    waiting.join().unwrap();
-    let waited = released.elapsed();
+    waiting.join().unwrap() - released
+}
+
+#[test]
+fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
+    let nodes = Nodes::start(3).unwrap();
+    let waited = a_dead_waiter_ahead(&nodes, &resource("fair-dead"), fair(nodes.urls()));
     // Reservation 500 ms (twice the node timeout), then the live waiter's
     // next attempt (pauses of at most 200 ms): generous bound.
     assert!(
         waited < Duration::from_secs(3),
+        "the dead waiter cost {waited:?}"
+    );
+}
+
+/// The same with the live waiter pausing 10 to 20 s: the release tells it
+/// that it is next, and it asks when the dead waiter's reservation lapses
+/// (500 ms), not at the end of its pause. Before, it slept through its
+/// pause while the key was free.
+#[test]
+fn a_dead_waiter_costs_one_reservation_whatever_the_next_ones_pause() {
+    let nodes = Nodes::start(3).unwrap();
+    let live = LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(NODE_TIMEOUT)
+        .retry(1000, Duration::from_secs(20))
+        .fair(true)
+        .build()
+        .unwrap();
+    let waited = a_dead_waiter_ahead(&nodes, &resource("fair-dead-long"), live);
+    // The reservation (500 ms), one claim round, and slack for the
+    // machine: far below the 10 s the shortest pause would take.
+    assert!(
+        waited < Duration::from_millis(2000),
         "the dead waiter cost {waited:?}"
     );
 }
@@ -557,6 +584,80 @@ fn candidates_of_separate_managers_are_elected_in_arrival_order() {
         assert_eq!(queued(s, &name), 0);
         assert_eq!(beside(s, &name, "leader"), None, "a record is left");
     }
+}
+
+/// Puts a waiter that never claims (a dead one) first in `name`'s queue
+/// on every node, its ticket valid for a minute.
+fn a_dead_waiter_queued(nodes: &Nodes, name: &str) {
+    for s in &nodes.servers {
+        let mut con = admin(s);
+        let now: (String, String) = redis::cmd("TIME").query(&mut con).unwrap();
+        let deadline = now.0.parse::<u64>().unwrap() * 1000 + 60_000;
+        // The queue's keys are the fencing counter's companions.
+        let fence = String::from_utf8(redlock_sync::fence_key(name)).unwrap();
+        let queue = fence.replace(":redlock-fence", ":redlock-queue");
+        let tickets = fence.replace(":redlock-fence", ":redlock-tickets");
+        let _: () = redis::cmd("ZADD")
+            .arg(&queue)
+            .arg(1)
+            .arg("dead")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(&tickets)
+            .arg("dead")
+            // Its manager's address: hand-offs to it go to that
+            // manager's own channel.
+            .arg(format!("{deadline}:gone-manager"))
+            .query(&mut con)
+            .unwrap();
+        for key in [&queue, &tickets] {
+            let _: () = redis::cmd("PEXPIRE")
+                .arg(key)
+                .arg(60_000)
+                .query(&mut con)
+                .unwrap();
+        }
+    }
+}
+
+/// A fair leader resigns while a candidate that never claims (dead) is
+/// queued: the leadership is handed to it. An observer of another
+/// manager must still learn at once that the old leader is gone (before,
+/// the hand-off was told to the candidate's manager only, and the
+/// observer slept until its 10 s backstop).
+#[test]
+fn observers_learn_of_a_fair_resignation_handed_to_a_candidate() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-resign-observed");
+    let election = fair(nodes.urls()).election(&name).unwrap();
+    let lead = election.campaign(Duration::from_secs(30)).unwrap();
+    a_dead_waiter_queued(&nodes, &name);
+    let observer = fair(nodes.urls()).election(&name).unwrap();
+    let seen = observer.leader().unwrap().expect("a leader");
+    assert_eq!(seen.term(), lead.term());
+    let watching = thread::spawn(move || {
+        let changed = observer.wait_change(Some(&seen), Duration::from_secs(20));
+        (changed, Instant::now())
+    });
+    // The observer listens before the resignation (its subscription is
+    // confirmed once it reads again after the confirmation).
+    thread::sleep(Duration::from_millis(300));
+    let resigned = Instant::now();
+    lead.resign().unwrap();
+    assert_eq!(
+        get(&nodes.servers[0], &name).as_deref(),
+        Some(&b"redlock:next:dead"[..]),
+        "the leadership was not handed to the queued candidate"
+    );
+    let (changed, at) = watching.join().unwrap();
+    let changed = changed.unwrap();
+    assert!(changed.is_none(), "{changed:?}");
+    let took = at - resigned;
+    assert!(
+        took < Duration::from_secs(2),
+        "the observer learned it after {took:?}"
+    );
 }
 
 #[test]

@@ -144,24 +144,10 @@ if not refused_held and ARGV[8] then
     -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release
     -- would; if it does not come, it costs one reservation.
-    local queue, tickets = KEYS[n + refused], KEYS[2 * n + refused]
-    local first = redis.call("ZRANGE", queue, 0, 0)[1]
-    if first and first ~= ARGV[1] then
-        local ticket = redis.call("HGET", tickets, first) or ""
-        local address = string.match(ticket, "^%d+:(.*)$") or ""
-        redis.call("ZREM", queue, first)
-        redis.call("HDEL", tickets, first)
-        redis.call("SET", KEYS[refused], "redlock:next:" .. first, "PX", ARGV[8])
-        if ARGV[9] then
-            local channel = ARGV[10 + refused]
-            if address ~= "" then
-                channel = channel .. ":" .. address
-            end
-            redis.pcall(ARGV[9], channel, ARGV[10] .. ":" .. first)
-        end
-        if n == 1 then
-            return -(3 + tonumber(ARGV[8]))
-        end
+    local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
+        ARGV[8], ARGV[9], ARGV[10], ARGV[10 + refused])
+    if first and n == 1 then
+        return -(3 + tonumber(ARGV[8]))
     end
 end
 if n > 1 then

@@ -27,39 +27,7 @@ for i = 1, n do
     redis.call("HDEL", tickets, ARGV[1])
     if redis.call("GET", KEYS[i]) == "redlock:next:" .. ARGV[1] then
         gave = 1
-        local first, address = nil, ""
-        while true do
-            local head = redis.call("ZRANGE", queue, 0, 0)[1]
-            if not head then
-                break
-            end
-            local ticket = redis.call("HGET", tickets, head) or ""
-            local deadline, at = string.match(ticket, "^(%d+):?(.*)$")
-            redis.call("ZREM", queue, head)
-            redis.call("HDEL", tickets, head)
-            if deadline and tonumber(deadline) > now then
-                first, address = head, at
-                break
-            end
-        end
-        if first then
-            redis.call("SET", KEYS[i], "redlock:next:" .. first, "PX", ARGV[2])
-        else
-            redis.call("DEL", KEYS[i])
-        end
-        if ARGV[3] then
-            -- A hand-off is announced to the waiter's manager only (its
-            -- own channel, beside the release channel in its slot),
-            -- naming the waiter.
-            local message, channel = ARGV[4], ARGV[4 + i]
-            if first then
-                message = message .. ":" .. first
-                if address ~= "" then
-                    channel = channel .. ":" .. address
-                end
-            end
-            redis.pcall(ARGV[3], channel, message)
-        end
+        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i])
     end
 end
 return gave

@@ -20,68 +20,43 @@
 --
 -- Answers 1 when it deleted or handed off keys and no key holds another
 -- token, 0 when some key holds another token, -1 when no key was there.
--- Each release is announced (the message, and after a hand-off ":" and
--- the waiter's token, so that only that waiter is woken), and may be
--- refused without failing the release. (A waiter giving up its place
+-- Each release is announced (see hand.lua: after a hand-off only the
+-- waiter and the next one are told; a leadership handed on is told on
+-- the release channel too, for observers), and may be refused without
+-- failing the release. (A waiter giving up its place
 -- runs `leave.lua`, which must never give up a token.)
 local n = math.floor(#KEYS / 3)
 local record = KEYS[3 * n + 1]
 local now = nil
 
--- Hands the key i to the first live waiter of its queue, or deletes it;
--- announces it.
-local function hand_off(i)
+-- Hands the key i to the first live waiter of its queue, or deletes it,
+-- and announces it (see hand.lua); answers the waiter, if any.
+local function let_go(i)
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
-    local first, address = nil, ""
-    if redis.call("PTTL", queue) ~= -2 then
-        -- The reservation we took the key from, if any, is spent (without
-        -- a queue, its note in the tickets expires with them).
-        redis.call("HDEL", tickets, "next:" .. ARGV[1])
-        if not now then
-            local t = redis.call("TIME")
-            now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        end
-        while true do
-            local head = redis.call("ZRANGE", queue, 0, 0)[1]
-            if not head then
-                break
-            end
-            local ticket = redis.call("HGET", tickets, head) or ""
-            local deadline, at = string.match(ticket, "^(%d+):?(.*)$")
-            redis.call("ZREM", queue, head)
-            redis.call("HDEL", tickets, head)
-            if deadline and tonumber(deadline) > now then
-                first, address = head, at
-                break
-            end
-        end
-    end
-    if first then
-        redis.call("SET", KEYS[i], "redlock:next:" .. first, "PX", ARGV[2])
-    else
+    if redis.call("PTTL", queue) == -2 then
+        -- Nobody waits: no clock, no queue traffic.
         redis.call("DEL", KEYS[i])
-    end
-    if ARGV[3] then
-        -- A hand-off is announced to the waiter's manager only (its own
-        -- channel, beside the release channel in its slot), naming the
-        -- waiter.
-        local message, channel = ARGV[4], ARGV[4 + i]
-        if first then
-            message = message .. ":" .. first
-            if address ~= "" then
-                channel = channel .. ":" .. address
-            end
+        if ARGV[3] then
+            redis.pcall(ARGV[3], ARGV[4 + i], ARGV[4])
         end
-        redis.pcall(ARGV[3], channel, message)
+        return nil
     end
+    -- The reservation we took the key from, if any, is spent (without a
+    -- queue, its note in the tickets expires with them).
+    redis.call("HDEL", tickets, "next:" .. ARGV[1])
+    if not now then
+        local t = redis.call("TIME")
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i])
 end
 
-local mine, other = 0, 0
+local mine, other, handed = 0, 0, false
 for i = 1, n do
     local held = redis.call("GET", KEYS[i])
     if held == ARGV[1] then
         mine = mine + 1
-        hand_off(i)
+        handed = let_go(i) ~= nil or handed
     elseif held then
         other = other + 1
     end
@@ -90,6 +65,12 @@ end
 -- commands still frees them: a script's writes before an error stay).
 if record and redis.call("HGET", record, "token") == ARGV[1] then
     redis.call("DEL", record)
+    if handed and ARGV[3] then
+        -- A leadership handed to a candidate: its observers hear the
+        -- change on the release channel (":-" names no waiter, so no
+        -- waiter asks).
+        redis.pcall(ARGV[3], ARGV[5], ARGV[4] .. ":-")
+    end
 end
 if other > 0 then
     return 0
