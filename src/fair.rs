@@ -111,6 +111,16 @@ pub(crate) fn reserve_ms(p: &Pipeline) -> String {
     (p.node_timeout.as_millis() as u64 * 2).max(20).to_string()
 }
 
+/// The longest pause of a waiter queued on the members: twice a
+/// reservation (four node timeouts), at least 40 ms. Hand-offs and
+/// notices wake it sooner; this bounds what a waiter can sleep through a
+/// free key whatever its retry delay, when members' queues differ (a
+/// join or a claim that reached some members only, under faults) and no
+/// hand-off reaches a majority naming the same waiter.
+pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
+    (p.node_timeout.saturating_mul(4)).max(Duration::from_millis(40))
+}
+
 /// How long a manager's waiters wait unfairly after a server refused
 /// the queue's commands (an ACL rule without them), before they try
 /// again.

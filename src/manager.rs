@@ -545,8 +545,14 @@ impl LockManager {
                         flagged |= writer.waits(pipeline, &token, ms);
                     }
                     // Reservations for another fair waiter lapse sooner:
-                    // the rest of the pause is kept for later.
+                    // the rest of the pause is kept for later. A waiter
+                    // queued on the members asks at least every few node
+                    // timeouts (see `fair::queued_pause`).
                     let pause = refusal.lapse.map_or(pause, |lapse| pause.min(lapse));
+                    let pause = match refusal.queued {
+                        true => pause.min(crate::fair::queued_pause(pipeline)),
+                        false => pause,
+                    };
                     if wait {
                         if pipeline.fair && names.len() > 1 && watch.is_none() {
                             watch = Some(waiters.watch(names));

@@ -23,6 +23,17 @@
 //! - fencing tokens (an election's terms) grow in the order of holders
 //!   that did not overlap.
 //!
+//! A liveness run (`no_schedule_keeps_a_waiter_from_a_free_resource`)
+//! checks progress as well: every worker fair and pausing 1.5 to 3 s
+//! between attempts, locks and a set of two resources and a holder of
+//! one (kept alive) asking for the other, while the nemesis pauses nodes,
+//! cuts workers off nodes and queues waiters that then die. No waiter may
+//! wait while what it waits for is free (no other worker's keys could
+//! stand on a majority) for longer than [`STALL`]. Reverting issue 38's
+//! fixes, it fails: a set waiting in every queue (4 and 6 stalls in two
+//! runs of two), and hand-offs that tell nobody but the waiter handed to
+//! with no cap on a queued waiter's pause (11 stalls in one run of two).
+//!
 //! The schedule is seeded: the seed is printed, and `SCHEDULE_SEED=<n>`
 //! replays its random choices (thread timing still varies, so a replay
 //! finds the same kind of schedule, not the same interleaving).
@@ -444,6 +455,14 @@ struct Rig {
     disturbed: Vec<Instant>,
     /// `cut[w][i]`: until when worker `w` cannot reach node `i`.
     cut: Vec<Vec<Instant>>,
+    /// The liveness run (see [`live`]): no restarts or moves (a restarted
+    /// server sits out votes, which may leave no quorum for a while: no
+    /// waiter could progress then); dead waiters queued instead.
+    gentle: bool,
+    /// Until when the last dead waiter's ticket is live: one at a time
+    /// (each costs the waiters behind it one reservation; several in a
+    /// row cost one each, which the stall bound does not cover).
+    ghost_until: Instant,
 }
 
 /// What the nemesis undoes when a fault's time is up.
@@ -477,7 +496,55 @@ impl Rig {
             behind: (0..nodes).collect(),
             disturbed: vec![now; members],
             cut: vec![vec![now; members]; WORKERS],
+            gentle: false,
+            ghost_until: now,
         }
+    }
+
+    /// A waiter that dies while queued for `cell` (`a` or `b`): its
+    /// ticket, valid for 3 s, at the back of the cell's queue on every
+    /// server not disturbed now (as a fair waiter's join writes it), from
+    /// a manager nobody runs any more.
+    fn ghost(&mut self, cell: &str, now: Instant, log: &mut Vec<String>) {
+        if self.ghost_until > now {
+            return;
+        }
+        self.ghost_until = now + Duration::from_secs(3);
+        let name = format!("sched:{cell}");
+        let fence = String::from_utf8(redlock_sync::fence_key(&name)).unwrap();
+        let queue = fence.replace(":redlock-fence", ":redlock-queue");
+        let tickets = fence.replace(":redlock-fence", ":redlock-tickets");
+        let ghost = format!("ghost{:x}", getrandom::u64().unwrap());
+        for i in 0..self.proxies.len() {
+            if self.disturbed[i] > now {
+                continue;
+            }
+            let mut con = support::admin(&self.servers[self.behind[i]]);
+            let server_now: (String, String) = redis::cmd("TIME").query(&mut con).unwrap();
+            let (sec, micros) = (
+                server_now.0.parse::<u64>().unwrap(),
+                server_now.1.parse::<u64>().unwrap(),
+            );
+            let deadline = sec * 1000 + micros / 1000 + 3000;
+            let arrival = sec * 1_000_000 + micros;
+            // As the join script writes it: the keys last at least as
+            // long as the ticket.
+            let _: i64 = redis::Script::new(
+                "redis.call('ZADD', KEYS[1], 'NX', ARGV[1], ARGV[2]) \
+                 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) \
+                 for _, k in ipairs(KEYS) do \
+                   if redis.call('PTTL', k) < 3000 then redis.call('PEXPIRE', k, 3000) end \
+                 end return 1",
+            )
+            .key(&queue)
+            .key(&tickets)
+            .arg(arrival)
+            .arg(&ghost)
+            .arg(format!("{deadline}:gone-manager"))
+            .invoke(&mut con)
+            .unwrap();
+        }
+        log.push(format!("a waiter queued for {cell} dies"));
     }
 
     /// How many members may be disturbed at once, for any worker.
@@ -578,7 +645,12 @@ impl Rig {
             return None;
         }
         let s = self.behind[i];
-        match rng.below(5) {
+        let roll = rng.below(5);
+        if self.gentle && roll >= 3 {
+            self.ghost(["a", "b"][rng.below(2) as usize], now, log);
+            return None;
+        }
+        match roll {
             0..=2 => {
                 let d = rng.ms(30, 500);
                 self.servers[s].pause();
@@ -744,6 +816,358 @@ fn check(seed: u64, length: Duration, cluster: bool) {
             "no holder of {op}: {per:?}"
         );
     }
+}
+
+/// The liveness run's shapes: locks and a set of the same two
+/// resources, and a holder of `a` (kept alive) that asks for `b` while
+/// holding it: issue 38's deadlock, where a set {a, b} waiting in line
+/// kept `b` free for itself from the holder of `a`.
+const LIVE_OPS: [&str; 4] = ["lock a", "lock b", "set a+b", "a then b"];
+
+/// No waiter waits longer than this while what it waits for is free (no
+/// other worker's keys may stand on a majority): a dead waiter's
+/// reservation (100 ms), one more for a set that cannot use a key yet,
+/// claim rounds (50 ms each) and a release message, with slack for this
+/// shared 2-core machine (six workers, seven servers, thirty forwarders).
+const STALL: Duration = Duration::from_millis(1000);
+
+/// One acquisition call of a worker: what it waited for, from its call to
+/// its return, and whether it got it.
+struct Waited {
+    worker: usize,
+    what: &'static str,
+    cells: Vec<&'static str>,
+    start: Instant,
+    end: Instant,
+    got: bool,
+}
+
+/// When a worker's keys for `cells` may stand on a majority of members.
+struct Occupied {
+    worker: usize,
+    cells: Vec<&'static str>,
+    from: Instant,
+    to: Instant,
+}
+
+/// What the liveness run's workers recorded.
+#[derive(Default)]
+struct Record {
+    spans: Vec<Span>,
+    waits: Vec<Waited>,
+    held: Vec<Occupied>,
+}
+
+/// A guard of the liveness run and what is known of its keys.
+struct Holding {
+    guard: LockGuard,
+    what: &'static str,
+    cells: Vec<&'static str>,
+    /// The earliest its keys may have been written: the acquisition's
+    /// last round, at most two node timeouts before the call returned.
+    from: Instant,
+    /// The latest its keys may expire unless renewed (`None`: kept
+    /// alive).
+    expires: Option<Instant>,
+    ttl: Duration,
+    span: Option<(Instant, Instant)>,
+}
+
+impl Holding {
+    fn check(&mut self) -> bool {
+        let at = Instant::now();
+        let ok = self.guard.ensure_held().is_ok();
+        if ok {
+            self.span.get_or_insert((at, at)).1 = at;
+        }
+        ok
+    }
+
+    /// The latest the keys may stand (the servers' clocks may run 1%
+    /// slow).
+    fn expiry(&self) -> Option<Instant> {
+        self.expires
+            .map(|e| e + self.ttl / 50 + Duration::from_millis(5))
+    }
+
+    /// Releases (or, `crash`, leaks) the guard and records its span and
+    /// when its keys may have stood.
+    fn end(self, worker: usize, crash: bool, rec: &Mutex<Record>) {
+        let token = self.guard.fencing_token();
+        let expiry = self.expiry();
+        let gone = if crash {
+            std::mem::forget(self.guard);
+            expiry.expect("a leaked guard is not kept alive")
+        } else {
+            let _ = self.guard.release();
+            let now = Instant::now();
+            expiry.map_or(now, |e| e.min(now))
+        };
+        let mut rec = rec.lock();
+        rec.held.push(Occupied {
+            worker,
+            cells: self.cells.clone(),
+            from: self.from,
+            to: gone,
+        });
+        if let Some((start, end)) = self.span {
+            rec.spans.push(Span {
+                worker,
+                what: self.what,
+                holds: vec![Hold::Exclusive(
+                    self.cells.iter().map(|c| (*c).to_owned()).collect(),
+                )],
+                token,
+                start,
+                end,
+            });
+        }
+    }
+}
+
+/// A liveness run's acquisition of `cells` (`a`, `b`, or both as a set),
+/// recorded as a wait.
+fn live_take(
+    dlm: &LockManager,
+    worker: usize,
+    what: &'static str,
+    cells: &[&'static str],
+    ttl: Duration,
+    wait: Duration,
+    rec: &Mutex<Record>,
+) -> Option<Holding> {
+    let names: Vec<String> = cells.iter().map(|c| format!("sched:{c}")).collect();
+    let start = Instant::now();
+    let got = match &names[..] {
+        [one] => dlm.try_lock_for(one, ttl, wait),
+        _ => dlm.try_lock_all_for(&names, ttl, wait),
+    };
+    let end = Instant::now();
+    rec.lock().waits.push(Waited {
+        worker,
+        what,
+        cells: cells.to_vec(),
+        start,
+        end,
+        got: got.is_ok(),
+    });
+    Some(Holding {
+        guard: got.ok()?,
+        what,
+        cells: cells.to_vec(),
+        from: end - (end - start).min(2 * NODE_TIMEOUT),
+        expires: Some(end + ttl),
+        ttl,
+        span: None,
+    })
+}
+
+/// Holds `held` for a while (checks, short sleeps, extends), then
+/// releases each, or leaks the ones not kept alive (a crash).
+fn live_hold(rng: &mut Rng, worker: usize, mut held: Vec<Holding>, rec: &Mutex<Record>) {
+    for _ in 0..rng.between(1, 4) {
+        if !held.iter_mut().all(Holding::check) {
+            break;
+        }
+        if rng.below(4) == 0 {
+            let ttl = rng.ms(TTL_MS.0, TTL_MS.1);
+            for h in held.iter_mut().filter(|h| h.expires.is_some()) {
+                let _ = h.guard.extend(ttl);
+                h.ttl = h.ttl.max(ttl);
+                let now = Instant::now();
+                h.expires = h.expires.map(|e| e.max(now + ttl));
+            }
+        } else {
+            thread::sleep(rng.ms(0, 30));
+        }
+    }
+    let crash = rng.below(10) == 0 && held.iter().all(|h| h.expires.is_some());
+    for h in held {
+        h.end(worker, crash, rec);
+    }
+}
+
+/// Every wait during which what it waited for was free for longer than
+/// `bound` (no other worker's keys could stand on it), as readable lines.
+fn stalls(rec: &Record, bound: Duration, t0: Instant) -> Vec<String> {
+    let at = |i: Instant| i.duration_since(t0).as_secs_f64() * 1000.0;
+    let mut found = Vec::new();
+    for w in &rec.waits {
+        let mut busy: Vec<(Instant, Instant)> = rec
+            .held
+            .iter()
+            .filter(|o| o.worker != w.worker && o.cells.iter().any(|c| w.cells.contains(c)))
+            .map(|o| (o.from, o.to))
+            .collect();
+        busy.sort();
+        let mut free_from = w.start;
+        let mut gap = |from: Instant, to: Instant| {
+            if to > from && to - from > bound {
+                found.push(format!(
+                    "worker {} ({}) waited for {:?} from {:.1}ms to {:.1}ms ({}), and it was \
+                     free from {:.1}ms to {:.1}ms",
+                    w.worker,
+                    w.what,
+                    w.cells,
+                    at(w.start),
+                    at(w.end),
+                    if w.got { "got it" } else { "gave up" },
+                    at(from),
+                    at(to)
+                ));
+            }
+        };
+        for (from, to) in busy {
+            if from > free_from {
+                gap(free_from, from.min(w.end));
+            }
+            free_from = free_from.max(to);
+            if free_from >= w.end {
+                break;
+            }
+        }
+        if free_from < w.end {
+            gap(free_from, w.end);
+        }
+    }
+    found
+}
+
+/// The liveness run: every worker fair and pausing 1.5 to 3 s between
+/// attempts (so a waiter that depends on its pause shows), locks and
+/// sets of `a` and `b` and holders of `a` asking for `b`, while the
+/// nemesis pauses nodes, cuts workers off nodes and queues waiters that
+/// die; afterwards, the safety violations and the stalls.
+fn live(seed: u64, length: Duration) -> (Vec<String>, Vec<String>, Record) {
+    let mut rig = Rig::start(NODES, false);
+    rig.gentle = true;
+    let rec = Mutex::new(Record::default());
+    let stop = AtomicBool::new(false);
+    let managers: Vec<LockManager> = (0..WORKERS)
+        .map(|w| {
+            LockManager::builder()
+                .nodes(rig.proxies.iter().map(|p| p[w].url()))
+                .node_timeout(NODE_TIMEOUT)
+                .retry(1000, Duration::from_secs(3))
+                .restart_quarantine(QUARANTINE)
+                .fair(true)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for dlm in &managers {
+        dlm.lock_all(["sched:a", "sched:b"], Duration::from_millis(TTL_MS.1))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    let t0 = Instant::now();
+    let mut log = Vec::new();
+    thread::scope(|scope| {
+        for (w, dlm) in managers.iter().enumerate() {
+            let (rec, stop) = (&rec, &stop);
+            scope.spawn(move || {
+                let mut rng = Rng(seed ^ (w as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+                while !stop.load(Ordering::Relaxed) {
+                    let op = rng.below(LIVE_OPS.len() as u64) as usize;
+                    let what = LIVE_OPS[op];
+                    let ttl = rng.ms(TTL_MS.0, TTL_MS.1);
+                    let wait = rng.ms(300, 3000);
+                    let cells: &[&'static str] = match op {
+                        0 | 3 => &["a"],
+                        1 => &["b"],
+                        _ => &["a", "b"],
+                    };
+                    let Some(mut first) = live_take(dlm, w, what, cells, ttl, wait, rec) else {
+                        thread::sleep(rng.ms(1, 20));
+                        continue;
+                    };
+                    if op != 3 {
+                        live_hold(&mut rng, w, vec![first], rec);
+                        continue;
+                    }
+                    // Holds `a` (kept alive) and asks for `b`.
+                    first.guard = first.guard.keep_alive();
+                    first.expires = None;
+                    first.check();
+                    match live_take(dlm, w, what, &["b"], ttl, wait, rec) {
+                        Some(second) => live_hold(&mut rng, w, vec![first, second], rec),
+                        None => first.end(w, false, rec),
+                    }
+                }
+            });
+        }
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        let mut rng = Rng(seed);
+        let mut pending: Vec<(Instant, Undo)> = Vec::new();
+        while t0.elapsed() < length {
+            thread::sleep(rng.ms(20, 150));
+            let now = Instant::now();
+            let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
+            pending = later;
+            for (_, undo) in due {
+                rig.undo(undo);
+            }
+            let i = rng.below(rig.disturbed.len() as u64) as usize;
+            let entry = format!("{:.0}ms: ", t0.elapsed().as_secs_f64() * 1000.0);
+            let mut said = Vec::new();
+            if let Some(undo) = rig.fault(&mut rng, i, now, &mut said) {
+                pending.push(undo);
+            }
+            log.extend(said.into_iter().map(|l| format!("{entry}{l}")));
+        }
+        for (_, undo) in pending {
+            rig.undo(undo);
+        }
+    });
+    let rec = rec.into_inner();
+    let unsafe_ = violations(&rec.spans, t0);
+    let stalled = stalls(&rec, STALL, t0);
+    (unsafe_, stalled, rec)
+}
+
+fn check_live(seed: u64, length: Duration) {
+    let _heavy = support::heavy();
+    eprintln!("liveness seed {seed} (replay with SCHEDULE_SEED={seed}), {length:?} on 5 nodes");
+    let (unsafe_, stalled, rec) = live(seed, length);
+    let mut per: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for w in &rec.waits {
+        let e = per.entry(w.what).or_default();
+        e.0 += 1;
+        e.1 += usize::from(w.got);
+    }
+    eprintln!("waits (calls, got): {per:?}");
+    assert!(
+        unsafe_.is_empty() && stalled.is_empty(),
+        "seed {seed}: {} violations, {} stalls:\n{}",
+        unsafe_.len(),
+        stalled.len(),
+        unsafe_
+            .iter()
+            .chain(&stalled)
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // A run whose waits all gave up, or that held nothing, checked little.
+    for op in LIVE_OPS {
+        let (calls, got) = per.get(op).copied().unwrap_or_default();
+        assert!(got > 0 && calls > 0, "no {op} was taken: {per:?}");
+    }
+}
+
+/// Liveness: no waiter waits while what it waits for is free, with every
+/// worker fair (see [`live`]).
+#[test]
+fn no_schedule_keeps_a_waiter_from_a_free_resource() {
+    check_live(seed(), seconds(12));
 }
 
 #[test]

@@ -5,8 +5,8 @@
 
 -- The first waiter of `queue` whose ticket in `tickets` is live at `now`
 -- (server ms), and its manager's address; waiters ahead of it whose
--- tickets lapsed are dropped. It is taken off the queue when `take`.
-local function first_live(queue, tickets, now, take)
+-- tickets lapsed are dropped. It is taken off the queue.
+local function first_live(queue, tickets, now)
     while true do
         local head = redis.call("ZRANGE", queue, 0, 0)[1]
         if not head then
@@ -15,14 +15,29 @@ local function first_live(queue, tickets, now, take)
         local ticket = redis.call("HGET", tickets, head) or ""
         local deadline, at = string.match(ticket, "^(%d+):?(.*)$")
         local live = deadline and tonumber(deadline) > now
-        if take or not live then
-            redis.call("ZREM", queue, head)
-            redis.call("HDEL", tickets, head)
-        end
+        redis.call("ZREM", queue, head)
+        redis.call("HDEL", tickets, head)
         if live then
             return head, at
         end
     end
+end
+
+-- Up to `count` live waiters of `queue` (each with its manager's
+-- address), in order, whose tickets in `tickets` are live at `now`.
+local function next_live(queue, tickets, now, count)
+    local found = {}
+    for _, waiter in ipairs(redis.call("ZRANGE", queue, 0, count + 3)) do
+        local ticket = redis.call("HGET", tickets, waiter) or ""
+        local deadline, at = string.match(ticket, "^(%d+):?(.*)$")
+        if deadline and tonumber(deadline) > now then
+            found[#found + 1] = { waiter, at }
+            if #found == count then
+                break
+            end
+        end
+    end
+    return found
 end
 
 -- The channel of the manager at `address`, beside the release channel.
@@ -39,13 +54,16 @@ end
 -- nobody waits. With `publish` (PUBLISH or SPUBLISH), announces it on
 -- `channel`, the key's release channel, with `message`: to the waiter's
 -- manager, naming it (":" and its token), so that only that waiter is
--- woken; and to the next live waiter's manager, a notice ("~", `reserve`,
--- ":" and its token) that it asks when the reservation lapses: should
--- the first waiter be dead or gone, the key is free then and that waiter
--- is first, so it costs one reservation, never a pause. Nobody waiting,
--- a plain release message. Answers the waiter's token, or nil.
+-- woken; and to the managers of the next two live waiters, a notice
+-- ("~", `reserve`, ":" and its token) that they ask when the reservation
+-- lapses: should the first waiter be dead or gone, the key is free then
+-- and the next live one takes it (a claim that finds a dead waiter still
+-- first reserves the key for it and asks again at that lapse), so a dead
+-- waiter costs one reservation, never a pause, as long as one of the two
+-- told is alive. Nobody waiting, a plain release message. Answers the
+-- waiter's token, or nil.
 local function hand_off(key, queue, tickets, now, reserve, publish, message, channel)
-    local first, address = first_live(queue, tickets, now, true)
+    local first, address = first_live(queue, tickets, now)
     if first then
         redis.call("SET", key, "redlock:next:" .. first, "PX", reserve)
     else
@@ -57,9 +75,8 @@ local function hand_off(key, queue, tickets, now, reserve, publish, message, cha
             return nil
         end
         redis.pcall(publish, beside(channel, address), message .. ":" .. first)
-        local next, at = first_live(queue, tickets, now, false)
-        if next then
-            redis.pcall(publish, beside(channel, at), message .. "~" .. reserve .. ":" .. next)
+        for _, next in ipairs(next_live(queue, tickets, now, 2)) do
+            redis.pcall(publish, beside(channel, next[2]), message .. "~" .. reserve .. ":" .. next[1])
         end
     end
     return first
