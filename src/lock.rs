@@ -386,9 +386,18 @@ impl Shape for One {
         let keys = &keys[..];
         // A fair manager's release of a lock hands it to the first fair
         // waiter queued (the others' releases delete it, as before: their
-        // users' ACL rules need not cover the queue's keys).
+        // users' ACL rules need not cover the queue's keys). One that
+        // knows of no waiter (it did not queue, and its manager's threads
+        // did not wait for the name lately) sends the plain unlock, which
+        // deletes nothing where a queue stands; the hand-off follows
+        // there, in a second round (see `fair.rs`, "What it costs").
         if release && p.fair && self.hands_off() {
             let record = self.record.as_deref();
+            let knows =
+                self.fair.as_ref().is_some_and(Fair::queued) || p.waiters.lately(&self.wakes);
+            if let (false, None, Some(message)) = (knows, record, message) {
+                return self.unlock_unless_queued(p, only, token, message, &channel);
+            }
             return fair::release(p, only, &self.key, record, &self.wakes, token, message);
         }
         // The clean-up of a queued waiter's attempt puts back the
@@ -423,6 +432,54 @@ impl Shape for One {
             }
         };
         Tally::count(answers)
+    }
+}
+
+impl One {
+    /// A fair manager's release of a lock that knows of no waiter: the
+    /// unlock script with the queue's key, and the release's `PUBLISH`
+    /// pipelined behind it, as an unfair release costs. A member where a
+    /// queue stands deletes nothing (it answers 2: a waiter came while it
+    /// was held); the hand-off release then runs there.
+    fn unlock_unless_queued(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: &[u8],
+        channel: &[u8],
+    ) -> Tally {
+        let queue = keys::queue_key(&self.key);
+        let keys: [&[u8]; 2] = [&self.key, &queue];
+        let node_tail = pack(&[b"PUBLISH", channel, message]);
+        let cluster_tail = pack(&[b"SPUBLISH", channel, message]);
+        let answers = p.script_tailed(
+            &UNLOCK,
+            only,
+            (&keys, &[token]),
+            (&keys, &[token]),
+            Some((&node_tail, &cluster_tail)),
+            RELEASE,
+        );
+        let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
+        let mut tally = Tally::count(
+            answers
+                .into_iter()
+                .map(|a| a.filter(|a| !matches!(a, Ok(2)))),
+        );
+        if queued.contains(&true) {
+            let handed = fair::release(
+                p,
+                Some(&queued),
+                &self.key,
+                None,
+                &self.wakes,
+                token,
+                Some(message),
+            );
+            tally.add(handed);
+        }
+        tally
     }
 }
 

@@ -204,6 +204,14 @@ impl Tally {
         self.yes + self.no + self.gone + self.failures.len()
     }
 
+    /// Adds the answers of `other`, a round on other members.
+    pub(crate) fn add(&mut self, other: Tally) {
+        self.yes += other.yes;
+        self.no += other.no;
+        self.gone += other.gone;
+        self.failures.extend(other.failures);
+    }
+
     /// Whether a quorum agreed.
     pub(crate) fn reached(&self) -> bool {
         self.yes >= quorum(self.nodes())

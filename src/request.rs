@@ -15,7 +15,8 @@ use crate::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
 /// "no such key", anything else is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
-    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise).
+    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise);
+    /// `2` is the unlock's "a fair queue stands" (see `lock.rs`).
     One,
     /// As `One` for the first command; a second one (the `PUBLISH` after
     /// a release's unlock) is read and its answer, an error reply
@@ -282,7 +283,7 @@ impl Pooled {
             },
             (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
             (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
-            (_, Value::Int(1)) => Ok(1),
+            (_, Value::Int(n @ 1..=2)) => Ok(n as u64),
             (_, Value::Int(0)) => Ok(0),
             (_, Value::Int(-1)) => Ok(GONE),
             (_, other) => Err(unexpected(&other).into()),

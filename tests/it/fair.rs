@@ -455,10 +455,16 @@ fn a_failed_claim_puts_its_reservation_back_and_the_first_waiter_goes_first() {
             .unwrap();
     }
     guard.release().unwrap_err();
+    // Handed to the first waiter: its reservation, or already its token
+    // for the moment of a claim (the holder knew of no waiter, so its
+    // release was the plain unlock first, announced as a release, and the
+    // hand-off followed where the queue stood).
     let reserved = [&b"redlock:next:"[..], &first].concat();
-    assert_eq!(
-        get(&nodes.servers[0], &name).as_deref(),
-        Some(&reserved[..])
+    let now = get(&nodes.servers[0], &name);
+    assert!(
+        now.as_deref() == Some(&reserved[..]) || now.as_deref() == Some(&first[..]),
+        "the first node's key is {:?} after the release",
+        now.map(|v| String::from_utf8_lossy(&v).into_owned())
     );
     let before = ticket(&nodes.servers[1], &name, &first);
     // Within the reservation (2 s), however many claims fail, the first
