@@ -269,7 +269,7 @@ impl Election {
         let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
             ours = Some(*token);
             let start = Instant::now();
-            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
+            let granted = crate::fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             let guard = LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -301,7 +301,7 @@ impl Election {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            shape.give_up(pipeline, &token);
+            crate::fair::give_up(pipeline, &*shape, &token);
         }
         result
     }

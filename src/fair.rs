@@ -111,10 +111,12 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::error::{Error, Result};
 use crate::keys::{fence_key, queue_key, release_channel, tickets_key};
 use crate::node_error::NodeErrorKind;
 use crate::pipeline::{
-    Answer, DECIDE, Mode, Pipeline, RELEASE, Vote, announce_args, counter_start,
+    Answer, DECIDE, Granted, Mode, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args,
+    counter_start,
 };
 use crate::quorum::Tally;
 use crate::script::{BUSY, CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, Lua, UNCLAIM};
@@ -394,6 +396,69 @@ impl Fair {
             };
             run(p, &LEAVE, None, call, RELEASE);
         }
+    }
+}
+
+/// A shape that may wait fairly: its place in the queues, if any, and how
+/// it leaves them.
+pub(crate) trait Queued: Shape {
+    /// Its place in the members' queues (a fair manager's acquisition
+    /// that waits), or `None`.
+    fn place(&self) -> Option<&Fair>;
+
+    /// Leaves every queue it is in, passing on a reservation it had; best
+    /// effort. By default, a lock's.
+    fn leave(&self, p: &Pipeline, fair: &Fair, token: &[u8]) {
+        if let (Some(key), Some(wakes)) = (self.resources().first(), self.wakes().first()) {
+            fair.leave(p, key, wakes, token);
+        }
+    }
+}
+
+/// Admission, the fair stage of every acquisition: one attempt through
+/// the pipeline ([`Pipeline::acquire`]), and what a fair waiter does
+/// around it. Refused, it takes its place in the queue of the one
+/// resource that refused it (a set waits in line on one key at a time;
+/// see the manual's "Why sets cannot deadlock"), or, queued already,
+/// learns when the reservations it found lapse; granted by some members
+/// only, it leaves the others' queues (it may still be queued there, or
+/// hold a reservation). Every shape that waits fairly goes through here:
+/// locks, the write side, sets and election candidates.
+pub(crate) fn attempt<S: Queued>(
+    p: &Pipeline,
+    shape: &S,
+    token: &[u8],
+    ttl_ms: u64,
+    refusal: &mut Refusal,
+) -> Result<Granted> {
+    let result = p.acquire(shape, token, ttl_ms, refusal);
+    let Some(fair) = shape.place() else {
+        return result;
+    };
+    match &result {
+        Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
+            shape.leave(p, fair, token);
+        }
+        Err(Error::Taken { .. }) if fair.queued() => refusal.lapse = fair.lapse(),
+        Err(Error::Taken { .. }) if fair.active() => {
+            let resources = shape.resources();
+            let at = refusal
+                .blocked
+                .filter(|&i| i < resources.len())
+                .unwrap_or(0);
+            fair.join(p, resources[at], token);
+        }
+        _ => {}
+    }
+    refusal.queued = result.is_err() && fair.queued();
+    result
+}
+
+/// An acquisition of `shape` that gave up with `token`: a fair waiter
+/// leaves every queue at once.
+pub(crate) fn give_up<S: Queued>(p: &Pipeline, shape: &S, token: &[u8]) {
+    if let Some(fair) = shape.place().filter(|f| f.queued()) {
+        shape.leave(p, fair, token);
     }
 }
 

@@ -11,9 +11,7 @@ use crate::fair::{self, Fair};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
 use crate::manager::{Budget, LockManager, Wait, WaitOn};
-use crate::pipeline::{
-    DECIDE, Granted, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args, counter_start,
-};
+use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
@@ -56,42 +54,6 @@ impl One {
     /// `fair.rs`): its release hands it to the first waiter queued.
     pub(crate) fn fair(self, fair: Option<Fair>) -> One {
         One { fair, ..self }
-    }
-
-    /// One attempt through the pipeline, and what a fair waiter does
-    /// around it: refused, it takes its place in the queues (or learns
-    /// when the reservations it found lapse); granted by some members
-    /// only, it leaves the others' queues (it may still be queued there,
-    /// or hold a reservation).
-    pub(crate) fn attempt(
-        &self,
-        p: &Pipeline,
-        token: &[u8],
-        ttl_ms: u64,
-        refusal: &mut Refusal,
-    ) -> Result<Granted> {
-        let result = p.acquire(self, token, ttl_ms, refusal);
-        let Some(fair) = &self.fair else {
-            return result;
-        };
-        match &result {
-            Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
-                fair.leave(p, &self.key, &self.wakes, token);
-            }
-            Err(Error::Taken { .. }) if fair.queued() => refusal.lapse = fair.lapse(),
-            Err(Error::Taken { .. }) if fair.active() => fair.join(p, &self.key, token),
-            _ => {}
-        }
-        refusal.queued = result.is_err() && fair.queued();
-        result
-    }
-
-    /// An acquisition that gave up with `token`: a fair waiter leaves
-    /// every queue at once.
-    pub(crate) fn give_up(&self, p: &Pipeline, token: &[u8]) {
-        if let Some(fair) = &self.fair {
-            fair.leave(p, &self.key, &self.wakes, token);
-        }
     }
 
     /// The leadership of the election `name`: the lock on `name`, whose
@@ -435,6 +397,12 @@ impl Shape for One {
     }
 }
 
+impl fair::Queued for One {
+    fn place(&self) -> Option<&Fair> {
+        self.fair.as_ref()
+    }
+}
+
 impl One {
     /// A fair manager's release of a lock that knows of no waiter: the
     /// unlock script with the queue's key, and the release's `PUBLISH`
@@ -609,7 +577,7 @@ impl LockManager {
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
             ours = Some(*token);
-            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
+            let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -620,7 +588,7 @@ impl LockManager {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            shape.give_up(pipeline, &token);
+            fair::give_up(pipeline, &*shape, &token);
         }
         result
     }

@@ -14,9 +14,7 @@ use crate::keys::{self, fence_key, release_channel};
 use crate::manager::{Budget, LockManager, Wait, WaitOn};
 use crate::member::Member;
 use crate::node_error::NodeError;
-use crate::pipeline::{
-    DECIDE, Granted, Mode, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args, counter_start,
-};
+use crate::pipeline::{DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
 use crate::quorum::Tally;
 use crate::script::{
     BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM, UNLOCK_SET,
@@ -133,7 +131,7 @@ impl LockManager {
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
             ours = Some(*token);
-            let granted = shape.attempt(pipeline, token, ttl_ms, refusal)?;
+            let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
@@ -144,7 +142,7 @@ impl LockManager {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            shape.give_up(pipeline, &token);
+            fair::give_up(pipeline, &*shape, &token);
         }
         result
     }
@@ -196,59 +194,6 @@ type SetCall<'a> = &'a (dyn Fn(&[usize], bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) +
 impl Set {
     fn refs(&self) -> Vec<&[u8]> {
         self.resources.iter().map(|r| &r[..]).collect()
-    }
-
-    /// One attempt through the pipeline, and what a fair waiter does
-    /// around it, as for a lock (see `One::attempt`): refused, it takes
-    /// its place in the queue of the resource that refused it (one queue
-    /// at a time); granted by some members only, it leaves the others'
-    /// queues.
-    fn attempt(
-        &self,
-        p: &Pipeline,
-        token: &[u8],
-        ttl_ms: u64,
-        refusal: &mut Refusal,
-    ) -> Result<Granted> {
-        let result = p.acquire(self, token, ttl_ms, refusal);
-        let Some(fair) = &self.fair else {
-            return result;
-        };
-        match &result {
-            Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
-                self.leave(p, fair, token);
-            }
-            // A set waits in line on one key: the first that refused it
-            // (see `fair.rs`, "Why it cannot deadlock").
-            Err(Error::Taken { .. }) if !fair.queued() && fair.active() => {
-                let at = refusal.blocked.unwrap_or(0);
-                fair.join(p, &self.resources[at], token);
-            }
-            _ => {}
-        }
-        refusal.queued = result.is_err() && fair.queued();
-        result
-    }
-
-    /// An acquisition that gave up with `token`: a fair waiter leaves
-    /// every queue at once.
-    fn give_up(&self, p: &Pipeline, token: &[u8]) {
-        if let Some(fair) = &self.fair {
-            self.leave(p, fair, token);
-        }
-    }
-
-    /// Leaves every resource's queue, passing on each reservation it had
-    /// (see the leave script); best effort.
-    fn leave(&self, p: &Pipeline, fair: &Fair, token: &[u8]) {
-        if fair.queued() {
-            let message = p.message(token);
-            let call = |group: &[usize], cluster: bool| {
-                let locks = self.pick(group);
-                fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
-            };
-            self.round(p, &LEAVE, None, &call, RELEASE);
-        }
     }
 
     /// The resources at the indexes of `group`.
@@ -390,6 +335,23 @@ impl Set {
                 vote
             })
             .collect()
+    }
+}
+
+impl fair::Queued for Set {
+    fn place(&self) -> Option<&Fair> {
+        self.fair.as_ref()
+    }
+
+    /// Leaves every resource's queue, passing on each reservation it had
+    /// (see the leave script); best effort.
+    fn leave(&self, p: &Pipeline, _fair: &Fair, token: &[u8]) {
+        let message = p.message(token);
+        let call = |group: &[usize], cluster: bool| {
+            let locks = self.pick(group);
+            fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
+        };
+        self.round(p, &LEAVE, None, &call, RELEASE);
     }
 }
 
