@@ -233,18 +233,7 @@ impl Fair {
         });
         if let Some(e) = refusal {
             self.denied.store(true, Ordering::Relaxed);
-            let before = p.fair_refused.lock().replace(Instant::now());
-            if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
-                crate::log!(
-                    warn,
-                    "redlock_sync::fair",
-                    "fair waiting is off for {}s: the queue's commands were refused ({e}); \
-                     give the user the fair additions (see the manual's Permissions)",
-                    REFUSED_FOR.as_secs()
-                );
-                #[cfg(not(feature = "log"))]
-                let _ = e;
-            }
+            note_refusal(p, e);
         }
     }
 
@@ -546,9 +535,47 @@ pub(crate) fn release(
     wakes: &[u8],
     token: &[u8],
     message: Option<&[u8]>,
-) -> Tally {
+) -> Vec<Answer> {
     let call = |cluster| handing_call(p, &[key], record, &[wakes], token, message, cluster);
-    Tally::count(run(p, &HANDOFF, only, call, RELEASE))
+    run(p, &HANDOFF, only, call, RELEASE)
+}
+
+/// The members whose `answers` refused the queue's keys or commands
+/// (`NOPERM`: an ACL rule without the fair additions, or a key pattern
+/// that misses the queue's keys), where a release must go again as an
+/// unfair one. A refusal is noted: this manager's waiters wait unfairly
+/// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
+pub(crate) fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
+    let refused: Vec<bool> = answers
+        .iter()
+        .map(|a| matches!(a, Some(Err(e)) if e.kind() == NodeErrorKind::Permission))
+        .collect();
+    if let Some(Some(Err(e))) = answers
+        .iter()
+        .zip(&refused)
+        .find(|(_, r)| **r)
+        .map(|(a, _)| a)
+    {
+        note_refusal(p, e);
+    }
+    refused
+}
+
+/// Notes that a server refused the queue's commands to this manager (see
+/// [`refused_lately`]); warns once a [`REFUSED_FOR`].
+fn note_refusal(p: &Pipeline, e: &crate::node_error::NodeError) {
+    let before = p.fair_refused.lock().replace(Instant::now());
+    if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
+        crate::log!(
+            warn,
+            "redlock_sync::fair",
+            "fair waiting is off for {}s: the queue's commands were refused ({e}); \
+             give the user the fair additions (see the manual's Permissions)",
+            REFUSED_FOR.as_secs()
+        );
+        #[cfg(not(feature = "log"))]
+        let _ = e;
+    }
 }
 
 /// The keys and arguments of the release or the leave script (the same,

@@ -11,7 +11,9 @@ use crate::fair::{self, Fair};
 use crate::guard::LockGuard;
 use crate::keys::{self, fence_key, release_channel};
 use crate::manager::{Budget, LockManager, Wait, WaitOn};
-use crate::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start};
+use crate::pipeline::{
+    Answer, DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
+};
 use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
@@ -340,34 +342,82 @@ impl Shape for One {
         message: Option<&[u8]>,
         release: bool,
     ) -> Tally {
-        let channel = release_channel(&self.wakes);
-        let (lua, keys): (&Lua, Vec<&[u8]>) = match &self.record {
-            Some(record) => (&RESIGN, vec![&self.key, record]),
-            None => (&UNLOCK, vec![&self.key]),
-        };
-        let keys = &keys[..];
         // A fair manager's release of a lock hands it to the first fair
         // waiter queued (the others' releases delete it, as before: their
-        // users' ACL rules need not cover the queue's keys). One that
-        // knows of no waiter (it did not queue, and its manager's threads
-        // did not wait for the name lately) sends the plain unlock, which
-        // deletes nothing where a queue stands; the hand-off follows
-        // there, in a second round (see `fair.rs`, "What it costs").
+        // users' ACL rules need not cover the queue's keys).
         if release && p.fair && self.hands_off() {
-            let record = self.record.as_deref();
-            let knows =
-                self.fair.as_ref().is_some_and(Fair::queued) || p.waiters.lately(&self.wakes);
-            if let (false, None, Some(message)) = (knows, record, message) {
-                return self.unlock_unless_queued(p, only, token, message, &channel);
+            let answers = self.fair_release(p, only, token, message);
+            // A member that refused the queue (an ACL rule without the
+            // fair additions, a key pattern that misses the queue's keys)
+            // is released as an unfair manager releases: fairness is a
+            // courtesy, the release is not.
+            let refused = fair::refused(p, &answers);
+            let mut tally = Tally::count(
+                answers
+                    .into_iter()
+                    .zip(&refused)
+                    .map(|(a, r)| a.filter(|_| !r)),
+            );
+            if refused.contains(&true) {
+                tally.add(Tally::count(self.plain_unlock(
+                    p,
+                    Some(&refused),
+                    token,
+                    message,
+                    release,
+                )));
             }
-            return fair::release(p, only, &self.key, record, &self.wakes, token, message);
+            return tally;
         }
         // The clean-up of a queued waiter's attempt puts back the
         // reservation it took (see `fair.rs`).
         if !release && self.fair.as_ref().is_some_and(Fair::queued) {
             return fair::unclaim(p, only, &self.key, &self.wakes, token, message);
         }
-        let answers = match message {
+        Tally::count(self.plain_unlock(p, only, token, message, release))
+    }
+}
+
+impl One {
+    /// A fair manager's release. One that knows of no waiter (it did not
+    /// queue, and its manager's threads did not wait for the name lately)
+    /// sends the plain unlock, which deletes nothing where a queue stands;
+    /// the hand-off follows there, in a second round (see `fair.rs`,
+    /// "What it costs"). One that knows of waiters hands off at once.
+    fn fair_release(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+    ) -> Vec<Answer> {
+        let record = self.record.as_deref();
+        let knows = self.fair.as_ref().is_some_and(Fair::queued) || p.waiters.lately(&self.wakes);
+        match (knows, record, message) {
+            (false, None, Some(message)) => self.unlock_unless_queued(p, only, token, message),
+            _ => fair::release(p, only, &self.key, record, &self.wakes, token, message),
+        }
+    }
+
+    /// The unlock (a leadership's: the resign script), announced: a
+    /// release pipelines its `PUBLISH` behind the script; a clean-up and
+    /// a leadership's release have the script announce only where it
+    /// deleted our key.
+    fn plain_unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Vec<Answer> {
+        let channel = release_channel(&self.wakes);
+        let (lua, keys): (&Lua, Vec<&[u8]>) = match &self.record {
+            Some(record) => (&RESIGN, vec![&self.key, record]),
+            None => (&UNLOCK, vec![&self.key]),
+        };
+        let keys = &keys[..];
+        match message {
             // Not for a leadership: its script is not loaded with the
             // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
             // `NOSCRIPT` would announce the release before the reload
@@ -392,8 +442,7 @@ impl Shape for One {
                     [vec![token], Self::unlock_args(message, true, &channel)].concat();
                 p.script_then(lua, only, keys, &node, Some(&cluster), RELEASE)
             }
-        };
-        Tally::count(answers)
+        }
     }
 }
 
@@ -408,20 +457,21 @@ impl One {
     /// unlock script with the queue's key, and the release's `PUBLISH`
     /// pipelined behind it, as an unfair release costs. A member where a
     /// queue stands deletes nothing (it answers 2: a waiter came while it
-    /// was held); the hand-off release then runs there.
+    /// was held); the hand-off release then runs there, and its answer is
+    /// that member's.
     fn unlock_unless_queued(
         &self,
         p: &Pipeline,
         only: Option<&[bool]>,
         token: &[u8],
         message: &[u8],
-        channel: &[u8],
-    ) -> Tally {
+    ) -> Vec<Answer> {
+        let channel = release_channel(&self.wakes);
         let queue = keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
-        let node_tail = pack(&[b"PUBLISH", channel, message]);
-        let cluster_tail = pack(&[b"SPUBLISH", channel, message]);
-        let answers = p.script_tailed(
+        let node_tail = pack(&[b"PUBLISH", &channel, message]);
+        let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+        let mut answers = p.script_tailed(
             &UNLOCK,
             only,
             (&keys, &[token]),
@@ -430,11 +480,6 @@ impl One {
             RELEASE,
         );
         let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
-        let mut tally = Tally::count(
-            answers
-                .into_iter()
-                .map(|a| a.filter(|a| !matches!(a, Ok(2)))),
-        );
         if queued.contains(&true) {
             let handed = fair::release(
                 p,
@@ -445,9 +490,13 @@ impl One {
                 token,
                 Some(message),
             );
-            tally.add(handed);
+            for (answer, handed) in answers.iter_mut().zip(handed) {
+                if matches!(answer, Some(Ok(2))) {
+                    *answer = handed;
+                }
+            }
         }
-        tally
+        answers
     }
 }
 

@@ -51,7 +51,12 @@ local mine = "redlock:next:" .. ARGV[1]
 
 -- Whether the key i is ours to take, and what it holds.
 local function ours_to_take(i)
-    local held = redis.call("GET", KEYS[i])
+    local held = redis.pcall("GET", KEYS[i])
+    if type(held) == "table" then
+        -- A key of another type holds the name (WRONGTYPE): taken, as
+        -- SET NX finds it.
+        return false, "redlock:wrongtype"
+    end
     if held then
         return held == mine, held
     end
