@@ -481,6 +481,9 @@ impl One {
         );
         let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
         if queued.contains(&true) {
+            // A message of its own: listeners count a hand-off's messages
+            // apart from the release announced above.
+            let handing = p.message(token);
             let handed = fair::release(
                 p,
                 Some(&queued),
@@ -488,7 +491,7 @@ impl One {
                 None,
                 &self.wakes,
                 token,
-                Some(message),
+                handing.as_deref().or(Some(message)),
             );
             for (answer, handed) in answers.iter_mut().zip(handed) {
                 if matches!(answer, Some(Ok(2))) {

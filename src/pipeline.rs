@@ -517,11 +517,15 @@ impl Pipeline {
         let tally = shape.unlock(self, None, token, message.as_deref(), true);
         // A fair hand-off is announced by the members, naming the waiter
         // it went to: no local news (it would wake this manager's first
-        // waiter whoever was next).
+        // waiter whoever was next), unless this manager hears nothing of
+        // the name (its servers refuse it channels): its first waiter
+        // then asks, and learns whose the reservation is.
         let handed = self.fair && shape.hands_off();
-        if let (true, false, Some(message)) = (tally.yes > 0, handed, &message) {
+        if let (true, Some(message)) = (tally.yes > 0, &message) {
             for name in shape.wakes() {
-                self.waiters.released(name, message);
+                if !handed || !self.waiters.hears(name) {
+                    self.waiters.released(name, message);
+                }
             }
         }
         tally

@@ -411,6 +411,17 @@ impl Waiters {
         self.shared.address.as_deref().unwrap_or_default()
     }
 
+    /// Whether a server confirmed this manager's subscription to the
+    /// release channel of `resource` (it hears its releases).
+    pub(crate) fn hears(&self, resource: &[u8]) -> bool {
+        self.shared
+            .reg
+            .lock()
+            .resources
+            .get(resource)
+            .is_some_and(|e| e.subscribed)
+    }
+
     /// Whether threads of this manager waited for `resource` lately (it
     /// has waiters, or had some within the linger time).
     pub(crate) fn lately(&self, resource: &[u8]) -> bool {

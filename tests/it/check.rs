@@ -151,13 +151,16 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
             "EVAL (claim)",
             "EVAL (extend-leader)",
             "EVAL (read-leader)",
-            "EVAL (resign)"
+            "EVAL (resign)",
+            "EVAL (join-queue)",
+            "EVAL (claim-queued)",
+            "EVAL (leave-queue)"
         ],
         "{}",
         reports[0]
     );
     // The line counts what does not fit; -v (the alternate form) says it.
-    for what in ["read locks", "elections"] {
+    for what in ["read locks", "elections", "wait unfairly"] {
         assert!(
             format!("{:#}", reports[0]).contains(what),
             "{:#}",
@@ -165,7 +168,18 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
         );
     }
     assert_eq!(reports[1].verdict, Verdict::Unsafe, "{}", reports[1]);
-    assert_eq!(reports[1].missing_permissions, ["INCR"], "{}", reports[1]);
+    // Fair waiting (on by default) needs +hdel as well.
+    assert_eq!(
+        reports[1].missing_permissions,
+        [
+            "INCR",
+            "EVAL (claim-queued)",
+            "EVAL (release)",
+            "EVAL (leave-queue)"
+        ],
+        "{}",
+        reports[1]
+    );
     assert!(
         reports[1]
             .to_string()

@@ -314,7 +314,15 @@ fn every_shape_waits_until_a_deadline_and_no_longer() {
 #[test]
 fn lock_makes_the_configured_number_of_attempts() {
     let cluster = Nodes::start(3).unwrap();
-    let mut dlm = manager(&cluster, SLOW_OK);
+    // Counted by the fencing counter's `INCR`, which every attempt of an
+    // unfair waiter sends (a fair waiter's claims count only when granted).
+    let mut dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(SLOW_OK)
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .build()
+        .unwrap();
     let key = resource("attempts");
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
     // Each attempt increments the fencing counter once.

@@ -21,7 +21,8 @@ pub(crate) struct Args {
     pub(crate) wait: Duration,
     pub(crate) node_timeout: Duration,
     pub(crate) fencing: bool,
-    /// `--fair`: waiters queue across hosts (`Builder::fair`).
+    /// Waiters queue across hosts (`Builder::fair`); `--no-fair` turns
+    /// it off (`--fair`, the default, is accepted).
     pub(crate) fair: bool,
     pub(crate) restart_quarantine: Option<Duration>,
     pub(crate) permits: Option<u32>,
@@ -94,7 +95,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         wait: Duration::from_secs(10),
         node_timeout: Duration::from_millis(50),
         fencing: true,
-        fair: false,
+        fair: true,
         restart_quarantine: None,
         permits: None,
         shared: false,
@@ -151,6 +152,7 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             Long("node-timeout") => args.node_timeout = duration_of(&mut parser, "--node-timeout")?,
             Long("no-fencing") => args.fencing = false,
             Long("fair") => args.fair = true,
+            Long("no-fair") => args.fair = false,
             Long("restart-quarantine") => {
                 args.restart_quarantine = Some(duration_of(&mut parser, "--restart-quarantine")?)
             }
