@@ -13,7 +13,8 @@
 //! | `R` + `:redlock-check` | what [`LockManager::check`](crate::LockManager::check) tries commands on | `check` |
 //!
 //! The suffixes `:redlock-fence`, `:redlock-readers`, `:redlock-writer`,
-//! `:redlock-permits` and `:redlock-leader` are reserved: a resource named so is refused.
+//! `:redlock-permits`, `:redlock-leader`, `:redlock-queue` and
+//! `:redlock-tickets` are reserved: a resource named so is refused.
 //!
 //! A Redis Cluster serves a key from the master that owns the key's hash
 //! slot (CRC16 of the key, or of its hash tag: the bytes between the
@@ -359,7 +360,14 @@ mod tests {
             assert!(check_resource(&fence_key(r)).is_err());
         }
         assert!(check_resource(b"lock:job:redlock-fence").is_err());
-        for suffix in [READERS_SUFFIX, WRITER_SUFFIX, PERMITS_SUFFIX] {
+        for suffix in [
+            READERS_SUFFIX,
+            WRITER_SUFFIX,
+            PERMITS_SUFFIX,
+            LEADER_SUFFIX,
+            QUEUE_SUFFIX,
+            TICKETS_SUFFIX,
+        ] {
             let taken = companion(b"lock:job", suffix);
             assert!(check_resource(&taken).is_err());
             assert!(check_resource(&[b"lock:job", suffix].concat()).is_err());
