@@ -144,7 +144,7 @@ pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
 const REFUSED_FOR: Duration = Duration::from_secs(60);
 
 /// Whether a server refused the queue's commands to this manager lately.
-fn refused_lately(p: &Pipeline) -> bool {
+pub(crate) fn refused_lately(p: &Pipeline) -> bool {
     p.fair_refused
         .lock()
         .is_some_and(|at| at.elapsed() < REFUSED_FOR)
@@ -371,7 +371,7 @@ impl Fair {
     /// reservation it had; best effort.
     pub(crate) fn leave(&self, p: &Pipeline, key: &[u8], wakes: &[u8], token: &[u8]) {
         if self.queued() {
-            let message = p.message(token);
+            let message = leave_message(p, token);
             let call = |cluster| {
                 handing_call(
                     p,
@@ -453,6 +453,15 @@ pub(crate) fn give_up<S: Queued>(p: &Pipeline, shape: &S, token: &[u8]) {
 
 /// A script's keys and arguments, owned.
 pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// The message with which a waiter of `token` leaving the queues (it gave
+/// up, or a majority granted it) announces what it passes on; it names
+/// the leave as `left-by-<token>`, so that its own manager, which ignores
+/// messages naming its acquisitions under way, hears it too (the next
+/// waiter may be one of its threads).
+pub(crate) fn leave_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+    p.message(&[b"left-by-", token].concat())
+}
 
 /// The message with which a claim of `token` tells the waiter ahead that
 /// it reserved a free key for it (see [`handing_args`]); none when

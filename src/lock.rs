@@ -345,7 +345,7 @@ impl Shape for One {
         // A fair manager's release of a lock hands it to the first fair
         // waiter queued (the others' releases delete it, as before: their
         // users' ACL rules need not cover the queue's keys).
-        if release && p.fair && self.hands_off() {
+        if release && p.fair && self.hands_off() && !fair::refused_lately(p) {
             let answers = self.fair_release(p, only, token, message);
             // A member that refused the queue (an ACL rule without the
             // fair additions, a key pattern that misses the queue's keys)

@@ -545,11 +545,12 @@ impl LockManager {
                         flagged |= writer.waits(pipeline, &token, ms);
                     }
                     // Reservations for another fair waiter lapse sooner:
-                    // the rest of the pause is kept for later. A waiter
-                    // queued on the members asks at least every few node
-                    // timeouts (see `fair::queued_pause`).
+                    // the rest of the pause is kept for later. A fair
+                    // manager's waiter (queued on the members, or behind
+                    // a thread of its own that is) looks again at least
+                    // every few node timeouts (see `fair::queued_pause`).
                     let pause = refusal.lapse.map_or(pause, |lapse| pause.min(lapse));
-                    let pause = match refusal.queued {
+                    let pause = match refusal.queued || (pipeline.fair && wait) {
                         true => pause.min(crate::fair::queued_pause(pipeline)),
                         false => pause,
                     };

@@ -346,7 +346,7 @@ impl fair::Queued for Set {
     /// Leaves every resource's queue, passing on each reservation it had
     /// (see the leave script); best effort.
     fn leave(&self, p: &Pipeline, _fair: &Fair, token: &[u8]) {
-        let message = p.message(token);
+        let message = fair::leave_message(p, token);
         let call = |group: &[usize], cluster: bool| {
             let locks = self.pick(group);
             fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
@@ -467,7 +467,8 @@ impl Shape for Set {
         release: bool,
     ) -> Tally {
         let queued = self.fair.as_ref().is_some_and(Fair::queued);
-        if (release && p.fair) || (!release && queued) {
+        let handing = release && p.fair && !fair::refused_lately(p);
+        if handing || (!release && queued) {
             let call = |group: &[usize], cluster: bool| {
                 let locks = self.pick(group);
                 match release {
@@ -476,12 +477,43 @@ impl Shape for Set {
                 }
             };
             let lua: &Lua = if release { &HANDOFF } else { &UNCLAIM };
-            return Tally::count(
-                self.round(p, lua, only, &call, RELEASE)
+            let answers: Vec<_> = self
+                .round(p, lua, only, &call, RELEASE)
+                .into_iter()
+                .map(|v| v.answer)
+                .collect();
+            if !release {
+                return Tally::count(answers);
+            }
+            // A member that refused the queue is released as an unfair
+            // manager releases (see `lock.rs`): the hand-off script runs
+            // every refusable command before it writes.
+            let refused = fair::refused(p, &answers);
+            let mut tally = Tally::count(
+                answers
                     .into_iter()
-                    .map(|v| v.answer),
+                    .zip(&refused)
+                    .map(|(a, r)| a.filter(|_| !r)),
             );
+            if refused.contains(&true) {
+                tally.add(self.plain_unlock(p, Some(&refused), token, message));
+            }
+            return tally;
         }
+        self.plain_unlock(p, only, token, message)
+    }
+}
+
+impl Set {
+    /// Deletes each key holding `token` and announces each release (the
+    /// unlock-set script), on the members `only` selects.
+    fn plain_unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+    ) -> Tally {
         let resources = &self.refs()[..];
         let call = |group: &[usize], cluster: bool| {
             let keys: Vec<Vec<u8>> = group.iter().map(|&i| resources[i].to_vec()).collect();

@@ -562,3 +562,43 @@ fn a_fair_manager_refused_the_queues_commands_still_waits_and_locks() {
         assert!(took < Duration::from_secs(5), "round {round}: {took:?}");
     }
 }
+
+/// A user whose key pattern covers the resources but not their fair
+/// queues (fencing off, fair waiting on by default): a lock's and a set's
+/// release go again as unfair ones where the hand-off was refused, and
+/// succeed, the keys gone (before, a set's release failed with NoQuorum
+/// and its keys stayed until their TTL).
+#[test]
+fn releases_refused_the_fair_queue_release_as_unfair_ones() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        // Exactly the resources: no queue key is covered.
+        create_user(server, "exact", "lock:set-?");
+    }
+    let dlm = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://exact:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .fencing(false)
+        .build()
+        .unwrap();
+    // A queue on one key makes a waiter known to the release.
+    let waited = dlm.lock("lock:set-a", Duration::from_secs(5)).unwrap();
+    let _ = dlm.try_lock_for(
+        "lock:set-a",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+    );
+    waited.release().unwrap();
+    let set = dlm
+        .lock_all(["lock:set-a", "lock:set-b"], Duration::from_secs(5))
+        .unwrap();
+    set.release().unwrap();
+    for server in &cluster.servers {
+        assert_eq!(get(server, b"lock:set-a"), None);
+        assert_eq!(get(server, b"lock:set-b"), None);
+    }
+}

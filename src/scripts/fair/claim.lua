@@ -149,10 +149,15 @@ if not refused_held and ARGV[8] then
     -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release
     -- would; if it does not come, it costs one reservation.
-    local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
-        ARGV[8], ARGV[9], ARGV[10], ARGV[10 + refused])
-    if first and n == 1 then
-        return -(3 + tonumber(ARGV[8]))
+    -- (Not when we are first now: a waiter ahead with our arrival score
+    -- sorts after us, and the key is ours at our next claim.)
+    local head = redis.call("ZRANGE", KEYS[n + refused], 0, 0)[1]
+    if head and head ~= ARGV[1] then
+        local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
+            ARGV[8], ARGV[9], ARGV[10], ARGV[10 + refused])
+        if first and n == 1 then
+            return -(3 + tonumber(ARGV[8]))
+        end
     end
 end
 if n > 1 then
