@@ -549,12 +549,36 @@ pub(crate) fn release(
     run(p, &HANDOFF, only, call, RELEASE)
 }
 
+/// A fair release's tally: its `answers`, and, on the members that
+/// refused the queue (see [`refused`]), the answers of `unfair`, the
+/// release an unfair manager sends, run there: fairness is a courtesy,
+/// the release is not. The hand-off script runs every command a rule
+/// can refuse before it writes, so a refused member still holds the
+/// token for `unfair` to delete.
+pub(crate) fn release_or_unfair(
+    p: &Pipeline,
+    answers: Vec<Answer>,
+    unfair: impl FnOnce(&[bool]) -> Tally,
+) -> Tally {
+    let refused = refused(p, &answers);
+    let mut tally = Tally::count(
+        answers
+            .into_iter()
+            .zip(&refused)
+            .map(|(a, r)| a.filter(|_| !r)),
+    );
+    if refused.contains(&true) {
+        tally.add(unfair(&refused));
+    }
+    tally
+}
+
 /// The members whose `answers` refused the queue's keys or commands
 /// (`NOPERM`: an ACL rule without the fair additions, or a key pattern
 /// that misses the queue's keys), where a release must go again as an
 /// unfair one. A refusal is noted: this manager's waiters wait unfairly
 /// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
-pub(crate) fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
+fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
     let refused: Vec<bool> = answers
         .iter()
         .map(|a| matches!(a, Some(Err(e)) if e.kind() == NodeErrorKind::Permission))

@@ -349,25 +349,10 @@ impl Shape for One {
             let answers = self.fair_release(p, only, token, message);
             // A member that refused the queue (an ACL rule without the
             // fair additions, a key pattern that misses the queue's keys)
-            // is released as an unfair manager releases: fairness is a
-            // courtesy, the release is not.
-            let refused = fair::refused(p, &answers);
-            let mut tally = Tally::count(
-                answers
-                    .into_iter()
-                    .zip(&refused)
-                    .map(|(a, r)| a.filter(|_| !r)),
-            );
-            if refused.contains(&true) {
-                tally.add(Tally::count(self.plain_unlock(
-                    p,
-                    Some(&refused),
-                    token,
-                    message,
-                    release,
-                )));
-            }
-            return tally;
+            // is released as an unfair manager releases.
+            return fair::release_or_unfair(p, answers, |refused| {
+                Tally::count(self.plain_unlock(p, Some(refused), token, message, release))
+            });
         }
         // The clean-up of a queued waiter's attempt puts back the
         // reservation it took (see `fair.rs`).

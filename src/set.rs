@@ -486,19 +486,10 @@ impl Shape for Set {
                 return Tally::count(answers);
             }
             // A member that refused the queue is released as an unfair
-            // manager releases (see `lock.rs`): the hand-off script runs
-            // every refusable command before it writes.
-            let refused = fair::refused(p, &answers);
-            let mut tally = Tally::count(
-                answers
-                    .into_iter()
-                    .zip(&refused)
-                    .map(|(a, r)| a.filter(|_| !r)),
-            );
-            if refused.contains(&true) {
-                tally.add(self.plain_unlock(p, Some(&refused), token, message));
-            }
-            return tally;
+            // manager releases (see `lock.rs`).
+            return fair::release_or_unfair(p, answers, |refused| {
+                self.plain_unlock(p, Some(refused), token, message)
+            });
         }
         self.plain_unlock(p, only, token, message)
     }

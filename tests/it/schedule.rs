@@ -748,38 +748,48 @@ fn run(seed: u64, length: Duration, cluster: bool) -> (Vec<Span>, Vec<String>, I
         }
         // The workers stop when the nemesis is done, and also when it
         // fails (a panic here must end the test, not leave them running).
-        struct Stop<'a>(&'a AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let _stop = Stop(&stop);
-        // The nemesis: a fault every 20-150 ms on a member, never more
-        // than a minority disturbed at once.
-        let mut rng = Rng(seed);
-        let mut pending: Vec<(Instant, Undo)> = Vec::new();
-        while t0.elapsed() < length {
-            thread::sleep(rng.ms(20, 150));
-            let now = Instant::now();
-            let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
-            pending = later;
-            for (_, undo) in due {
-                rig.undo(undo);
-            }
-            let i = rng.below(rig.disturbed.len() as u64) as usize;
-            let entry = format!("{:.0}ms: ", t0.elapsed().as_secs_f64() * 1000.0);
-            let mut said = Vec::new();
-            if let Some(undo) = rig.fault(&mut rng, i, now, &mut said) {
-                pending.push(undo);
-            }
-            log.extend(said.into_iter().map(|l| format!("{entry}{l}")));
-        }
-        for (_, undo) in pending {
-            rig.undo(undo);
-        }
+        nemesis(&mut rig, seed, length, t0, &mut log);
     });
     (spans.into_inner(), log, t0)
+}
+
+/// Sets its flag when dropped: the workers stop when the nemesis is
+/// done, and also when it fails.
+struct Stop<'a>(&'a AtomicBool);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The nemesis for `length` from `t0`: a fault every 20-150 ms on a
+/// member of `rig`, never more than a minority disturbed at once, each
+/// undone when its time is up (and all at the end); what it did goes to
+/// `log`.
+fn nemesis(rig: &mut Rig, seed: u64, length: Duration, t0: Instant, log: &mut Vec<String>) {
+    let mut rng = Rng(seed);
+    let mut pending: Vec<(Instant, Undo)> = Vec::new();
+    while t0.elapsed() < length {
+        thread::sleep(rng.ms(20, 150));
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
+        pending = later;
+        for (_, undo) in due {
+            rig.undo(undo);
+        }
+        let i = rng.below(rig.disturbed.len() as u64) as usize;
+        let entry = format!("{:.0}ms: ", t0.elapsed().as_secs_f64() * 1000.0);
+        let mut said = Vec::new();
+        if let Some(undo) = rig.fault(&mut rng, i, now, &mut said) {
+            pending.push(undo);
+        }
+        log.extend(said.into_iter().map(|l| format!("{entry}{l}")));
+    }
+    for (_, undo) in pending {
+        rig.undo(undo);
+    }
 }
 
 fn check(seed: u64, length: Duration, cluster: bool) {
@@ -1097,34 +1107,8 @@ fn live(seed: u64, length: Duration) -> (Vec<String>, Vec<String>, Record, Vec<S
                 }
             });
         }
-        struct Stop<'a>(&'a AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let _stop = Stop(&stop);
-        let mut rng = Rng(seed);
-        let mut pending: Vec<(Instant, Undo)> = Vec::new();
-        while t0.elapsed() < length {
-            thread::sleep(rng.ms(20, 150));
-            let now = Instant::now();
-            let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
-            pending = later;
-            for (_, undo) in due {
-                rig.undo(undo);
-            }
-            let i = rng.below(rig.disturbed.len() as u64) as usize;
-            let entry = format!("{:.0}ms: ", t0.elapsed().as_secs_f64() * 1000.0);
-            let mut said = Vec::new();
-            if let Some(undo) = rig.fault(&mut rng, i, now, &mut said) {
-                pending.push(undo);
-            }
-            log.extend(said.into_iter().map(|l| format!("{entry}{l}")));
-        }
-        for (_, undo) in pending {
-            rig.undo(undo);
-        }
+        nemesis(&mut rig, seed, length, t0, &mut log);
     });
     let rec = rec.into_inner();
     let unsafe_ = violations(&rec.spans, t0);
