@@ -124,6 +124,21 @@ fn manager_as(cluster: &Nodes, user: &str) -> LockManager {
     manager_waiting_as(cluster, user, Duration::ZERO)
 }
 
+/// A manager for `user` with fencing off (a pattern that covers the
+/// resources alone then suffices for the lock itself).
+fn unfenced_as(cluster: &Nodes, user: &str) -> LockManager {
+    LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://{user}:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .fencing(false)
+        .build()
+        .unwrap()
+}
+
 /// A manager for `user` whose pause between attempts is up to `delay`.
 fn manager_waiting_as(cluster: &Nodes, user: &str, delay: Duration) -> LockManager {
     LockManager::builder()
@@ -250,16 +265,7 @@ fn a_user_whose_pattern_misses_the_counter_gets_a_permission_error_and_keeps_no_
         assert_eq!(get(server, b"lock:job"), None);
     }
     // With fencing off, that user can lock.
-    let dlm = LockManager::builder()
-        .nodes(
-            cluster
-                .servers
-                .iter()
-                .map(|s| format!("redis://exact:s3cret@127.0.0.1:{}", s.port())),
-        )
-        .fencing(false)
-        .build()
-        .unwrap();
+    let dlm = unfenced_as(&cluster, "exact");
     dlm.lock("lock:job", Duration::from_secs(5))
         .unwrap()
         .release()
@@ -575,16 +581,7 @@ fn releases_refused_the_fair_queue_release_as_unfair_ones() {
         // Exactly the resources: no queue key is covered.
         create_user(server, "exact", "lock:set-?");
     }
-    let dlm = LockManager::builder()
-        .nodes(
-            cluster
-                .servers
-                .iter()
-                .map(|s| format!("redis://exact:s3cret@127.0.0.1:{}", s.port())),
-        )
-        .fencing(false)
-        .build()
-        .unwrap();
+    let dlm = unfenced_as(&cluster, "exact");
     // A queue on one key makes a waiter known to the release.
     let waited = dlm.lock("lock:set-a", Duration::from_secs(5)).unwrap();
     let _ = dlm.try_lock_for(

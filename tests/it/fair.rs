@@ -155,25 +155,7 @@ fn a_dead_waiter_ahead(nodes: &Nodes, name: &str, live: LockManager) -> Duration
         Instant::now()
     });
     until_queued(&nodes.servers.iter().collect::<Vec<_>>(), name, 1);
-    for s in &nodes.servers {
-        let queue = queue_of(s, name).unwrap();
-        let tickets = beside(s, name, "tickets").unwrap();
-        let now: (String, String) = redis::cmd("TIME").query(&mut admin(s)).unwrap();
-        let deadline = now.0.parse::<u64>().unwrap() * 1000 + 60_000;
-        let mut con = admin(s);
-        let _: () = redis::cmd("ZADD")
-            .arg(&queue)
-            .arg(1)
-            .arg("dead")
-            .query(&mut con)
-            .unwrap();
-        let _: () = redis::cmd("HSET")
-            .arg(&tickets)
-            .arg("dead")
-            .arg(deadline)
-            .query(&mut con)
-            .unwrap();
-    }
+    a_dead_waiter_queued(nodes, name);
     let released = Instant::now();
     guard.release().unwrap();
     // The dead waiter holds a reservation: another client's attempt finds
