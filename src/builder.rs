@@ -278,8 +278,10 @@ impl Builder {
 
     /// Sets how long a resource's fencing counter is kept after the last
     /// acquisition or renewal of a lock on it (never less than that lock's
-    /// TTL, so the counter outlives every lock taken on it). Any positive
-    /// duration, in whole milliseconds (rounded up).
+    /// TTL, so the counter outlives every lock taken on it). A counter's
+    /// expiry is only ever raised: managers with different periods on one
+    /// resource keep it for the longest. Any positive duration, in whole
+    /// milliseconds (rounded up).
     ///
     /// While a counter lives, every token is larger than the last one
     /// whatever the clocks say. A counter created anew (after this idle

@@ -15,8 +15,8 @@ use crate::node::Node;
 use crate::node_error::{NodeError, NodeErrorKind};
 use crate::restart::{config_pairs, field, text};
 use crate::script::{
-    CLAIM, CLAIM_QUEUED, EXTEND, EXTEND_LEADER, EXTEND_READ, HANDOFF, JOIN, LEAVE, LOCK_SET, RAISE,
-    READ, READ_LEADER, RESIGN, UNLOCK, UNLOCK_SET, UNREAD,
+    CLAIM, CLAIM_QUEUED, EXTEND, EXTEND_LEADER, EXTEND_READ, HANDOFF, JOIN, KEEP, LEAVE, LOCK_SET,
+    RAISE, READ, READ_LEADER, RESIGN, UNLOCK, UNLOCK_SET, UNREAD,
 };
 
 /// How far a server can be trusted with locks.
@@ -411,7 +411,14 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     // A replica refuses every write, and a misplaced cluster node most:
     // the trial would only repeat that.
     if !replica && !misplaced {
-        trial(node, key, trying, &mut report, deadline);
+        // Servers before Redis 7.0 are sent the keep script for
+        // `PEXPIRE ... GT` (an unknown version is tried as one).
+        let modern = info
+            .as_deref()
+            .and_then(|i| field(i, "redis_version"))
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+            .is_none_or(|major| major >= 7);
+        trial(node, key, trying, modern, &mut report, deadline);
     }
     let skips_on_rewrite = node
         .query(
@@ -478,6 +485,7 @@ fn trial(
     node: &Node,
     key: &[u8],
     trying: Trying,
+    modern: bool,
     report: &mut NodeReport,
     deadline: impl Fn() -> Instant,
 ) {
@@ -516,7 +524,15 @@ fn trial(
             LOCK,
         ));
         commands.push(("INCR", pack(&[b"INCR", &fence]), LOCK));
-        commands.push(("PEXPIRE", pack(&[b"PEXPIRE", &fence, b"5000"]), LOCK));
+        commands.push(if modern {
+            (
+                "PEXPIRE ... GT",
+                pack(&[b"PEXPIRE", &fence, b"5000", b"GT"]),
+                LOCK,
+            )
+        } else {
+            ("EVAL (keep)", KEEP.eval(&[&fence], &[b"5000"]), LOCK)
+        });
         commands.push((
             "EVAL (raise)",
             RAISE.eval(&[&fence], &[b"2", b"5000"]),

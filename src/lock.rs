@@ -18,7 +18,7 @@ use crate::quorum::{self, Tally};
 use crate::request::{Reply, Request};
 use crate::rwlock::Writer;
 use crate::script::{
-    EXTEND, EXTEND_LEADER, Lua, MAYBE_READERS, MISMATCH, PERMITS, RAISE, RESIGN, UNLOCK,
+    EXTEND, EXTEND_LEADER, KEEP, Lua, MAYBE_READERS, MISMATCH, PERMITS, RAISE, RESIGN, UNLOCK,
 };
 
 /// One key holding the token: a lock, a write lock, a semaphore's permit
@@ -131,7 +131,8 @@ impl Shape for One {
     /// Fencing on: the same, pipelined in one write with three commands on
     /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
     /// created anew starts from the clock), `INCR counter` and `PEXPIRE
-    /// counter keep`. A member's count is its counter's value.
+    /// counter keep GT` (raised, never lowered; the keep script on servers
+    /// before Redis 7.0). A member's count is its counter's value.
     ///
     /// A permit puts the count check ahead of it in the same write: a
     /// member that stores another count answers that, and grants nothing.
@@ -151,33 +152,45 @@ impl Shape for One {
             None => Vec::new(),
         };
         let fence = fence_key(key);
-        let mut tail = Vec::new();
-        if let Some(keep) = keep {
-            // The counter is incremented on every member asked, whether or
-            // not it set the lock key: only the counts of members that set
-            // it make the token; the others' counts just grow, which keeps
-            // every counter monotonic.
-            let start = counter_start().to_string();
-            let keep = keep.as_bytes();
-            tail.extend_from_slice(&pack(&[
-                b"SET",
-                &fence,
-                start.as_bytes(),
-                b"NX",
-                b"PX",
-                keep,
-            ]));
-            tail.extend_from_slice(&pack(&[b"INCR", &fence]));
-            tail.extend_from_slice(&pack(&[b"PEXPIRE", &fence, keep]));
-        }
-        tail.extend_from_slice(&p.wait_command());
-        let set = |get: bool| {
+        // The counter's commands: on servers before Redis 7.0 (`legacy`),
+        // the keep script stands for `PEXPIRE ... GT`.
+        let tail = |legacy: bool| {
+            let mut tail = Vec::new();
+            if let Some(keep) = keep {
+                // The counter is incremented on every member asked,
+                // whether or not it set the lock key: only the counts of
+                // members that set it make the token; the others' counts
+                // just grow, which keeps every counter monotonic. Its
+                // expiry is only ever raised: an attempt with a short keep
+                // never cuts the life of a counter a long-TTL holder
+                // relies on.
+                let start = counter_start().to_string();
+                let keep = keep.as_bytes();
+                tail.extend_from_slice(&pack(&[
+                    b"SET",
+                    &fence,
+                    start.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    keep,
+                ]));
+                tail.extend_from_slice(&pack(&[b"INCR", &fence]));
+                tail.extend_from_slice(&if legacy {
+                    KEEP.eval(&[&fence], &[keep])
+                } else {
+                    pack(&[b"PEXPIRE", &fence, keep, b"GT"])
+                });
+            }
+            tail.extend_from_slice(&p.wait_command());
+            tail
+        };
+        let set = |get: bool, legacy: bool| {
             let mut set: Vec<&[u8]> = vec![b"SET", key, token, b"NX"];
             if get {
                 set.push(b"GET");
             }
             set.extend([&b"PX"[..], px.as_bytes()]);
-            [&head[..], &pack(&set), &tail].concat()
+            [&head[..], &pack(&set), &tail(legacy)].concat()
         };
         let fenced = keep.is_some();
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
@@ -186,13 +199,16 @@ impl Shape for One {
         // refusal may be readers. Permits never meet readers.
         let readers_matter = self.permits.is_none();
         let (packed, reply) = match (readers_matter, fenced) {
-            (true, true) => (set(true), Reply::SetGetCount),
-            (true, false) => (set(true), Reply::SetGet),
-            (false, true) => (set(false), Reply::SetCount),
-            (false, false) => (set(false), Reply::Set),
+            (true, true) => (set(true, false), Reply::SetGetCount),
+            (true, false) => (set(true, false), Reply::SetGet),
+            (false, true) => (set(false, false), Reply::SetCount),
+            (false, false) => (set(false, false), Reply::Set),
         };
-        let legacy_packed = if readers_matter {
-            set(false)
+        // Servers before Redis 7.0 take neither `SET ... NX GET` nor
+        // `PEXPIRE ... GT`.
+        let has_legacy = readers_matter || fenced;
+        let legacy_packed = if has_legacy {
+            set(false, true)
         } else {
             Vec::new()
         };
@@ -202,7 +218,7 @@ impl Shape for One {
                 0 => ("SET", key),
                 1 => ("SET", &fence[..]),
                 2 => ("INCR", &fence[..]),
-                _ => ("PEXPIRE", &fence[..]),
+                _ => ("PEXPIRE ... GT (or the keep script)", &fence[..]),
             };
             format!("{verb} {:?}", String::from_utf8_lossy(key))
         };
@@ -246,13 +262,13 @@ impl Shape for One {
         let (cluster_legacy, node_legacy) =
             (legacy(Some(&cluster_cleanup)), legacy(Some(&node_cleanup)));
         let cluster_req = Request {
-            legacy: readers_matter.then_some(&cluster_legacy),
+            legacy: has_legacy.then_some(&cluster_legacy),
             ..base
         };
         let req = Request {
             alt: p.has_clusters.then_some(&cluster_req),
             on_timeout: Some(&node_cleanup),
-            legacy: readers_matter.then_some(&node_legacy),
+            legacy: has_legacy.then_some(&node_legacy),
             ..base
         };
         quorum::round(&p.members, None, &req)

@@ -67,13 +67,13 @@ impl Lua {
 
 /// Declares each script: its static, its name in messages, its file.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $prelude:literal)?;)+) => {
+    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $($prelude:literal)+)?;)+) => {
         $(
             $(#[$doc])*
             pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
                 Lua::new(
                     $shown,
-                    concat!("", $(include_str!(concat!("scripts/", $prelude)))?),
+                    concat!("", $($(include_str!(concat!("scripts/", $prelude))),+)?),
                     include_str!(concat!("scripts/", $file)),
                 )
             });
@@ -93,7 +93,7 @@ scripts! {
     /// waiter queued (see `fair.rs`).
     HANDOFF, "release", "fair/release.lua" after "fair/hand.lua";
     /// A queued fair waiter's attempt.
-    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua";
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua";
     /// A fair waiter takes its place in the queue.
     JOIN, "join-queue", "fair/join.lua";
     /// A fair waiter gives up its place (never a token).
@@ -105,12 +105,15 @@ scripts! {
     EXTEND, "extend", "lock/extend.lua";
     /// Raises fencing counters to a token (locks, permits, sets).
     RAISE, "raise", "lock/raise.lua";
+    /// Raises a fencing counter's expiry, never lowers it: the
+    /// acquisition's `PEXPIRE ... GT` on servers before Redis 7.0.
+    KEEP, "keep-counter", "lock/keep.lua";
     /// A semaphore's count check (see `semaphore.rs`).
     PERMITS, "permit-count", "semaphore/permits.lua";
     /// A semaphore's survey of its slots.
     FREE, "free-permit", "semaphore/free.lua";
     /// Acquisition of a set (see `set.rs`).
-    LOCK_SET, "lock-set", "set/lock.lua";
+    LOCK_SET, "lock-set", "set/lock.lua" after "lock/counter.lua";
     /// Release and clean-up of a set.
     UNLOCK_SET, "unlock-set", "set/unlock.lua";
     /// Extend of a set.
@@ -134,7 +137,7 @@ scripts! {
     /// A member's view of a lock, for `LockManager::inspect`.
     INSPECT, "inspect", "operator/inspect.lua";
     /// An operator's removal of a lock (`LockManager::force_unlock`).
-    FORCE, "force-unlock", "operator/force.lua";
+    FORCE, "force-unlock", "operator/force.lua" after "lock/counter.lua";
 }
 
 /// An answer of the set script that names the first busy key: this bit,

@@ -168,7 +168,10 @@ pub(crate) fn majority(
             .iter()
             .filter_map(|v| v.record.as_ref())
             .filter(|(t, ..)| t[..] == *token)
-            .max_by_key(|(_, _, seq, _)| *seq);
+            // Claims of one token go by term, then sequence number: a
+            // failed attempt of the campaign (same token, an older term)
+            // may have left its claim on a member.
+            .max_by_key(|(_, term, seq, _)| (*term, *seq));
         // Held, but with no claim on these members: the campaign is under
         // way (or failed and is being undone); nobody leads yet.
         return Ok(claimed.map(|(_, term, _, value)| Leader {
@@ -234,6 +237,32 @@ mod tests {
         assert_eq!((leader.term(), leader.value()), (7, &b"b"[..]));
         // The majority lapses when the second-longest expiry does.
         assert_eq!(leader.left, Duration::from_millis(800));
+    }
+
+    #[test]
+    fn a_failed_attempts_claim_of_the_same_token_never_names_the_term() {
+        // Issue 39: the campaign's first attempt (term 7) claimed on one
+        // member and failed; the elected attempt fences with term 9.
+        let failed = Some(("t", 7, 1, "a"));
+        let elected = Some(("t", 9, 1, "a"));
+        for order in [[elected, failed], [failed, elected]] {
+            let leader = read(vec![
+                Some(Ok(held("t", 900, order[0]))),
+                Some(Ok(held("t", 900, order[1]))),
+                Some(Ok(free())),
+            ])
+            .unwrap()
+            .unwrap();
+            assert_eq!(leader.term(), 9, "{order:?}");
+        }
+        // A proclaim of the elected term outranks the failed claim too.
+        let leader = read(vec![
+            Some(Ok(held("t", 900, Some(("t", 9, 2, "b"))))),
+            Some(Ok(held("t", 900, failed))),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((leader.term(), leader.value()), (9, &b"b"[..]));
     }
 
     #[test]

@@ -278,14 +278,25 @@ fn a_script_command_refused_by_the_acl_is_a_permission_error() {
     let server = &cluster.servers[0];
     create_user(server, "nopttl", "lock:*");
     // Without PTTL, the extend script (which checks the counter's expiry)
-    // is refused inside the script.
+    // is refused inside the script. With INFO, the acquisition knows the
+    // server takes `PEXPIRE ... GT` (without it, the keep script in its
+    // place would need PTTL too).
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("nopttl")
         .arg("-pttl")
+        .arg("+info")
         .query(&mut admin(server))
         .unwrap();
     let dlm = manager_as(&cluster, "nopttl");
+    if !support::server::server_at_least(7, 0) {
+        // Before Redis 7.0, the acquisition's keep script is refused.
+        let err = dlm.lock("lock:x", Duration::from_secs(5)).unwrap_err();
+        let f = &err.failures()[0];
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        assert!(f.to_string().contains("keep script"), "{f}");
+        return;
+    }
     let mut guard = dlm.lock("lock:x", Duration::from_secs(5)).unwrap();
     let err = guard.extend(Duration::from_secs(10)).unwrap_err();
     let f = &err.failures()[0];

@@ -443,3 +443,58 @@ fn an_election_on_a_redis_cluster_member() {
         drop(again);
     }
 }
+
+/// Issue 39: every attempt of a campaign uses the campaign's token, so a
+/// failed attempt's claim (its term) may be left on a member. The claim
+/// script orders one token's claims by term, then sequence number: the
+/// elected attempt's claim replaces an earlier attempt's, and a claim
+/// delayed in the network never replaces a later one. Run on a real
+/// server, as the library sends it.
+#[test]
+fn the_claim_of_the_elected_attempt_replaces_a_failed_attempts_record() {
+    let nodes = Nodes::start(1).unwrap();
+    let mut con = support::admin(&nodes.servers[0]);
+    let claim = redis::Script::new(include_str!("../../src/scripts/election/claim.lua"));
+    let (key, record) = (
+        resource("election-claim"),
+        resource("election-claim-record"),
+    );
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("tok")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    let mut run = |term: u64, seq: u64, value: &str| -> (i64, (u64, u64, String)) {
+        let answer: i64 = claim
+            .key(&key)
+            .key(&record)
+            .arg("tok")
+            .arg(term)
+            .arg(seq)
+            .arg(value)
+            .invoke(&mut con)
+            .unwrap();
+        let (t, s, v): (u64, u64, String) = redis::cmd("HMGET")
+            .arg(&record)
+            .arg("term")
+            .arg("seq")
+            .arg("value")
+            .query(&mut con)
+            .unwrap();
+        (answer, (t, s, v))
+    };
+    // The first attempt (term 7) claimed here, then failed elsewhere.
+    assert_eq!(run(7, 1, "a"), (1, (7, 1, "a".into())));
+    // The elected attempt (term 9) claims with sequence number 1 again.
+    assert_eq!(run(9, 1, "a"), (1, (9, 1, "a".into())));
+    // The first attempt's claim, delayed: the record stays the elected one.
+    assert_eq!(run(7, 1, "a"), (1, (9, 1, "a".into())));
+    // A proclaim, then a delayed earlier claim of the same term.
+    assert_eq!(run(9, 2, "b"), (1, (9, 2, "b".into())));
+    assert_eq!(run(9, 1, "a"), (1, (9, 2, "b".into())));
+    // The record lives no longer than the lock key.
+    let left: i64 = redis::cmd("PTTL").arg(&record).query(&mut con).unwrap();
+    assert!(left > 0 && left <= 30_000, "record PTTL {left}");
+}

@@ -156,11 +156,12 @@ fn tokens_keep_increasing_with_lagging_counters_and_a_minority_down() {
     assert_eq!(token(&first), b + 1);
     drop(first);
     // The lagging nodes that granted the lock were raised to the token,
-    // and their counters kept an expiry.
-    for server in &cluster.servers[..3] {
+    // and their counters kept an expiry (node 0's, set by hand above,
+    // had none and keeps none: expiries are only ever raised).
+    for (i, server) in cluster.servers[..3].iter().enumerate() {
         assert_eq!(counter(server, &key), Some(b + 1));
         let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
-        assert!(left > 0, "PTTL {left}");
+        assert!(if i == 0 { left == -1 } else { left > 0 }, "PTTL {left}");
     }
     cluster.servers[3].resume();
     cluster.servers[4].resume();
@@ -444,9 +445,10 @@ fn counters_from_earlier_versions_keep_working() {
     let second = token(&dlm.lock(&key, Duration::from_secs(5)).unwrap());
     assert_eq!(second, 43);
     for server in &cluster.servers {
-        // From now on it expires.
+        // A counter's expiry is only ever raised: one without an expiry
+        // (it outlives every lock) keeps none.
         let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
-        assert!(left > 0, "PTTL {left}");
+        assert_eq!(left, -1, "PTTL {left}");
     }
 }
 
@@ -469,6 +471,40 @@ fn renewals_keep_the_counter_alive_longer_than_the_lock() {
         let lock_left: i64 = admin(server).pttl(&key).unwrap();
         assert!(counter_left >= lock_left, "{counter_left} < {lock_left}");
     }
+}
+
+/// Issue 39: every attempt, refused or not, keeps the counter alive for
+/// its manager's idle period; one with a short period must not cut the
+/// life of a counter a long-TTL holder relies on (the counter would
+/// expire under the lock, and the next token come from a client's
+/// clock). Its expiry is only ever raised: `PEXPIRE ... GT`, or the keep
+/// script on servers before Redis 7.0 (the CI runs this on Redis 6.2).
+#[test]
+fn a_refused_attempt_never_shortens_the_counter_of_a_held_lock() {
+    let cluster = Nodes::start(3).unwrap();
+    let long = fencing_manager(&cluster, Duration::from_secs(600));
+    let short = fencing_manager(&cluster, Duration::from_millis(200));
+    let key = resource("fence-never-shorter");
+    let held = long.lock(&key, Duration::from_secs(60)).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(
+            short.try_lock(&key, Duration::from_millis(100)),
+            Err(Error::Taken { .. })
+        ));
+    }
+    for server in &cluster.servers {
+        // Read first, so a counter expiring with the lock reads no lower.
+        let counter_left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        let lock_left: i64 = admin(server).pttl(&key).unwrap();
+        assert!(
+            counter_left >= lock_left && lock_left > 50_000,
+            "the counter has {counter_left} ms left under a lock with {lock_left} ms"
+        );
+    }
+    // The next token is still above the held one.
+    let last = token(&held);
+    drop(held);
+    assert!(token(&short.lock(&key, Duration::from_secs(1)).unwrap()) > last);
 }
 
 #[test]

@@ -14,8 +14,11 @@
 -- Answers 1 when the record holds this claim (or a later one of ours, so
 -- that a claim delayed in the network never overwrites a newer value), 0
 -- when the lock key holds another token, -1 when there is no lock key.
--- The record gets the lock key's expiry: it never outlives the
--- leadership it describes.
+-- Claims of one token are ordered by term, then sequence number: every
+-- attempt of a campaign uses the campaign's token, so a failed attempt's
+-- claim (an older term) may have been left here, and the elected
+-- attempt's claim replaces it. The record gets the lock key's expiry: it
+-- never outlives the leadership it describes.
 local held = redis.call("GET", KEYS[1])
 if held ~= ARGV[1] then
     if held then
@@ -23,8 +26,11 @@ if held ~= ARGV[1] then
     end
     return -1
 end
-local mine = redis.call("HMGET", KEYS[2], "token", "seq")
-if mine[1] == ARGV[1] and tonumber(mine[2]) and tonumber(mine[2]) >= tonumber(ARGV[3]) then
+local mine = redis.call("HMGET", KEYS[2], "token", "term", "seq")
+local term, seq = tonumber(mine[2]), tonumber(mine[3])
+local our_term, our_seq = tonumber(ARGV[2]), tonumber(ARGV[3])
+if mine[1] == ARGV[1] and term and seq
+    and (term > our_term or (term == our_term and seq >= our_seq)) then
     return 1
 end
 redis.call("DEL", KEYS[2])

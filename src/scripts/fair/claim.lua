@@ -20,7 +20,8 @@
 -- ARGV[4]  how long our ticket lasts unless refreshed (ms)
 -- ARGV[5]  our manager's address ("" for none; see join.lua)
 -- ARGV[6]  optional (fencing on; "" for off): a new counter's first value
--- ARGV[7]  with ARGV[6]: how long the counters are kept (ms)
+-- ARGV[7]  with ARGV[6]: how long the counters are kept at least (ms;
+--          one with longer left keeps it)
 -- ARGV[8]  optional: how long a reservation lasts (ms); the first key
 --          not ours to take, when it is free but a live waiter ahead of
 --          us goes first for it, is then reserved for that waiter (taken
@@ -117,7 +118,7 @@ if not refused then
     end
     top = string.format("%d", top)
     for i = 3 * n + 1, 4 * n do
-        redis.call("SET", KEYS[i], top, "PX", ARGV[7])
+        count_to(KEYS[i], top, ARGV[7])
     end
     return tonumber(top)
 end

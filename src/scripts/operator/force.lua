@@ -20,9 +20,7 @@ local held = redis.call("GET", KEYS[1])
 redis.call("DEL", KEYS[1], KEYS[3], KEYS[4], KEYS[5])
 redis.call("SET", KEYS[2], ARGV[1], "NX", "PX", ARGV[2])
 local count = redis.call("INCR", KEYS[2])
-if redis.call("PTTL", KEYS[2]) < tonumber(ARGV[2]) then
-    redis.call("PEXPIRE", KEYS[2], ARGV[2])
-end
+count_to(KEYS[2], string.format("%d", count), ARGV[2])
 if held and ARGV[3] then
     redis.pcall(ARGV[3], ARGV[5], ARGV[4])
 end

@@ -4,7 +4,8 @@
 -- ARGV[1]  our token
 -- ARGV[2]  the TTL in ms
 -- ARGV[3]  optional (fencing on): a new counter's start
--- ARGV[4]  the counters' expiry in ms
+-- ARGV[4]  the counters' expiry in ms (at least: one with longer left
+--          keeps it)
 --
 -- When some key exists, nothing is written and the answer is -i for the
 -- first such key i (1-based). Otherwise every key is set to the token;
@@ -39,6 +40,6 @@ for i = 1, n do
 end
 top = string.format("%d", top)
 for i = n + 1, 2 * n do
-    redis.call("SET", KEYS[i], top, "PX", ARGV[4])
+    count_to(KEYS[i], top, ARGV[4])
 end
 return tonumber(top)
