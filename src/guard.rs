@@ -625,7 +625,10 @@ impl<M: Mode> Guard<M> {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let tally = self.unlock();
+        let (tally, hold_failed) = self.unlock();
+        if let Some(err) = hold_failed {
+            return Err(err);
+        }
         if tally.reached() {
             Ok(())
         } else {
@@ -637,24 +640,26 @@ impl<M: Mode> Guard<M> {
     /// thread. A renewal under way may run beside the unlock: the scripts
     /// only act on our token, so in either order the key ends deleted, and
     /// the whole takes about one node timeout, not two.
-    fn unlock(&mut self) -> quorum::Tally {
+    ///
+    /// With an at-least hold not over yet, the round is the hold (see
+    /// [`hold_or_release`](Self::hold_or_release)): the error says why a
+    /// hold was not kept, when it was not.
+    fn unlock(&mut self) -> (quorum::Tally, Option<Error>) {
         let keeper = self.keeper.take();
         if let Some(keeper) = &keeper {
             keeper.signal();
         }
         let state = &self.state;
         let pipeline = &state.pipeline;
-        // An at-least hold not over yet: the keys stay, ours, until it is
-        // (an extend round to what is left), and nobody is woken.
         let left = self
             .min_hold
             .and_then(|hold| hold.checked_sub(self.acquired.elapsed()))
             .map(|left| left.as_millis() as u64)
             .filter(|ms| *ms > 0);
         let span = telemetry::Span::round(true, || state.shown());
-        let tally = match left {
-            Some(ms) => pipeline.extend(&*state.shape, &state.token, ms),
-            None => pipeline.release(&*state.shape, &state.token),
+        let (tally, hold_failed) = match left {
+            Some(ms) => self.hold_or_release(ms),
+            None => (pipeline.release(&*state.shape, &state.token), None),
         };
         span.ended(
             if tally.reached() {
@@ -671,7 +676,39 @@ impl<M: Mode> Guard<M> {
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
         }
-        tally
+        (tally, hold_failed)
+    }
+
+    /// An at-least hold not over yet, `left_ms` more: the keys stay, ours,
+    /// until it is over (an extend round to what is left, waking nobody),
+    /// but only while the guard still holds the lock. A guard lost or out
+    /// of validity, or a hold round that a quorum does not confirm within
+    /// the validity, is released instead: its keys are deleted where they
+    /// still hold our token, and never extended (a lost guard's key on a
+    /// minority, kept for the hold, would stand in everyone's way), and
+    /// the error says so. The hold is not a TTL for the restart
+    /// quarantine (see `Pipeline::hold_for`).
+    fn hold_or_release(&self, left_ms: u64) -> (quorum::Tally, Option<Error>) {
+        let state = &self.state;
+        let pipeline = &state.pipeline;
+        let (deadline, lost) = {
+            let status = state.status.lock();
+            (status.valid_until, status.lost)
+        };
+        let why = if lost.is_some() || Instant::now() >= deadline {
+            state.not_held(lost, None)
+        } else {
+            let tally = pipeline.hold_for(&*state.shape, &state.token, left_ms);
+            if tally.reached() && Instant::now() < deadline {
+                return (tally, None);
+            }
+            if tally.reached() {
+                state.not_held(None, None)
+            } else {
+                tally.held_error(&state.shown())
+            }
+        };
+        (pipeline.release(&*state.shape, &state.token), Some(why))
     }
 }
 
@@ -722,6 +759,20 @@ impl Guard<mode::Lock> {
     /// it. If a keep-alive renewal is under way at the release, its
     /// expiry may land after ours: the keys then last up to one TTL. A
     /// release after `hold` has passed deletes the keys as usual.
+    ///
+    /// The hold acts only where the guard still holds: a guard whose lock
+    /// was lost, or whose validity ran out (a keep-alive cut off from the
+    /// majority, a pause), is released as usual, deleting its keys where
+    /// they still hold its token, and never extends anything; so is a
+    /// guard whose hold round a quorum does not confirm within its
+    /// validity. [`release`](Guard::release) then fails with the reason
+    /// ([`Error::NotHeld`], [`Error::NoQuorum`]).
+    ///
+    /// A hold is not protected against restarts as the lock is: the
+    /// restart quarantine counts TTLs, not holds (a long hold would keep
+    /// every restarted server out of the votes for as long). A node that
+    /// restarts empty during the hold forgets its key; once a majority of
+    /// the hold's keys is gone, a late host may take the lock early.
     pub fn set_min_hold(&mut self, hold: Duration) {
         self.min_hold = Some(hold);
     }

@@ -509,6 +509,16 @@ impl Pipeline {
         shape.extend(self, token, ttl_ms)
     }
 
+    /// An at-least hold of what `token` holds of `shape`: an extend round
+    /// to `ms` from now, which is not a TTL the restart quarantine counts
+    /// (a hold of an hour would keep every restarted server out of the
+    /// votes for an hour; see [`LockGuard::set_min_hold`]).
+    ///
+    /// [`LockGuard::set_min_hold`]: crate::LockGuard::set_min_hold
+    pub(crate) fn hold_for(&self, shape: &dyn Shape, token: &[u8], ms: u64) -> Tally {
+        shape.extend(self, token, ms)
+    }
+
     /// Releases what `token` holds of `shape` on every member, and once
     /// the round is over wakes this manager's waiters of each name the
     /// shape wakes, when a member released it.

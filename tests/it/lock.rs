@@ -557,3 +557,69 @@ fn a_min_hold_keeps_others_out_after_an_early_release() {
         assert_eq!(get(server, key.as_bytes()), None);
     }
 }
+
+/// Issue 39: an at-least hold acts only where the guard still holds. A
+/// kept-alive guard cut off two of three nodes loses its lock (its
+/// renewals reach the third node alone); its release then deletes that
+/// node's key, which still holds its token, and extends nothing (the old
+/// release kept it for the whole hold: one more fault among the other
+/// two nodes would then have blocked the resource for an hour).
+#[test]
+fn a_min_hold_of_a_lost_guard_extends_nothing_and_deletes_its_own_keys() {
+    use support::proxy::{Mode, Proxy};
+    let cluster = Nodes::start(3).unwrap();
+    let proxies: Vec<Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect();
+    let holder = support::manager_over(
+        proxies.iter().map(Proxy::url).collect(),
+        Duration::from_millis(200),
+    );
+    let key = resource("min-hold-lost");
+    let ttl = Duration::from_secs(2);
+    let mut guard = holder.lock(&key, ttl).unwrap();
+    guard.set_min_hold(Duration::from_secs(3600));
+    let guard = guard.keep_alive();
+    proxies[0].set(Mode::Blackhole);
+    proxies[1].set(Mode::Blackhole);
+    assert!(guard.wait_lost(Duration::from_secs(10)), "never lost");
+    // Node 2 still holds the token (renewed there until the end).
+    assert_eq!(
+        get(&cluster.servers[2], key.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    let err = guard.release().unwrap_err();
+    assert!(matches!(err, Error::NotHeld { .. }), "{err:?}");
+    assert_eq!(get(&cluster.servers[2], key.as_bytes()), None);
+    // Once the other keys expire, anyone takes the lock with every node.
+    let other = manager(&cluster, Duration::from_millis(500));
+    let got = other
+        .try_lock_for(&key, Duration::from_secs(5), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(got.agreed(), 3);
+}
+
+/// Issue 39: the restart quarantine counts TTLs, not holds. A manager
+/// whose guards hold for an hour after a one-second TTL keeps a restarted
+/// server out of its votes for about a second, not an hour.
+#[test]
+fn a_min_hold_is_not_a_ttl_for_the_restart_quarantine() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    let key = resource("min-hold-quarantine");
+    let mut guard = dlm.lock(&key, Duration::from_secs(1)).unwrap();
+    guard.set_min_hold(Duration::from_secs(3600));
+    guard.release().unwrap();
+    let left = pttl(&cluster.servers[0], key.as_bytes());
+    assert!(left > 3_000_000, "the hold is in place: PTTL {left}");
+    cluster.servers[2].restart().unwrap();
+    // The manager sees the restart (a new run id) and keeps the server
+    // out for the longest TTL it used: one second.
+    let other = resource("min-hold-quarantine-2");
+    let _ = dlm.lock(&other, Duration::from_secs(1));
+    thread::sleep(Duration::from_millis(1500));
+    let got = dlm.lock(&other, Duration::from_secs(1)).unwrap();
+    assert_eq!(got.agreed(), 3, "still kept out: {:?}", got.failures());
+}
