@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use redlock_sync::mode::Mode;
 #[path = "lockrun/args.rs"]
@@ -40,8 +40,6 @@ const EX_LOST: u8 = 76;
 const EX_CANNOT_RUN: u8 = 126;
 const EX_NOT_FOUND: u8 = 127;
 
-/// How long COMMAND gets to exit after SIGTERM before SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(10);
 /// How often the child and signals are checked (a lost lock is seen at once).
 const POLL: Duration = Duration::from_millis(10);
 
@@ -199,6 +197,8 @@ trait Hold {
     /// How many members agreed, and the ones that failed.
     fn agreed(&self) -> (usize, &[NodeError]);
     fn ensure_held(&self) -> Result<(), Error>;
+    /// What is left of the validity (zero once lost).
+    fn validity(&self) -> Duration;
     fn wait_lost(&self, timeout: Duration) -> bool;
     fn release(self) -> Result<(), Error>;
     /// What is held, for messages.
@@ -211,6 +211,9 @@ impl<M: Mode> Hold for Guard<M> {
     }
     fn ensure_held(&self) -> Result<(), Error> {
         Guard::ensure_held(self)
+    }
+    fn validity(&self) -> Duration {
+        Guard::validity(self)
     }
     fn wait_lost(&self, timeout: Duration) -> bool {
         Guard::wait_lost(self, timeout)
@@ -234,6 +237,9 @@ impl Hold for Leadership {
     }
     fn ensure_held(&self) -> Result<(), Error> {
         Leadership::ensure_held(self)
+    }
+    fn validity(&self) -> Duration {
+        Leadership::validity(self)
     }
     fn wait_lost(&self, timeout: Duration) -> bool {
         Leadership::wait_lost(self, timeout)
@@ -281,8 +287,13 @@ fn run_locked<H: Hold>(guard: H, fencing: Option<u64>, args: &Args, signals: &Si
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
     die_with_parent(&mut command);
+    // A process group of its own, so that ending it reaches whatever it
+    // started (a wrapper script's children).
+    if !args.foreground {
+        command.process_group(0);
+    }
     match command.spawn() {
-        Ok(child) => supervise(child, guard, signals),
+        Ok(child) => supervise(child, guard, signals, &Ending::of(args)),
         Err(e) => {
             say!(ERROR, "cannot run {:?}: {e}", args.command[0]);
             release(guard);
@@ -414,16 +425,88 @@ fn die_with_parent(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
 
+/// When and how COMMAND is ended, from the arguments (see "When the
+/// lock is in doubt" in `--help`).
+struct Ending {
+    /// Between SIGTERM and SIGKILL (`--kill-after`).
+    grace: Duration,
+    /// SIGKILL comes at least this long before the validity ends.
+    margin: Duration,
+    /// COMMAND leads a process group of its own: signals go to the whole
+    /// group (a wrapper script's children too). Off with `--foreground`.
+    group: bool,
+}
+
+impl Ending {
+    fn of(args: &Args) -> Ending {
+        Ending {
+            grace: args.kill_after(),
+            margin: args.kill_margin(),
+            group: !args.foreground,
+        }
+    }
+
+    /// Sends `signal` to COMMAND (its whole process group, but for
+    /// `--foreground`).
+    fn send(&self, child: &Child, signal: Signal) {
+        let pid = Pid::from_raw(child.id() as i32);
+        let _ = if self.group {
+            killpg(pid, signal)
+        } else {
+            kill(pid, signal)
+        };
+    }
+
+    /// Whether a process of COMMAND's group is left (with `--foreground`,
+    /// none is known).
+    fn group_alive(&self, child: &Child) -> bool {
+        self.group && killpg(Pid::from_raw(child.id() as i32), None).is_ok()
+    }
+
+    /// SIGKILL, then waits for COMMAND to be gone: the child reaped, and
+    /// (briefly: zombies wait for their new parent) the rest of its
+    /// process group.
+    fn kill(&self, child: &mut Child) {
+        self.send(child, Signal::SIGKILL);
+        let _ = child.wait();
+        let until = Instant::now() + Duration::from_millis(100);
+        while self.group_alive(child) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Waits for the child while watching the lock and the signals; releases
 /// the lock once the child has exited.
-fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals) -> ExitCode {
-    let pid = Pid::from_raw(child.id() as i32);
+///
+/// The child never runs past the lock's validity: while renewals reach
+/// the quorum nothing happens; once one misses it (the lock in doubt),
+/// SIGTERM is planned `grace` before SIGKILL, and SIGKILL `margin`
+/// before the validity ends, each moment moving with the validity a later
+/// renewal proves, and a renewal that succeeds before the SIGTERM calls
+/// it off. A lock known lost (taken over, forced, validity run out) gets
+/// SIGKILL at once: there is no validity left for a grace.
+fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Ending) -> ExitCode {
     let mut signalled: Option<i32> = None;
-    let mut term_deadline: Option<Instant> = None;
-    let mut renewal_warned = false;
+    // When SIGTERM went (a signal passed on, or the lock in doubt).
+    let mut termed: Option<Instant> = None;
+    // lockrun ended the command because of the lock: exit 76.
+    let mut for_the_lock = false;
+    let mut in_doubt = false;
+    // SIGKILL went to the command: nothing of it runs any more (its
+    // group's zombies may wait for a parent that never reaps them).
+    let mut killed = false;
     loop {
         match child.try_wait() {
+            // Asked to end (SIGTERM went), COMMAND is over once its whole
+            // group is: what it started may still run, within the grace.
+            Ok(Some(_)) if termed.is_some() && !killed && end.group_alive(&child) => {}
             Ok(Some(status)) => {
+                if for_the_lock {
+                    // Lost or in doubt: what is left expires, or is deleted
+                    // where it is still ours, when the guard is dropped.
+                    return ExitCode::from(EX_LOST);
+                }
                 release(guard);
                 if let Some(sig) = signalled {
                     return ExitCode::from(128u8.saturating_add(sig as u8));
@@ -437,13 +520,15 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals) -> ExitCode
             Ok(None) => {}
             Err(e) => {
                 say!(ERROR, "cannot wait for the command: {e}");
+                end.kill(&mut child);
                 return ExitCode::from(EX_CANNOT_RUN);
             }
         }
         while let Ok(origin) = signals.try_recv() {
-            // A terminal's signal (from the kernel) already reached the
-            // command, which shares lockrun's process group.
-            let from_terminal = matches!(origin.cause, Cause::Kernel);
+            // A terminal's signal (from the kernel) already reached a
+            // command in lockrun's process group (`--foreground`); one in
+            // a group of its own gets it from lockrun.
+            let from_terminal = matches!(origin.cause, Cause::Kernel) && !end.group;
             say!(
                 INFO,
                 "got signal {}; {}waiting for the command to exit",
@@ -451,34 +536,73 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals) -> ExitCode
                 if from_terminal { "" } else { "passing it on, " }
             );
             if !from_terminal && let Ok(sig) = Signal::try_from(origin.signal) {
-                let _ = kill(pid, sig);
+                end.send(&child, sig);
             }
             signalled.get_or_insert(origin.signal);
-            term_deadline.get_or_insert(Instant::now() + TERM_GRACE);
+            termed.get_or_insert_with(Instant::now);
         }
-        if term_deadline.is_some_and(|d| Instant::now() >= d) {
-            say!(
-                WARN,
-                "the command did not exit within {TERM_GRACE:?}; killing it"
-            );
-            let _ = child.kill();
-            term_deadline = None;
-        }
+        let now = Instant::now();
         match guard.ensure_held() {
-            Ok(()) => renewal_warned = false,
+            Ok(()) => {
+                if in_doubt && termed.is_none() {
+                    say!(WARN, "renewals reach the quorum again; the command goes on");
+                }
+                in_doubt = false;
+            }
             Err(Error::NotHeld {
                 renewal: Some(why), ..
             }) => {
-                if !renewal_warned {
-                    say!(WARN, "a renewal missed the quorum: {why}");
-                    renewal_warned = true;
+                if !in_doubt {
+                    let kill_in = guard.validity().saturating_sub(end.margin);
+                    say!(
+                        WARN,
+                        "a renewal missed the quorum: {why}; unless one succeeds, the command \
+                         gets SIGTERM in {} and SIGKILL in {}",
+                        human(kill_in.saturating_sub(end.grace)),
+                        human(kill_in)
+                    );
                 }
+                in_doubt = true;
             }
             Err(e) => {
-                say!(ERROR, "{e}; terminating the command");
-                terminate(&mut child);
+                say!(ERROR, "{e}; killing the command");
+                end.kill(&mut child);
                 return ExitCode::from(EX_LOST);
             }
+        }
+        // SIGKILL `margin` before the validity ends, whatever else holds;
+        // SIGTERM `grace` before that, once the lock is in doubt.
+        let left = guard.validity();
+        let kill_in = left.saturating_sub(end.margin);
+        if in_doubt && termed.is_none() && kill_in <= end.grace {
+            say!(
+                ERROR,
+                "the lock is in doubt and its validity ends in {}: terminating the command",
+                human(left)
+            );
+            end.send(&child, Signal::SIGTERM);
+            termed = Some(now);
+            for_the_lock = true;
+        }
+        let grace_over = termed.is_some_and(|t| now >= t + end.grace);
+        if kill_in.is_zero() || grace_over {
+            if kill_in.is_zero() {
+                say!(
+                    ERROR,
+                    "the lock's validity ends in {}: killing the command",
+                    human(left)
+                );
+                for_the_lock = true;
+            } else {
+                say!(
+                    WARN,
+                    "the command did not exit within {} of SIGTERM; killing it",
+                    human(end.grace)
+                );
+            }
+            end.kill(&mut child);
+            killed = true;
+            continue;
         }
         // Up to POLL for the command and signals; a loss of the lock ends
         // the wait at once (the keep-alive thread signals it).
@@ -550,21 +674,6 @@ fn release<H: Hold>(guard: H) {
         Ok(()) => say!(INFO, "released {resource}"),
         Err(e) => say!(WARN, "release: {e} (what is left expires with the TTL)"),
     }
-}
-
-/// SIGTERM, then SIGKILL if the child is still there after the grace time.
-fn terminate(child: &mut Child) {
-    let pid = Pid::from_raw(child.id() as i32);
-    let _ = kill(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + TERM_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(POLL);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 fn usage_error(msg: String) -> ExitCode {

@@ -198,7 +198,13 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
     let out = child.wait_with_output().unwrap();
     let took = killed.elapsed();
     assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
-    assert!(stderr(&out).contains("no longer held"), "{}", stderr(&out));
+    // In doubt (renewals missing the quorum) before the validity ends:
+    // the command is terminated within the validity.
+    let err = stderr(&out);
+    assert!(
+        err.contains("the lock is in doubt") && err.contains("terminating the command"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
     println!("lockrun exited 76 {took:?} after the majority was killed");
     // Renewal every 500 ms: far sooner than the child's 60 s.
@@ -228,6 +234,20 @@ fn bad_command_lines_exit_64_and_say_what_is_wrong() {
         (
             &["--nodes", node, "--wait", "5parsecs", "res", "--", "true"],
             "--wait: unknown unit",
+        ),
+        (
+            &[
+                "--nodes",
+                node,
+                "--ttl",
+                "10s",
+                "--kill-after",
+                "10s",
+                "res",
+                "--",
+                "true",
+            ],
+            "--kill-after 10s must be shorter than --ttl 10s",
         ),
         (
             &["--nodes", node, "--bogus", "res", "--", "true"],
@@ -1120,7 +1140,13 @@ fn a_leader_that_loses_the_majority_terminates_its_command_and_exits_76() {
     let out = child.wait_with_output().unwrap();
     let took = killed.elapsed();
     assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
-    assert!(stderr(&out).contains("no longer held"), "{}", stderr(&out));
+    // In doubt (renewals missing the quorum) before the validity ends:
+    // the command is terminated within the validity.
+    let err = stderr(&out);
+    assert!(
+        err.contains("the lock is in doubt") && err.contains("terminating the command"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
     println!("lockrun --leader exited 76 {took:?} after the majority was killed");
     assert!(took < Duration::from_secs(10), "took {took:?}");
@@ -1506,4 +1532,164 @@ fn a_fair_waiter_killed_while_queued_delays_the_next_briefly() {
     let delay = Duration::from_nanos(ran.saturating_sub(released) as u64);
     eprintln!("the killed waiter delayed the next by {delay:?}");
     assert!(delay < Duration::from_secs(4), "{delay:?}");
+}
+
+/// The lines of `path` as numbers (nanoseconds of the wall clock, as
+/// `date +%s%N` writes them; one machine, one clock).
+fn beats(path: &std::path::Path) -> Vec<u128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Issue 39, flaw 1: a lockrun cut off two of three nodes while its
+/// COMMAND ignores SIGTERM (`script`, beating into `beats`), and a
+/// second lockrun waiting for the same resource. The first command must
+/// be gone, every process of it, before the second starts: lockrun
+/// signals the command's whole process group, and kills it before the
+/// validity ends (the old grace of 10 s let it run on beside the next).
+fn cut_off_lockrun_never_overlaps_the_next(name: &str, script: &str, beats_file: &std::path::Path) {
+    use support::proxy::{Mode, Proxy};
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource(name);
+    let proxies: Vec<Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect();
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let first_err = scratch(&format!("{name}-first.err"));
+    let mut first = Command::new(lockrun_bin())
+        .arg("--nodes")
+        .arg(urls.join(","))
+        .args(["--node-timeout", "200ms", "--ttl", "2s", &key, "--"])
+        .args(["sh", "-c", script])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        // A file, not a pipe: a process of the command left running
+        // would hold a pipe open, and the test would never end.
+        .stderr(std::fs::File::create(&first_err).unwrap())
+        .spawn()
+        .unwrap();
+    let started = wait_for(Duration::from_secs(10), || !beats(beats_file).is_empty());
+    assert!(started.is_some(), "the first command never ran");
+    let second_started = scratch(&format!("{name}-second"));
+    let second = spawn(&mut lockrun(
+        &cluster,
+        &["--ttl", "2s", "--wait", "30s"],
+        &key,
+        &format!("date +%s%N > {}", second_started.display()),
+    ));
+    thread::sleep(Duration::from_millis(200));
+    proxies[0].set(Mode::Blackhole);
+    proxies[1].set(Mode::Blackhole);
+    let status = first.wait().unwrap();
+    let first_said = std::fs::read_to_string(&first_err).unwrap();
+    assert_eq!(status.code(), Some(76), "{first_said}");
+    let out = second.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let second_at: u128 = std::fs::read_to_string(&second_started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Whatever the first command started is gone: no beat from now on.
+    let checked = now_ns();
+    thread::sleep(Duration::from_millis(300));
+    let all = beats(beats_file);
+    let last = *all.iter().max().unwrap();
+    // Left running by a broken lockrun: end it before failing.
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-f", &beats_file.display().to_string()])
+        .status();
+    assert!(
+        last < second_at,
+        "the first command beat {} ms after the second started:\n{first_said}",
+        (last - second_at) / 1_000_000
+    );
+    assert!(last < checked, "the first command outlived its lockrun");
+    println!("{first_said}");
+}
+
+#[test]
+fn a_cut_off_lockrun_kills_a_command_that_ignores_sigterm_before_the_next_starts() {
+    let beats_file = scratch("ignores-term.beats");
+    let script = format!(
+        "trap '' TERM; while :; do date +%s%N >> {b}; sleep 0.02; done",
+        b = beats_file.display()
+    );
+    cut_off_lockrun_never_overlaps_the_next("lockrun-ignores-term", &script, &beats_file);
+}
+
+#[test]
+fn a_cut_off_lockrun_ends_what_a_wrapper_script_started() {
+    let beats_file = scratch("wrapped.beats");
+    // The beating loop is the wrapper's child: signalling the wrapper
+    // alone would leave it running.
+    let script = format!(
+        "sh -c \"trap '' TERM; while :; do date +%s%N >> {b}; sleep 0.02; done\" & wait",
+        b = beats_file.display()
+    );
+    cut_off_lockrun_never_overlaps_the_next("lockrun-wrapped", &script, &beats_file);
+}
+
+/// While renewals reach the quorum, nothing happens to COMMAND; a renewal
+/// that misses it puts the lock in doubt, and one that succeeds before
+/// the planned SIGTERM calls the end off: the command runs to its end.
+#[test]
+fn a_brief_cut_that_heals_before_the_planned_sigterm_leaves_the_command_running() {
+    use support::proxy::{Mode, Proxy};
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-heals");
+    let proxies: Vec<Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect();
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let done = scratch("heals.done");
+    // TTL 4 s: renewals every 1.33 s, retried every 333 ms once one
+    // misses; SIGTERM would come with 1 s + 200 ms of validity left, at
+    // least 1.4 s after the first miss.
+    let child = Command::new(lockrun_bin())
+        .arg("--nodes")
+        .arg(urls.join(","))
+        .args(["--node-timeout", "200ms", "--ttl", "4s", &key, "--"])
+        .args([
+            "sh",
+            "-c",
+            &format!("sleep 3; echo done > {}", done.display()),
+        ])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let taken = wait_for(Duration::from_secs(10), || {
+        get(&cluster.servers[2], key.as_bytes()).is_some()
+    });
+    assert!(taken.is_some(), "lockrun never took the lock");
+    proxies[0].set(Mode::Blackhole);
+    proxies[1].set(Mode::Blackhole);
+    // Until the first renewal misses, then a little more.
+    thread::sleep(Duration::from_millis(1800));
+    proxies[0].set(Mode::Pass);
+    proxies[1].set(Mode::Pass);
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "done");
+    assert!(err.contains("a renewal missed the quorum"), "{err}");
+    assert!(err.contains("renewals reach the quorum again"), "{err}");
 }

@@ -31,6 +31,13 @@ pub(crate) struct Args {
     /// `--min-hold`: the release leaves the keys until this long after
     /// the acquisition.
     pub(crate) min_hold: Option<Duration>,
+    /// `--kill-after`: how long COMMAND gets between SIGTERM and SIGKILL
+    /// when it must end (see `ending` in lockrun.rs); `None`: the default
+    /// for the TTL ([`Args::kill_after`]).
+    pub(crate) kill_after: Option<Duration>,
+    /// `--foreground`: COMMAND stays in lockrun's process group (it may
+    /// read the terminal), and only it, not its children, is signalled.
+    pub(crate) foreground: bool,
     /// The exit status when the lock is taken (`--conflict-exit-code`,
     /// like flock's `-E`).
     pub(crate) conflict_exit: u8,
@@ -55,6 +62,22 @@ pub(crate) struct Args {
     pub(crate) command: Vec<std::ffi::OsString>,
     /// `-q` ([`ERROR`]), `-v` ([`INFO`]), or neither ([`WARN`]).
     pub(crate) verbosity: u8,
+}
+
+impl Args {
+    /// How long COMMAND gets between SIGTERM and SIGKILL: `--kill-after`,
+    /// or a quarter of the TTL, at most 10 s.
+    pub(crate) fn kill_after(&self) -> Duration {
+        self.kill_after
+            .unwrap_or_else(|| (self.ttl / 4).min(Duration::from_secs(10)))
+    }
+
+    /// How long before the end of the lock's validity COMMAND is killed at
+    /// the latest: a twentieth of the TTL, from 50 ms to 1 s (lockrun's own
+    /// delays: its 10 ms poll, being scheduled, the kill and the reaping).
+    pub(crate) fn kill_margin(&self) -> Duration {
+        (self.ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
 }
 
 pub(crate) enum Parsed {
@@ -102,6 +125,8 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         check: false,
         conflict_exit: 75,
         min_hold: None,
+        kill_after: None,
+        foreground: false,
         wait_given: false,
         leader: false,
         leader_value: None,
@@ -158,6 +183,8 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             }
             Long("check") => args.check = true,
             Long("min-hold") => args.min_hold = Some(duration_of(&mut parser, "--min-hold")?),
+            Long("kill-after") => args.kill_after = Some(duration_of(&mut parser, "--kill-after")?),
+            Long("foreground") => args.foreground = true,
             Long("conflict-exit-code") => {
                 let text = value(&mut parser, "--conflict-exit-code")?;
                 args.conflict_exit = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -191,6 +218,16 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             ),
             other => return Err(other.unexpected().to_string()),
         }
+    }
+    if let Some(grace) = args.kill_after
+        && grace >= args.ttl
+    {
+        return Err(format!(
+            "--kill-after {} must be shorter than --ttl {}: COMMAND is killed before \
+             the lock's validity (less than the TTL) ends",
+            human(grace),
+            human(args.ttl)
+        ));
     }
     if args.leader_value.is_some() && !args.leader {
         return Err("--leader-value goes with --leader".into());
