@@ -1693,3 +1693,21 @@ fn a_brief_cut_that_heals_before_the_planned_sigterm_leaves_the_command_running(
     assert!(err.contains("a renewal missed the quorum"), "{err}");
     assert!(err.contains("renewals reach the quorum again"), "{err}");
 }
+
+/// COMMAND leads a process group of its own (so that lockrun's signals
+/// reach whatever it starts); `--foreground` leaves it in lockrun's, where
+/// it may read the terminal.
+#[test]
+fn the_command_leads_its_own_process_group_unless_foreground() {
+    let cluster = Nodes::start(1).unwrap();
+    let key = resource("lockrun-pgrp");
+    // Field 5 of /proc/PID/stat is the process group.
+    let script = "echo $$ $(cut -d' ' -f5 /proc/$$/stat)";
+    for (flags, own) in [(&[][..], true), (&["--foreground"][..], false)] {
+        let out = run(&mut lockrun(&cluster, flags, &key, script));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (pid, pgrp) = text.trim().split_once(' ').unwrap();
+        assert_eq!(pid == pgrp, own, "{flags:?}: pid {pid}, group {pgrp}");
+    }
+}
