@@ -265,7 +265,7 @@ fn check_exclusion(
     run_for: Duration,
     min_sections: u64,
     chaos: impl FnOnce(&mut support::Nodes, &AtomicBool) + Send,
-) -> Vec<u64> {
+) -> Vec<Tally> {
     let _heavy = support::heavy();
     let witness = Server::start().unwrap();
     let urls = cluster.urls();
@@ -354,7 +354,8 @@ fn check_exclusion(
         sections >= min_sections,
         "only {sections} sections: the run proves little"
     );
-    tallies[..threads].iter().map(|t| t.sections).collect()
+    tallies.truncate(threads);
+    tallies
 }
 
 #[test]
@@ -362,7 +363,7 @@ fn kept_alive_holders_never_overlap_while_a_minority_fails() {
     // Sections of 500 ms under a 300 ms TTL, kept alive through kills,
     // pauses and restarts of up to two of five nodes.
     let mut cluster = support::Nodes::persistent(5).unwrap();
-    check_exclusion(
+    let tallies = check_exclusion(
         &mut cluster,
         work_kept_alive,
         6,
@@ -370,6 +371,16 @@ fn kept_alive_holders_never_overlap_while_a_minority_fails() {
         Duration::from_secs(5),
         5,
         chaos,
+    );
+    // Kept alive: a minority failing costs few sections (a renewal that
+    // meets two failed nodes and a slow third on this shared machine:
+    // 2 of 11 in one run); without keep-alive, every section outlasts the
+    // TTL and is cut short (17 of 17).
+    let sections: u64 = tallies.iter().map(|t| t.sections).sum();
+    let lost: u64 = tallies.iter().map(|t| t.lost).sum();
+    assert!(
+        lost * 2 <= sections,
+        "{lost} of {sections} kept-alive sections were cut short by a loss"
     );
 }
 
@@ -387,6 +398,7 @@ fn threads_of_one_manager_woken_on_release_never_overlap_and_all_win() {
         50,
         |_, _| {},
     );
+    let per_thread: Vec<u64> = per_thread.iter().map(|t| t.sections).collect();
     eprintln!("sections per thread: {per_thread:?}");
     assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
 }

@@ -36,12 +36,18 @@ static RECORDER: Recorder = Recorder(Mutex::new(Vec::new()));
 /// `needles`. The suite's other tests log to the same recorder, so each
 /// check names something of this test's own (a port, the resource).
 fn seen(level: Level, target: &str, needles: &[&str]) -> bool {
+    count(level, target, needles) > 0
+}
+
+/// How many records [`seen`] would match.
+fn count(level: Level, target: &str, needles: &[&str]) -> usize {
     RECORDER
         .0
         .lock()
         .unwrap()
         .iter()
-        .any(|(l, t, m)| *l == level && t == target && needles.iter().all(|n| m.contains(n)))
+        .filter(|(l, t, m)| *l == level && t == target && needles.iter().all(|n| m.contains(n)))
+        .count()
 }
 
 /// Installs the recorder, once for the suite.
@@ -125,14 +131,15 @@ fn renewals_that_miss_the_quorum_and_lost_locks_are_logged() {
     assert!(lost.is_some(), "{:?}", RECORDER.0.lock().unwrap());
     drop(guard);
 
-    // A restarted node: the pooled connection found closed is logged.
+    // A restarted node: the pooled connection found closed is logged, and
+    // a new one opened (counted from before the restart: the test's first
+    // connection logged the same line).
+    let port2 = cluster.servers[2].port().to_string();
+    let opening = [port2.as_str(), "opening a connection"];
+    let before = count(Level::Debug, "redlock_sync::node", &opening);
     cluster.servers[2].restart().unwrap();
     thread::sleep(Duration::from_millis(50));
     let _ = dlm.lock(resource("logged-2"), Duration::from_secs(1));
-    let port2 = cluster.servers[2].port().to_string();
-    assert!(seen(
-        Level::Debug,
-        "redlock_sync::node",
-        &[&port2, "opening a connection"]
-    ));
+    let after = count(Level::Debug, "redlock_sync::node", &opening);
+    assert!(after > before, "{before} then {after} connections opened");
 }

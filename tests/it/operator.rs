@@ -80,7 +80,16 @@ fn inspect_says_who_holds_a_lock_and_for_how_long() {
 fn force_unlock_takes_a_lock_away_and_tokens_keep_growing() {
     let cluster = Nodes::start(3).unwrap();
     let dlm = support::manager(&cluster, Duration::from_millis(500));
-    let waiter = support::manager(&cluster, Duration::from_millis(500));
+    // A waiter that would pause 5 to 10 s between attempts (and does not
+    // queue, whose pause is shorter): only the removal's announcement
+    // wakes it within the bound below.
+    let waiter = redlock_sync::LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::from_secs(10))
+        .fair(false)
+        .build()
+        .unwrap();
     let r = resource("force");
     let old = dlm.lock(&r, Duration::from_secs(3)).unwrap().keep_alive();
     let old_token = old.fencing_token().unwrap();

@@ -1,5 +1,5 @@
 //! Property tests: arbitrary input never panics, and every guard handed
-//! out has 0 < validity <= TTL.
+//! out has 0 < validity <= TTL (and extends, for TTLs of a second or more).
 
 use crate::support;
 
@@ -51,10 +51,20 @@ fn locks_never_panic_and_guards_have_validity_within_the_ttl() {
             match dlm.try_lock(if resource.is_empty() { &[][..] } else { &key }, ttl) {
                 Ok(mut guard) => {
                     let validity = guard.validity();
-                    prop_assert!(validity > Duration::ZERO || !guard.is_valid());
                     prop_assert!(validity <= ttl, "{validity:?} > {ttl:?}");
+                    // A guard is handed out valid; with a TTL of a second
+                    // or more (rounds take milliseconds) it still is, and
+                    // its extend succeeds. Shorter ones may run out
+                    // between two lines of this test.
+                    let long = ttl >= Duration::from_secs(1);
+                    if long {
+                        prop_assert!(validity > Duration::ZERO && guard.is_valid());
+                    }
                     if guard.is_valid() {
-                        prop_assert!(guard.extend(ttl).is_ok() || !guard.is_valid());
+                        let extended = guard.extend(ttl);
+                        if long {
+                            prop_assert!(extended.is_ok(), "extend: {extended:?}");
+                        }
                         prop_assert!(guard.validity() <= ttl);
                     }
                     match guard.release() {
