@@ -129,6 +129,19 @@ fn a_leader_cut_off_from_the_majority_steps_down_before_another_is_elected() {
             lost_after < ttl + Duration::from_millis(500),
             "{lost_after:?}"
         );
+        // Stepped down first: the old leader's validity ends before its
+        // keys expire, which is when another can be elected (the waiting
+        // thread may be scheduled a little late: 100 ms of slack).
+        assert!(
+            lost_after < elected + Duration::from_millis(100),
+            "lost after {lost_after:?}, another elected after {elected:?}"
+        );
+        // And the next is elected about a TTL after the last renewal: the
+        // keys' expiry, a campaign's pause and rounds.
+        assert!(
+            elected < ttl * 2 + Duration::from_millis(500),
+            "{elected:?}"
+        );
         assert!(next.term() > lead.term());
     });
 }

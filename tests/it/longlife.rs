@@ -147,22 +147,30 @@ fn run(names: usize, every: Duration) {
         .filter(|(d, _)| *d > names / 4)
         .map(|(_, s)| s)
         .collect();
-    if let (Some(rss), Some(fds), Some(threads)) = (
-        warm.iter().map(|s| s.rss_kb).max(),
-        warm.iter().map(|s| s.fds).max(),
-        warm.iter().map(|s| s.threads).max(),
-    ) {
-        for s in &late {
-            assert!(
-                s.rss_kb <= rss + 32 * 1024,
-                "memory grew: {s:?} after {rss} kB"
-            );
-            assert!(s.fds <= fds + 8, "descriptors grew: {s:?} after {fds}");
-            assert!(
-                s.threads <= threads + 8,
-                "threads grew: {s:?} after {threads}"
-            );
-        }
+    // Without samples on both sides, nothing was checked.
+    assert!(
+        !warm.is_empty() && late.len() >= 2,
+        "{} warm-up samples and {} later ones: sample more often",
+        warm.len(),
+        late.len()
+    );
+    let rss = warm.iter().map(|s| s.rss_kb).max().unwrap_or(0);
+    let fds = warm.iter().map(|s| s.fds).max().unwrap_or(0);
+    let threads = warm.iter().map(|s| s.threads).max().unwrap_or(0);
+    // 2 MB over the last three quarters of the names: a leak of 2 MB
+    // divided by them (about 140 bytes a name in the suite's 15,000)
+    // fails; allocator noise stays far below (the suite: +28 kB; the
+    // soak: +168 kB over a million names).
+    for s in &late {
+        assert!(
+            s.rss_kb <= rss + 2 * 1024,
+            "memory grew: {s:?} after {rss} kB"
+        );
+        assert!(s.fds <= fds + 8, "descriptors grew: {s:?} after {fds}");
+        assert!(
+            s.threads <= threads + 8,
+            "threads grew: {s:?} after {threads}"
+        );
     }
     for server in &nodes.servers {
         let left = keys_without_expiry(server);
@@ -174,7 +182,7 @@ fn run(names: usize, every: Duration) {
 #[test]
 fn twenty_thousand_names_leave_memory_descriptors_and_threads_flat() {
     let _heavy = support::heavy();
-    run(20_000, Duration::from_millis(250));
+    run(20_000, Duration::from_millis(100));
 }
 
 /// The long version (a million names by default).

@@ -134,7 +134,14 @@ fn strict_mode_keeps_out_a_node_started_recently_even_unseen() {
     // a short quarantine shows it within the test.
     let (short, _d) = partial(&cluster, &[2, 3, 4], Some(Duration::from_secs(2)));
     let other = resource("strict-later");
-    assert!(short.lock(&other, TTL).is_err(), "up less than 2 s");
+    // Node 2 kept out (up less than 2 s), nodes 0 and 1 unreachable.
+    let err = short.lock(&other, TTL).unwrap_err();
+    assert!(
+        err.failures()
+            .iter()
+            .any(|f| f.kind() == NodeErrorKind::Restarted),
+        "up less than 2 s: {err}"
+    );
     std::thread::sleep(Duration::from_millis(3200).saturating_sub(started.elapsed()));
     short.lock(&other, TTL).unwrap().release().unwrap();
 }
@@ -193,7 +200,12 @@ fn a_node_that_syncs_every_write_keeps_its_vote_where_no_change_was_witnessed() 
 #[test]
 fn a_durable_node_seen_while_loading_keeps_its_vote() {
     if !support::server::server_at_least(7, 0) {
-        eprintln!("skipped: needs --loading-process-events-interval-bytes (Redis 7.0+)");
+        eprintln!(
+            "{}",
+            support::server::skip(
+                "skipped: needs --loading-process-events-interval-bytes (Redis 7.0+)".into()
+            )
+        );
         return;
     }
     let mut cluster =
@@ -244,7 +256,17 @@ fn a_durable_node_seen_while_loading_keeps_its_vote() {
         .build()
         .unwrap();
     let r = resource("loading");
-    let _ = dlm.lock(&r, TTL).map(|g| g.release());
+    // The first attempt meets node 0 loading: it answers LOADING (the
+    // lock is had from nodes 1 and 2).
+    let port0 = format!(":{}", cluster.servers[0].port());
+    let first = dlm.lock(&r, TTL).unwrap();
+    let loading = first
+        .failures()
+        .iter()
+        .find(|f| f.node().ends_with(&port0))
+        .unwrap_or_else(|| panic!("node 0 did not fail: {:?}", first.failures()));
+    assert_eq!(loading.code(), Some("LOADING"), "{loading}");
+    first.release().unwrap();
     let loaded = wait_for(Duration::from_secs(30), || {
         support::info_field(
             &mut support::admin(&cluster.servers[0]),

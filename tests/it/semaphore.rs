@@ -136,7 +136,10 @@ fn three_clients_each_cut_off_from_a_different_node_get_only_two_permits() {
         .unwrap();
     assert_ne!(a.slot(), b.slot());
     let third = clients[2].semaphore(&name, 2).unwrap().try_acquire(TTL);
-    assert!(third.is_err(), "a third permit of 2: {third:?}");
+    assert!(
+        matches!(third, Err(Error::Taken { .. })),
+        "a third permit of 2: {third:?}"
+    );
     assert!(a.is_valid() && b.is_valid());
 }
 
@@ -245,7 +248,7 @@ fn a_crashed_holders_permit_frees_when_its_ttl_runs_out() {
     let dlm = manager(cluster.urls());
     let sem = dlm.semaphore(resource("crashed"), 1).unwrap();
     std::mem::forget(sem.try_acquire(Duration::from_millis(500)).unwrap());
-    assert!(sem.try_acquire(TTL).is_err());
+    assert!(matches!(sem.try_acquire(TTL), Err(Error::Taken { .. })));
     let freed = wait_for(Duration::from_secs(5), || sem.try_acquire(TTL).is_ok());
     let freed = freed.expect("the permit never expired");
     assert!(freed >= Duration::from_millis(300), "{freed:?}");
@@ -262,7 +265,7 @@ fn a_kept_alive_permit_outlives_its_ttl() {
         .keep_alive();
     thread::sleep(Duration::from_secs(1));
     permit.ensure_held().unwrap();
-    assert!(sem.try_acquire(TTL).is_err());
+    assert!(matches!(sem.try_acquire(TTL), Err(Error::Taken { .. })));
     permit.release().unwrap();
     sem.try_acquire(TTL).unwrap().release().unwrap();
 }
@@ -312,7 +315,7 @@ fn a_semaphore_on_a_cluster_member() {
         .unwrap();
     let sem = dlm.semaphore(resource("cluster-sem"), 3).unwrap();
     let permits: Vec<_> = (0..3).map(|_| sem.try_acquire(TTL).unwrap()).collect();
-    assert!(sem.try_acquire(TTL).is_err());
+    assert!(matches!(sem.try_acquire(TTL), Err(Error::Taken { .. })));
     for p in permits {
         p.release().unwrap();
     }
