@@ -109,9 +109,39 @@ mod recorder {
 
 /// Acquisitions by outcome, attempts, wait and hold times, extends, a
 /// lost lock, the quorum margin, and each node failure by node and kind.
+///
+/// The checks run in a process of their own ([`metrics_process`]): the
+/// recorder is global and the metrics name no resource, so in this
+/// binary, other tests running at the same time could make them pass.
 #[cfg(feature = "metrics")]
 #[test]
 fn metrics_count_outcomes_times_losses_and_node_failures() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "telemetry::metrics_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("REDLOCK_METRICS_PROCESS", "1")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("1 passed"), "the checks did not run: {said}");
+}
+
+/// Child process entry of the metrics test: no other test records here.
+#[cfg(feature = "metrics")]
+#[test]
+#[ignore = "a child process of the metrics test, run by it"]
+fn metrics_process() {
+    if std::env::var("REDLOCK_METRICS_PROCESS").is_err() {
+        return;
+    }
     use redlock_sync::telemetry::*;
     let rec = recorder::installed();
     let mut cluster = Nodes::start(3).unwrap();
