@@ -8,10 +8,11 @@ use std::time::Duration;
 use redlock_sync::{Error, NodeErrorKind};
 use support::{Nodes, get, manager, resource, timed};
 
-const TIMEOUT: Duration = Duration::from_millis(150);
-/// Generous slack for a shared, noisy 2-core machine. Without the node
-/// timeout these calls would hang forever, so any finite bound shows it.
-const SLACK: Duration = Duration::from_secs(2);
+const TIMEOUT: Duration = Duration::from_millis(300);
+/// Slack for a shared, noisy 2-core machine, on top of the promise (a
+/// faulty node costs at most the node timeout per round): a call that
+/// spends three node timeouts where one is promised misses the bound.
+const SLACK: Duration = Duration::from_millis(500);
 
 #[test]
 fn one_of_three_nodes_down_still_locks_and_releases() {
@@ -124,7 +125,7 @@ fn a_paused_majority_is_a_bounded_no_quorum_with_timeouts() {
             assert_eq!(failures.len(), 2);
             for f in failures {
                 assert_eq!(f.kind(), NodeErrorKind::Timeout, "{f}");
-                assert!(f.to_string().contains("150ms"), "{f}");
+                assert!(f.to_string().contains("300ms"), "{f}");
             }
         }
         other => panic!("expected NoQuorum, got {other:?}"),

@@ -198,6 +198,12 @@ fn keep_alive_for_stops_renewing_after_its_limit() {
         .expect("the capped lock never ran out");
     println!("capped at 900 ms with a 300 ms TTL; ran out after {gone:?}");
     assert!(gone >= Duration::from_millis(900), "{gone:?}");
+    // No later than the cap, one renewal period and one TTL (the last
+    // renewal's), with 300 ms of slack.
+    assert!(
+        gone < Duration::from_millis(900 + 100 + 300 + 300),
+        "{gone:?}"
+    );
     let free = wait_for(Duration::from_secs(3), || {
         cluster
             .servers

@@ -420,13 +420,17 @@ fn a_cancel_switch_stops_waiting_promptly_and_leaves_nothing() {
             }
             Ok(_) => panic!("took a held lock"),
         }
-        assert!(took < Duration::from_secs(3), "wake {wake}: {took:?}");
+        // The docs: at once when pausing (about 20 ms while queued), or
+        // after the round under way (milliseconds on healthy nodes); 500
+        // ms of slack for this machine, far below the waiter's 5 to 10 s
+        // pause.
+        assert!(took < Duration::from_millis(500), "wake {wake}: {took:?}");
         // The switch stays thrown: a later wait stops after one attempt.
         let (again, took) = support::timed(|| {
             waiter.try_lock_for(&r, Duration::from_secs(60), Duration::from_secs(60))
         });
         assert!(again.is_err_and(|e| e.is_cancelled()));
-        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert!(took < Duration::from_millis(500), "{took:?}");
         held.release().unwrap();
     }
     // A writer waiting behind a reader sets its flag; cancelled, it

@@ -18,9 +18,12 @@ use super::timed;
 
 /// The node timeout of the fault scenarios.
 pub const TIMEOUT: Duration = Duration::from_millis(100);
-/// Slack for a shared, noisy 2-core machine. A hang would be unbounded,
-/// so any finite bound tells the two apart.
-pub const SLACK: Duration = Duration::from_millis(1500);
+/// Slack for a shared, noisy 2-core machine, on top of what the docs
+/// promise (a faulty node costs at most the node timeout per round): a
+/// call that spends four node timeouts where one is promised misses the
+/// bound. A scenario that misses it on this machine runs once more (see
+/// [`run_scenario`]).
+pub const SLACK: Duration = Duration::from_millis(400);
 const TTL: Duration = Duration::from_secs(10);
 const PASSWORD: &str = "pw";
 
