@@ -1441,18 +1441,7 @@ fn a_wait_beyond_the_clock_waits_and_a_signal_ends_it() {
 
 /// Whether every node of `cluster` has `n` fair waiters queued for `key`.
 fn fair_queued(cluster: &Nodes, key: &str, n: usize) -> bool {
-    cluster.servers.iter().all(|s| {
-        let mut con = support::admin(s);
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{key}:redlock-queue*"))
-            .query(&mut con)
-            .unwrap();
-        let count: usize = match keys.first() {
-            Some(k) => redis::cmd("ZCARD").arg(k).query(&mut con).unwrap(),
-            None => 0,
-        };
-        count == n
-    })
+    support::queued(cluster, key).iter().all(|q| *q == n)
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redlock_sync::{Error, LockManager};
 use support::{
     Nodes, Server, admin, assert_woken, calls, release_subscribers, resource, until_listening,
-    wait_for,
+    until_queued, wait_for,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -68,7 +68,7 @@ fn a_release_wakes_a_waiting_thread_of_the_same_manager() {
             let got = dlm.try_lock_for(&r, TTL, Duration::from_secs(120));
             (got.is_ok(), Instant::now())
         });
-        thread::sleep(Duration::from_millis(500));
+        until_queued(&cluster, &r, 1);
         let released = Instant::now();
         guard.release().unwrap();
         let (got, at) = waiting.join().unwrap();
@@ -124,7 +124,7 @@ fn killing_a_listening_node_or_connection_mid_wait_does_not_stall() {
     thread::scope(|s| {
         let waiting = s.spawn(|| waiter.try_lock_for(&r, TTL, Duration::from_secs(120)));
         until_listening(&cluster, &r);
-        thread::sleep(Duration::from_millis(300));
+        until_queued(&cluster, &r, 1);
         let _: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
@@ -144,7 +144,7 @@ fn killing_a_listening_node_or_connection_mid_wait_does_not_stall() {
     thread::scope(|s| {
         let waiting = s.spawn(|| waiter.try_lock_for(&r, TTL, Duration::from_secs(120)));
         until_listening(&cluster, &r);
-        thread::sleep(Duration::from_millis(300));
+        until_queued(&cluster, &r, 1);
         cluster.servers[0].kill();
         let released = Instant::now();
         guard.release().unwrap();
@@ -184,7 +184,9 @@ fn threads_of_one_manager_are_served_in_arrival_order() {
                 thread::sleep(Duration::from_millis(20));
                 drop(g);
             }));
-            // Generous: each thread is queued well before the next asks.
+            // Each thread is queued in the manager before the next asks
+            // (a queue of the manager's own, which the servers do not
+            // show: no event to wait for, a generous pause instead).
             thread::sleep(Duration::from_millis(300));
         }
         // The holder releases and asks again at once: it comes last.
@@ -335,7 +337,8 @@ fn wake_on_release_off_publishes_and_subscribes_nothing() {
     let guard = dlm.lock(&r, TTL).unwrap();
     thread::scope(|s| {
         let waiting = s.spawn(|| dlm.try_lock_for(&r, TTL, Duration::from_secs(30)));
-        thread::sleep(Duration::from_millis(300));
+        // Waiting (queued), yet subscribed nowhere.
+        until_queued(&cluster, &r, 1);
         for server in &cluster.servers {
             assert_eq!(release_subscribers(server, &r), 0);
         }
@@ -408,7 +411,7 @@ fn a_cancel_switch_stops_waiting_promptly_and_leaves_nothing() {
                 waiter.try_lock_for(&r, Duration::from_secs(60), Duration::from_secs(120))
             })
         };
-        thread::sleep(Duration::from_millis(300));
+        until_queued(&cluster, &r, 1);
         let thrown = Instant::now();
         cancel.cancel();
         let result = waiting.join().unwrap();

@@ -160,6 +160,39 @@ pub fn until_listening(cluster: &Nodes, resource: &str) {
     );
 }
 
+/// How many fair waiters each server has queued for `resource`.
+pub fn queued(cluster: &Nodes, resource: &str) -> Vec<usize> {
+    cluster
+        .servers
+        .iter()
+        .map(|s| {
+            let mut con = admin(s);
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{resource}:redlock-queue*"))
+                .query(&mut con)
+                .unwrap();
+            match keys.first() {
+                Some(k) => redis::cmd("ZCARD").arg(k).query(&mut con).unwrap(),
+                None => 0,
+            }
+        })
+        .collect()
+}
+
+/// Waits until every server has `n` fair waiters queued for `resource`:
+/// the event that says a waiter's first attempt was refused and it
+/// waits (in place of a fixed sleep).
+pub fn until_queued(cluster: &Nodes, resource: &str, n: usize) {
+    assert!(
+        wait_for(Duration::from_secs(10), || queued(cluster, resource)
+            .iter()
+            .all(|q| *q == n))
+        .is_some(),
+        "never {n} waiters queued: {:?}",
+        queued(cluster, resource)
+    );
+}
+
 /// A resource name unique to the calling test.
 pub fn resource(name: &str) -> String {
     format!("redlock-sync-test:{name}")
