@@ -645,12 +645,21 @@ fn a_signal_while_waiting_for_the_lock_exits_without_running_the_command() {
     let dlm = support::manager(&cluster, Duration::from_millis(500));
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
     let child = spawn(&mut lockrun(&cluster, &["--wait", "30s"], &key, "echo ran"));
-    thread::sleep(Duration::from_millis(300));
+    // Waiting: its first attempt was refused and it is queued.
+    support::until_queued(&cluster, &key, 1);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let (out, took) = support::timed(|| child.wait_with_output().unwrap());
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        stderr(&out).contains("while waiting for the lock"),
+        "{}",
+        stderr(&out)
+    );
+    // At once (the wait checks its cancel switch every 20 ms while
+    // queued), with slack; and its place in the queue is given up.
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(fair_queued(&cluster, &key, 0));
 }
 
 #[test]
