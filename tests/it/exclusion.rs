@@ -328,15 +328,7 @@ fn check_exclusion(
         .iter()
         .flat_map(|t| t.intervals.iter().copied())
         .collect();
-    intervals.sort_unstable();
-    let mut overlaps = 0;
-    let mut end_so_far = 0;
-    for &(start, end) in &intervals {
-        if start < end_so_far {
-            overlaps += 1;
-        }
-        end_so_far = end_so_far.max(end);
-    }
+    let overlaps = overlapping(&mut intervals);
     let counter: i64 = admin(&witness).get("counter").unwrap();
     eprintln!(
         "exclusion: {threads} threads + {processes} processes, {} nodes, {run_for:?}: \
@@ -356,6 +348,31 @@ fn check_exclusion(
     );
     tallies.truncate(threads);
     tallies
+}
+
+/// How many of `intervals` (start, end) begin before an earlier one
+/// (in start order) ended: 0 when no two overlap.
+fn overlapping(intervals: &mut [(u64, u64)]) -> usize {
+    intervals.sort_unstable();
+    let mut overlaps = 0;
+    let mut end_so_far = 0;
+    for &(start, end) in intervals.iter() {
+        if start < end_so_far {
+            overlaps += 1;
+        }
+        end_so_far = end_so_far.max(end);
+    }
+    overlaps
+}
+
+/// The interval sweep itself, on made-up intervals: it must be able to
+/// fail, and an interval inside a long earlier one counts too.
+#[test]
+fn the_sweep_finds_overlapping_intervals() {
+    assert_eq!(overlapping(&mut [(0, 10), (10, 20), (25, 30)]), 0);
+    assert_eq!(overlapping(&mut [(10, 20), (0, 11)]), 1);
+    assert_eq!(overlapping(&mut [(0, 100), (10, 20), (30, 40)]), 2);
+    assert_eq!(overlapping(&mut []), 0);
 }
 
 #[test]

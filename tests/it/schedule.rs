@@ -1301,6 +1301,79 @@ fn the_checker_finds_overlaps_backward_tokens_and_too_many_permits() {
         span(permit("s2"), Some(1), 5, 10),
     ];
     assert_eq!(violations(&three, t0).len(), 1);
+    // Exactly K (2) permits at once is allowed.
+    assert!(violations(&three[..2], t0).is_empty());
+    // A set against a single lock of one of its resources.
+    let set = vec![Hold::Exclusive(vec!["a".into(), "b".into()])];
+    assert_eq!(
+        violations(
+            &[
+                span(set.clone(), Some(1), 0, 10),
+                span(ex("b"), Some(2), 5, 20)
+            ],
+            t0
+        )
+        .len(),
+        1
+    );
+    assert!(
+        violations(
+            &[span(set, Some(1), 0, 10), span(ex("b"), Some(2), 11, 20)],
+            t0
+        )
+        .is_empty()
+    );
+    // Two leaderships at once, and a later leader with the same term.
+    let lead = |term, a, b| Span {
+        what: "lead e",
+        ..span(ex("e"), Some(term), a, b)
+    };
+    assert_eq!(violations(&[lead(4, 0, 10), lead(5, 8, 20)], t0).len(), 1);
+    let equal = violations(&[lead(4, 0, 10), lead(4, 11, 20)], t0);
+    assert_eq!(equal.len(), 1, "{equal:?}");
+    assert!(equal[0].contains("fencing ran backwards"), "{equal:?}");
+}
+
+/// The lockrun run's checker, on made-up runs: commands on one resource
+/// whose beats overlap are found; back to back, or on two resources,
+/// they are not.
+#[test]
+fn the_lockrun_checker_finds_commands_that_ran_at_once() {
+    let run = |resource, beats: Option<(u64, u64, usize)>| LrRun {
+        worker: 0,
+        n: 0,
+        resource,
+        ttl: Duration::from_secs(1),
+        run_ms: 100,
+        ignores_term: false,
+        wrapped: false,
+        exit: Some(0),
+        said: String::new(),
+        path: PathBuf::new(),
+        beats,
+    };
+    let (a, b) = (LR_RESOURCES[0], LR_RESOURCES[1]);
+    let found = lr_overlaps(
+        &[run(a, Some((0, 100, 20))), run(a, Some((90, 200, 20)))],
+        0,
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        lr_overlaps(
+            &[run(a, Some((0, 100, 20))), run(a, Some((101, 200, 20)))],
+            0
+        )
+        .is_empty()
+    );
+    assert!(
+        lr_overlaps(
+            &[run(a, Some((0, 100, 20))), run(b, Some((50, 200, 20)))],
+            0
+        )
+        .is_empty()
+    );
+    // A command that never beat cannot overlap.
+    assert!(lr_overlaps(&[run(a, Some((0, 100, 20))), run(a, None)], 0).is_empty());
 }
 
 // The lockrun run: real `lockrun` processes around commands that record
