@@ -623,3 +623,94 @@ fn a_min_hold_is_not_a_ttl_for_the_restart_quarantine() {
     let got = dlm.lock(&other, Duration::from_secs(1)).unwrap();
     assert_eq!(got.agreed(), 3, "still kept out: {:?}", got.failures());
 }
+
+/// Issue 44: the validity a guard is handed out with is cut by the time
+/// its round took, end to end: every node 200 ms of round trip away
+/// (100 ms each way), a 1 s TTL leaves at most 1 s - 200 ms - the drift.
+#[test]
+fn a_slow_round_cuts_the_validity_handed_out() {
+    use support::proxy::{Mode, Proxy};
+    let cluster = Nodes::start(3).unwrap();
+    let proxies: Vec<Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect();
+    let dlm = support::manager_over(
+        proxies.iter().map(Proxy::url).collect(),
+        Duration::from_secs(2),
+    );
+    // Connections made before the latency, so that only the round is slow.
+    dlm.lock(resource("slow-round-warm"), Duration::from_secs(1))
+        .unwrap()
+        .release()
+        .unwrap();
+    for p in &proxies {
+        p.set(Mode::Latency(Duration::from_millis(100)));
+    }
+    let ttl = Duration::from_secs(1);
+    let (guard, took) = support::timed(|| dlm.lock(resource("slow-round"), ttl));
+    let guard = guard.unwrap();
+    let validity = guard.validity();
+    eprintln!("round {took:?}, validity {validity:?}");
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    // TTL - round (at least 200 ms) - drift (1% + 2 ms).
+    assert!(
+        validity <= ttl - Duration::from_millis(200 + 12),
+        "validity {validity:?} after a {took:?} round"
+    );
+    assert!(validity > Duration::ZERO);
+}
+
+/// Issue 44: `max_idle_per_node` bounds the connections a node keeps
+/// once a burst is over. Six threads lock at once while node 0 stalls
+/// (each opens its own connection there); afterwards node 0 sees as many
+/// as the setting allows: 2, where the default (16) keeps all six.
+#[test]
+fn max_idle_per_node_bounds_the_connections_kept_after_a_burst() {
+    let mut cluster = Nodes::start(3).unwrap();
+    let normal_clients = |server: &Server| -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("normal")
+            .query(&mut admin(server))
+            .unwrap();
+        // Less the admin connection asking.
+        list.lines().count() - 1
+    };
+    for (idle, kept) in [(Some(2), 2), (None, 6)] {
+        let mut builder = LockManager::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_secs(2))
+            .retry(1, Duration::ZERO)
+            .fair(false)
+            .wake_on_release(false);
+        if let Some(idle) = idle {
+            builder = builder.max_idle_per_node(idle);
+        }
+        let dlm = builder.build().unwrap();
+        cluster.servers[0].pause();
+        thread::scope(|s| {
+            for i in 0..6 {
+                let dlm = &dlm;
+                s.spawn(move || {
+                    dlm.lock(resource(&format!("idle-{i}")), Duration::from_secs(10))
+                        .unwrap()
+                        .release()
+                        .unwrap();
+                });
+            }
+            thread::sleep(Duration::from_millis(500));
+            cluster.servers[0].resume();
+        });
+        let seen = normal_clients(&cluster.servers[0]);
+        assert_eq!(seen, kept, "max_idle_per_node {idle:?}");
+        drop(dlm);
+        // Dropped, the manager's connections close.
+        let closed = support::wait_for(Duration::from_secs(5), || {
+            normal_clients(&cluster.servers[0]) == 0
+        });
+        assert!(closed.is_some(), "connections outlived their manager");
+    }
+}

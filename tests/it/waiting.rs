@@ -476,3 +476,64 @@ fn a_cancel_switch_stops_waiting_promptly_and_leaves_nothing() {
     assert_eq!(flagged(), 0, "the writer's flag was left behind");
     reader.release().unwrap();
 }
+
+/// Issue 44: the cancel switch stops every shape's wait, not only a
+/// lock's: a set, a permit, a reader, a campaign, each waiting behind a
+/// holder with 5 to 10 s pauses, returns `is_cancelled` within 500 ms of
+/// the switch, and leaves no place in a queue behind.
+#[test]
+fn a_cancel_switch_stops_the_wait_of_every_shape() {
+    let cluster = Nodes::start(3).unwrap();
+    let holder = manager(&cluster, 1, Duration::ZERO);
+    let ttl = Duration::from_secs(60);
+    let wait = Duration::from_secs(120);
+    let r = resource("cancel-shapes");
+    let e = resource("cancel-shapes-election");
+    let _lock = holder.lock(&r, ttl).unwrap();
+    let _permit = holder.semaphore(&r, 1).unwrap().acquire(ttl).unwrap();
+    let rw = resource("cancel-shapes-rw");
+    let _writer = holder.rwlock(&rw).unwrap().write(ttl).unwrap();
+    let _leader = holder.election(&e).unwrap().campaign(ttl).unwrap();
+    type Wait = fn(&LockManager, &str, &str, &str, Duration, Duration) -> redlock_sync::Result<()>;
+    let shapes: [(&str, Wait); 4] = [
+        ("a set", |dlm, r, _, _, ttl, wait| {
+            dlm.try_lock_all_for([r, "cancel-shapes-other"], ttl, wait)
+                .map(drop)
+        }),
+        ("a permit", |dlm, r, _, _, ttl, wait| {
+            dlm.semaphore(r, 1)?.try_acquire_for(ttl, wait).map(drop)
+        }),
+        ("a reader", |dlm, _, rw, _, ttl, wait| {
+            dlm.rwlock(rw)?.try_read_for(ttl, wait).map(drop)
+        }),
+        ("a campaign", |dlm, _, _, e, ttl, wait| {
+            dlm.election(e)?.campaign_for(ttl, wait).map(drop)
+        }),
+    ];
+    for (what, shape) in shapes {
+        let cancel = redlock_sync::Cancel::new();
+        let waiter = manager(&cluster, 3, Duration::from_secs(10)).cancel_on(&cancel);
+        let (r, rw, e) = (r.clone(), rw.clone(), e.clone());
+        let waiting = thread::spawn(move || shape(&waiter, &r, &rw, &e, ttl, wait));
+        // Its first attempt refused (no event every shape shows: a
+        // pause far longer than an attempt, far shorter than its 5 s).
+        thread::sleep(Duration::from_millis(300));
+        let thrown = Instant::now();
+        cancel.cancel();
+        let result = waiting.join().unwrap();
+        let took = thrown.elapsed();
+        assert!(
+            result.as_ref().is_err_and(|e| e.is_cancelled()),
+            "{what}: {result:?}"
+        );
+        assert!(took < Duration::from_millis(500), "{what}: {took:?}");
+    }
+    // No place left in any queue.
+    for name in [&r, &e] {
+        assert!(
+            support::queued(&cluster, name).iter().all(|q| *q == 0),
+            "{name}: {:?}",
+            support::queued(&cluster, name)
+        );
+    }
+}

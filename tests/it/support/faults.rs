@@ -482,6 +482,17 @@ fn minority_once(fault: Fault, n: usize) {
     let (extended, took) = timed(|| guard.extend(TTL * 2));
     timely(extended, healthy, format!("{fault:?}: extend"));
     within(took, bound, format!("{fault:?}: extend"));
+    if fault == Fault::LatencyAbove {
+        // The acquisition's SET reached the slow nodes after their
+        // timeout: the clean-up queued behind it removes it there, while
+        // the guard still holds the lock (no late key stands for the TTL).
+        for node in &rig.nodes[..faulty] {
+            // Well within the TTL (10 s), after which it would go anyway.
+            let gone = super::wait_for(Duration::from_secs(3), || node.get(&key).is_none());
+            assert!(gone.is_some(), "{fault:?}: a late write stayed");
+        }
+        assert!(guard.is_valid());
+    }
     let (released, took) = timed(|| guard.release());
     timely(released, healthy, format!("{fault:?}: release"));
     within(took, bound, format!("{fault:?}: release"));
