@@ -638,3 +638,38 @@ fn footprint_of_20000_distinct_resources() {
     println!("fencing off, right after: {keys} keys, used_memory {used}");
     assert_eq!(keys, 0);
 }
+
+/// Issue 44: a token is handed out only when a quorum holds at least it.
+/// Nodes 1 and 2 lag (their counters far below node 0's) and refuse
+/// scripts (an ACL without `EVAL`/`EVALSHA`), so the raise that would
+/// bring them up to the token fails on both: the attempt fails, naming
+/// the raise, and no guard is handed out.
+#[test]
+fn a_raise_that_misses_the_quorum_fails_the_attempt() {
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("fence-raise-refused");
+    let high = clock_us() + 1_000_000_000_000;
+    set_counter(&cluster.servers[0], &key, high);
+    for server in &cluster.servers[1..] {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-eval")
+            .arg("-evalsha")
+            .query(&mut admin(server))
+            .unwrap();
+    }
+    let dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .build()
+        .unwrap();
+    let err = dlm.try_lock(&key, Duration::from_secs(10)).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    assert!(text.contains("raise"), "{text}");
+    // Node 0 (which needed no raise) keeps no key of the failed attempt.
+    assert_eq!(support::get(&cluster.servers[0], key.as_bytes()), None);
+}
