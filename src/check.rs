@@ -411,13 +411,14 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     // A replica refuses every write, and a misplaced cluster node most:
     // the trial would only repeat that.
     if !replica && !misplaced {
-        // Servers before Redis 7.0 are sent the keep script for
-        // `PEXPIRE ... GT` (an unknown version is tried as one).
+        // Servers before Redis 7.0, and those whose version is unknown
+        // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
+        // as the acquisition does (see `Identity::set_nx_get`).
         let modern = info
             .as_deref()
             .and_then(|i| field(i, "redis_version"))
             .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-            .is_none_or(|major| major >= 7);
+            .is_some_and(|major| major >= 7);
         trial(node, key, trying, modern, &mut report, deadline);
     }
     let skips_on_rewrite = node

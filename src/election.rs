@@ -127,8 +127,9 @@ const UNHEARD: Duration = Duration::from_millis(500);
 ///
 /// *Reading who leads.* [`leader`](Self::leader) is a majority read: it
 /// reports a leader only when a majority of members hold the same token
-/// in the lock key, with that leader's term and the value with the
-/// highest sequence number among them (a value proclaimed successfully
+/// in the lock key, with the claim of that token with the highest term,
+/// then sequence number, among them (a failed attempt of the same
+/// campaign may have left an older term's claim; a value proclaimed successfully
 /// reached a majority, and any two majorities share a member, so it is
 /// seen unless a newer one is under way). It answers `None` when a
 /// majority holds no leader, and fails when too few members answered to

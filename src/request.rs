@@ -36,9 +36,9 @@ pub(crate) enum Reply {
     /// reads as [`BUSY`] plus `i - 1`.
     Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
-    /// PX`, `INCR` and `PEXPIRE` on the fencing counter (acquire with
-    /// fencing): nil first is no (and may be readers); `OK` first is yes,
-    /// and the count.
+    /// PX`, `INCR` and `PEXPIRE ... GT` (the keep script before Redis 7.0)
+    /// on the fencing counter (acquire with fencing): nil first is no (and
+    /// may be readers); `OK` first is yes, and the count.
     SetCount,
     /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet`, and
     /// the count.
@@ -78,9 +78,9 @@ pub(crate) struct Request<'a> {
     /// Names the command (by its index among the request's commands) and
     /// key that an error reply concerns, for messages.
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
-    /// The request as a server without `SET ... NX GET` (before Redis 7.0)
-    /// takes it, when it differs; chosen per connection (see
-    /// [`on`](Self::on)).
+    /// The request as a server without `SET ... NX GET` and `PEXPIRE ...
+    /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
+    /// when it differs; chosen per connection (see [`on`](Self::on)).
     pub(crate) legacy: Option<&'a Request<'a>>,
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
@@ -130,8 +130,8 @@ impl From<RedisError> for Failure {
 /// A connection, between uses kept in a node's pool.
 pub(crate) struct Pooled {
     pub(crate) con: Conn,
-    /// Its server does not take `SET ... NX GET`, or did not say (see
-    /// [`Request::on`]).
+    /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
+    /// did not say (see [`Request::on`]).
     pub(crate) legacy: bool,
 }
 

@@ -73,7 +73,7 @@ macro_rules! scripts {
             pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
                 Lua::new(
                     $shown,
-                    concat!("", $($(include_str!(concat!("scripts/", $prelude))),+)?),
+                    concat!("", $($(include_str!(concat!("scripts/", $prelude)), "\n"),+)?),
                     include_str!(concat!("scripts/", $file)),
                 )
             });
