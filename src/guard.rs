@@ -238,7 +238,9 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
     *stopped
 }
 
-/// The keep-alive loop: every TTL/3 an extend round with the guard's TTL.
+/// The keep-alive loop: every TTL/3 (from one round's start to the next,
+/// sooner when less than two node timeouts would be left of the validity)
+/// an extend round with the guard's TTL.
 /// A round that misses the quorum sets `renewal_error` (so `ensure_held`
 /// fails closed at once) and is retried every TTL/12 while validity
 /// remains; a retry that succeeds clears it. A lost lock (taken over, or
@@ -248,12 +250,23 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     let started = Instant::now();
     let period = state.ttl / 3;
     let retry = (state.ttl / 12).max(Duration::from_millis(1));
+    // A round may take the node timeout: the next one starts while twice
+    // that is left of the validity, so that the validity never dips below
+    // one node timeout before a renewal lands (a TTL short for the node
+    // timeout renews back to back).
+    let spare = 2 * state.pipeline.node_timeout;
+    let by_validity = || {
+        state
+            .valid_until()
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(spare)
+    };
     // The first renewal comes sooner when the guard was kept alive late,
     // with less than 2/3 of its validity left.
     let left = state
         .valid_until()
         .saturating_duration_since(Instant::now());
-    let mut pause = period.min(left / 2);
+    let mut pause = period.min(left / 2).min(by_validity());
     loop {
         if pause_or_stop(stop, pause) {
             return;
@@ -261,6 +274,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
         if limit.is_some_and(|limit| started.elapsed() >= limit) {
             return;
         }
+        let round = Instant::now();
         match state.extend(state.ttl) {
             Ok(()) => {
                 if state.renewed(None) {
@@ -271,7 +285,11 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                         state.shown()
                     );
                 }
-                pause = period;
+                // Every TTL/3 from the start of the round: a slow round
+                // (a member that takes the node timeout) does not push the
+                // next one later, so a healthy lock's validity never drops
+                // below TTL - TTL/3 - a round.
+                pause = period.saturating_sub(round.elapsed()).min(by_validity());
             }
             Err(err @ Error::NotHeld { .. }) => {
                 crate::log!(
@@ -541,9 +559,12 @@ impl<M: Mode> Guard<M> {
     }
 
     /// Keeps the lock alive in the background until the guard is dropped
-    /// or released: a thread extends it with its TTL every TTL/3, using the
-    /// same quorum and validity rules as [`extend`](Self::extend), and
-    /// retries a failed round while validity remains. Watch
+    /// or released: a thread extends it with its TTL every TTL/3 (from one
+    /// round's start to the next, and sooner when the validity would drop
+    /// under two node timeouts: a slow member never lets it run low),
+    /// using the same quorum and validity rules as
+    /// [`extend`](Self::extend), and retries a failed round while validity
+    /// remains. Watch
     /// [`ensure_held`](Self::ensure_held) for a loss.
     ///
     /// Consumes and returns the guard, so that the thread's lifetime is the
@@ -625,7 +646,7 @@ impl<M: Mode> Guard<M> {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let (tally, hold_failed) = self.unlock();
+        let (tally, hold_failed) = self.unlock(true);
         if let Some(err) = hold_failed {
             return Err(err);
         }
@@ -643,8 +664,10 @@ impl<M: Mode> Guard<M> {
     ///
     /// With an at-least hold not over yet, the round is the hold (see
     /// [`hold_or_release`](Self::hold_or_release)): the error says why a
-    /// hold was not kept, when it was not.
-    fn unlock(&mut self) -> (quorum::Tally, Option<Error>) {
+    /// hold was not kept, when it was not. `inline`: a failed hold's
+    /// release round runs here (`release`), else on a thread of its own
+    /// (`Drop`, which never blocks longer than about one node timeout).
+    fn unlock(&mut self, inline: bool) -> (quorum::Tally, Option<Error>) {
         let keeper = self.keeper.take();
         if let Some(keeper) = &keeper {
             keeper.signal();
@@ -658,7 +681,7 @@ impl<M: Mode> Guard<M> {
             .filter(|ms| *ms > 0);
         let span = telemetry::Span::round(true, || state.shown());
         let (tally, hold_failed) = match left {
-            Some(ms) => self.hold_or_release(ms),
+            Some(ms) => self.hold_or_release(ms, inline),
             None => (pipeline.release(&*state.shape, &state.token), None),
         };
         span.ended(
@@ -688,26 +711,40 @@ impl<M: Mode> Guard<M> {
     /// minority, kept for the hold, would stand in everyone's way), and
     /// the error says so. The hold is not a TTL for the restart
     /// quarantine (see `Pipeline::hold_for`).
-    fn hold_or_release(&self, left_ms: u64) -> (quorum::Tally, Option<Error>) {
+    fn hold_or_release(&self, left_ms: u64, inline: bool) -> (quorum::Tally, Option<Error>) {
         let state = &self.state;
         let pipeline = &state.pipeline;
         let (deadline, lost) = {
             let status = state.status.lock();
             (status.valid_until, status.lost)
         };
-        let why = if lost.is_some() || Instant::now() >= deadline {
-            state.not_held(lost, None)
+        if lost.is_some() || Instant::now() >= deadline {
+            let why = state.not_held(lost, None);
+            return (pipeline.release(&*state.shape, &state.token), Some(why));
+        }
+        let tally = pipeline.hold_for(&*state.shape, &state.token, left_ms);
+        if tally.reached() && Instant::now() < deadline {
+            return (tally, None);
+        }
+        let why = if tally.reached() {
+            state.not_held(None, None)
         } else {
-            let tally = pipeline.hold_for(&*state.shape, &state.token, left_ms);
-            if tally.reached() && Instant::now() < deadline {
-                return (tally, None);
-            }
-            if tally.reached() {
-                state.not_held(None, None)
-            } else {
-                tally.held_error(&state.shown())
-            }
+            tally.held_error(&state.shown())
         };
+        let tally = quorum::Tally::count(std::iter::empty());
+        // The hold round took its time already: a second round from `Drop`
+        // goes to a thread of its own (inline if none can be started).
+        if !inline {
+            let state = state.clone();
+            let spawned = thread::Builder::new()
+                .name("redlock-release".into())
+                .spawn(move || {
+                    state.pipeline.release(&*state.shape, &state.token);
+                });
+            if spawned.is_ok() {
+                return (tally, Some(why));
+            }
+        }
         (pipeline.release(&*state.shape, &state.token), Some(why))
     }
 }
@@ -718,7 +755,7 @@ impl<M: Mode> Drop for Guard<M> {
             self.armed = false;
             // Best effort: every node deletes the key if it is still ours;
             // failures are left to the key's expiry.
-            let _ = self.unlock();
+            let _ = self.unlock(false);
         }
     }
 }

@@ -16,11 +16,13 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use redlock_sync::mode::Mode;
 #[path = "lockrun/args.rs"]
 mod args;
+#[path = "lockrun/tree.rs"]
+mod tree;
 
 use args::{Args, MemberArg, Parsed, human, parse};
 use redlock_sync::{
@@ -287,11 +289,7 @@ fn run_locked<H: Hold>(guard: H, fencing: Option<u64>, args: &Args, signals: &Si
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
     die_with_parent(&mut command);
-    // A process group of its own, so that ending it reaches whatever it
-    // started (a wrapper script's children).
-    if !args.foreground {
-        command.process_group(0);
-    }
+    tree::adopt_orphans();
     match command.spawn() {
         Ok(child) => supervise(child, guard, signals, &Ending::of(args)),
         Err(e) => {
@@ -432,9 +430,6 @@ struct Ending {
     grace: Duration,
     /// SIGKILL comes at least this long before the validity ends.
     margin: Duration,
-    /// COMMAND leads a process group of its own: signals go to the whole
-    /// group (a wrapper script's children too). Off with `--foreground`.
-    group: bool,
 }
 
 impl Ending {
@@ -442,66 +437,57 @@ impl Ending {
         Ending {
             grace: args.kill_after(),
             margin: args.kill_margin(),
-            group: !args.foreground,
-        }
-    }
-
-    /// Sends `signal` to COMMAND (its whole process group, but for
-    /// `--foreground`).
-    fn send(&self, child: &Child, signal: Signal) {
-        let pid = Pid::from_raw(child.id() as i32);
-        let _ = if self.group {
-            killpg(pid, signal)
-        } else {
-            kill(pid, signal)
-        };
-    }
-
-    /// Whether a process of COMMAND's group is left (with `--foreground`,
-    /// none is known).
-    fn group_alive(&self, child: &Child) -> bool {
-        self.group && killpg(Pid::from_raw(child.id() as i32), None).is_ok()
-    }
-
-    /// SIGKILL, then waits for COMMAND to be gone: the child reaped, and
-    /// (briefly: zombies wait for their new parent) the rest of its
-    /// process group.
-    fn kill(&self, child: &mut Child) {
-        self.send(child, Signal::SIGKILL);
-        let _ = child.wait();
-        let until = Instant::now() + Duration::from_millis(100);
-        while self.group_alive(child) && Instant::now() < until {
-            thread::sleep(Duration::from_millis(1));
         }
     }
 }
 
-/// Waits for the child while watching the lock and the signals; releases
-/// the lock once the child has exited.
+/// Waits for COMMAND, and for whatever it started, while watching the
+/// lock and the signals; releases the lock once all of it has ended.
 ///
-/// The child never runs past the lock's validity: while renewals reach
-/// the quorum nothing happens; once one misses it (the lock in doubt),
-/// SIGTERM is planned `grace` before SIGKILL, and SIGKILL `margin`
-/// before the validity ends, each moment moving with the validity a later
-/// renewal proves, and a renewal that succeeds before the SIGTERM calls
-/// it off. A lock known lost (taken over, forced, validity run out) gets
-/// SIGKILL at once: there is no validity left for a grace.
+/// The lock covers COMMAND's whole tree (see `tree.rs`), as flock(1)'s
+/// covers every process holding its descriptor: what COMMAND leaves
+/// running when it exits keeps the lock held until it ends.
+///
+/// None of it runs past the lock's validity: while renewals reach the
+/// quorum nothing happens; once one misses it (the lock in doubt),
+/// SIGTERM to the whole tree is planned `grace` before SIGKILL, and
+/// SIGKILL `margin` before the validity ends, each moment moving with the
+/// validity a later renewal proves, and a renewal that succeeds before
+/// the SIGTERM calls it off. A lock known lost (taken over, forced,
+/// validity run out) gets SIGKILL at once: there is no validity left for
+/// a grace. Signals go out before anything is logged (a blocked stderr
+/// never delays them).
 fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Ending) -> ExitCode {
+    let tree = tree::Tree::of(&child);
     let mut signalled: Option<i32> = None;
     // When SIGTERM went (a signal passed on, or the lock in doubt).
     let mut termed: Option<Instant> = None;
     // lockrun ended the command because of the lock: exit 76.
     let mut for_the_lock = false;
     let mut in_doubt = false;
-    // SIGKILL went to the command: nothing of it runs any more (its
-    // group's zombies may wait for a parent that never reaps them).
+    // COMMAND's own exit status, once it has exited.
+    let mut status: Option<std::process::ExitStatus> = None;
+    // The tree is looked at every poll once COMMAND has exited, else
+    // every second (to reap orphans that died).
+    let mut looked = Instant::now();
+    let mut left_warned = false;
+    // SIGKILL went to the tree: nothing of it runs any more (a process
+    // stuck in the kernel may linger; it is not waited for).
     let mut killed = false;
     loop {
-        match child.try_wait() {
-            // Asked to end (SIGTERM went), COMMAND is over once its whole
-            // group is: what it started may still run, within the grace.
-            Ok(Some(_)) if termed.is_some() && !killed && end.group_alive(&child) => {}
-            Ok(Some(status)) => {
+        if status.is_none() {
+            match child.try_wait() {
+                Ok(done) => status = done,
+                Err(e) => {
+                    tree.kill(&mut child);
+                    say!(ERROR, "cannot wait for the command: {e}");
+                    return ExitCode::from(EX_CANNOT_RUN);
+                }
+            }
+        }
+        if let Some(exited) = status {
+            let left = if killed { Vec::new() } else { tree.live(false) };
+            if left.is_empty() {
                 if for_the_lock {
                     // Lost or in doubt: what is left expires, or is deleted
                     // where it is still ours, when the guard is dropped.
@@ -511,35 +497,50 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                 if let Some(sig) = signalled {
                     return ExitCode::from(128u8.saturating_add(sig as u8));
                 }
-                let code = status
+                let code = exited
                     .code()
-                    .or_else(|| status.signal().map(|sig| 128 + sig))
+                    .or_else(|| exited.signal().map(|sig| 128 + sig))
                     .unwrap_or(1);
                 return ExitCode::from(u8::try_from(code).unwrap_or(1));
             }
-            Ok(None) => {}
-            Err(e) => {
-                say!(ERROR, "cannot wait for the command: {e}");
-                end.kill(&mut child);
-                return ExitCode::from(EX_CANNOT_RUN);
+            if !left_warned && termed.is_none() {
+                say!(
+                    WARN,
+                    "the command exited, leaving {} process(es) it started: the lock is held \
+                     until they end (pids {})",
+                    left.len(),
+                    left.iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                left_warned = true;
             }
+        } else if looked.elapsed() >= Duration::from_secs(1) {
+            let _ = tree.live(true);
+            looked = Instant::now();
         }
+        let running = status.is_none();
         while let Ok(origin) = signals.try_recv() {
-            // A terminal's signal (from the kernel) already reached a
-            // command in lockrun's process group (`--foreground`); one in
-            // a group of its own gets it from lockrun.
-            let from_terminal = matches!(origin.cause, Cause::Kernel) && !end.group;
+            // A terminal's signal (from the kernel) already reached the
+            // command, which shares lockrun's process group.
+            let from_terminal = matches!(origin.cause, Cause::Kernel);
+            if !from_terminal && let Ok(sig) = Signal::try_from(origin.signal) {
+                if running {
+                    let _ = kill(Pid::from_raw(child.id() as i32), sig);
+                } else {
+                    // COMMAND has exited: what it left gets the signal.
+                    tree.signal(sig, false);
+                }
+            }
+            signalled.get_or_insert(origin.signal);
+            termed.get_or_insert_with(Instant::now);
             say!(
                 INFO,
                 "got signal {}; {}waiting for the command to exit",
                 origin.signal,
                 if from_terminal { "" } else { "passing it on, " }
             );
-            if !from_terminal && let Ok(sig) = Signal::try_from(origin.signal) {
-                end.send(&child, sig);
-            }
-            signalled.get_or_insert(origin.signal);
-            termed.get_or_insert_with(Instant::now);
         }
         let now = Instant::now();
         match guard.ensure_held() {
@@ -565,8 +566,8 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                 in_doubt = true;
             }
             Err(e) => {
-                say!(ERROR, "{e}; killing the command");
-                end.kill(&mut child);
+                tree.kill(&mut child);
+                say!(ERROR, "{e}; killed the command");
                 return ExitCode::from(EX_LOST);
             }
         }
@@ -575,33 +576,34 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
         let left = guard.validity();
         let kill_in = left.saturating_sub(end.margin);
         if in_doubt && termed.is_none() && kill_in <= end.grace {
+            tree.signal(Signal::SIGTERM, running);
+            termed = Some(now);
+            for_the_lock = true;
             say!(
                 ERROR,
                 "the lock is in doubt and its validity ends in {}: terminating the command",
                 human(left)
             );
-            end.send(&child, Signal::SIGTERM);
-            termed = Some(now);
-            for_the_lock = true;
         }
         let grace_over = termed.is_some_and(|t| now >= t + end.grace);
         if kill_in.is_zero() || grace_over {
+            tree.kill(&mut child);
+            killed = true;
+            status = status.or_else(|| child.try_wait().ok().flatten());
             if kill_in.is_zero() {
+                for_the_lock = true;
                 say!(
                     ERROR,
-                    "the lock's validity ends in {}: killing the command",
+                    "the lock's validity ends in {}: killed the command",
                     human(left)
                 );
-                for_the_lock = true;
             } else {
                 say!(
                     WARN,
-                    "the command did not exit within {} of SIGTERM; killing it",
+                    "the command did not exit within {} of SIGTERM; killed it",
                     human(end.grace)
                 );
             }
-            end.kill(&mut child);
-            killed = true;
             continue;
         }
         // Up to POLL for the command and signals; a loss of the lock ends
@@ -672,7 +674,7 @@ fn release<H: Hold>(guard: H) {
     let resource = guard.shown();
     match guard.release() {
         Ok(()) => say!(INFO, "released {resource}"),
-        Err(e) => say!(WARN, "release: {e} (what is left expires with the TTL)"),
+        Err(e) => say!(WARN, "release: {e} (keys it could not delete expire with their TTL)"),
     }
 }
 

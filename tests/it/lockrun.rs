@@ -250,6 +250,10 @@ fn bad_command_lines_exit_64_and_say_what_is_wrong() {
             "--kill-after 10s must be shorter than --ttl 10s",
         ),
         (
+            &["--nodes", node, "--ttl", "100ms", "res", "--", "true"],
+            "--ttl 100ms is too short for --node-timeout 50ms",
+        ),
+        (
             &["--nodes", node, "--bogus", "res", "--", "true"],
             "--bogus",
         ),
@@ -1692,20 +1696,68 @@ fn a_brief_cut_that_heals_before_the_planned_sigterm_leaves_the_command_running(
     assert!(err.contains("renewals reach the quorum again"), "{err}");
 }
 
-/// COMMAND leads a process group of its own (so that lockrun's signals
-/// reach whatever it starts); `--foreground` leaves it in lockrun's, where
-/// it may read the terminal.
+/// As flock(1)'s lock covers every process holding its descriptor,
+/// lockrun's covers what COMMAND starts: a background process it leaves
+/// keeps the lock held until it ends (lockrun warns, then exits with
+/// COMMAND's status), and `setsid` inside COMMAND works as in a shell
+/// (COMMAND is no process group leader) and stays covered (lockrun is
+/// the subreaper).
 #[test]
-fn the_command_leads_its_own_process_group_unless_foreground() {
+fn what_the_command_leaves_running_keeps_the_lock_until_it_ends() {
     let cluster = Nodes::start(1).unwrap();
-    let key = resource("lockrun-pgrp");
-    // Field 5 of /proc/PID/stat is the process group.
-    let script = "echo $$ $(cut -d' ' -f5 /proc/$$/stat)";
-    for (flags, own) in [(&[][..], true), (&["--foreground"][..], false)] {
-        let out = run(&mut lockrun(&cluster, flags, &key, script));
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (pid, pgrp) = text.trim().split_once(' ').unwrap();
-        assert_eq!(pid == pgrp, own, "{flags:?}: pid {pid}, group {pgrp}");
+    let key = resource("lockrun-leftovers");
+    let done = scratch("leftover.done");
+    for starter in ["", "setsid "] {
+        let _ = std::fs::remove_file(&done);
+        let script = format!(
+            "{starter}sh -c 'sleep 1; echo done > {d}' & exit 3",
+            d = done.display()
+        );
+        let (out, took) = support::timed(|| run(&mut lockrun(&cluster, &[], &key, &script)));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{starter}: {err}");
+        assert!(
+            err.contains("the lock is held until they end"),
+            "{starter}: {err}"
+        );
+        // lockrun waited for the leftover: it had written, and the lock
+        // was held until then (free now).
+        assert_eq!(
+            std::fs::read_to_string(&done).unwrap_or_default().trim(),
+            "done",
+            "{starter}: lockrun exited after {took:?}, before the leftover ended"
+        );
+        assert!(took >= Duration::from_millis(900), "{starter}: {took:?}");
+        assert_eq!(get(&cluster.servers[0], key.as_bytes()), None);
     }
+}
+
+/// A member that never answers makes every renewal round take the whole
+/// node timeout. Renewals start every TTL/3 from the previous round's
+/// start, so a healthy majority keeps the validity above the kill margin:
+/// the command runs to its end. (Scheduled from the previous round's end,
+/// TTL 1 s and a 400 ms node timeout let the validity run out between
+/// two rounds: the command was killed, exit 76.)
+#[test]
+fn a_silent_member_slows_every_renewal_but_never_ends_the_command() {
+    use support::proxy::{Mode, Proxy};
+    let cluster = Nodes::start(3).unwrap();
+    let key = resource("lockrun-slow-renewals");
+    let proxies: Vec<Proxy> = cluster
+        .servers
+        .iter()
+        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect();
+    proxies[2].set(Mode::Blackhole);
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let out = Command::new(lockrun_bin())
+        .arg("--nodes")
+        .arg(urls.join(","))
+        .args(["--node-timeout", "400ms", "--ttl", "1s", &key, "--"])
+        .args(["sh", "-c", "sleep 3; exit 7"])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
 }

@@ -35,9 +35,6 @@ pub(crate) struct Args {
     /// when it must end (see `ending` in lockrun.rs); `None`: the default
     /// for the TTL ([`Args::kill_after`]).
     pub(crate) kill_after: Option<Duration>,
-    /// `--foreground`: COMMAND stays in lockrun's process group (it may
-    /// read the terminal), and only it, not its children, is signalled.
-    pub(crate) foreground: bool,
     /// The exit status when the lock is taken (`--conflict-exit-code`,
     /// like flock's `-E`).
     pub(crate) conflict_exit: u8,
@@ -126,7 +123,6 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         conflict_exit: 75,
         min_hold: None,
         kill_after: None,
-        foreground: false,
         wait_given: false,
         leader: false,
         leader_value: None,
@@ -184,7 +180,6 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             Long("check") => args.check = true,
             Long("min-hold") => args.min_hold = Some(duration_of(&mut parser, "--min-hold")?),
             Long("kill-after") => args.kill_after = Some(duration_of(&mut parser, "--kill-after")?),
-            Long("foreground") => args.foreground = true,
             Long("conflict-exit-code") => {
                 let text = value(&mut parser, "--conflict-exit-code")?;
                 args.conflict_exit = text.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -227,6 +222,23 @@ pub(crate) fn parse() -> Result<Parsed, String> {
              the lock's validity (less than the TTL) ends",
             human(grace),
             human(args.ttl)
+        ));
+    }
+    // A healthy lock's validity dips to two thirds of the TTL less one
+    // renewal round (up to the node timeout) before each renewal lands:
+    // the kill margin must stay below that, or a command would be killed
+    // while every node answers.
+    let dip = (args.ttl * 2 / 3).saturating_sub(args.node_timeout);
+    // (A zero TTL is refused by the library, which says so.)
+    if command.is_some() && !args.ttl.is_zero() && dip <= args.kill_margin() {
+        return Err(format!(
+            "--ttl {} is too short for --node-timeout {}: a renewal may take the node \
+             timeout, and COMMAND is killed {} before the validity ends; give a TTL of at \
+             least {}",
+            human(args.ttl),
+            human(args.node_timeout),
+            human(args.kill_margin()),
+            human((args.node_timeout + args.kill_margin()) * 3 / 2 + Duration::from_millis(1))
         ));
     }
     if args.leader_value.is_some() && !args.leader {
