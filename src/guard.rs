@@ -238,9 +238,10 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
     *stopped
 }
 
-/// The keep-alive loop: every TTL/3 (from one round's start to the next,
-/// sooner when less than two node timeouts would be left of the validity)
-/// an extend round with the guard's TTL.
+/// The keep-alive loop: every TTL/3 (from one round's start to the next;
+/// sooner when two node timeouts would not be left of the validity, but
+/// never sooner than TTL/12 after the last round ended) an extend round
+/// with the guard's TTL.
 /// A round that misses the quorum sets `renewal_error` (so `ensure_held`
 /// fails closed at once) and is retried every TTL/12 while validity
 /// remains; a retry that succeeds clears it. A lost lock (taken over, or
@@ -250,23 +251,20 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     let started = Instant::now();
     let period = state.ttl / 3;
     let retry = (state.ttl / 12).max(Duration::from_millis(1));
-    // A round may take the node timeout: the next one starts while twice
-    // that is left of the validity, so that the validity never dips below
-    // one node timeout before a renewal lands (a TTL short for the node
-    // timeout renews back to back).
-    let spare = 2 * state.pipeline.node_timeout;
-    let by_validity = || {
-        state
-            .valid_until()
-            .saturating_duration_since(Instant::now())
-            .saturating_sub(spare)
-    };
+    // A round may take the node timeout: a renewal is due TTL/3 after the
+    // last one began, or sooner, while two node timeouts and the drift
+    // are left of the validity it gave (so that a slow member never lets
+    // a healthy lock run out between two rounds); but never sooner than
+    // TTL/12 after the last one ended (a TTL short for the node timeout
+    // is renewed at that pace, not in a loop).
+    let spare = 2 * state.pipeline.node_timeout + state.ttl / 50;
+    let due = period.min(state.ttl.saturating_sub(spare));
     // The first renewal comes sooner when the guard was kept alive late,
     // with less than 2/3 of its validity left.
     let left = state
         .valid_until()
         .saturating_duration_since(Instant::now());
-    let mut pause = period.min(left / 2).min(by_validity());
+    let mut pause = period.min(left / 2).min(left.saturating_sub(spare));
     loop {
         if pause_or_stop(stop, pause) {
             return;
@@ -289,7 +287,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                 // (a member that takes the node timeout) does not push the
                 // next one later, so a healthy lock's validity never drops
                 // below TTL - TTL/3 - a round.
-                pause = period.saturating_sub(round.elapsed()).min(by_validity());
+                pause = due.saturating_sub(round.elapsed()).max(retry);
             }
             Err(err @ Error::NotHeld { .. }) => {
                 crate::log!(
@@ -561,7 +559,8 @@ impl<M: Mode> Guard<M> {
     /// Keeps the lock alive in the background until the guard is dropped
     /// or released: a thread extends it with its TTL every TTL/3 (from one
     /// round's start to the next, and sooner when the validity would drop
-    /// under two node timeouts: a slow member never lets it run low),
+    /// under two node timeouts, but at least TTL/12 apart: a slow member
+    /// does not let a TTL of three node timeouts or more run out),
     /// using the same quorum and validity rules as
     /// [`extend`](Self::extend), and retries a failed round while validity
     /// remains. Watch

@@ -48,10 +48,14 @@ const POLL: Duration = Duration::from_millis(10);
 /// 0: errors only, 1: warnings too (the default), 2: everything.
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
 
+/// One line to stderr, whole, at `$level` or above; a stderr that cannot
+/// be written (a closed pipe, a hung-up terminal) loses the line and
+/// nothing else.
 macro_rules! say {
     ($level:expr, $($arg:tt)+) => {
         if VERBOSITY.load(Ordering::Relaxed) >= $level {
-            eprintln!("lockrun: {}", format_args!($($arg)+));
+            let line = format!("lockrun: {}\n", format_args!($($arg)+));
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         }
     };
 }
@@ -467,7 +471,7 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
     let mut in_doubt = false;
     // COMMAND's own exit status, once it has exited.
     let mut status: Option<std::process::ExitStatus> = None;
-    // The tree is looked at every poll once COMMAND has exited, else
+    // The tree is looked at every 100 ms once COMMAND has exited, else
     // every second (to reap orphans that died).
     let mut looked = Instant::now();
     let mut left_warned = false;
@@ -475,9 +479,13 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
     // stuck in the kernel may linger; it is not waited for).
     let mut killed = false;
     loop {
+        let mut just_exited = false;
         if status.is_none() {
             match child.try_wait() {
-                Ok(done) => status = done,
+                Ok(done) => {
+                    just_exited = done.is_some();
+                    status = done;
+                }
                 Err(e) => {
                     tree.kill(&mut child);
                     say!(ERROR, "cannot wait for the command: {e}");
@@ -485,9 +493,13 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                 }
             }
         }
-        if let Some(exited) = status {
+        let look = just_exited || looked.elapsed() >= Duration::from_millis(100);
+        if let Some(exited) = status
+            && (killed || look)
+        {
+            looked = Instant::now();
             let left = if killed { Vec::new() } else { tree.live(false) };
-            if left.is_empty() {
+            if left.is_empty() && (killed || tree.gone()) {
                 if for_the_lock {
                     // Lost or in doubt: what is left expires, or is deleted
                     // where it is still ours, when the guard is dropped.
@@ -503,7 +515,8 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                     .unwrap_or(1);
                 return ExitCode::from(u8::try_from(code).unwrap_or(1));
             }
-            if !left_warned && termed.is_none() {
+            if !left_warned && termed.is_none() && !left.is_empty() {
+                // (Said once; the lock stays held meanwhile.)
                 say!(
                     WARN,
                     "the command exited, leaving {} process(es) it started: the lock is held \
@@ -516,7 +529,7 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                 );
                 left_warned = true;
             }
-        } else if looked.elapsed() >= Duration::from_secs(1) {
+        } else if status.is_none() && looked.elapsed() >= Duration::from_secs(1) {
             let _ = tree.live(true);
             looked = Instant::now();
         }
@@ -534,7 +547,11 @@ fn supervise<H: Hold>(mut child: Child, guard: H, signals: &Signals, end: &Endin
                 }
             }
             signalled.get_or_insert(origin.signal);
-            termed.get_or_insert_with(Instant::now);
+            // A signal sent to lockrun ends the command within the grace;
+            // a terminal's (Ctrl-C to a REPL) is the command's to handle.
+            if !from_terminal {
+                termed.get_or_insert_with(Instant::now);
+            }
             say!(
                 INFO,
                 "got signal {}; {}waiting for the command to exit",
@@ -674,7 +691,10 @@ fn release<H: Hold>(guard: H) {
     let resource = guard.shown();
     match guard.release() {
         Ok(()) => say!(INFO, "released {resource}"),
-        Err(e) => say!(WARN, "release: {e} (keys it could not delete expire with their TTL)"),
+        Err(e) => say!(
+            WARN,
+            "release: {e} (keys it could not delete expire with their TTL)"
+        ),
     }
 }
 

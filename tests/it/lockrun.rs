@@ -672,11 +672,16 @@ fn sigkill_of_lockrun_ends_the_command_within_about_a_second() {
     let key = resource("lockrun-sigkill");
     let pidfile = scratch("orphan.pid");
     let script = format!("echo $$ > {p}; exec sleep 60", p = pidfile.display());
-    let mut child = lockrun(&cluster, &["--ttl", "1s"], &key, &script)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = lockrun(
+        &cluster,
+        &["--ttl", "1s", "--node-timeout", "250ms"],
+        &key,
+        &script,
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let pid = command_pid(&pidfile);
     // `exec`: the pid written is the sleep's.
     thread::sleep(Duration::from_millis(50));
@@ -1058,7 +1063,15 @@ fn leader_runs_one_copy_and_a_sigkilled_leader_is_replaced_with_a_higher_term() 
     let start = |value: &str| {
         spawn(&mut lockrun(
             &cluster,
-            &["--leader", "--ttl", "1s", "--leader-value", value],
+            &[
+                "--leader",
+                "--ttl",
+                "1s",
+                "--node-timeout",
+                "250ms",
+                "--leader-value",
+                value,
+            ],
             &name,
             &script,
         ))
@@ -1760,4 +1773,41 @@ fn a_silent_member_slows_every_renewal_but_never_ends_the_command() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+}
+
+/// Children lockrun had before COMMAND started are not COMMAND's: a
+/// shell's process substitution that `exec lockrun` inherited (`cat`,
+/// reading lockrun's own stdout until it closes) is not waited for, so
+/// lockrun ends as soon as COMMAND does (it hung, holding the lock, when
+/// it counted every child of its own).
+#[test]
+fn a_child_lockrun_inherited_is_not_the_commands() {
+    let cluster = Nodes::start(1).unwrap();
+    let key = resource("lockrun-inherited");
+    let line = format!(
+        "exec {bin} --nodes {url} {key} -- true > >(cat)",
+        bin = lockrun_bin().display(),
+        url = cluster.urls()[0],
+    );
+    let mut child = Command::new("bash")
+        .args(["-c", &line])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ended = wait_for(Duration::from_secs(10), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if ended.is_none() {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        ended.is_some(),
+        "lockrun waited for a child that was not COMMAND's"
+    );
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(get(&cluster.servers[0], key.as_bytes()), None);
 }

@@ -61,6 +61,24 @@ pub(crate) struct Args {
     pub(crate) verbosity: u8,
 }
 
+/// See [`Args::kill_margin`].
+fn kill_margin(ttl: Duration) -> Duration {
+    (ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// How low a kept-alive lock's validity goes while one member takes the
+/// whole node timeout `nt` and a majority answers: renewals are due TTL/3
+/// after the last began, or while two node timeouts and the drift (at
+/// most TTL/50) are left, but at least TTL/12 after the last ended (see
+/// the keep-alive in `guard.rs`); the validity, counted from a round's
+/// start, is lowest when the next round ends.
+pub(crate) fn healthy_dip(ttl: Duration, nt: Duration) -> Duration {
+    let drift = ttl / 50;
+    let due = (ttl / 3).min(ttl.saturating_sub(2 * nt + drift));
+    let next = due.max(nt + ttl / 12);
+    ttl.saturating_sub(drift + next + nt)
+}
+
 impl Args {
     /// How long COMMAND gets between SIGTERM and SIGKILL: `--kill-after`,
     /// or a quarter of the TTL, at most 10 s.
@@ -73,7 +91,7 @@ impl Args {
     /// the latest: a twentieth of the TTL, from 50 ms to 1 s (lockrun's own
     /// delays: its 10 ms poll, being scheduled, the kill and the reaping).
     pub(crate) fn kill_margin(&self) -> Duration {
-        (self.ttl / 20).clamp(Duration::from_millis(50), Duration::from_secs(1))
+        kill_margin(self.ttl)
     }
 }
 
@@ -224,21 +242,26 @@ pub(crate) fn parse() -> Result<Parsed, String> {
             human(args.ttl)
         ));
     }
-    // A healthy lock's validity dips to two thirds of the TTL less one
-    // renewal round (up to the node timeout) before each renewal lands:
-    // the kill margin must stay below that, or a command would be killed
-    // while every node answers.
-    let dip = (args.ttl * 2 / 3).saturating_sub(args.node_timeout);
-    // (A zero TTL is refused by the library, which says so.)
+    // While one member takes the whole node timeout to answer and a
+    // majority answers, the validity dips to `dip` before each renewal
+    // lands: the kill margin must stay below that, or a command would be
+    // killed while a majority answers. (A zero TTL is refused by the
+    // library, which says so.)
+    let dip = healthy_dip(args.ttl, args.node_timeout);
     if command.is_some() && !args.ttl.is_zero() && dip <= args.kill_margin() {
+        let enough = (1..=36_000u32)
+            .map(|tenths| Duration::from_millis(100) * tenths)
+            .find(|ttl| healthy_dip(*ttl, args.node_timeout) > kill_margin(*ttl))
+            .unwrap_or(args.ttl);
         return Err(format!(
-            "--ttl {} is too short for --node-timeout {}: a renewal may take the node \
-             timeout, and COMMAND is killed {} before the validity ends; give a TTL of at \
-             least {}",
+            "--ttl {} is too short for --node-timeout {}: while a member takes the node \
+             timeout to answer, renewals leave {} of validity, and COMMAND is killed {} \
+             before the validity ends; give a TTL of at least {}",
             human(args.ttl),
             human(args.node_timeout),
+            human(dip),
             human(args.kill_margin()),
-            human((args.node_timeout + args.kill_margin()) * 3 / 2 + Duration::from_millis(1))
+            human(enough)
         ));
     }
     if args.leader_value.is_some() && !args.leader {
