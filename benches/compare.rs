@@ -345,6 +345,11 @@ fn main() {
         cluster_cost(&mut report, &direct[..1], samples * 2);
         return;
     }
+    if args.iter().any(|a| a == "--extend") {
+        extend_cost(&mut report, &direct[..1], samples * 2);
+        report.json.push(']');
+        return;
+    }
     if only_semaphore {
         semaphore_cost(&mut report, &direct[..3], samples * 2, contention_run);
         return;
@@ -1038,6 +1043,90 @@ fn uncontended_fair(report: &mut Report, urls: &[String], n: usize) {
     };
     let results = race(n, &mut [("off", &mut unfair), ("on", &mut fair)]);
     shape_rows(report, &results, 4, "\"kind\":\"uncontended_fair\"");
+}
+
+/// One extend of a held lock with fencing (one loopback node), against
+/// the raw floor written both ways: the extend script by `EVALSHA`, and
+/// the plain commands of servers that take `SET ... IFEQ` (Valkey 8.1+:
+/// `SET key token IFEQ token PX ttl GET` and the counter's `PEXPIRE ...
+/// GT`, pipelined). The library sends the second where the server takes
+/// it, the first elsewhere (`REDIS_SERVER_BIN` picks the server).
+fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "Extend of a held lock with fencing, 1 loopback node ({n} each, raced)"
+    ));
+    report.line(String::new());
+    report.line("| implementation        | median µs | p99 µs | × script |".into());
+    report.line("|-----------------------|----------:|-------:|---------:|".into());
+    let dlm = manager(urls);
+    let key = "bench:extend";
+    let mut guard = dlm.lock(key, TTL).unwrap();
+    let token = guard.token().to_vec();
+    let fence = redlock_sync::fence_key(key);
+    let ttl = TTL.as_millis().to_string();
+    let keep = (10 * 60 * 1000).to_string();
+    let client = redis::Client::open(urls[0].as_str()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let script = redis::Script::new(include_str!("../src/scripts/lock/extend.lua"));
+    let mut library = || guard.extend(TTL).unwrap();
+    let mut by_script = || {
+        let done: i64 = script
+            .key(key)
+            .key(&fence)
+            .arg(&token)
+            .arg(&ttl)
+            .arg(&keep)
+            .invoke(&mut con)
+            .unwrap();
+        assert_eq!(done, 1);
+    };
+    let mut con2 = client.get_connection().unwrap();
+    let ifeq_works = redis::cmd("SET")
+        .arg(key)
+        .arg(&token)
+        .arg("IFEQ")
+        .arg(&token)
+        .arg("PX")
+        .arg(&ttl)
+        .arg("GET")
+        .query::<Option<Vec<u8>>>(&mut con2)
+        .is_ok();
+    let mut by_ifeq = || {
+        let (held, _): (Option<Vec<u8>>, i64) = redis::pipe()
+            .cmd("SET")
+            .arg(key)
+            .arg(&token)
+            .arg("IFEQ")
+            .arg(&token)
+            .arg("PX")
+            .arg(&ttl)
+            .arg("GET")
+            .cmd("PEXPIRE")
+            .arg(&fence)
+            .arg(&keep)
+            .arg("GT")
+            .query(&mut con2)
+            .unwrap();
+        assert_eq!(held.as_deref(), Some(&token[..]));
+    };
+    let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
+        ("raw EVALSHA script", &mut by_script),
+        ("library extend", &mut library),
+    ];
+    if ifeq_works {
+        impls.push(("raw SET IFEQ + GT", &mut by_ifeq));
+    }
+    let results = race(n, &mut impls);
+    let base = results[0].1.median;
+    for (name, s) in &results {
+        report.line(format!(
+            "| {name:<21} | {:>9.1} | {:>6.1} | {:>7.2}x |",
+            us(s.median),
+            us(s.p99),
+            s.median.as_secs_f64() / base.as_secs_f64()
+        ));
+    }
 }
 
 /// A semaphore permit's acquire + release against a lock cycle (raced

@@ -249,6 +249,8 @@ impl Shape for One {
             reply,
             describe: &describe,
             legacy: None,
+            ifeq: None,
+            token: b"",
             reload: None,
             on_timeout: Some(&cluster_cleanup),
             kept: None,
@@ -341,8 +343,26 @@ impl Shape for One {
         } else {
             vec![token, ttl.as_bytes()]
         };
-        let call = &args;
-        Tally::count(p.script_then(&EXTEND, None, &keys, call, None, DECIDE))
+        // Servers that take `SET ... IFEQ` (Valkey 8.1+) get the script's
+        // work in plain commands: the key's expiry set where it holds our
+        // token (`GET`: the value it held says yes, another's, or gone),
+        // and the companions' expiry raised to `keep` (where the key is
+        // not ours too: a counter or a count that lives longer harms
+        // nobody).
+        let mut plain = pack(&[
+            b"SET",
+            &self.key,
+            token,
+            b"IFEQ",
+            token,
+            b"PX",
+            ttl.as_bytes(),
+            b"GET",
+        ]);
+        for companion in &keys[1..] {
+            plain.extend_from_slice(&pack(&[b"PEXPIRE", companion, keep.as_bytes(), b"GT"]));
+        }
+        Tally::count(p.script_or_ifeq(&EXTEND, &keys, &args, (&plain, keys.len(), token), DECIDE))
     }
 
     /// A release: the unlock script with a `PUBLISH` (`SPUBLISH` on a

@@ -622,7 +622,11 @@ impl Node {
             deadline,
             self.timeout,
         )
-        .map(|con| Pooled { con, legacy: true })
+        .map(|con| Pooled {
+            con,
+            legacy: true,
+            ifeq: false,
+        })
         .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             // A peer that answered, but not in RESP: say what it said.
@@ -660,6 +664,7 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
+        pooled.ifeq = identity.set_ifeq;
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);
         }

@@ -15,6 +15,13 @@ use crate::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
 /// "no such key", anything else is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
+    /// The replies of `n` commands: `SET key token IFEQ token PX ttl GET`,
+    /// then any more (companions' `PEXPIRE ... GT`), read and ignored
+    /// unless an error. The first answers the value the key held: our
+    /// token ([`Request::token`]) is yes (1: the `SET` matched, so it
+    /// ran), another value no (0), nil gone ([`GONE`]). Any error reply
+    /// fails it.
+    IfEq(usize),
     /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise);
     /// `2` is the unlock's "a fair queue stands" (see `lock.rs`).
     One,
@@ -82,6 +89,12 @@ pub(crate) struct Request<'a> {
     /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
     /// when it differs; chosen per connection (see [`on`](Self::on)).
     pub(crate) legacy: Option<&'a Request<'a>>,
+    /// The request as a server that takes `SET ... IFEQ` takes it, when it
+    /// has such a form (a script's work in plain commands); chosen per
+    /// connection (see [`on`](Self::on)).
+    pub(crate) ifeq: Option<&'a Request<'a>>,
+    /// Our token, for a [`Reply::IfEq`] (empty otherwise).
+    pub(crate) token: &'a [u8],
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
@@ -98,8 +111,9 @@ impl<'a> Request<'a> {
     /// is unknown). Decided per connection, so that the reply is read as
     /// the request was written even while a restart changes the server.
     pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
-        match self.legacy {
-            Some(legacy) if pooled.legacy => legacy,
+        match (self.ifeq, self.legacy) {
+            (Some(ifeq), _) if pooled.ifeq => ifeq,
+            (_, Some(legacy)) if pooled.legacy => legacy,
             _ => self,
         }
     }
@@ -133,6 +147,8 @@ pub(crate) struct Pooled {
     /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
     /// did not say (see [`Request::on`]).
     pub(crate) legacy: bool,
+    /// Its server takes `SET ... IFEQ` (see [`Request::ifeq`]).
+    pub(crate) ifeq: bool,
 }
 
 impl Pooled {
@@ -248,6 +264,18 @@ impl Pooled {
                     Ok(held) => held_by(&held),
                     Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
                     Err(e) => Err(e.into()),
+                };
+            }
+            Reply::IfEq(n) => {
+                let mut replies = vec![Value::Nil; n];
+                if let Some(refused) = self.read_replies(&mut replies, deadline)? {
+                    return Err(refused);
+                }
+                return match &replies[0] {
+                    Value::BulkString(held) if held[..] == *req.token => Ok(1),
+                    Value::BulkString(_) => Ok(0),
+                    Value::Nil => Ok(GONE),
+                    other => Err(unexpected(other).into()),
                 };
             }
             Reply::SetCount => return self.finish_set_count(false, deadline),

@@ -83,7 +83,32 @@ impl Pipeline {
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
     ) -> Vec<Answer> {
-        self.script_kept(lua, only, node, cluster, tails, mode, None)
+        self.script_kept(lua, only, node, cluster, tails, mode, None, None)
+    }
+
+    /// As [`script_then`](Self::script_then) (nodes and Redis Cluster
+    /// members get the same keys), and on servers that take `SET ...
+    /// IFEQ` the plain commands `ifeq` in its place: `count` commands read
+    /// as [`Reply::IfEq`] with our `token`, the first on the script's
+    /// first key.
+    pub(crate) fn script_or_ifeq(
+        &self,
+        lua: &Lua,
+        keys: &[&[u8]],
+        args: Args<'_>,
+        (ifeq, count, token): (&[u8], usize, &[u8]),
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_kept(
+            lua,
+            None,
+            (keys, args),
+            (keys, args),
+            None,
+            mode,
+            None,
+            Some((ifeq, count, keys.len() == 1, token)),
+        )
     }
 
     /// A read on every member: a script whose replies are kept whole
@@ -115,12 +140,14 @@ impl Pipeline {
         mode: Mode,
     ) -> (Vec<Answer>, Vec<Value>) {
         let kept = Mutex::new(Vec::new());
-        let answers = self.script_kept(lua, None, node, cluster, None, mode, Some(&kept));
+        let answers = self.script_kept(lua, None, node, cluster, None, mode, Some(&kept), None);
         (answers, kept.into_inner())
     }
 
     /// As [`script_tailed`](Self::script_tailed); with `kept`, each
-    /// reply is kept whole there ([`Reply::Kept`]).
+    /// reply is kept whole there ([`Reply::Kept`]); with `ifeq` (plain
+    /// commands, their count, and whether they touch one key), servers
+    /// that take `SET ... IFEQ` get those in place of the script.
     #[allow(clippy::too_many_arguments)]
     fn script_kept(
         &self,
@@ -131,6 +158,7 @@ impl Pipeline {
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
         kept: Option<&Mutex<Vec<Value>>>,
+        ifeq: Option<(&[u8], usize, bool, &[u8])>,
     ) -> Vec<Answer> {
         let replicated = mode.replicated;
         let wait = if replicated {
@@ -159,8 +187,32 @@ impl Pipeline {
             Vec::new()
         };
         let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
+        let ifeq_packed = ifeq.map(|(commands, ..)| [commands, &wait[..]].concat());
+        let describe_ifeq = |at: usize| match at {
+            0 => format!("SET ... IFEQ {:?}", String::from_utf8_lossy(node_keys[0])),
+            _ => format!(
+                "PEXPIRE ... GT on a companion of {:?}",
+                String::from_utf8_lossy(node_keys[0])
+            ),
+        };
+        let no_reload = || Vec::new();
+        let ifeq_req =
+            ifeq.zip(ifeq_packed.as_deref())
+                .map(|((_, count, one_key, token), packed)| Request {
+                    reload: None,
+                    follow_ask: one_key,
+                    token,
+                    ..scripted(
+                        packed,
+                        cluster_keys[0],
+                        (mode, acks, Reply::IfEq(count)),
+                        &describe_ifeq,
+                        &no_reload,
+                    )
+                });
         let cluster_req = Request {
             kept,
+            ifeq: ifeq_req.as_ref(),
             ..scripted(
                 &cluster_packed,
                 cluster_keys[0],
@@ -175,6 +227,7 @@ impl Pipeline {
         let req = Request {
             alt: self.has_clusters.then_some(&cluster_req),
             kept,
+            ifeq: ifeq_req.as_ref(),
             ..scripted(
                 &node_packed,
                 cluster_keys[0],
@@ -281,6 +334,8 @@ fn scripted<'a>(
         reply,
         describe,
         legacy: None,
+        ifeq: None,
+        token: b"",
         reload: Some(reload),
         on_timeout: None,
         kept: None,

@@ -714,3 +714,71 @@ fn max_idle_per_node_bounds_the_connections_kept_after_a_burst() {
         assert!(closed.is_some(), "connections outlived their manager");
     }
 }
+
+/// Issue 43: where the server takes `SET ... IFEQ` (Valkey 8.1 and
+/// later), an extend is plain commands, no script: the key's expiry set
+/// where it holds our token, the counter's raised. Elsewhere the extend
+/// script runs. Either way the answers are the same: extended, taken over
+/// (another token), expired (no key).
+#[test]
+fn extend_runs_without_a_script_where_the_server_takes_set_ifeq() {
+    let (name, version) = support::server::server_version();
+    let ifeq = name == "Valkey" && *version >= (8, 1);
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, SLOW_OK);
+    let key = resource("extend-ifeq");
+    let mut guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
+    let before: Vec<u64> = cluster.servers.iter().map(scripts).collect();
+    for _ in 0..5 {
+        guard.extend(Duration::from_secs(20)).unwrap();
+    }
+    for (server, before) in cluster.servers.iter().zip(&before) {
+        let ran = scripts(server) - before;
+        assert_eq!(
+            ran,
+            if ifeq { 0 } else { 5 },
+            "{name} {version:?}: scripts run"
+        );
+        let left = pttl(server, key.as_bytes());
+        assert!(left > 15_000, "PTTL {left}");
+        // The counter lives at least as long.
+        let counter: i64 = admin(server).pttl(redlock_sync::fence_key(&key)).unwrap();
+        assert!(counter >= left, "counter {counter} under the lock's {left}");
+    }
+    // Taken over on a majority: NotHeld, taken over there.
+    for server in &cluster.servers[..2] {
+        let _: () = admin(server).set(&key, "someone-else").unwrap();
+    }
+    match guard.extend(Duration::from_secs(20)) {
+        Err(Error::NotHeld {
+            lost_on,
+            taken_over,
+            ..
+        }) => assert_eq!((lost_on, taken_over), (2, 2)),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    // The other owner's keys were left alone.
+    for server in &cluster.servers[..2] {
+        assert_eq!(
+            get(server, key.as_bytes()).as_deref(),
+            Some(&b"someone-else"[..])
+        );
+        assert!(pttl(server, key.as_bytes()) == -1);
+    }
+    // Expired everywhere: NotHeld, nothing taken over.
+    let mut gone = dlm
+        .lock(resource("extend-ifeq-gone"), Duration::from_secs(5))
+        .unwrap();
+    for server in &cluster.servers {
+        let _: () = admin(server).del(resource("extend-ifeq-gone")).unwrap();
+    }
+    match gone.extend(Duration::from_secs(20)) {
+        Err(Error::NotHeld {
+            lost_on,
+            taken_over,
+            ..
+        }) => assert_eq!((lost_on, taken_over), (3, 0)),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+}
