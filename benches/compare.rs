@@ -1058,7 +1058,7 @@ fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
     ));
     report.line(String::new());
     report.line("| implementation        | median µs | p99 µs | × script |".into());
-    report.line("|-----------------------|----------:|-------:|---------:|".into());
+    report.line("|-----------------------|----------:|-------:|-------:|".into());
     let dlm = manager(urls);
     let key = "bench:extend";
     let mut guard = dlm.lock(key, TTL).unwrap();
@@ -1118,15 +1118,7 @@ fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
         impls.push(("raw SET IFEQ + GT", &mut by_ifeq));
     }
     let results = race(n, &mut impls);
-    let base = results[0].1.median;
-    for (name, s) in &results {
-        report.line(format!(
-            "| {name:<21} | {:>9.1} | {:>6.1} | {:>7.2}x |",
-            us(s.median),
-            us(s.p99),
-            s.median.as_secs_f64() / base.as_secs_f64()
-        ));
-    }
+    shape_rows(report, &results, 21, "\"kind\":\"extend\"");
 }
 
 /// A semaphore permit's acquire + release against a lock cycle (raced

@@ -568,11 +568,7 @@ fn a_min_hold_keeps_others_out_after_an_early_release() {
 fn a_min_hold_of_a_lost_guard_extends_nothing_and_deletes_its_own_keys() {
     use support::proxy::{Mode, Proxy};
     let cluster = Nodes::start(3).unwrap();
-    let proxies: Vec<Proxy> = cluster
-        .servers
-        .iter()
-        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
-        .collect();
+    let proxies = support::proxies(&cluster);
     let holder = support::manager_over(
         proxies.iter().map(Proxy::url).collect(),
         Duration::from_millis(200),
@@ -631,11 +627,7 @@ fn a_min_hold_is_not_a_ttl_for_the_restart_quarantine() {
 fn a_slow_round_cuts_the_validity_handed_out() {
     use support::proxy::{Mode, Proxy};
     let cluster = Nodes::start(3).unwrap();
-    let proxies: Vec<Proxy> = cluster
-        .servers
-        .iter()
-        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
-        .collect();
+    let proxies = support::proxies(&cluster);
     let dlm = support::manager_over(
         proxies.iter().map(Proxy::url).collect(),
         Duration::from_secs(2),

@@ -1576,11 +1576,7 @@ fn cut_off_lockrun_never_overlaps_the_next(name: &str, script: &str, beats_file:
     use support::proxy::{Mode, Proxy};
     let cluster = Nodes::start(3).unwrap();
     let key = resource(name);
-    let proxies: Vec<Proxy> = cluster
-        .servers
-        .iter()
-        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
-        .collect();
+    let proxies = support::proxies(&cluster);
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let first_err = scratch(&format!("{name}-first.err"));
     let mut first = Command::new(lockrun_bin())
@@ -1666,11 +1662,7 @@ fn a_brief_cut_that_heals_before_the_planned_sigterm_leaves_the_command_running(
     use support::proxy::{Mode, Proxy};
     let cluster = Nodes::start(3).unwrap();
     let key = resource("lockrun-heals");
-    let proxies: Vec<Proxy> = cluster
-        .servers
-        .iter()
-        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
-        .collect();
+    let proxies = support::proxies(&cluster);
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let done = scratch("heals.done");
     // TTL 4 s: renewals every 1.33 s, retried every 333 ms once one
@@ -1756,11 +1748,7 @@ fn a_silent_member_slows_every_renewal_but_never_ends_the_command() {
     use support::proxy::{Mode, Proxy};
     let cluster = Nodes::start(3).unwrap();
     let key = resource("lockrun-slow-renewals");
-    let proxies: Vec<Proxy> = cluster
-        .servers
-        .iter()
-        .map(|s| Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
-        .collect();
+    let proxies = support::proxies(&cluster);
     proxies[2].set(Mode::Blackhole);
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let out = Command::new(lockrun_bin())

@@ -160,6 +160,16 @@ pub fn until_listening(cluster: &Nodes, resource: &str) {
     );
 }
 
+/// A forwarder in front of each server of `cluster`, in order (to cut
+/// one client off some of them).
+pub fn proxies(cluster: &Nodes) -> Vec<proxy::Proxy> {
+    cluster
+        .servers
+        .iter()
+        .map(|s| proxy::Proxy::start(([127, 0, 0, 1], s.port()).into()).unwrap())
+        .collect()
+}
+
 /// How many fair waiters each server has queued for `resource`.
 pub fn queued(cluster: &Nodes, resource: &str) -> Vec<usize> {
     cluster
