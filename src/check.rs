@@ -80,6 +80,11 @@ pub struct NodeReport {
     pub missing_permissions: Vec<String>,
     /// Why it does not vote now, if it is kept out after a restart.
     pub quarantine: Option<String>,
+    /// Which forms of the lock's commands this server gets, by its
+    /// version: `SET ... NX GET` or plain `NX` with the keep script
+    /// (before Redis 7.0, or unknown), and extends by `SET ... IFEQ`
+    /// (Valkey 8.1+) or by script. `None` when it could not be asked.
+    pub path: Option<String>,
     /// Everything found, worst first.
     pub problems: Vec<Problem>,
     /// The worst of the problems (`Ok` when none).
@@ -93,6 +98,7 @@ impl NodeReport {
             reachable: false,
             latency: None,
             server: None,
+            path: None,
             role: None,
             uptime: None,
             aof: None,
@@ -170,6 +176,9 @@ impl fmt::Display for NodeReport {
             }
         }
         f.write_str(&line)?;
+        if let (true, Some(path)) = (f.alternate(), &self.path) {
+            write!(f, "\n    commands: {path}")?;
+        }
         if f.alternate() {
             for detail in self.problems.iter().filter_map(|p| p.detail.as_deref()) {
                 for line in detail.lines() {
@@ -346,6 +355,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
             .map(|v| format!("valkey {v}"))
             .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
         report.server = version;
+        report.path = Some(command_path(info));
         report.role = field(info, "role").map(str::to_owned);
         report.uptime = field(info, "uptime_in_seconds")
             .and_then(|u| u.parse().ok())
@@ -477,6 +487,25 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
         .problems
         .sort_by_key(|p| std::cmp::Reverse(p.verdict));
     report
+}
+
+/// The forms of the lock's commands a server with this `INFO server` gets
+/// (see [`NodeReport::path`]), as the connection's handshake decides them
+/// (`Identity` in `restart.rs`).
+fn command_path(info: &str) -> String {
+    let identity =
+        crate::restart::Identity::read(Some(&redis::Value::SimpleString(info.into())), None, None);
+    let acquire = if identity.set_nx_get {
+        "acquire by SET NX GET and PEXPIRE GT"
+    } else {
+        "acquire by SET NX and the keep script (before Redis 7.0, or its version unknown)"
+    };
+    let extend = if identity.set_ifeq {
+        "extend by SET IFEQ (no script)"
+    } else {
+        "extend by script"
+    };
+    format!("{acquire}; {extend}")
 }
 
 /// Runs each command the lock sends on the scratch key `key` and keys

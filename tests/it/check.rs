@@ -221,3 +221,24 @@ fn a_server_kept_out_after_a_restart_says_for_how_long() {
     assert!(q.contains("not voting for"), "{q}");
     assert!(reports[0].quarantine.is_none());
 }
+
+/// Issue 43: the report says which forms of the lock's commands each
+/// server gets (and `{:#}` prints it): `SET ... IFEQ` extends on Valkey
+/// 8.1 and later, the script elsewhere; `NX GET` from Redis 7.0.
+#[test]
+fn the_report_says_which_commands_a_server_gets() {
+    let cluster = Nodes::start(1).unwrap();
+    let dlm = manager(cluster.urls());
+    let reports = dlm.check("lock:check");
+    let (name, version) = support::server::server_version();
+    let path = reports[0].path.clone().expect("asked");
+    let ifeq = name == "Valkey" && *version >= (8, 1);
+    assert_eq!(path.contains("extend by SET IFEQ"), ifeq, "{path}");
+    assert_eq!(path.contains("extend by script"), !ifeq, "{path}");
+    assert_eq!(
+        path.contains("SET NX GET"),
+        support::server::server_at_least(7, 0),
+        "{path}"
+    );
+    assert!(format!("{:#}", reports[0]).contains(&format!("commands: {path}")));
+}
