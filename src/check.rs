@@ -350,12 +350,21 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if node.query(&pack(&[b"PING"]), deadline()).is_ok() {
         report.latency = Some(started.elapsed());
     }
+    // The handshake's reading of the server (its version decides the
+    // forms of the commands it gets), from the same INFO.
+    let identity = crate::restart::Identity::read(
+        info.as_deref()
+            .map(|i| redis::Value::SimpleString(i.into()))
+            .as_ref(),
+        None,
+        None,
+    );
     if let Some(info) = &info {
         let version = field(info, "valkey_version")
             .map(|v| format!("valkey {v}"))
             .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
         report.server = version;
-        report.path = Some(command_path(info));
+        report.path = Some(command_path(&identity));
         report.role = field(info, "role").map(str::to_owned);
         report.uptime = field(info, "uptime_in_seconds")
             .and_then(|u| u.parse().ok())
@@ -423,13 +432,15 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if !replica && !misplaced {
         // Servers before Redis 7.0, and those whose version is unknown
         // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
-        // as the acquisition does (see `Identity::set_nx_get`).
-        let modern = info
-            .as_deref()
-            .and_then(|i| field(i, "redis_version"))
-            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-            .is_some_and(|major| major >= 7);
-        trial(node, key, trying, modern, &mut report, deadline);
+        // as the acquisition does.
+        trial(
+            node,
+            key,
+            trying,
+            identity.set_nx_get,
+            &mut report,
+            deadline,
+        );
     }
     let skips_on_rewrite = node
         .query(
@@ -489,12 +500,9 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     report
 }
 
-/// The forms of the lock's commands a server with this `INFO server` gets
-/// (see [`NodeReport::path`]), as the connection's handshake decides them
-/// (`Identity` in `restart.rs`).
-fn command_path(info: &str) -> String {
-    let identity =
-        crate::restart::Identity::read(Some(&redis::Value::SimpleString(info.into())), None, None);
+/// The forms of the lock's commands a server read as `identity` gets
+/// (see [`NodeReport::path`]), as the connection's handshake decides them.
+fn command_path(identity: &crate::restart::Identity) -> String {
     let acquire = if identity.set_nx_get {
         "acquire by SET NX GET and PEXPIRE GT"
     } else {

@@ -730,9 +730,9 @@ impl<M: Mode> Guard<M> {
         } else {
             tally.held_error(&state.shown())
         };
-        let tally = quorum::Tally::count(std::iter::empty());
         // The hold round took its time already: a second round from `Drop`
-        // goes to a thread of its own (inline if none can be started).
+        // goes to a thread of its own (inline if none can be started), and
+        // nothing is counted here.
         if !inline {
             let state = state.clone();
             let spawned = thread::Builder::new()
@@ -741,7 +741,7 @@ impl<M: Mode> Guard<M> {
                     state.pipeline.release(&*state.shape, &state.token);
                 });
             if spawned.is_ok() {
-                return (tally, Some(why));
+                return (quorum::Tally::default(), Some(why));
             }
         }
         (pipeline.release(&*state.shape, &state.token), Some(why))

@@ -791,6 +791,15 @@ impl Drop for Stop<'_> {
     }
 }
 
+/// The undoings of `pending` due at `now`, taken out of it.
+fn take_due(pending: &mut Vec<(Instant, Undo)>, now: Instant) -> Vec<Undo> {
+    let (due, later) = std::mem::take(pending)
+        .into_iter()
+        .partition(|(u, _)| *u <= now);
+    *pending = later;
+    due.into_iter().map(|(_, undo)| undo).collect()
+}
+
 /// The nemesis for `length` from `t0`: a fault every 20-150 ms on a
 /// member of `rig`, never more than a minority disturbed at once, each
 /// undone when its time is up (and all at the end); what it did goes to
@@ -801,9 +810,7 @@ fn nemesis(rig: &mut Rig, seed: u64, length: Duration, t0: Instant, log: &mut Ve
     while t0.elapsed() < length {
         thread::sleep(rng.ms(20, 150));
         let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
-        pending = later;
-        for (_, undo) in due {
+        for undo in take_due(&mut pending, now) {
             rig.undo(undo);
         }
         let i = rng.below(rig.disturbed.len() as u64) as usize;
@@ -1605,9 +1612,7 @@ fn lr_nemesis(
     while t0.elapsed() < length {
         thread::sleep(rng.ms(100, 400));
         let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(u, _)| *u <= now);
-        pending = later;
-        for (_, undo) in due {
+        for undo in take_due(&mut pending, now) {
             rig.undo(undo);
         }
         let entry = format!("{:.0}ms: ", t0.elapsed().as_secs_f64() * 1000.0);
