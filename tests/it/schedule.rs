@@ -1597,7 +1597,9 @@ type MajorityCut = (usize, Instant, Instant);
 /// left than its TTL and whose resource another worker waits for, as
 /// `running` says), cuts a worker off one node for 50 ms-1.5 s, or
 /// pauses a node for 50-500 ms, always leaving every other worker a
-/// majority; all undone at the end. Returns the majority cuts.
+/// majority; all undone at the end. It runs on past `length` (up to
+/// twice it) until a majority cut was aimed at a command that had more
+/// left than its TTL. Returns the majority cuts.
 fn lr_nemesis(
     rig: &mut LrRig,
     seed: u64,
@@ -1609,7 +1611,12 @@ fn lr_nemesis(
     let mut rng = Rng(seed);
     let mut pending: Vec<(Instant, Undo)> = Vec::new();
     let mut cuts = Vec::new();
-    while t0.elapsed() < length {
+    // Whether a majority cut was aimed at a running command with more
+    // left than its TTL: until one is, the run goes on (up to twice its
+    // length), so that a schedule whose commands all happened to be short
+    // when a cut came still exposes a lockrun.
+    let mut aimed = false;
+    while t0.elapsed() < length || (!aimed && t0.elapsed() < 2 * length) {
         thread::sleep(rng.ms(100, 400));
         let now = Instant::now();
         for undo in take_due(&mut pending, now) {
@@ -1683,6 +1690,7 @@ fn lr_nemesis(
             }
             rig.majority = Some((w, now + d));
             cuts.push((w, now, now + d));
+            aimed |= left(w).is_some_and(|l| l >= 0);
             log.push(format!(
                 "{entry}cut worker {w} off every node but {keep} for {d:?} ({what})"
             ));
