@@ -722,7 +722,7 @@ fn fair_trial(key: &[u8], commands: &mut Vec<(&str, Vec<u8>, (Verdict, &'static 
     commands.push(("EVAL (join-queue)", join(first), FAIR));
     commands.push((
         "EVAL (claim-queued)",
-        CLAIM_QUEUED.eval(&locks, &[first, b"5000", b"1", b"5000", b""]),
+        CLAIM_QUEUED.eval(&locks, &[first, b"5000", b"1", b"5000", b"", b""]),
         FAIR,
     ));
     commands.push(("EVAL (join-queue)", join(second), FAIR));

@@ -14,8 +14,12 @@
 //! whatever is queued) deletes the key as before when no queue exists;
 //! when one does, it hands the key to the first waiter whose ticket is
 //! live: the key then holds a reservation for that waiter (`redlock:next:`
-//! and its token) for a short time (twice the node timeout), and that
-//! waiter is taken off the queue. The hand-off is announced on the
+//! and its token) for a short time (twice the node timeout), and the
+//! waiter keeps its place, offered the key: it is dropped from the queue
+//! only if it lets the offer lapse without asking again (dead or gone),
+//! and a waiter granted the lock keeps its place until its release drops
+//! it, so that a claim that reached a minority leaves the waiter first on
+//! every member alike. The hand-off is announced on the
 //! release channel followed by the waiter's manager's address (only that
 //! process hears it), and the waiter claims once a majority of members
 //! announced it. A
@@ -86,14 +90,23 @@
 //! join that timed out, a restart), but a claim refused on a member adds
 //! the waiter's ticket there at the same arrival score as everywhere: after
 //! one round of claims the members agree on the first live waiter, the
-//! only one a free key accepts from the queue. When members hand the key
-//! to different waiters, each finds a minority; their reservations lapse
-//! within twice the node timeout, and the free keys then go to the first
-//! live waiter, the same on every member. A waiter that stops asking
-//! (dead, or cut off from a member) loses its ticket there within two
-//! retry delays, and the next is first. A waiter whose reservation lapsed
-//! (it was slow) is off the queue and takes its place again, at its first
-//! arrival, with its next attempt. A dead waiter costs one reservation, at
+//! only one a free key accepts from the queue. What would make members
+//! disagree for good is kept out: a waiter handed the key, or granted it
+//! on some members only, stays in every queue (only a lapsed offer, a
+//! lapsed ticket or its release drops it), and a set waits in line at the
+//! key its client names, the same on every member (the key that refused
+//! it on most members last), not at whichever key refused it on each
+//! member (its other keys' state differs between members, and so would
+//! its place). When members hand the key to different waiters, each finds
+//! a minority; their reservations lapse within twice the node timeout,
+//! and the free keys then go to the first live waiter, the same on every
+//! member. Waiters refused together ask again at random moments (a pause
+//! drawn as the retry delay is, and up to a quarter of a node timeout
+//! after a reservation's lapse), so that their claims do not keep
+//! splitting a free key's votes. A waiter that stops asking (dead, or cut
+//! off from a member) loses its ticket there within two retry delays, or
+//! its place at the first offer it lets lapse, and the next is first. A
+//! dead waiter costs one reservation, at
 //! most twice the node timeout: a waiter whose claim finds another's
 //! reservation asks again when it lapses (the claim answers when), not at
 //! the end of its pause; a hand-off tells the next live waiter that it
@@ -108,7 +121,7 @@
 //! cannot use yet from anyone. The argument is the manual's ("Why sets
 //! cannot deadlock", in [the fair waiting section](crate::Builder::fair)).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -138,6 +151,18 @@ pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
     (p.node_timeout.saturating_mul(4)).max(Duration::from_millis(40))
 }
 
+/// When a waiter whose claim found other waiters' reservations lapsing
+/// within `lapse` asks again: just after the lapse, and up to a quarter of
+/// a node timeout later (`random`: 64 random bits), so that waiters
+/// refused together do not ask again together (their claims would split
+/// the votes of a free key again: a set can take a key on the members
+/// where its other keys are free, a lock on the others).
+pub(crate) fn after_lapse(p: &Pipeline, lapse: Duration, random: u64) -> Duration {
+    let spread = (p.node_timeout / 4).max(Duration::from_millis(2));
+    // retry_delay draws from [spread, 2 × spread].
+    lapse + crate::quorum::retry_delay(spread * 2, random) - spread
+}
+
 /// How long a manager's waiters wait unfairly after a server refused
 /// the queue's commands (an ACL rule without them), before they try
 /// again.
@@ -162,6 +187,10 @@ pub(crate) struct Fair {
     /// A server refused the queue's commands: it waits as an unfair
     /// acquisition from then on.
     denied: AtomicBool,
+    /// Where a set waits in line: the index of the resource that refused
+    /// it on most members last (`usize::MAX` before), the same on every
+    /// member (see [`Fair::wait_at`]).
+    wait_at: AtomicUsize,
 }
 
 impl Fair {
@@ -176,6 +205,7 @@ impl Fair {
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
             lapse_ms: AtomicU64::new(u64::MAX),
             denied: AtomicBool::new(false),
+            wait_at: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -207,6 +237,34 @@ impl Fair {
         match self.lapse_ms.load(Ordering::Relaxed) {
             u64::MAX => None,
             ms => Some(Duration::from_millis(ms.saturating_add(2))),
+        }
+    }
+
+    /// Where a set waits in line, for a claim of the resources `of` (the
+    /// set's indices; one group of a Redis Cluster member, or the whole
+    /// set): "k" for the k-th of them (from 1), "0" for none of them (it
+    /// waits at another group's), "" when not known yet (each member
+    /// queues it at the first key it refused there). Members must agree:
+    /// a set queued at `a` on some members and at `b` on others makes
+    /// them name different first waiters of each key, and then neither
+    /// that set nor the locks behind it reach a majority (the liveness
+    /// run of the schedule checker found such stalls).
+    pub(crate) fn wait_at(&self, of: &[usize]) -> String {
+        match self.wait_at.load(Ordering::Relaxed) {
+            usize::MAX => String::new(),
+            at => of
+                .iter()
+                .position(|&i| i == at)
+                .map_or(0, |k| k + 1)
+                .to_string(),
+        }
+    }
+
+    /// Notes where the set waits in line from now on: `at`, the resource
+    /// that refused it on most members (unchanged when none did).
+    fn waits_at(&self, at: Option<usize>) {
+        if let Some(at) = at {
+            self.wait_at.store(at, Ordering::Relaxed);
         }
     }
 
@@ -297,7 +355,7 @@ impl Fair {
     ) -> Vec<Vote> {
         let message = ahead_message(p, token);
         let call = |cluster| {
-            let (keys, mut args) = self.claim_call(p, &[key], token, ttl_ms, keep);
+            let (keys, mut args) = self.claim_call(p, &[key], token, ttl_ms, keep, "");
             handing_args(
                 p,
                 &mut args,
@@ -339,7 +397,8 @@ impl Fair {
 
     /// The claim script's keys and arguments for the lock keys `locks`
     /// (one lock, or a set's slot group, all or nothing); `keep` is the
-    /// fencing counters' keep (with fencing on).
+    /// fencing counters' keep (with fencing on); `wait_at` where a set
+    /// waits in line (see [`Fair::wait_at`]).
     pub(crate) fn claim_call(
         &self,
         p: &Pipeline,
@@ -347,6 +406,7 @@ impl Fair {
         token: &[u8],
         ttl_ms: u64,
         keep: Option<&str>,
+        wait_at: &str,
     ) -> Call {
         let mut keys = queued_keys(locks);
         let mut args = vec![
@@ -358,6 +418,7 @@ impl Fair {
                 .into_bytes(),
             self.ticket_ms.to_string().into_bytes(),
             p.waiters.address().to_vec(),
+            wait_at.as_bytes().to_vec(),
         ];
         if let Some(keep) = keep {
             keys.extend(locks.iter().map(fence_key));
@@ -428,13 +489,17 @@ pub(crate) fn attempt<S: Queued>(
         Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
             shape.leave(p, fair, token);
         }
-        Err(Error::Taken { .. }) if fair.queued() => refusal.lapse = fair.lapse(),
+        Err(Error::Taken { .. }) if fair.queued() => {
+            refusal.lapse = fair.lapse();
+            fair.waits_at(refusal.blocked);
+        }
         Err(Error::Taken { .. }) if fair.active() => {
             let resources = shape.resources();
             let at = refusal
                 .blocked
                 .filter(|&i| i < resources.len())
                 .unwrap_or(0);
+            fair.waits_at(Some(at));
             fair.join(p, resources[at], token);
         }
         _ => {}

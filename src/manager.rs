@@ -549,9 +549,17 @@ impl LockManager {
                     // manager's waiter (queued on the members, or behind
                     // a thread of its own that is) looks again at least
                     // every few node timeouts (see `fair::queued_pause`).
-                    let pause = refusal.lapse.map_or(pause, |lapse| pause.min(lapse));
+                    // Both are drawn at random, as the retry delay is:
+                    // waiters that failed together (their claims split a
+                    // free key's votes) must not ask again together.
+                    let pause = refusal.lapse.map_or(pause, |lapse| {
+                        pause.min(crate::fair::after_lapse(pipeline, lapse, random_u64()))
+                    });
                     let pause = match refusal.queued || (pipeline.fair && wait) {
-                        true => pause.min(crate::fair::queued_pause(pipeline)),
+                        true => pause.min(quorum::retry_delay(
+                            crate::fair::queued_pause(pipeline),
+                            random_u64(),
+                        )),
                         false => pause,
                     };
                     if wait {

@@ -324,6 +324,23 @@ pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]>
 /// A script's arguments (`ARGV`).
 pub(crate) type Args<'a> = &'a [&'a [u8]];
 
+/// The resource that refused an attempt on the most members (the lowest
+/// on a tie), if any did: where a set waits in line. Every member must be
+/// told the same (see `Fair::wait_at`), and the one most members refused
+/// is where the set is held up.
+fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
+    let mut count = vec![0usize; resources];
+    for i in votes
+        .iter()
+        .filter_map(|v| v.busy)
+        .filter(|&i| i < resources)
+    {
+        count[i] += 1;
+    }
+    let top = count.iter().copied().max().filter(|&c| c > 0)?;
+    count.iter().position(|&c| c == top)
+}
+
 impl Pipeline {
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
@@ -471,10 +488,7 @@ impl Pipeline {
         }
         let resources = shape.resources();
         *refusal = Refusal {
-            blocked: votes
-                .iter()
-                .find_map(|v| v.busy)
-                .filter(|&i| i < resources.len()),
+            blocked: most_busy(&votes, resources.len()),
             readers: votes.iter().any(|v| v.readers),
             lapse: None,
             queued: false,
@@ -603,6 +617,24 @@ mod tests {
                     .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
             );
         }
+    }
+
+    #[test]
+    fn a_set_waits_where_most_members_refused_it() {
+        let busy = |at: Option<usize>| Vote {
+            busy: at,
+            ..Vote::of(Some(Ok(0)))
+        };
+        // The first member's answer does not decide: most members do.
+        let votes = [busy(Some(0)), busy(Some(1)), busy(Some(1)), busy(None)];
+        assert_eq!(most_busy(&votes, 2), Some(1));
+        // A tie goes to the first resource in the set's order.
+        let votes = [busy(Some(1)), busy(Some(0)), busy(None)];
+        assert_eq!(most_busy(&votes, 2), Some(0));
+        // A no that names no resource (another's token on an extend, a
+        // failure) names nowhere to wait.
+        let votes = [busy(Some(usize::MAX)), busy(None)];
+        assert_eq!(most_busy(&votes, 2), None);
     }
 
     #[test]

@@ -375,7 +375,8 @@ impl Shape for Set {
             let message = fair::ahead_message(p, token);
             let call = |group: &[usize], cluster: bool| {
                 let locks = self.pick(group);
-                let (keys, mut args) = fair.claim_call(p, &locks, token, ttl_ms, keep);
+                let wait_at = fair.wait_at(group);
+                let (keys, mut args) = fair.claim_call(p, &locks, token, ttl_ms, keep, &wait_at);
                 let fenced = keep.is_some();
                 fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
                 (keys, args)

@@ -38,14 +38,13 @@ fn until_queued(names: &[(&str, &[&Server], usize)]) {
 /// managers one after the other (each queued before the next starts): 0
 /// and 2 want both (sets), 1 wants `b`, 3 wants `a` (locks); releases,
 /// and returns the order in which they acquired. A set waits in line on
-/// the first of its keys that refused it (`a`), or, when it spans
-/// masters (`spans`), on the first of each master's part (`a` and `b`).
+/// the first of its keys that refused it (`a`), on every member, also
+/// where its keys span a Redis Cluster's masters.
 fn set_order(
     holder: &LockManager,
     waiters: Vec<LockManager>,
     a: (&str, &[&Server]),
     b: (&str, &[&Server]),
-    spans: bool,
 ) -> Vec<usize> {
     let guard = holder.lock_all([a.0, b.0], TTL).unwrap();
     let wants: [&[&str]; 4] = [&[a.0, b.0], &[b.0], &[a.0, b.0], &[a.0]];
@@ -55,12 +54,8 @@ fn set_order(
     for (i, dlm) in waiters.into_iter().enumerate() {
         let won = won.clone();
         let set: Vec<String> = wants[i].iter().map(|s| s.to_string()).collect();
-        // A set waits in line on the first of its keys that refused it,
-        // or, spanning masters, on the first of each master's part.
-        let waits_on = |name: &str| match spans {
-            true => set.iter().any(|r| r == name),
-            false => set[0] == name,
-        };
+        // A set waits in line on the first of its keys that refused it.
+        let waits_on = |name: &str| set[0] == name;
         in_a += usize::from(waits_on(a.0));
         in_b += usize::from(waits_on(b.0));
         threads.push(thread::spawn(move || {
@@ -91,7 +86,7 @@ fn sets_and_locks_of_separate_managers_are_served_in_arrival_order() {
     let holder = fair(nodes.urls());
     let waiters: Vec<LockManager> = (0..4).map(|_| fair(nodes.urls())).collect();
     let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers), false);
+    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers));
     // In each queue's arrival order: `a`'s queue is 0, 2, 3 and `b`'s is
     // 1 (the sets wait in line on `a` alone). The release hands `a` to 0
     // and `b` to 1; 0's claim is refused for 1's reservation of `b`, and
@@ -131,8 +126,11 @@ fn fair_sets_spanning_slots_on_a_cluster_member_are_served_in_arrival_order() {
     let owner_b = &cluster.masters[cluster.master_of(b.as_bytes())];
     let holder = build();
     let waiters: Vec<LockManager> = (0..4).map(|_| build()).collect();
-    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]), true);
-    assert_eq!(got, [0, 1, 2, 3], "served out of arrival order");
+    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]));
+    // As on nodes (see above): the sets wait in line on `a` alone, on
+    // both masters' parts (each member is told where, so that they agree),
+    // so `b` goes to 1 first.
+    assert_eq!(got, [1, 0, 2, 3], "served out of arrival order");
 }
 
 /// A set waits for `<prefix>-a` and `<prefix>-b` on `nodes` (every

@@ -883,7 +883,9 @@ struct Waited {
     cells: Vec<&'static str>,
     start: Instant,
     end: Instant,
-    got: bool,
+    /// The TTL it asked for, and how it ended: `Ok` or the error.
+    ttl: Duration,
+    outcome: String,
 }
 
 /// When a worker's keys for `cells` may stand on a majority of members.
@@ -993,7 +995,11 @@ fn live_take(
         cells: cells.to_vec(),
         start,
         end,
-        got: got.is_ok(),
+        ttl,
+        outcome: match &got {
+            Ok(_) => "got it".to_owned(),
+            Err(e) => format!("gave up: {e}"),
+        },
     });
     Some(Holding {
         guard: got.ok()?,
@@ -1048,14 +1054,15 @@ fn stalls(rec: &Record, bound: Duration, t0: Instant) -> Vec<String> {
         let mut gap = |from: Instant, to: Instant| {
             if to > from && to - from > bound {
                 found.push(format!(
-                    "worker {} ({}) waited for {:?} from {:.1}ms to {:.1}ms ({}), and it was \
-                     free from {:.1}ms to {:.1}ms",
+                    "worker {} ({}, TTL {:?}) waited for {:?} from {:.1}ms to {:.1}ms ({}), and \
+                     it was free from {:.1}ms to {:.1}ms",
                     w.worker,
                     w.what,
+                    w.ttl,
                     w.cells,
                     at(w.start),
                     at(w.end),
-                    if w.got { "got it" } else { "gave up" },
+                    w.outcome,
                     at(from),
                     at(to)
                 ));
@@ -1158,7 +1165,7 @@ fn check_live(seed: u64, length: Duration) {
     for w in &rec.waits {
         let e = per.entry(w.what).or_default();
         e.0 += 1;
-        e.1 += usize::from(w.got);
+        e.1 += usize::from(w.outcome == "got it");
     }
     eprintln!("waits (calls, got): {per:?}");
     assert!(

@@ -2,34 +2,42 @@
 -- them (all or nothing). A lock key is ours to take when it holds our
 -- reservation, or when it is free and no waiter with a live ticket
 -- arrived before us (the first in its queue goes first; lapsed tickets
--- ahead are dropped). When every key is ours to take, sets each to our
--- token and takes us off each queue. Otherwise writes no key of ours and
--- keeps our place in the queue of the first key not ours to take (our
--- ticket there is added, at our arrival, or refreshed); a set leaves the
--- other keys' queues (see fair.rs, "Why it cannot deadlock").
+-- ahead are dropped, as are waiters that let an offer lapse: see
+-- hand.lua). When every key is ours to take, sets each to our token; we
+-- keep our place in the queue until our release (should this attempt
+-- reach a minority only, we are still first everywhere). Otherwise
+-- writes no key of ours and keeps our place in the queue of one key (our
+-- ticket there is added, at our arrival, or refreshed): the one the
+-- client names (ARGV[6]), or else the first not ours to take here; a set
+-- leaves the other keys' queues (see fair.rs, "Why it cannot deadlock").
 --
 -- KEYS     the n lock keys, then their n queues (waiters' tokens, scored
 --          by arrival), their n tickets hashes (each waiter's token,
 --          deadline (server ms) and address, as "deadline:address"; and,
 --          where the claim takes our reservation, its deadline under
---          "next:" and our token), then, with ARGV[6], their n fencing
+--          "next:" and our token), then, with ARGV[7], their n fencing
 --          counters
 -- ARGV[1]  our token
 -- ARGV[2]  the lock's TTL (ms)
 -- ARGV[3]  our arrival (microseconds, the same on every member)
 -- ARGV[4]  how long our ticket lasts unless refreshed (ms)
 -- ARGV[5]  our manager's address ("" for none; see join.lua)
--- ARGV[6]  optional (fencing on; "" for off): a new counter's first value
--- ARGV[7]  with ARGV[6]: how long the counters are kept at least (ms;
+-- ARGV[6]  where a set waits in line when refused: "" for the first key
+--          not ours to take here, "k" for the key k of these (the
+--          client's choice: the same on every member, so that members
+--          queue it the same way), "0" for none of these (the set waits
+--          at a key of another call: a Redis Cluster's other slot group)
+-- ARGV[7]  optional (fencing on; "" for off): a new counter's first value
+-- ARGV[8]  with ARGV[7]: how long the counters are kept at least (ms;
 --          one with longer left keeps it)
--- ARGV[8]  optional: how long a reservation lasts (ms); the first key
+-- ARGV[9]  optional: how long a reservation lasts (ms); the first key
 --          not ours to take, when it is free but a live waiter ahead of
 --          us goes first for it, is then reserved for that waiter (taken
 --          off its queue), as a release hands a key on
--- ARGV[9]  optional, with ARGV[8]: PUBLISH (nodes) or SPUBLISH (Redis
+-- ARGV[10] optional, with ARGV[9]: PUBLISH (nodes) or SPUBLISH (Redis
 --          Cluster), to tell that waiter
--- ARGV[10] with ARGV[9]: the message (":" and the waiter's token follow)
--- ARGV[10+i] with ARGV[9]: the release channel of the key i (":" and the
+-- ARGV[11] with ARGV[10]: the message (":" and the waiter's token follow)
+-- ARGV[11+i] with ARGV[10]: the release channel of the key i (":" and the
 --          waiter's manager's address follow, as a release's hand-off)
 --
 -- Answers, when it set the keys, 1, or with fencing the number every
@@ -40,7 +48,7 @@
 -- waiter's reservation (or we reserved it for the waiter ahead), which
 -- lapses in N ms. With several (a set): -i for the first key i not ours
 -- to take.
-local fencing = ARGV[6] ~= nil and ARGV[6] ~= ""
+local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
     n = #KEYS / 4
@@ -67,13 +75,10 @@ local function ours_to_take(i)
         if not head[1] or head[1] == ARGV[1] or tonumber(head[2]) > arrival then
             return true, held
         end
-        local ticket = redis.call("HGET", tickets, head[1]) or ""
-        local deadline = tonumber(string.match(ticket, "^(%d+)") or "")
-        if deadline and deadline > now then
+        if live_at(tickets, head[1], now) then
             return false, held
         end
-        redis.call("ZREM", queue, head[1])
-        redis.call("HDEL", tickets, head[1])
+        drop(queue, tickets, head[1])
     end
 end
 
@@ -103,49 +108,58 @@ if not refused then
             end
         end
         redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
-        redis.call("ZREM", KEYS[n + i], ARGV[1])
-        redis.call("HDEL", tickets, ARGV[1])
+        -- We stay in the queue, where we were, until our release drops us
+        -- (see hand.lua, `first_live`): should this attempt reach a
+        -- minority only, we are still first on every member.
+        redis.call("HDEL", tickets, "offer:" .. ARGV[1])
     end
     if not fencing then
         return 1
     end
     local top = 0
     for i = 3 * n + 1, 4 * n do
-        local count = (tonumber(redis.call("GET", KEYS[i])) or tonumber(ARGV[6])) + 1
+        local count = (tonumber(redis.call("GET", KEYS[i])) or tonumber(ARGV[7])) + 1
         if count > top then
             top = count
         end
     end
     top = string.format("%d", top)
     for i = 3 * n + 1, 4 * n do
-        count_to(KEYS[i], top, ARGV[7])
+        count_to(KEYS[i], top, ARGV[8])
     end
     return tonumber(top)
 end
 
--- Refused: we wait in line on one key only, the first not ours to take;
--- a set leaves the other keys' queues, so that its place never keeps a
+-- Refused: we wait in line on one key only: the one the client names
+-- (ARGV[6], the same on every member: the key that refused a set on most
+-- members last time), or else the first not ours to take here; a set
+-- leaves the other keys' queues, so that its place never keeps a
 -- free key it cannot use yet from anyone (a holder of the key that
 -- refused us may be waiting for it). A reservation of ours stays until
 -- its deadline, as for a lock: a release of the key that refused us may
 -- come first.
 local ticket = tonumber(ARGV[4])
+local wait_at = refused
+if ARGV[6] and ARGV[6] ~= "" then
+    wait_at = tonumber(ARGV[6])
+end
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
-    if i == refused then
+    if i == wait_at then
         redis.call("ZADD", queue, "NX", ARGV[3], ARGV[1])
         redis.call("HSET", tickets, ARGV[1], (now + ticket) .. ":" .. ARGV[5])
+        -- We asked: live again, should an offer of ours have lapsed.
+        redis.call("HDEL", tickets, "offer:" .. ARGV[1])
         for _, key in ipairs({ queue, tickets }) do
             if redis.call("PTTL", key) < ticket then
                 redis.call("PEXPIRE", key, ticket)
             end
         end
     else
-        redis.call("ZREM", queue, ARGV[1])
-        redis.call("HDEL", tickets, ARGV[1])
+        drop(queue, tickets, ARGV[1])
     end
 end
-if not refused_held and ARGV[8] then
+if not refused_held and ARGV[9] then
     -- Free, but a live waiter arrived before us: it may not know (its
     -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release
@@ -153,11 +167,19 @@ if not refused_held and ARGV[8] then
     -- (Not when we are first now: a waiter ahead with our arrival score
     -- sorts after us, and the key is ours at our next claim.)
     local head = redis.call("ZRANGE", KEYS[n + refused], 0, 0)[1]
-    if head and head ~= ARGV[1] then
+    local offer = head and tonumber(redis.call("HGET", KEYS[2 * n + refused], "offer:" .. head) or "")
+    if offer and offer > now then
+        -- Offered the key already (its reservation was given back early):
+        -- not offered again, so that a dead waiter costs one offer; we
+        -- ask again when the offer lapses.
+        if n == 1 then
+            return -(3 + offer - now)
+        end
+    elseif head and head ~= ARGV[1] then
         local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
-            ARGV[8], ARGV[9], ARGV[10], ARGV[10 + refused])
+            ARGV[9], ARGV[10], ARGV[11], ARGV[11 + refused])
         if first and n == 1 then
-            return -(3 + tonumber(ARGV[8]))
+            return -(3 + tonumber(ARGV[9]))
         end
     end
 end

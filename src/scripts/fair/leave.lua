@@ -23,11 +23,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local gave = 0
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
-    redis.call("ZREM", queue, ARGV[1])
-    redis.call("HDEL", tickets, ARGV[1])
+    drop(queue, tickets, ARGV[1])
     if redis.call("GET", KEYS[i]) == "redlock:next:" .. ARGV[1] then
         gave = 1
-        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i])
+        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], ARGV[1])
     end
 end
 return gave

@@ -3,8 +3,10 @@
 -- hands the key to the first of them whose ticket is still live instead:
 -- the key then holds that waiter's reservation ("redlock:next:" and its
 -- token, no token of anyone) for a short time, which only that waiter's
--- claim replaces. The first waiter is taken off that queue: a waiter
--- that does not come loses one reservation, never more.
+-- claim replaces. We leave the queue (a claim keeps its waiter there
+-- until it releases); the waiter handed the key stays in it, offered the
+-- key: one that does not come by the reservation's deadline is dropped
+-- (see hand.lua), so it loses one reservation, never more.
 --
 -- KEYS     the n lock keys, then their n queues (waiters' tokens, scored
 --          by arrival), then their n tickets hashes (each waiter's token,
@@ -48,7 +50,7 @@ local function let_go(i)
         local t = redis.call("TIME")
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i])
+    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], ARGV[1])
 end
 
 local mine, other, handed = 0, 0, false
