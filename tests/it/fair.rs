@@ -187,13 +187,16 @@ fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
 /// The same with the live waiter pausing 10 to 20 s: the release tells it
 /// that it is next, and it asks when the dead waiter's reservation lapses
 /// (500 ms), not at the end of its pause. Before, it slept through its
-/// pause while the key was free.
+/// pause while the key was free. Its manager's node timeout is 2 s, so
+/// that its cap on a queued waiter's pause (four node timeouts) cannot
+/// stand in for the notice (with 250 ms, the test passed with the notices
+/// removed).
 #[test]
 fn a_dead_waiter_costs_one_reservation_whatever_the_next_ones_pause() {
     let nodes = Nodes::start(3).unwrap();
     let live = LockManager::builder()
         .nodes(nodes.urls())
-        .node_timeout(NODE_TIMEOUT)
+        .node_timeout(Duration::from_secs(2))
         .retry(1000, Duration::from_secs(20))
         .fair(true)
         .build()
@@ -204,6 +207,69 @@ fn a_dead_waiter_costs_one_reservation_whatever_the_next_ones_pause() {
     assert!(
         waited < Duration::from_millis(2000),
         "the dead waiter cost {waited:?}"
+    );
+}
+
+/// A dead waiter handed the key right after a live one, within a
+/// reservation's length: the hand-off to the dead one tells nobody new (a
+/// waiter already told of the first hand-off is not told again while
+/// that notice is pending), yet the waiter after it still gets the lock
+/// about one reservation after the live one's release. It asks when the
+/// first notice lapses, and its claim learns when the dead one's
+/// reservation lapses. Its manager's node timeout is 2 s, so that its
+/// own cap on a pause (four node timeouts) cannot stand in for the
+/// notice.
+#[test]
+fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("fair-dead-second");
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let holder = fair(nodes.urls());
+    let guard = holder.lock(&name, TTL).unwrap();
+    let (first, name1) = (fair(nodes.urls()), name.clone());
+    let first = thread::spawn(move || {
+        let g = first
+            .try_lock_for(&name1, TTL, Duration::from_secs(60))
+            .unwrap();
+        thread::sleep(Duration::from_millis(50));
+        g.release().unwrap();
+        Instant::now()
+    });
+    until_queued(&servers, &name, 1);
+    let score: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(queue_of(&nodes.servers[0], &name).unwrap())
+        .arg(0)
+        .arg(0)
+        .arg("WITHSCORES")
+        .query(&mut admin(&nodes.servers[0]))
+        .unwrap();
+    a_dead_waiter_queued_at(&nodes, &name, score[0].1 + 1);
+    let last = LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(Duration::from_secs(2))
+        .retry(1000, Duration::from_secs(20))
+        .fair(true)
+        .build()
+        .unwrap();
+    let name2 = name.clone();
+    let last = thread::spawn(move || {
+        let g = last
+            .try_lock_for(&name2, TTL, Duration::from_secs(60))
+            .unwrap();
+        drop(g);
+        Instant::now()
+    });
+    until_queued(&servers, &name, 3);
+    guard.release().unwrap();
+    let released = first.join().unwrap();
+    let waited = last.join().unwrap() - released;
+    // The dead one's reservation (500 ms: twice the releasing manager's
+    // node timeout), the asking again after its lapse (up to a quarter of
+    // the last one's node timeout, 500 ms), a claim round, and slack: far
+    // below the 4 s that its own pause would take at the least.
+    assert!(
+        waited < Duration::from_millis(2500),
+        "the dead waiter after a live one cost {waited:?}"
     );
 }
 
@@ -577,6 +643,11 @@ fn candidates_of_separate_managers_are_elected_in_arrival_order() {
 /// Puts a waiter that never claims (a dead one) first in `name`'s queue
 /// on every node, its ticket valid for a minute.
 fn a_dead_waiter_queued(nodes: &Nodes, name: &str) {
+    a_dead_waiter_queued_at(nodes, name, 1);
+}
+
+/// [`a_dead_waiter_queued`] with the arrival score `score`.
+fn a_dead_waiter_queued_at(nodes: &Nodes, name: &str, score: u64) {
     for s in &nodes.servers {
         let mut con = admin(s);
         let now: (String, String) = redis::cmd("TIME").query(&mut con).unwrap();
@@ -587,7 +658,7 @@ fn a_dead_waiter_queued(nodes: &Nodes, name: &str) {
         let tickets = fence.replace(":redlock-fence", ":redlock-tickets");
         let _: () = redis::cmd("ZADD")
             .arg(&queue)
-            .arg(1)
+            .arg(score)
             .arg("dead")
             .query(&mut con)
             .unwrap();

@@ -24,7 +24,7 @@ end
 -- Takes `token` off `queue` and its notes off `tickets`.
 local function drop(queue, tickets, token)
     redis.call("ZREM", queue, token)
-    redis.call("HDEL", tickets, token, "offer:" .. token)
+    redis.call("HDEL", tickets, token, "offer:" .. token, "told:" .. token)
 end
 
 -- The first waiter of `queue` that is live at `now` (see `live_at`), and
@@ -83,8 +83,10 @@ end
 -- manager, naming it (":" and its token), so that only that waiter is
 -- woken; and to the managers of the next two live waiters, a notice
 -- ("~", `reserve`, ":" and its token) that they ask when the reservation
--- lapses: should the first waiter be dead or gone, its offer has lapsed
--- then and the next live one takes the key (a claim that finds a dead
+-- lapses (unless a notice to that waiter is still pending, noted in
+-- `tickets` as "told:" and its token: it asks when that one lapses, and
+-- learns then when this one does): should the first waiter be dead or
+-- gone, its offer has lapsed then and the next live one takes the key (a claim that finds a dead
 -- waiter still first, not yet offered the key, offers it and asks again
 -- at that lapse), so a dead waiter costs one reservation, never a pause,
 -- as long as one of the two told is alive. Nobody waiting, a plain
@@ -108,7 +110,17 @@ local function hand_off(key, queue, tickets, now, reserve, publish, message, cha
         end
         redis.pcall(publish, beside(channel, address), message .. ":" .. first)
         for _, next in ipairs(next_live(queue, tickets, now, 2, first)) do
-            redis.pcall(publish, beside(channel, next[2]), message .. "~" .. reserve .. ":" .. next[1])
+            -- Not while a notice to it is pending: it asks when that one
+            -- lapses, and its claim then learns when this reservation
+            -- lapses (a claim refused for a reservation answers when),
+            -- so it asks then. One notice per waiter per reservation's
+            -- length, not one per hand-off: notices to every hand-off's
+            -- next two waiters cost processes a fifth of their rate.
+            local told = "told:" .. next[1]
+            if (tonumber(redis.call("HGET", tickets, told) or "") or 0) <= now then
+                redis.call("HSET", tickets, told, now + tonumber(reserve))
+                redis.pcall(publish, beside(channel, next[2]), message .. "~" .. reserve .. ":" .. next[1])
+            end
         end
     end
     return first
