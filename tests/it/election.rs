@@ -4,11 +4,12 @@
 //! and a Redis Cluster member.
 
 use crate::support;
+use support::occupancy::Occupancy;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -51,9 +52,8 @@ fn patient(urls: Vec<String>) -> LockManager {
 fn one_leader_at_a_time_under_contention_and_terms_only_grow() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("election-contention");
-    let leaders = AtomicUsize::new(0);
+    let leaders = Occupancy::exclusive();
     let terms = Mutex::new(Vec::new());
-    let overlaps = AtomicUsize::new(0);
     let deadline = Instant::now() + Duration::from_secs(4);
     thread::scope(|s| {
         for _ in 0..4 {
@@ -66,13 +66,11 @@ fn one_leader_at_a_time_under_contention_and_terms_only_grow() {
                     else {
                         continue;
                     };
-                    if leaders.fetch_add(1, Ordering::SeqCst) != 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
+                    let inside = leaders.enter();
                     terms.lock().push(lead.term());
                     thread::sleep(Duration::from_millis(15));
                     assert!(lead.is_leader());
-                    leaders.fetch_sub(1, Ordering::SeqCst);
+                    drop(inside);
                     lead.resign().unwrap();
                 }
             });
@@ -80,7 +78,7 @@ fn one_leader_at_a_time_under_contention_and_terms_only_grow() {
     });
     let terms = terms.into_inner();
     eprintln!("{} terms", terms.len());
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two leaders at once");
+    assert_eq!(leaders.violations(), 0, "two leaders at once");
     assert!(terms.len() >= 8, "only {} elections", terms.len());
     // Recorded while leading, one leader at a time: in election order.
     assert!(

@@ -30,7 +30,7 @@ use support::{Server, admin, get, pttl};
 const RESOURCE: &str = "exclusion";
 const TTL: Duration = Duration::from_secs(2);
 
-fn mono_ns() -> u64 {
+pub(crate) fn mono_ns() -> u64 {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap();
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
@@ -239,7 +239,7 @@ fn worker_process() {
     writeln!(out, "STEPS {}", tally.steps).unwrap();
 }
 
-fn child(test: &str, envs: &[(&str, String)]) -> Command {
+pub(crate) fn child(test: &str, envs: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",

@@ -4,9 +4,10 @@
 //! wake waiters, and nothing is left without an expiry.
 
 use crate::support;
+use support::occupancy::Occupancy;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -102,14 +103,12 @@ fn readers_and_writers_never_overlap_when_a_node_dies_midway() {
 fn never_overlap(kill: bool) {
     let mut cluster = Nodes::start(3).unwrap();
     let name = resource("rw:contend");
-    // Readers inside (positive), or -1 for a writer inside.
-    let inside = Arc::new(AtomicI32::new(0));
-    let max_readers = Arc::new(AtomicI32::new(0));
+    let inside = Arc::new(Occupancy::read_write());
     let threads: Vec<_> = (0..6)
         .map(|t| {
             let mut dlm = manager(&cluster);
             dlm.set_retry(2000, Duration::from_millis(20)).unwrap();
-            let (name, inside, max_readers) = (name.clone(), inside.clone(), max_readers.clone());
+            let (name, inside) = (name.clone(), inside.clone());
             // A holder that took its lock on 2 nodes, one of them the
             // killed one, cannot release on a majority: NoQuorum then.
             let released = move |r: redlock_sync::Result<()>| match r {
@@ -121,17 +120,15 @@ fn never_overlap(kill: bool) {
                 for _ in 0..6 {
                     if t % 3 == 0 {
                         let g = rw.write(Duration::from_secs(5)).unwrap();
-                        assert_eq!(inside.swap(-1, Ordering::SeqCst), 0, "writer beside others");
+                        let writer = inside.enter_writer();
                         thread::sleep(Duration::from_millis(5));
-                        assert_eq!(inside.swap(0, Ordering::SeqCst), -1);
+                        drop(writer);
                         released(g.release());
                     } else {
                         let g = rw.read(Duration::from_secs(5)).unwrap();
-                        let n = inside.fetch_add(1, Ordering::SeqCst);
-                        assert!(n >= 0, "reader beside a writer");
-                        max_readers.fetch_max(n + 1, Ordering::SeqCst);
+                        let reader = inside.enter();
                         thread::sleep(Duration::from_millis(20));
-                        inside.fetch_sub(1, Ordering::SeqCst);
+                        drop(reader);
                         released(g.release());
                     }
                 }
@@ -145,10 +142,12 @@ fn never_overlap(kill: bool) {
     for t in threads {
         t.join().unwrap();
     }
-    assert!(
-        max_readers.load(Ordering::SeqCst) >= 2,
-        "readers never shared"
+    assert_eq!(
+        inside.violations(),
+        0,
+        "a writer beside a reader or a writer"
     );
+    assert!(inside.most() >= 2, "readers never shared");
 }
 
 #[test]

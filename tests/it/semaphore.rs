@@ -3,8 +3,9 @@
 //! dead; permits expire, keep alive, and wake waiters.
 
 use crate::support;
+use support::occupancy::Occupancy;
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -190,14 +191,13 @@ fn under_contention_crashes_and_node_faults_concurrency_never_exceeds_k() {
     let mut cluster = Nodes::start(5).unwrap();
     let name = resource("contended");
     let managers = [manager(cluster.urls()), manager(cluster.urls())];
-    let inside = AtomicI64::new(0);
-    let most = AtomicI64::new(0);
+    let inside = Occupancy::at_most(3);
     let sections = AtomicU32::new(0);
     let end = Instant::now() + Duration::from_secs(3);
     thread::scope(|s| {
         for t in 0..8 {
             let sem = managers[t % 2].semaphore(&name, 3).unwrap();
-            let (inside, most, sections) = (&inside, &most, &sections);
+            let (inside, sections) = (&inside, &sections);
             s.spawn(move || {
                 let mut n = 0u32;
                 while Instant::now() < end {
@@ -206,10 +206,9 @@ fn under_contention_crashes_and_node_faults_concurrency_never_exceeds_k() {
                     else {
                         continue;
                     };
-                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
+                    let holder = inside.enter();
                     thread::sleep(Duration::from_millis(5));
-                    inside.fetch_sub(1, Ordering::SeqCst);
+                    drop(holder);
                     sections.fetch_add(1, Ordering::SeqCst);
                     n += 1;
                     if n.is_multiple_of(10) {
@@ -233,12 +232,12 @@ fn under_contention_crashes_and_node_faults_concurrency_never_exceeds_k() {
             }
         });
     });
-    let most = most.load(Ordering::SeqCst);
+    let most = inside.most();
     eprintln!(
         "{} sections, at most {most} at once",
         sections.load(Ordering::SeqCst)
     );
-    assert!(most <= 3, "{most} holders at once");
+    assert_eq!(inside.violations(), 0, "{most} holders at once");
     assert!(sections.load(Ordering::SeqCst) > 20);
 }
 

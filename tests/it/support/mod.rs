@@ -5,6 +5,7 @@
 
 pub mod faults;
 pub mod hostile;
+pub mod occupancy;
 pub mod proxy;
 pub mod redis_cluster;
 pub mod server;
