@@ -101,8 +101,10 @@ impl Shared {
         if !local && reg.own.contains_key(unlock_token(token)) {
             return;
         }
-        // A notice to the waiter next after a hand-off (see `hand.lua`)
-        // is no release.
+        // A notice to the waiter next after a hand-off is no release.
+        // (Releases of this crate sent them from 2026-11-24 to 11-25; a
+        // manager still heeds them, from a client of those versions
+        // beside it during an upgrade.)
         let lapse = notice(token);
         if lapse.is_none() {
             self.counter(resource).fetch_add(1, Ordering::SeqCst);
@@ -198,8 +200,9 @@ fn split_message(message: &[u8]) -> (&[u8], Option<&[u8]>) {
 }
 
 /// How long the reservation lasts that a notice's release part announces
-/// (`token:count~ms`: the waiter it names is next after a hand-off, see
-/// `hand.lua`); `None` for any other message.
+/// (`token:count~ms`: the waiter it names is next after a hand-off, as
+/// releases of this crate's versions of 2026-11-24 and 25 said); `None`
+/// for any other message.
 fn notice(release: &[u8]) -> Option<Duration> {
     let at = release.iter().rposition(|&b| b == b'~')?;
     let ms: u64 = std::str::from_utf8(&release[at + 1..]).ok()?.parse().ok()?;

@@ -24,7 +24,7 @@ end
 -- Takes `token` off `queue` and its notes off `tickets`.
 local function drop(queue, tickets, token)
     redis.call("ZREM", queue, token)
-    redis.call("HDEL", tickets, token, "offer:" .. token, "told:" .. token)
+    redis.call("HDEL", tickets, token, "offer:" .. token)
 end
 
 -- The first waiter of `queue` that is live at `now` (see `live_at`), and
@@ -49,22 +49,6 @@ local function first_live(queue, tickets, now, gone)
     end
 end
 
--- Up to `count` live waiters of `queue` after `first` (each with its
--- manager's address), in order, live at `now` (see `live_at`).
-local function next_live(queue, tickets, now, count, first)
-    local found = {}
-    for _, waiter in ipairs(redis.call("ZRANGE", queue, 0, count + 4)) do
-        local live, at = live_at(tickets, waiter, now)
-        if live and waiter ~= first then
-            found[#found + 1] = { waiter, at }
-            if #found == count then
-                break
-            end
-        end
-    end
-    return found
-end
-
 -- The channel of the manager at `address`, beside the release channel.
 local function beside(channel, address)
     if address ~= "" then
@@ -81,16 +65,13 @@ end
 -- nobody waits. With `publish` (PUBLISH or SPUBLISH), announces it on
 -- `channel`, the key's release channel, with `message`: to the waiter's
 -- manager, naming it (":" and its token), so that only that waiter is
--- woken; and to the managers of the next two live waiters, a notice
--- ("~", `reserve`, ":" and its token) that they ask when the reservation
--- lapses (unless a notice to that waiter is still pending, noted in
--- `tickets` as "told:" and its token: it asks when that one lapses, and
--- learns then when this one does): should the first waiter be dead or
--- gone, its offer has lapsed then and the next live one takes the key (a claim that finds a dead
--- waiter still first, not yet offered the key, offers it and asks again
--- at that lapse), so a dead waiter costs one reservation, never a pause,
--- as long as one of the two told is alive. Nobody waiting, a plain
--- release message. Answers the waiter's token, or nil.
+-- woken. Nobody else is told: should that waiter be dead or gone, the
+-- next live one learns when its reservation lapses from its own next
+-- claim (every queued waiter asks at least every two node timeouts, and
+-- a claim refused for a reservation answers when it lapses), and asks
+-- then; the dead one's offer has lapsed by then, and it is dropped. So a
+-- dead waiter costs one reservation, never a pause. Nobody waiting, a
+-- plain release message. Answers the waiter's token, or nil.
 local function hand_off(key, queue, tickets, now, reserve, publish, message, channel, gone)
     local first, address = first_live(queue, tickets, now, gone)
     if first then
@@ -109,19 +90,6 @@ local function hand_off(key, queue, tickets, now, reserve, publish, message, cha
             return nil
         end
         redis.pcall(publish, beside(channel, address), message .. ":" .. first)
-        for _, next in ipairs(next_live(queue, tickets, now, 2, first)) do
-            -- Not while a notice to it is pending: it asks when that one
-            -- lapses, and its claim then learns when this reservation
-            -- lapses (a claim refused for a reservation answers when),
-            -- so it asks then. One notice per waiter per reservation's
-            -- length, not one per hand-off: notices to every hand-off's
-            -- next two waiters cost processes a fifth of their rate.
-            local told = "told:" .. next[1]
-            if (tonumber(redis.call("HGET", tickets, told) or "") or 0) <= now then
-                redis.call("HSET", tickets, told, now + tonumber(reserve))
-                redis.pcall(publish, beside(channel, next[2]), message .. "~" .. reserve .. ":" .. next[1])
-            end
-        end
     end
     return first
 end

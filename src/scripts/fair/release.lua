@@ -23,7 +23,7 @@
 -- Answers 1 when it deleted or handed off keys and no key holds another
 -- token, 0 when some key holds another token, -1 when no key was there.
 -- Each release is announced (see hand.lua: after a hand-off only the
--- waiter and the next one are told; a leadership handed on is told on
+-- waiter handed the key is told; a leadership handed on is told on
 -- the release channel too, for observers), and may be refused without
 -- failing the release. (A waiter giving up its place
 -- runs `leave.lua`, which must never give up a token.)
