@@ -38,8 +38,8 @@
 //! through a whole pause (seconds, with long retry delays) while later
 //! ones are refused for its sake. So a claim (a lock's, or a set's at the
 //! first of its keys not its to take) that finds the key free but a live
-//! waiter ahead reserves the key for that waiter (taking it off the
-//! queue) and tells it, exactly as a release hands a key on; a lock's
+//! waiter ahead reserves the key for that waiter (an offer, as a release
+//! makes) and tells it, exactly as a release hands a key on; a lock's
 //! claimer asks again when that reservation lapses. And once a fair
 //! manager's listener has subscribed to its own channel for a name, each
 //! of its waiters with a place in the members' queues asks once: a
@@ -47,11 +47,13 @@
 //! majority there.
 //!
 //! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
-//! in line on one key at a time, the first of its keys that refused it:
-//! the scripts take n lock keys (a lock is a set of one), a claim writes
-//! its token only where every key of the set is its to take, and
-//! otherwise keeps its place in the queue of the first key it could not
-//! take and leaves the others' queues; a set's release hands each key on.
+//! in line on one key at a time, the one its client names on every member
+//! (the key that refused it on a majority of members in its last attempt; its
+//! first key before that): the scripts take n lock keys (a lock is a set
+//! of one), a claim writes its token only where every key of the set is
+//! its to take, and otherwise keeps its place in the queue of the key
+//! named and leaves the others' queues (a granted claim keeps it there
+//! too, and only there); a set's release hands each key on.
 //!
 //! ## What it costs
 //!
@@ -95,7 +97,7 @@
 //! on some members only, stays in every queue (only a lapsed offer, a
 //! lapsed ticket or its release drops it), and a set waits in line at the
 //! key its client names, the same on every member (the key that refused
-//! it on most members last), not at whichever key refused it on each
+//! it on a majority of members last), not at whichever key refused it on each
 //! member (its other keys' state differs between members, and so would
 //! its place). When members hand the key to different waiters, each finds
 //! a minority; their reservations lapse within twice the node timeout,
@@ -106,16 +108,24 @@
 //! splitting a free key's votes. A waiter that stops asking (dead, or cut
 //! off from a member) loses its ticket there within two retry delays, or
 //! its place at the first offer it lets lapse, and the next is first. A
-//! dead waiter costs one reservation, at
-//! most twice the node timeout and a quarter: a waiter whose claim finds
-//! another's reservation asks again when it lapses (the claim answers
-//! when), not at the end of its pause; every fair waiter asks at least
-//! every two node timeouts, a reservation's length, so each live waiter
-//! has a claim within every reservation, which learns when it lapses
-//! (see `hand.lua`); a waiter that lets its offer lapse is dropped from
-//! the queue; and a dead waiter first in line when the key is free is
-//! handed a reservation by the next claim, not waited for until its
-//! ticket lapses. A reservation made by a claim is a reservation like
+//! dead waiter costs about one reservation (two node timeouts), never a
+//! pause: a lock's waiter whose claim finds another's reservation asks
+//! again when it lapses (the claim answers when; it adds up to a quarter
+//! of a node timeout), not at the end of its pause; every fair waiter
+//! asks at least every two node timeouts, a reservation's length, so
+//! while claim rounds are quick each live waiter has a claim within every
+//! reservation, which learns when it lapses (see `hand.lua`); a waiter
+//! that lets its offer lapse is dropped from the queue; and a dead waiter
+//! first in line when the key is free is handed a reservation by the next
+//! claim, not waited for until its ticket lapses. The limits of "about":
+//! a member that does not answer makes each claim round last a node
+//! timeout, so a waiter's claims can step over a whole reservation (up
+//! to three node timeouts then); a set learns no lapse from its claim and
+//! asks at its next capped pause (up to two node timeouts after the
+//! lapse); and a waiter that claimed just before it died (its claim
+//! reaching a minority clears its offer) or died holding the lock (a
+//! holder keeps its place until its release) is offered the key once
+//! more before it is dropped: two reservations. A reservation made by a claim is a reservation like
 //! any other (no token, lapsing at its deadline), so none of this changes
 //! the argument above.
 //!
@@ -148,9 +158,10 @@ pub(crate) fn reserve_ms(p: &Pipeline) -> String {
 /// of this and all of it): a reservation's length, two node timeouts, at
 /// least 20 ms. A hand-off wakes the waiter it names sooner; this bounds
 /// what any waiter can sleep through a free key whatever its retry delay:
-/// a waiter handed the key that died (every reservation has at least one
-/// claim of each live waiter within it, which learns when it lapses, and
-/// the waiter asks again then), and members' queues that differ (a join
+/// a waiter handed the key that died (while claim rounds are quick, every
+/// reservation has a claim of each live waiter within it, which learns
+/// when it lapses, and the waiter asks again then), and members' queues
+/// that differ (a join
 /// or a claim that reached some members only, under faults) so that no
 /// hand-off reaches a majority naming the same waiter. Notices to the
 /// next waiters at each hand-off did the first instead, until 2026-11-25:
@@ -198,8 +209,8 @@ pub(crate) struct Fair {
     /// acquisition from then on.
     denied: AtomicBool,
     /// Where a set waits in line: the index of the resource that refused
-    /// it on most members last (`usize::MAX` before), the same on every
-    /// member (see [`Fair::wait_at`]).
+    /// it on a majority of members last (its first resource before), the same on
+    /// every member (see [`Fair::wait_at`]).
     wait_at: AtomicUsize,
 }
 
@@ -215,7 +226,7 @@ impl Fair {
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
             lapse_ms: AtomicU64::new(u64::MAX),
             denied: AtomicBool::new(false),
-            wait_at: AtomicUsize::new(usize::MAX),
+            wait_at: AtomicUsize::new(0),
         }
     }
 
@@ -253,25 +264,22 @@ impl Fair {
     /// Where a set waits in line, for a claim of the resources `of` (the
     /// set's indices; one group of a Redis Cluster member, or the whole
     /// set): "k" for the k-th of them (from 1), "0" for none of them (it
-    /// waits at another group's), "" when not known yet (each member
-    /// queues it at the first key it refused there). Members must agree:
-    /// a set queued at `a` on some members and at `b` on others makes
-    /// them name different first waiters of each key, and then neither
-    /// that set nor the locks behind it reach a majority (the liveness
-    /// run of the schedule checker found such stalls).
+    /// waits at another group's key). Members must agree: a set queued at
+    /// `a` on some members and at `b` on others makes them name different
+    /// first waiters of each key, and then neither that set nor the locks
+    /// behind it reach a majority (the liveness run of the schedule
+    /// checker found such stalls). A claim granted on a member keeps the
+    /// set's place there only at that key, too.
     pub(crate) fn wait_at(&self, of: &[usize]) -> String {
-        match self.wait_at.load(Ordering::Relaxed) {
-            usize::MAX => String::new(),
-            at => of
-                .iter()
-                .position(|&i| i == at)
-                .map_or(0, |k| k + 1)
-                .to_string(),
-        }
+        let at = self.wait_at.load(Ordering::Relaxed);
+        of.iter()
+            .position(|&i| i == at)
+            .map_or(0, |k| k + 1)
+            .to_string()
     }
 
     /// Notes where the set waits in line from now on: `at`, the resource
-    /// that refused it on most members (unchanged when none did).
+    /// that refused it on a majority of members (unchanged when none did).
     fn waits_at(&self, at: Option<usize>) {
         if let Some(at) = at {
             self.wait_at.store(at, Ordering::Relaxed);

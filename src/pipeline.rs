@@ -324,10 +324,12 @@ pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]>
 /// A script's arguments (`ARGV`).
 pub(crate) type Args<'a> = &'a [&'a [u8]];
 
-/// The resource that refused an attempt on the most members (the lowest
-/// on a tie), if any did: where a set waits in line. Every member must be
-/// told the same (see `Fair::wait_at`), and the one most members refused
-/// is where the set is held up.
+/// The resource that refused an attempt on a majority of the members, if
+/// one did: where a set waits in line. Every member must be told the same
+/// (see `Fair::wait_at`), and a key a majority refused is where the set is
+/// held up; a refusal by fewer (members that differ under faults) moves
+/// it nowhere, so that it does not go from queue to queue at every
+/// attempt, first in each by its early arrival.
 fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
     let mut count = vec![0usize; resources];
     for i in votes
@@ -337,8 +339,8 @@ fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
     {
         count[i] += 1;
     }
-    let top = count.iter().copied().max().filter(|&c| c > 0)?;
-    count.iter().position(|&c| c == top)
+    let quorum = quorum::quorum(votes.len());
+    count.iter().position(|&c| c >= quorum)
 }
 
 impl Pipeline {
@@ -620,20 +622,33 @@ mod tests {
     }
 
     #[test]
-    fn a_set_waits_where_most_members_refused_it() {
+    fn a_set_waits_where_a_majority_refused_it() {
         let busy = |at: Option<usize>| Vote {
             busy: at,
             ..Vote::of(Some(Ok(0)))
         };
-        // The first member's answer does not decide: most members do.
-        let votes = [busy(Some(0)), busy(Some(1)), busy(Some(1)), busy(None)];
+        // The first member's answer does not decide: a majority does.
+        let votes = [
+            busy(Some(0)),
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(None),
+        ];
         assert_eq!(most_busy(&votes, 2), Some(1));
-        // A tie goes to the first resource in the set's order.
-        let votes = [busy(Some(1)), busy(Some(0)), busy(None)];
-        assert_eq!(most_busy(&votes, 2), Some(0));
+        // Fewer than a majority (members that differ) name nowhere: the
+        // set stays where it waits.
+        let votes = [
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(Some(0)),
+            busy(None),
+            busy(None),
+        ];
+        assert_eq!(most_busy(&votes, 2), None);
         // A no that names no resource (another's token on an extend, a
         // failure) names nowhere to wait.
-        let votes = [busy(Some(usize::MAX)), busy(None)];
+        let votes = [busy(Some(usize::MAX)), busy(Some(usize::MAX)), busy(None)];
         assert_eq!(most_busy(&votes, 2), None);
     }
 

@@ -26,14 +26,15 @@
 --          not ours to take here, "k" for the key k of these (the
 --          client's choice: the same on every member, so that members
 --          queue it the same way), "0" for none of these (the set waits
---          at a key of another call: a Redis Cluster's other slot group)
+--          at a key of another call: a Redis Cluster's other slot group);
+--          granted, we keep our place at that key only (a lock: its key)
 -- ARGV[7]  optional (fencing on; "" for off): a new counter's first value
 -- ARGV[8]  with ARGV[7]: how long the counters are kept at least (ms;
 --          one with longer left keeps it)
 -- ARGV[9]  optional: how long a reservation lasts (ms); the first key
 --          not ours to take, when it is free but a live waiter ahead of
---          us goes first for it, is then reserved for that waiter (taken
---          off its queue), as a release hands a key on
+--          us goes first for it, is then reserved for that waiter (an
+--          offer, see hand.lua), as a release hands a key on
 -- ARGV[10] optional, with ARGV[9]: PUBLISH (nodes) or SPUBLISH (Redis
 --          Cluster), to tell that waiter
 -- ARGV[11] with ARGV[10]: the message (":" and the waiter's token follow)
@@ -57,6 +58,12 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local arrival = tonumber(ARGV[3])
 local mine = "redlock:next:" .. ARGV[1]
+-- Where we wait in line (see ARGV[6]); nil: the first key refused here,
+-- or, granted, the one key of a lock.
+local named = nil
+if ARGV[6] and ARGV[6] ~= "" then
+    named = tonumber(ARGV[6])
+end
 
 -- Whether the key i is ours to take, and what it holds.
 local function ours_to_take(i)
@@ -108,10 +115,17 @@ if not refused then
             end
         end
         redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
-        -- We stay in the queue, where we were, until our release drops us
-        -- (see hand.lua, `first_live`): should this attempt reach a
-        -- minority only, we are still first on every member.
-        redis.call("HDEL", tickets, "offer:" .. ARGV[1])
+        -- We keep our place where we wait in line, and only there, until
+        -- our release drops us (see hand.lua, `first_live`): should this
+        -- attempt reach a minority only, we are still first on every
+        -- member. Any other queue of ours goes (a set's part on a Redis
+        -- Cluster's slot group that does not hold the key it waits at
+        -- must not stay first in a queue it no longer waits in).
+        if i == (named or 1) then
+            redis.call("HDEL", tickets, "offer:" .. ARGV[1])
+        else
+            drop(KEYS[n + i], tickets, ARGV[1])
+        end
     end
     if not fencing then
         return 1
@@ -131,18 +145,15 @@ if not refused then
 end
 
 -- Refused: we wait in line on one key only: the one the client names
--- (ARGV[6], the same on every member: the key that refused a set on most
--- members last time), or else the first not ours to take here; a set
+-- (ARGV[6], the same on every member: the key that refused a set on a
+-- majority of members), or else the first not ours to take here; a set
 -- leaves the other keys' queues, so that its place never keeps a
 -- free key it cannot use yet from anyone (a holder of the key that
 -- refused us may be waiting for it). A reservation of ours stays until
 -- its deadline, as for a lock: a release of the key that refused us may
 -- come first.
 local ticket = tonumber(ARGV[4])
-local wait_at = refused
-if ARGV[6] and ARGV[6] ~= "" then
-    wait_at = tonumber(ARGV[6])
-end
+local wait_at = named or refused
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     if i == wait_at then

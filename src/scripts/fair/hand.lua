@@ -30,8 +30,9 @@ end
 -- The first waiter of `queue` that is live at `now` (see `live_at`), and
 -- its manager's address; waiters ahead of it that are not are dropped,
 -- and so is `gone`, wherever it stands (a releaser: a grant keeps its
--- waiter in the queue until it releases; one that never does is dropped
--- as a lapsed offer).
+-- waiter in the queue until it releases; one that never does, crashed
+-- or lost, is dropped when its ticket lapses, or once the key is free
+-- and a claim has offered it the key, when that offer lapses).
 local function first_live(queue, tickets, now, gone)
     if gone then
         drop(queue, tickets, gone)
