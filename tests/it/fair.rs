@@ -192,13 +192,7 @@ fn a_dead_waiter_costs_one_reservation_and_other_clients_wait_it_out() {
 #[test]
 fn a_dead_waiter_costs_one_reservation_whatever_the_next_ones_pause() {
     let nodes = Nodes::start(3).unwrap();
-    let live = LockManager::builder()
-        .nodes(nodes.urls())
-        .node_timeout(NODE_TIMEOUT)
-        .retry(1000, Duration::from_secs(20))
-        .fair(true)
-        .build()
-        .unwrap();
+    let live = patient(&nodes, NODE_TIMEOUT, 1000);
     let waited = a_dead_waiter_ahead(&nodes, &resource("fair-dead-long"), live);
     // The reservation (500 ms), the asking again after its lapse (up to a
     // quarter of a node timeout), one claim round, and slack for the
@@ -239,13 +233,7 @@ fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
         .query(&mut admin(&nodes.servers[0]))
         .unwrap();
     a_dead_waiter_queued_at(&nodes, &name, score[0].1 + 1);
-    let last = LockManager::builder()
-        .nodes(nodes.urls())
-        .node_timeout(NODE_TIMEOUT)
-        .retry(1000, Duration::from_secs(20))
-        .fair(true)
-        .build()
-        .unwrap();
+    let last = patient(&nodes, NODE_TIMEOUT, 1000);
     let name2 = name.clone();
     let last = thread::spawn(move || {
         let g = last
@@ -265,6 +253,20 @@ fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
         waited < Duration::from_millis(1200),
         "the dead waiter after a live one cost {waited:?}"
     );
+}
+
+/// A fair manager on `nodes` whose waiters pause 10 to 20 s between
+/// attempts (`count` of them), with `node_timeout`: a test that it gets a
+/// lock within seconds shows that something other than its pause made it
+/// ask.
+fn patient(nodes: &Nodes, node_timeout: Duration, count: u32) -> LockManager {
+    LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(node_timeout)
+        .retry(count, Duration::from_secs(20))
+        .fair(true)
+        .build()
+        .unwrap()
 }
 
 /// A holder of `name` on `nodes` that died: another client's key on
@@ -544,13 +546,7 @@ fn a_waiter_that_finds_another_waiters_reservation_asks_again_when_it_lapses() {
     let guard = holder.lock(&name, TTL).unwrap();
     // Pauses of 10 to 20 s: only the reservation's lapse brings the next
     // attempt within seconds.
-    let waiter = LockManager::builder()
-        .nodes(nodes.urls())
-        .node_timeout(Duration::from_secs(1))
-        .retry(3, Duration::from_secs(20))
-        .fair(true)
-        .build()
-        .unwrap();
+    let waiter = patient(&nodes, Duration::from_secs(1), 3);
     let name2 = name.clone();
     let waiting = thread::spawn(move || {
         let g = waiter
