@@ -146,14 +146,7 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
 fn a_dead_waiter_ahead(nodes: &Nodes, name: &str, live: LockManager) -> Duration {
     let holder = fair(nodes.urls());
     let guard = holder.lock(name, TTL).unwrap();
-    let name2 = name.to_owned();
-    let waiting = thread::spawn(move || {
-        let g = live
-            .try_lock_for(&name2, TTL, Duration::from_secs(60))
-            .unwrap();
-        drop(g);
-        Instant::now()
-    });
+    let waiting = got_at(live, name);
     until_queued(&nodes.servers.iter().collect::<Vec<_>>(), name, 1);
     a_dead_waiter_queued(nodes, name);
     let released = Instant::now();
@@ -234,14 +227,7 @@ fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
         .unwrap();
     a_dead_waiter_queued_at(&nodes, &name, score[0].1 + 1);
     let last = patient(&nodes, NODE_TIMEOUT, 1000);
-    let name2 = name.clone();
-    let last = thread::spawn(move || {
-        let g = last
-            .try_lock_for(&name2, TTL, Duration::from_secs(60))
-            .unwrap();
-        drop(g);
-        Instant::now()
-    });
+    let last = got_at(last, &name);
     until_queued(&servers, &name, 3);
     guard.release().unwrap();
     let released = first.join().unwrap();
@@ -253,6 +239,19 @@ fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
         waited < Duration::from_millis(1200),
         "the dead waiter after a live one cost {waited:?}"
     );
+}
+
+/// A thread of `dlm` that waits for `name` (at most 60 s), lets it go at
+/// once, and says when it got it.
+fn got_at(dlm: LockManager, name: &str) -> thread::JoinHandle<Instant> {
+    let name = name.to_owned();
+    thread::spawn(move || {
+        let g = dlm
+            .try_lock_for(&name, TTL, Duration::from_secs(60))
+            .unwrap();
+        drop(g);
+        Instant::now()
+    })
 }
 
 /// A fair manager on `nodes` whose waiters pause 10 to 20 s between
