@@ -48,12 +48,16 @@
 //!
 //! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
 //! in line on one key at a time, the one its client names on every member
-//! (the key that refused it on a majority of members in its last attempt; its
-//! first key before that): the scripts take n lock keys (a lock is a set
-//! of one), a claim writes its token only where every key of the set is
-//! its to take, and otherwise keeps its place in the queue of the key
-//! named and leaves the others' queues (a granted claim keeps it there
-//! too, and only there); a set's release hands each key on.
+//! (the key that refused it on a majority of members in an attempt: the
+//! first a holder keeps, or else the first it may not take; the first
+//! that refused it before that): the scripts take n lock keys
+//! (a lock is a set of one), a claim writes its token only where every
+//! key of the set is its to take, and otherwise keeps its place in the
+//! queue of the key named and leaves the others' queues (a granted claim
+//! keeps it there too, and only there); a set's release hands each key
+//! on. A set that a holder keeps from one of its keys gives on at once
+//! every reservation it was handed (the next live waiter is offered the
+//! key, and told): it cannot use them until that holder lets go.
 //!
 //! ## What it costs
 //!
@@ -209,7 +213,8 @@ pub(crate) struct Fair {
     /// acquisition from then on.
     denied: AtomicBool,
     /// Where a set waits in line: the index of the resource that refused
-    /// it on a majority of members last (its first resource before), the same on
+    /// it on a majority of members last (the first a holder keeps, or else
+    /// the first it may not take; its first resource before), the same on
     /// every member (see [`Fair::wait_at`]).
     wait_at: AtomicUsize,
 }

@@ -381,21 +381,8 @@ impl Shape for Set {
                 fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
                 (keys, args)
             };
-            let (groups, mut answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
+            let (groups, answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
             fair.heed(p, answers.iter().flatten());
-            // The claim of one key answers as a lock's (0, readers, or
-            // another's reservation): for a set, its first key is busy.
-            for (group, row) in groups.iter().zip(&mut answers) {
-                if group.len() == 1 {
-                    for answer in row.iter_mut().flatten() {
-                        if let Ok(c) = answer
-                            && (*c == 0 || (*c & BUSY != 0 && *c != GONE))
-                        {
-                            *c = BUSY;
-                        }
-                    }
-                }
-            }
             return self.votes(p, &groups, answers);
         }
         let resources = &self.refs()[..];

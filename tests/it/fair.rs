@@ -243,7 +243,7 @@ fn a_dead_waiter_handed_the_key_right_after_a_live_one_costs_one_reservation() {
 
 /// A thread of `dlm` that waits for `name` (at most 60 s), lets it go at
 /// once, and says when it got it.
-fn got_at(dlm: LockManager, name: &str) -> thread::JoinHandle<Instant> {
+pub(crate) fn got_at(dlm: LockManager, name: &str) -> thread::JoinHandle<Instant> {
     let name = name.to_owned();
     thread::spawn(move || {
         let g = dlm

@@ -5,7 +5,7 @@
 //! (a holder asking for one gets it: no deadlock); a key that expired is
 //! handed to the first set by a later set's claim.
 
-use crate::fair::{a_dead_holder, fair, queued, the_first_is_told};
+use crate::fair::{a_dead_holder, fair, got_at, queued, the_first_is_told};
 use crate::support;
 
 use std::sync::{Arc, Mutex};
@@ -37,14 +37,15 @@ fn until_queued(names: &[(&str, &[&Server], usize)]) {
 /// Holds `a` and `b` with `holder`; queues four waiters of their own
 /// managers one after the other (each queued before the next starts): 0
 /// and 2 want both (sets), 1 wants `b`, 3 wants `a` (locks); releases,
-/// and returns the order in which they acquired. A set waits in line on
-/// the first of its keys that refused it (`a`), on every member, also
-/// where its keys span a Redis Cluster's masters.
+/// and returns the order in which they acquired, each holding for `hold`.
+/// A set waits in line on the first of its keys that refused it (`a`), on
+/// every member, also where its keys span a Redis Cluster's masters.
 fn set_order(
     holder: &LockManager,
     waiters: Vec<LockManager>,
     a: (&str, &[&Server]),
     b: (&str, &[&Server]),
+    hold: Duration,
 ) -> Vec<usize> {
     let guard = holder.lock_all([a.0, b.0], TTL).unwrap();
     let wants: [&[&str]; 4] = [&[a.0, b.0], &[b.0], &[a.0, b.0], &[a.0]];
@@ -67,7 +68,7 @@ fn set_order(
             }
             .unwrap();
             won.lock().unwrap().push(i);
-            thread::sleep(Duration::from_millis(20));
+            thread::sleep(hold);
             g.release().unwrap();
         }));
         until_queued(&[(a.0, a.1, in_a), (b.0, b.1, in_b)]);
@@ -86,14 +87,20 @@ fn sets_and_locks_of_separate_managers_are_served_in_arrival_order() {
     let holder = fair(nodes.urls());
     let waiters: Vec<LockManager> = (0..4).map(|_| fair(nodes.urls())).collect();
     let servers: Vec<&Server> = nodes.servers.iter().collect();
-    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers));
+    let hold = Duration::from_secs(1);
+    let got = set_order(&holder, waiters, (&a, &servers), (&b, &servers), hold);
     // In each queue's arrival order: `a`'s queue is 0, 2, 3 and `b`'s is
     // 1 (the sets wait in line on `a` alone). The release hands `a` to 0
-    // and `b` to 1; 0's claim is refused for 1's reservation of `b`, and
-    // 0 keeps its reservation of `a` and waits in line on `b`, first; 1
-    // lets `b` go to 0, which takes both; then `a` goes to 2 (`b` free),
-    // then to 3. Racing, 3 takes `a` before 2.
-    assert_eq!(got, [1, 0, 2, 3], "served out of arrival order");
+    // and `b` to 1, which takes `b` and holds it for a second. The sets
+    // cannot use `a` while 1 holds `b`: 0's claim (at once, or once its
+    // pause ends should it come before 1's) gives `a` on to 2, whose claim
+    // gives it on to 3, which takes it; so 3, a lock of `a` that came
+    // later, goes before the sets (the documented cost of a set: it is
+    // overtaken at a key it cannot use yet). Then both keys go to 0, the
+    // first set, and then to 2. (Until 2026-11-26 a set held a
+    // reservation it could not use until its deadline: 0 got both once 1
+    // let `b` go, and the order was 1, 0, 2, 3 while 3 waited, `a` free.)
+    assert_eq!(got, [1, 3, 0, 2], "served out of arrival order");
     for s in &nodes.servers {
         assert_eq!((queued(s, &a), queued(s, &b)), (0, 0));
     }
@@ -126,10 +133,16 @@ fn fair_sets_spanning_slots_on_a_cluster_member_are_served_in_arrival_order() {
     let owner_b = &cluster.masters[cluster.master_of(b.as_bytes())];
     let holder = build();
     let waiters: Vec<LockManager> = (0..4).map(|_| build()).collect();
-    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]));
+    let hold = Duration::from_millis(20);
+    let got = set_order(&holder, waiters, (&a, &[owner_a]), (&b, &[owner_b]), hold);
     // As on nodes (see above): the sets wait in line on `a` alone, on
     // both masters' parts (each member is told where, so that they agree),
-    // so `b` goes to 1 first.
+    // so `b` goes to 1 first. Unlike nodes, `a` and `b` are two scripts
+    // here: 0's part at `a` takes it, the part at `b` is refused, and the
+    // clean-up puts 0's reservation of `a` back until its deadline (a set
+    // gives a reservation on at once only where one script sees the key
+    // that keeps it; see the claim script), so 0 gets both once 1 lets `b`
+    // go (20 ms), before 3.
     assert_eq!(got, [1, 0, 2, 3], "served out of arrival order");
 }
 
@@ -210,6 +223,51 @@ fn a_set_waiting_for_a_held_key_lets_a_free_key_go_with_long_pauses() {
     };
     let (budget, hold) = (Duration::from_secs(40), Duration::from_millis(2000));
     a_set_lets_a_free_key_go(&nodes, "fair-handed", manager, budget, hold);
+}
+
+/// A set {a, b} waits in line at `a` while a holder keeps `b`, and a lock
+/// of `a` waits behind it. When `a` is released it is offered to the set,
+/// first in line, which cannot use it while `b` is held: its claim gives
+/// `a` on at once to the lock behind it, and tells it. Before, the set
+/// kept `a` reserved until the reservation's deadline (two node timeouts,
+/// 2 s here) while the lock waited, `a` free all along; two sets offered
+/// `a` in turn kept a lock of `a` from it over a second in the liveness
+/// run of the schedule checker.
+#[test]
+fn a_set_a_holder_keeps_from_one_key_gives_a_reservation_of_another_on_at_once() {
+    let nodes = Nodes::start(3).unwrap();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    let [a, b] = ["a", "b"].map(|n| resource(&format!("fair-set-gives-{n}")));
+    let manager = || {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(Duration::from_secs(1))
+            .retry(3, Duration::from_millis(200))
+            .fair(true)
+            .build()
+            .unwrap()
+    };
+    let holder = manager();
+    let (guard_a, guard_b) = (holder.lock(&a, TTL).unwrap(), holder.lock(&b, TTL).unwrap());
+    let set = {
+        let (dlm, names) = (manager(), vec![a.clone(), b.clone()]);
+        thread::spawn(move || {
+            dlm.try_lock_all_for(&names, TTL, Duration::from_secs(40))
+                .map(drop)
+        })
+    };
+    until_queued(&[(&a, &servers, 1), (&b, &servers, 0)]);
+    let lock = got_at(manager(), &a);
+    until_queued(&[(&a, &servers, 2)]);
+    let released = Instant::now();
+    guard_a.release().unwrap();
+    let took = lock.join().unwrap() - released;
+    assert!(
+        took < Duration::from_secs(1),
+        "the lock behind the set got `a` {took:?} after its release"
+    );
+    guard_b.release().unwrap();
+    set.join().unwrap().unwrap();
 }
 
 /// Issue 38's deadlock: T holds `a`; a set {a, b} of `set_manager`

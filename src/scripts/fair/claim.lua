@@ -44,11 +44,15 @@
 -- Answers, when it set the keys, 1, or with fencing the number every
 -- counter of the keys reached (each counted up by one, then all set to
 -- the highest: a token above each resource's earlier ones). Otherwise,
--- with one key (a lock): 0 when another holds it or a waiter ahead of us
+-- a lock (ARGV[6] empty): 0 when another holds it or a waiter ahead of us
 -- goes first; -2 when readers hold it; -3 - N when it holds another
 -- waiter's reservation (or we reserved it for the waiter ahead), which
--- lapses in N ms. With several (a set): -i for the first key i not ours
--- to take.
+-- lapses in N ms. A set (ARGV[6] given, whatever n): -i for the first
+-- key i a holder keeps, or else for the first key i not ours to take
+-- (another's reservation, or a waiter ahead), where the set waits in
+-- line once a majority named it (the set goes where it is kept longest;
+-- and sets that keep each other waiting, each first at one key and
+-- refused at the other's, meet in one queue, where arrival orders them).
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -89,15 +93,27 @@ local function ours_to_take(i)
     end
 end
 
-local refused, refused_held = nil, nil
+-- A set's claim (the client names where it waits: ARGV[6]) looks at
+-- every key: `refused` is the first not ours to take, `blocker` the first
+-- a holder keeps (another's token, readers, a key of another type), not
+-- a reservation or a waiter ahead, which are soon gone.
+local is_set = ARGV[6] ~= nil and ARGV[6] ~= ""
+local refused, refused_held, blocker = nil, nil, nil
 local reserved = {}
 for i = 1, n do
     local take, held = ours_to_take(i)
+    reserved[i] = take and held == mine
     if not take then
-        refused, refused_held = i, held
-        break
+        if not refused then
+            refused, refused_held = i, held
+        end
+        if not blocker and held and string.sub(held, 1, 13) ~= "redlock:next:" then
+            blocker = i
+        end
+        if not is_set then
+            break
+        end
     end
-    reserved[i] = held == mine
 end
 
 if not refused then
@@ -149,9 +165,7 @@ end
 -- majority of members), or else the first not ours to take here; a set
 -- leaves the other keys' queues, so that its place never keeps a
 -- free key it cannot use yet from anyone (a holder of the key that
--- refused us may be waiting for it). A reservation of ours stays until
--- its deadline, as for a lock: a release of the key that refused us may
--- come first.
+-- refused us may be waiting for it).
 local ticket = tonumber(ARGV[4])
 local wait_at = named or refused
 for i = 1, n do
@@ -170,6 +184,28 @@ for i = 1, n do
         drop(queue, tickets, ARGV[1])
     end
 end
+-- A set that a holder keeps from one of its keys gives on at once every
+-- reservation of ours it holds (it cannot use them until that holder
+-- lets go, which may take long): held to their deadlines, they kept free
+-- keys from the waiters behind us, reservation after reservation (the
+-- liveness run of the schedule checker found a lock of `a` kept 1.5 s
+-- from it, free, while two sets waiting for `b`, held, were offered `a`
+-- in turn). We keep our place in line; the next live waiter after us is
+-- offered the key, and told, as a release would (nobody else waiting,
+-- the key is deleted). Refused only for another waiter's reservation or
+-- a waiter ahead, which are soon gone (a reservation lasts two node
+-- timeouts), the set keeps its reservations until their deadlines, as
+-- a lock does: the key that refused it may be free by its next claim.
+-- Without ARGV[9] (nobody is told of releases) they stay until their
+-- deadlines too.
+if is_set and blocker and ARGV[9] then
+    for i = 1, n do
+        if reserved[i] then
+            hand_off(KEYS[i], KEYS[n + i], KEYS[2 * n + i], now, ARGV[9], ARGV[10], ARGV[11],
+                ARGV[11 + i], nil, ARGV[1])
+        end
+    end
+end
 if not refused_held and ARGV[9] then
     -- Free, but a live waiter arrived before us: it may not know (its
     -- holder died and the key expired, attempts split the votes, or its
@@ -183,19 +219,19 @@ if not refused_held and ARGV[9] then
         -- Offered the key already (its reservation was given back early):
         -- not offered again, so that a dead waiter costs one offer; we
         -- ask again when the offer lapses.
-        if n == 1 then
+        if not is_set then
             return -(3 + offer - now)
         end
     elseif head and head ~= ARGV[1] then
         local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
             ARGV[9], ARGV[10], ARGV[11], ARGV[11 + refused])
-        if first and n == 1 then
+        if first and not is_set then
             return -(3 + tonumber(ARGV[9]))
         end
     end
 end
-if n > 1 then
-    return -refused
+if is_set then
+    return -(blocker or refused)
 end
 if refused_held == "redlock:readers" then
     return -2

@@ -32,21 +32,28 @@ end
 -- and so is `gone`, wherever it stands (a releaser: a grant keeps its
 -- waiter in the queue until it releases; one that never does, crashed
 -- or lost, is dropped when its ticket lapses, or once the key is free
--- and a claim has offered it the key, when that offer lapses).
-local function first_live(queue, tickets, now, gone)
+-- and a claim has offered it the key, when that offer lapses). `passed`,
+-- if given, is passed over where it stands, and keeps its place (a set
+-- that gives on a reservation it cannot use yet, see claim.lua).
+local function first_live(queue, tickets, now, gone, passed)
     if gone then
         drop(queue, tickets, gone)
     end
+    local at = 0
     while true do
-        local head = redis.call("ZRANGE", queue, 0, 0)[1]
+        local head = redis.call("ZRANGE", queue, at, at)[1]
         if not head then
             return nil, ""
         end
-        local live, at = live_at(tickets, head, now)
-        if live then
-            return head, at
+        if head == passed then
+            at = at + 1
+        else
+            local live, address = live_at(tickets, head, now)
+            if live then
+                return head, address
+            end
+            drop(queue, tickets, head)
         end
-        drop(queue, tickets, head)
     end
 end
 
@@ -59,7 +66,7 @@ local function beside(channel, address)
 end
 
 -- Hands `key` to the first live waiter of `queue` (`gone`, a releaser,
--- is dropped from it): the key holds its reservation ("redlock:next:"
+-- is dropped from it; `passed` is passed over, see `first_live`): the key holds its reservation ("redlock:next:"
 -- and its token, nobody's token) for `reserve` ms, and its offer is
 -- noted in `tickets` ("offer:" and its token: the reservation's
 -- deadline); it stays in the queue (see `live_at`). Deletes the key when
@@ -73,8 +80,8 @@ end
 -- then; the dead one's offer has lapsed by then, and it is dropped. So a
 -- dead waiter costs one reservation, never a pause. Nobody waiting, a
 -- plain release message. Answers the waiter's token, or nil.
-local function hand_off(key, queue, tickets, now, reserve, publish, message, channel, gone)
-    local first, address = first_live(queue, tickets, now, gone)
+local function hand_off(key, queue, tickets, now, reserve, publish, message, channel, gone, passed)
+    local first, address = first_live(queue, tickets, now, gone, passed)
     if first then
         redis.call("SET", key, "redlock:next:" .. first, "PX", reserve)
         local deadline = now + tonumber(reserve)
