@@ -11,10 +11,12 @@
 //! | `S` + `:permit:` + `i` | a semaphore's slot `i`, an ordinary lock key | permits |
 //! | `E` + `:redlock-leader` | an election's record: its leader's token, term and value (a hash) | leaders |
 //! | `R` + `:redlock-check` | what [`LockManager::check`](crate::LockManager::check) tries commands on | `check` |
+//! | `R` + `:redlock-seen` | the highest fencing token a [`Fence`](crate::fence::Fence) has seen for `R`, on the storage's Redis | fenced writes |
 //!
 //! The suffixes `:redlock-fence`, `:redlock-readers`, `:redlock-writer`,
-//! `:redlock-permits`, `:redlock-leader`, `:redlock-queue` and
-//! `:redlock-tickets` are reserved: a resource named so is refused.
+//! `:redlock-permits`, `:redlock-leader`, `:redlock-queue`,
+//! `:redlock-tickets` and `:redlock-seen` are reserved: a resource named
+//! so is refused.
 //!
 //! A Redis Cluster serves a key from the master that owns the key's hash
 //! slot (CRC16 of the key, or of its hash tag: the bytes between the
@@ -74,6 +76,11 @@ pub(crate) const TICKETS_SUFFIX: &[u8] = b":redlock-tickets";
 /// key in its slot. Reserved.
 pub(crate) const LEADER_SUFFIX: &[u8] = b":redlock-leader";
 
+/// Suffix of the key a [`Fence`](crate::fence::Fence) keeps the highest
+/// fencing token it has seen for a resource in, on the storage's Redis.
+/// Reserved.
+pub(crate) const SEEN_SUFFIX: &[u8] = b":redlock-seen";
+
 /// What follows a semaphore's name, then the slot's index, in a permit
 /// slot's key.
 const PERMIT_SUFFIX: &str = ":permit:";
@@ -123,6 +130,11 @@ pub(crate) fn tickets_key(name: &[u8]) -> Vec<u8> {
     companion(name, TICKETS_SUFFIX)
 }
 
+/// The key of the highest fencing token a fence has seen for `resource`.
+pub(crate) fn seen_key(resource: &[u8]) -> Vec<u8> {
+    companion(resource, SEEN_SUFFIX)
+}
+
 /// The stored permit count of the semaphore `name`.
 pub(crate) fn permits_key(name: &[u8]) -> Vec<u8> {
     companion(name, PERMITS_SUFFIX)
@@ -165,6 +177,7 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
         (LEADER_SUFFIX, "the records of elections"),
         (QUEUE_SUFFIX, "the queues of fair waiters"),
         (TICKETS_SUFFIX, "the tickets of fair waiters"),
+        (SEEN_SUFFIX, "the tokens fences have seen"),
     ] {
         if is_companion(resource, suffix) {
             return Err(Error::invalid_argument(format!(
@@ -367,6 +380,7 @@ mod tests {
             LEADER_SUFFIX,
             QUEUE_SUFFIX,
             TICKETS_SUFFIX,
+            SEEN_SUFFIX,
         ] {
             let taken = companion(b"lock:job", suffix);
             assert!(check_resource(&taken).is_err());

@@ -25,6 +25,7 @@ mod conn;
 mod election;
 mod error;
 mod fair;
+pub mod fence;
 mod guard;
 mod identities;
 mod keys;

@@ -17,6 +17,7 @@ mod fair;
 mod fair_sets;
 mod fault_matrix;
 mod faults;
+mod fence;
 mod fencing;
 mod hostile;
 mod keepalive;
