@@ -28,6 +28,7 @@ const DEFAULT_FENCING: bool = true;
 const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
 const DEFAULT_WAKE_ON_RELEASE: bool = true;
 const DEFAULT_FAIR: bool = true;
+const DEFAULT_NAME_HOLDERS: bool = true;
 const DEFAULT_REPLICA_ACKS: u32 = 0;
 
 impl LockManager {
@@ -91,6 +92,8 @@ pub struct Builder {
     fencing_expiry: Duration,
     wake_on_release: bool,
     fair: bool,
+    name_holders: bool,
+    holder_label: Option<String>,
     replica_acks: u32,
     restart_quarantine: Option<Duration>,
     resolver: Option<Arc<ResolveFn>>,
@@ -130,6 +133,8 @@ impl fmt::Debug for Builder {
             .field("fencing_expiry", &self.fencing_expiry)
             .field("wake_on_release", &self.wake_on_release)
             .field("fair", &self.fair)
+            .field("name_holders", &self.name_holders)
+            .field("holder_label", &self.holder_label)
             .field("replica_acks", &self.replica_acks)
             .field("restart_quarantine", &self.restart_quarantine)
             .field("custom_resolver", &self.resolver.is_some());
@@ -152,6 +157,8 @@ impl Default for Builder {
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             fair: DEFAULT_FAIR,
+            name_holders: DEFAULT_NAME_HOLDERS,
+            holder_label: None,
             replica_acks: DEFAULT_REPLICA_ACKS,
             restart_quarantine: None,
             resolver: None,
@@ -364,6 +371,35 @@ impl Builder {
         self
     }
 
+    /// Sets whether this manager's lock tokens name their holder: the
+    /// host name and process id (and the [label](Self::holder_label), if
+    /// any) after the token's 128 random bits, such as
+    /// `3f2a…c1@web-3/4121/nightly-report`. [`inspect`](LockManager::inspect),
+    /// `lockrun --inspect` and the [`Taken`](crate::Error::Taken) error then
+    /// say who holds a lock ([`HolderName`](crate::HolderName)). The random
+    /// part keeps tokens unguessable either way. Off (for privacy: the key's
+    /// value is readable by anyone who can `GET` it), tokens are the 32 hex
+    /// digits alone. Other Redlock clients compare values whole, so they
+    /// exclude these tokens as any other, and these theirs.
+    ///
+    /// Defaults to on.
+    pub fn name_holders(mut self, on: bool) -> Builder {
+        self.name_holders = on;
+        self
+    }
+
+    /// Sets a label that this manager's tokens carry after the host and
+    /// process (with [`name_holders`](Self::name_holders) on): what the
+    /// holder is, for operators (`lockrun` gives its command's name). Kept
+    /// to letters, digits and `.-_+=,` (anything else is written `_`), at
+    /// most [`MAX_LABEL`](crate::holder::MAX_LABEL) bytes (longer is cut).
+    ///
+    /// Defaults to none.
+    pub fn holder_label(mut self, label: impl Into<String>) -> Builder {
+        self.holder_label = Some(label.into());
+        self
+    }
+
     /// Sets how many replicas must acknowledge a member's write before its
     /// vote counts: each acquisition and extend is followed by `WAIT n`
     /// on the same connection, given half the node timeout, and a master
@@ -569,7 +605,7 @@ impl Builder {
                 waiters: Waiters::new(
                     members.clone(),
                     self.fair
-                        .then(crate::pipeline::new_token)
+                        .then(|| crate::pipeline::new_token(b""))
                         .and_then(|t| t.ok())
                         .map(|t| t[..16].to_vec()),
                 ),
@@ -587,6 +623,10 @@ impl Builder {
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,
+                holder_name: match self.name_holders {
+                    true => crate::holder::suffix(self.holder_label.as_deref()),
+                    false => Vec::new(),
+                },
                 fair: self.fair,
                 fair_refused: Default::default(),
             },

@@ -268,13 +268,13 @@ impl Election {
         let shape = Arc::new(One::leader(&self.name).fair(fair));
         let mut ours = None;
         let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
-            ours = Some(*token);
+            ours = Some(token.clone());
             let start = Instant::now();
             let granted = crate::fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             let guard = LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
-                *token,
+                token.clone(),
                 Duration::from_millis(ttl_ms),
                 granted,
             );

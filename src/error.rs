@@ -26,10 +26,12 @@ pub enum Error {
     #[error(
         "{resource:?} is locked by {} on {held_elsewhere} of {nodes} nodes, \
          so no quorum of {quorum} is possible{}",
-        if *held_here {
-            "a guard of this same manager that is still alive (locks are not re-entrant)"
-        } else {
-            "another owner"
+        match (held_here, holder) {
+            (true, _) => "a guard of this same manager that is still alive (locks are not \
+                          re-entrant)"
+                .to_owned(),
+            (false, Some(holder)) => format!("another owner ({holder})"),
+            (false, None) => "another owner".to_owned(),
         },
         failed_suffix(failures.as_ref())
     )]
@@ -46,6 +48,13 @@ pub enum Error {
         /// A guard of this manager (or one of its clones) for the resource
         /// was alive when the attempt failed.
         held_here: bool,
+        /// Who holds it, as a member that refused named it: the holder's
+        /// name and the start of its token (`web-3 pid 4121, token
+        /// 3f2a9c01…`; see [`HolderName`](crate::HolderName)), or another
+        /// client's value whole. `None` where no member said (servers
+        /// before Redis 7.0, whose `SET NX` names nobody; a fair waiter's
+        /// claims, which name only the holder they first met).
+        holder: Option<String>,
         /// Nodes that did not answer usefully during the same round, each
         /// with its cause; `None` when every node answered.
         #[source]
@@ -280,6 +289,7 @@ mod tests {
             nodes: 3,
             quorum: 2,
             held_here: false,
+            holder: None,
             failures: None,
         };
         assert!(taken.is_taken() && taken.is_retryable() && !taken.is_invalid());

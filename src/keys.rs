@@ -86,7 +86,8 @@ pub(crate) const SEEN_SUFFIX: &[u8] = b":redlock-seen";
 const PERMIT_SUFFIX: &str = ":permit:";
 
 /// The value the lock key holds while readers hold the lock. It is no
-/// token (tokens are 32 hex digits), so no writer's unlock deletes it.
+/// token (tokens start with 32 hex digits), so no writer's unlock deletes
+/// it.
 pub(crate) const READERS_MARK: &[u8] = b"redlock:readers";
 
 /// What a lock key holds while a fair release has handed it to a waiter

@@ -5,11 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use redis::Value;
+
 use crate::conn::pack;
 use crate::error::{Error, Result};
 use crate::fair::{self, Fair};
 use crate::guard::LockGuard;
-use crate::keys::{self, fence_key, release_channel};
+use crate::keys::{self, RESERVED_PREFIX, fence_key, release_channel};
 use crate::manager::{Budget, LockManager, Wait, WaitOn};
 use crate::pipeline::{
     Answer, DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
@@ -38,6 +40,9 @@ pub(crate) struct One {
     record: Option<Box<[u8]>>,
     /// A lock whose waiting is fair: its place in the queues.
     fair: Option<Fair>,
+    /// The value a member that refused an attempt last said the key holds
+    /// (`SET ... NX GET`): who holds it, for the `Taken` error.
+    seen: parking_lot::Mutex<Option<Vec<u8>>>,
 }
 
 impl One {
@@ -49,6 +54,7 @@ impl One {
             permits: None,
             record: None,
             fair: None,
+            seen: Default::default(),
         }
     }
 
@@ -77,6 +83,7 @@ impl One {
             permits: Some((keys::permits_key(name).into(), count)),
             record: None,
             fair: None,
+            seen: Default::default(),
         }
     }
 
@@ -113,6 +120,10 @@ impl Shape for One {
 
     fn hands_off(&self) -> bool {
         self.permits.is_none()
+    }
+
+    fn holder(&self) -> Option<Vec<u8>> {
+        self.seen.lock().clone()
     }
 
     /// A leadership counts terms whether fencing is on or not.
@@ -237,6 +248,7 @@ impl Shape for One {
         // request (see `redis_cluster.rs`, "Safety under slot
         // migration"): a lock with a fencing counter or a permit count is
         // no vote while its slot migrates.
+        let seen = parking_lot::Mutex::new(Vec::new());
         let base = Request {
             packed: &packed,
             key,
@@ -253,7 +265,7 @@ impl Shape for One {
             token: b"",
             reload: None,
             on_timeout: Some(&cluster_cleanup),
-            kept: None,
+            kept: Some(&seen),
         };
         let legacy = |on_timeout| Request {
             packed: &legacy_packed,
@@ -273,7 +285,16 @@ impl Shape for One {
             legacy: has_legacy.then_some(&node_legacy),
             ..base
         };
-        quorum::round(&p.members, None, &req)
+        let votes = quorum::round(&p.members, None, &req);
+        // Who holds it, as a refusal said (a reservation names nobody).
+        let holder = seen.into_inner().into_iter().find_map(|v| match v {
+            Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) => Some(v),
+            _ => None,
+        });
+        if holder.is_some() {
+            *self.seen.lock() = holder;
+        }
+        votes
             .into_iter()
             .map(|answer| match answer {
                 // Another permit count stored: no grant (the acquisition
@@ -649,12 +670,12 @@ impl LockManager {
         let shape = std::sync::Arc::new(One::lock(resource).fair(fair));
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
-            ours = Some(*token);
+            ours = Some(token.clone());
             let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
-                *token,
+                token.clone(),
                 Duration::from_millis(ttl_ms),
                 granted,
             ))

@@ -450,7 +450,7 @@ impl LockManager {
         mut budget: Budget,
         mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
-        let token = new_token()?;
+        let token = new_token(&self.pipeline.holder_name)?;
         let names = wait_on.names;
         let pipeline = &self.pipeline;
         let waiters = &pipeline.waiters;

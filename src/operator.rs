@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::holder::{HolderName, describe};
 use crate::keys::{
     self, READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, record_key, release_channel,
 };
@@ -34,7 +35,9 @@ pub struct MemberView {
     /// The member, as errors name it (`host:port`, or `cluster
     /// host:port`).
     pub member: String,
-    /// The lock key's value: a holder's token (32 hex digits),
+    /// The lock key's value: a holder's token (32 hex digits, then the
+    /// holder's name unless its manager turned [naming](crate::Builder::name_holders)
+    /// off: see [`holder_name`](Self::holder_name)),
     /// `redlock:readers` while readers hold it, or `redlock:next:` and a
     /// waiter's token while a fair release has reserved it for that
     /// waiter (see [`reserved_for`](Self::reserved_for): nobody holds
@@ -55,6 +58,14 @@ impl MemberView {
     /// holds a fair hand-off's reservation rather than a holder's token.
     pub fn reserved_for(&self) -> Option<&str> {
         reserved_for(self.holder.as_deref())
+    }
+
+    /// Who holds the key here (or who it is reserved for), as the token
+    /// names it: host, process and label; `None` when free, held by
+    /// readers, or by a token that names nobody.
+    pub fn holder_name(&self) -> Option<HolderName> {
+        let value = self.holder.as_deref()?;
+        HolderName::parse(reserved_for(Some(value)).unwrap_or(value).as_bytes())
     }
 }
 
@@ -100,6 +111,17 @@ pub struct LockInfo {
     pub members: Vec<MemberView>,
 }
 
+impl LockInfo {
+    /// Who holds the lock (or who a quorum's reservation is for), as the
+    /// token names it: host, process and label; `None` when nobody does,
+    /// readers do, or the token names nobody (a manager with
+    /// [naming](crate::Builder::name_holders) off, another Redlock client).
+    pub fn holder_name(&self) -> Option<HolderName> {
+        let value = self.holder.as_deref().or(self.reserved_for.as_deref())?;
+        HolderName::parse(value.as_bytes())
+    }
+}
+
 /// What [`LockManager::force_unlock`] did on each member.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -115,7 +137,8 @@ pub struct Forced {
 }
 
 impl fmt::Display for MemberView {
-    /// `host:port: held by 3f2a... for 28.1s, counter 42`.
+    /// `host:port: held by web-3 pid 4121, token 3f2a9c01… for 28.1s,
+    /// counter 42` (a token that names nobody is shown whole).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(e) = &self.failure {
             return write!(f, "{e}");
@@ -124,8 +147,8 @@ impl fmt::Display for MemberView {
         match (&self.holder, self.left) {
             (Some(h), _) if h.as_bytes() == READERS_MARK => f.write_str("held by readers")?,
             (Some(h), _) => match reserved_for(Some(h)) {
-                Some(waiter) => write!(f, "reserved for waiter {waiter}")?,
-                None => write!(f, "held by {h}")?,
+                Some(waiter) => write!(f, "reserved for waiter {}", describe(waiter.as_bytes()))?,
+                None => write!(f, "held by {}", describe(h.as_bytes()))?,
             },
             (None, _) => f.write_str("free")?,
         }

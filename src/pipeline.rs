@@ -55,20 +55,23 @@ pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
 const TOKEN_BYTES: usize = 16;
 
 /// A token: the random bytes, hex encoded so that it reads well in
-/// `redis-cli`.
-pub(crate) type Token = [u8; 2 * TOKEN_BYTES];
+/// `redis-cli`, then the holder's name, if any (see `holder.rs`).
+pub(crate) type Token = Vec<u8>;
 
-/// Draws a fresh token from the operating system's generator.
-pub(crate) fn new_token() -> Result<Token> {
+/// Draws a fresh token from the operating system's generator, followed by
+/// `name` (the manager's [`holder_name`](Pipeline::holder_name): empty,
+/// or `@host/pid[/label]`).
+pub(crate) fn new_token(name: &[u8]) -> Result<Token> {
     let mut raw = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut raw).map_err(|e| Error::Entropy {
         source: Box::new(e),
     })?;
-    let mut token = [0u8; 2 * TOKEN_BYTES];
-    for (pair, byte) in token.chunks_exact_mut(2).zip(raw) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0xf)];
+    let mut token = Vec::with_capacity(2 * TOKEN_BYTES + name.len());
+    for byte in raw {
+        token.push(HEX[usize::from(byte >> 4)]);
+        token.push(HEX[usize::from(byte & 0xf)]);
     }
+    token.extend_from_slice(name);
     Ok(token)
 }
 
@@ -176,6 +179,12 @@ pub(crate) trait Shape: Send + Sync {
         false
     }
 
+    /// Who holds it, as a member that refused an attempt said last (the
+    /// key's value), for the `Taken` error; `None` where none said.
+    fn holder(&self) -> Option<Vec<u8>> {
+        None
+    }
+
     /// The names whose waiters a release wakes (a permit's: the
     /// semaphore's name).
     fn wakes(&self) -> Vec<&[u8]> {
@@ -264,6 +273,9 @@ pub(crate) struct Pipeline {
     pub(crate) counter_expiry_ms: u64,
     /// Whether releases publish and waiters listen for them.
     pub(crate) wake_on_release: bool,
+    /// What follows the random part of this manager's tokens: empty, or
+    /// `@host/pid[/label]` (see `holder.rs`).
+    pub(crate) holder_name: Vec<u8>,
     /// Lock waiters queue across managers (see `fair.rs`).
     pub(crate) fair: bool,
     /// When a server last refused the fair queue's commands (waiters then
@@ -510,8 +522,12 @@ impl Pipeline {
             None => {
                 let mut err =
                     Tally::count(votes.into_iter().map(|v| v.answer)).acquire_error(&shown);
-                if let Error::Taken { held_here, .. } = &mut err {
+                if let Error::Taken {
+                    held_here, holder, ..
+                } = &mut err
+                {
                     *held_here = resources.iter().any(|r| self.held_here(r));
+                    *holder = shape.holder().map(|h| crate::holder::describe(&h));
                 }
                 err
             }
@@ -610,15 +626,18 @@ mod tests {
 
     #[test]
     fn tokens_are_hex_and_distinct() {
-        let a = new_token().unwrap();
-        let b = new_token().unwrap();
+        let a = new_token(b"").unwrap();
+        let b = new_token(b"").unwrap();
         assert_ne!(a, b);
-        for t in [a, b] {
+        for t in [&a, &b] {
+            assert_eq!(t.len(), 2 * TOKEN_BYTES);
             assert!(
                 t.iter()
                     .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
             );
         }
+        let named = new_token(b"@host/7").unwrap();
+        assert!(named.ends_with(b"@host/7") && named.len() == 2 * TOKEN_BYTES + 7);
     }
 
     #[test]

@@ -229,6 +229,7 @@ impl Tally {
                 nodes,
                 quorum,
                 held_here: false,
+                holder: None,
                 failures: NodeFailures::some(self.failures),
             }
         } else {

@@ -101,7 +101,9 @@ pub(crate) struct Request<'a> {
     /// Written behind the command on the same connection when its reply
     /// does not come in time, before the connection is dropped.
     pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
-    /// Where a [`Reply::Kept`] reply goes.
+    /// Where a [`Reply::Kept`] reply goes; for [`Reply::SetGet`] and
+    /// [`Reply::SetGetCount`], the value a refusal found (who holds the
+    /// key), for the `Taken` error.
     pub(crate) kept: Option<&'a parking_lot::Mutex<Vec<Value>>>,
 }
 
@@ -261,7 +263,7 @@ impl Pooled {
             Reply::SetGet => {
                 return match self.con.read(deadline) {
                     Ok(Value::Nil) => Ok(1),
-                    Ok(held) => held_by(&held),
+                    Ok(held) => held_by(&held, req.kept),
                     Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
                     Err(e) => Err(e.into()),
                 };
@@ -278,8 +280,8 @@ impl Pooled {
                     other => Err(unexpected(other).into()),
                 };
             }
-            Reply::SetCount => return self.finish_set_count(false, deadline),
-            Reply::SetGetCount => return self.finish_set_count(true, deadline),
+            Reply::SetCount => return self.finish_set_count(false, deadline, None),
+            Reply::SetGetCount => return self.finish_set_count(true, deadline, req.kept),
         }
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
@@ -363,6 +365,7 @@ impl Pooled {
         &mut self,
         get: bool,
         deadline: Instant,
+        kept: Option<&parking_lot::Mutex<Vec<Value>>>,
     ) -> Result<u64, Failure> {
         let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
         match self.read_replies(&mut replies, deadline)? {
@@ -384,7 +387,9 @@ impl Pooled {
             (false, [Value::Nil, _, Value::Int(_), _]) => Ok(MAYBE_READERS),
             (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
             (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(0),
-            (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => held_by(held),
+            (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => {
+                held_by(held, kept)
+            }
             (_, [_, _, other, _]) => Err(unexpected(&other).into()),
         }
     }
@@ -425,10 +430,15 @@ impl Pooled {
 /// A refusal of `SET ... NX GET`, by the value holding the key: the
 /// readers' mark is [`MAYBE_READERS`], any other value (a token) a plain
 /// no.
-fn held_by(held: &Value) -> Result<u64, Failure> {
+fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Result<u64, Failure> {
     match held {
         Value::BulkString(v) if v[..] == *READERS_MARK => Ok(MAYBE_READERS),
-        Value::BulkString(_) => Ok(0),
+        Value::BulkString(_) => {
+            if let Some(kept) = kept {
+                kept.lock().push(held.clone());
+            }
+            Ok(0)
+        }
         other => Err(unexpected(other).into()),
     }
 }

@@ -235,7 +235,7 @@ impl RwLock {
             Ok(ReadGuard::new(
                 pipeline.clone(),
                 shape.clone(),
-                *token,
+                token.clone(),
                 Duration::from_millis(ttl_ms),
                 granted,
             ))

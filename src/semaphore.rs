@@ -190,7 +190,7 @@ impl Semaphore {
                 Ok(Permit::with_slot(
                     pipeline.clone(),
                     shape,
-                    *token,
+                    token.clone(),
                     Duration::from_millis(ttl_ms),
                     granted,
                     Some(slot),
@@ -255,6 +255,7 @@ impl Semaphore {
             nodes,
             quorum: quorum::quorum(nodes),
             held_here: false,
+            holder: None,
             failures: NodeFailures::some(survey.failures),
         }
     }

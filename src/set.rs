@@ -130,12 +130,12 @@ impl LockManager {
         });
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
-            ours = Some(*token);
+            ours = Some(token.clone());
             let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
                 pipeline.clone(),
                 shape.clone(),
-                *token,
+                token.clone(),
                 Duration::from_millis(ttl_ms),
                 granted,
             ))

@@ -124,6 +124,14 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
         .fencing(args.fencing)
         .fair(args.fair)
         .retry(1, Duration::from_millis(100));
+    // The lock's value names this host and process, and the command's
+    // program (`--inspect` and a refused lockrun show it).
+    if let Some(program) = args.command.first() {
+        let name = std::path::Path::new(program)
+            .file_name()
+            .unwrap_or(program.as_os_str());
+        builder = builder.holder_label(name.to_string_lossy());
+    }
     if let Some(ca) = &args.tls_ca {
         match std::fs::read(ca) {
             Ok(pem) => builder = builder.tls_root_cert(pem),

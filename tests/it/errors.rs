@@ -8,7 +8,7 @@ use crate::support;
 use std::error::Error as _;
 use std::time::Duration;
 
-use redlock_sync::{Error, LockManager, NodeErrorKind};
+use redlock_sync::{Error, HolderName, LockManager, NodeErrorKind};
 use support::{Nodes, Server, admin, resource};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -130,6 +130,100 @@ fn debug_is_readable_and_taken_has_no_empty_source() {
         assert!(!debug.contains(internal), "{internal} in {debug}");
     }
     assert_eq!(err.source().unwrap().to_string(), cause);
+}
+
+/// Holders name themselves (issue 42): the lock key's value carries the
+/// host, the process id and the label after the random part, and a
+/// refused acquisition names the holder, also after a fair wait (whose
+/// claims name nobody: the first refusal's holder is kept). With naming
+/// off the value is the 32 hex digits alone, and the error names the
+/// token whole.
+#[test]
+fn a_taken_lock_names_its_holder_unless_naming_is_off() {
+    let cluster = Nodes::start(3).unwrap();
+    let r = resource("named-holder");
+    let labelled = LockManager::builder()
+        .nodes(cluster.urls())
+        .holder_label("nightly report")
+        .build()
+        .unwrap();
+    let guard = labelled.lock(&r, TTL).unwrap();
+    let token = String::from_utf8(guard.token().to_vec()).unwrap();
+    let name = HolderName::parse(guard.token()).expect("the token names its holder");
+    assert_eq!(name.pid, std::process::id());
+    assert_eq!(name.label.as_deref(), Some("nightly_report"));
+    assert!(
+        token[..32].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{token}"
+    );
+    let stored: String = redis::cmd("GET")
+        .arg(&r)
+        .query(&mut admin(&cluster.servers[0]))
+        .unwrap();
+    assert_eq!(stored, token);
+    let shown = format!("{name}, token {}…", &token[..8]);
+    for waits in [false, true] {
+        let other = manager(&cluster.urls());
+        let err = match waits {
+            false => other.try_lock(&r, TTL),
+            true => other.try_lock_for(&r, TTL, Duration::from_millis(400)),
+        }
+        .unwrap_err();
+        match &err {
+            Error::Taken { holder, .. } => assert_eq!(holder.as_deref(), Some(&shown[..])),
+            other => panic!("{other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!(
+                "locked by another owner ({shown}) on 3 of 3 nodes"
+            )),
+            "{msg}"
+        );
+    }
+    guard.release().unwrap();
+
+    let anonymous = LockManager::builder()
+        .nodes(cluster.urls())
+        .name_holders(false)
+        .build()
+        .unwrap();
+    let guard = anonymous.lock(&r, TTL).unwrap();
+    assert_eq!(guard.token().len(), 32);
+    assert_eq!(HolderName::parse(guard.token()), None);
+    let err = manager(&cluster.urls()).try_lock(&r, TTL).unwrap_err();
+    let token = String::from_utf8(guard.token().to_vec()).unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("another owner ({token})")),
+        "{err}"
+    );
+}
+
+/// Another Redlock client on the same keys (the `redlock` crate, which
+/// writes 20 random bytes with `SET NX PX` and deletes by comparing them,
+/// as node-redlock and redsync do): it is refused while our named token
+/// holds the key, and we while its value does; our error shows its value
+/// whole (it names nobody); each release deletes only its own value.
+#[test]
+fn another_redlock_client_and_named_tokens_exclude_each_other() {
+    let cluster = Nodes::start(3).unwrap();
+    let r = resource("named-and-rival");
+    let ours = manager(&cluster.urls());
+    let rival = redlock::RedLock::new(cluster.urls());
+    let guard = ours.lock(&r, TTL).unwrap();
+    assert!(HolderName::parse(guard.token()).is_some());
+    assert!(rival.lock(r.as_bytes(), 10_000).unwrap().is_none());
+    guard.release().unwrap();
+    let theirs = rival.lock(r.as_bytes(), 10_000).unwrap().expect("free");
+    let err = ours.try_lock(&r, TTL).unwrap_err();
+    let shown = String::from_utf8_lossy(&theirs.val).into_owned();
+    match &err {
+        Error::Taken { holder, .. } => assert_eq!(holder.as_deref(), Some(&shown[..])),
+        other => panic!("{other:?}"),
+    }
+    rival.unlock(&theirs);
+    ours.try_lock(&r, TTL).unwrap().release().unwrap();
 }
 
 #[test]

@@ -153,8 +153,14 @@ fn a_taken_lock_exits_75_after_the_wait() {
     ));
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "the command ran");
+    // The holder, named: this test's process.
     assert!(
-        stderr(&out).contains("locked by another owner"),
+        stderr(&out).contains("locked by another owner ("),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!(" pid {}, token ", std::process::id())),
         "{}",
         stderr(&out)
     );
@@ -1394,6 +1400,12 @@ fn inspect_and_force_unlock_from_the_command_line() {
     let summary = lines[3];
     assert!(
         summary.starts_with("held: ") && summary.contains("on 3 of 3 members"),
+        "{text}"
+    );
+    // The holder names itself: the lockrun process, and its command's
+    // program as the label (issue 42).
+    assert!(
+        summary.contains(&format!(" pid {} (sh), token ", holder.id())),
         "{text}"
     );
     let at_most: u64 = summary.rsplit("at most ").next().unwrap().parse().unwrap();

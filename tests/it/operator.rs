@@ -43,10 +43,15 @@ fn inspect_says_who_holds_a_lock_and_for_how_long() {
     );
     let counter = info.fencing_counter.unwrap();
     assert!(counter >= guard.fencing_token().unwrap(), "{counter}");
+    // The holder names itself (issue 42): this process, on this host.
+    let name = info.holder_name().expect("the token names its holder");
+    assert_eq!(name.pid, std::process::id());
     for m in &info.members {
         assert_eq!(m.holder.as_deref(), Some(token.as_str()), "{m}");
+        assert_eq!(m.holder_name().as_ref(), Some(&name));
         assert!(
-            m.to_string().contains(&format!("held by {token} for ")),
+            m.to_string()
+                .contains(&format!("held by {name}, token {}… for ", &token[..8])),
             "{m}"
         );
     }
