@@ -240,7 +240,7 @@ fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
 
 /// The keep-alive loop: every TTL/3 (from one round's start to the next;
 /// sooner when two node timeouts would not be left of the validity, but
-/// never sooner than TTL/12 after the last round ended) an extend round
+/// never sooner than TTL/12 after the last round began) an extend round
 /// with the guard's TTL.
 /// A round that misses the quorum sets `renewal_error` (so `ensure_held`
 /// fails closed at once) and is retried every TTL/12 while validity
@@ -255,8 +255,12 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     // last one began, or sooner, while two node timeouts and the drift
     // are left of the validity it gave (so that a slow member never lets
     // a healthy lock run out between two rounds); but never sooner than
-    // TTL/12 after the last one ended (a TTL short for the node timeout
-    // is renewed at that pace, not in a loop).
+    // TTL/12 after the last one began (a TTL short for the node timeout
+    // is renewed at that pace, not in a loop; counted from the round's
+    // end, that spacing came on top of a slow member's node timeout and
+    // left a 1 s TTL with a 400 ms node timeout 47 ms above lockrun's
+    // kill margin: a loaded machine's late wake-up killed a healthy
+    // command).
     let spare = 2 * state.pipeline.node_timeout + state.ttl / 50;
     let due = period.min(state.ttl.saturating_sub(spare));
     // The first renewal comes sooner when the guard was kept alive late,
@@ -287,7 +291,8 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                 // (a member that takes the node timeout) does not push the
                 // next one later, so a healthy lock's validity never drops
                 // below TTL - TTL/3 - a round.
-                pause = due.saturating_sub(round.elapsed()).max(retry);
+                let took = round.elapsed();
+                pause = due.max(retry).saturating_sub(took);
             }
             Err(err @ Error::NotHeld { .. }) => {
                 crate::log!(

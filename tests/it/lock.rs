@@ -20,7 +20,10 @@ fn lock_sets_the_token_with_the_ttl_on_every_node_and_drop_deletes_it() {
     let ttl = Duration::from_secs(10);
     let guard = dlm.lock(&key, ttl).unwrap();
     assert_eq!(guard.resource(), key.as_bytes());
-    assert_eq!(guard.token().len(), 32);
+    // 32 random hex digits, then the holder's name (`@host/pid`).
+    let (random, name) = guard.token().split_at(32);
+    assert!(random.iter().all(u8::is_ascii_hexdigit), "{random:?}");
+    assert!(name.starts_with(b"@"), "{name:?}");
     for server in &cluster.servers {
         assert_eq!(get(server, key.as_bytes()).as_deref(), Some(guard.token()));
         let left = pttl(server, key.as_bytes());

@@ -69,13 +69,13 @@ fn kill_margin(ttl: Duration) -> Duration {
 /// How low a kept-alive lock's validity goes while one member takes the
 /// whole node timeout `nt` and a majority answers: renewals are due TTL/3
 /// after the last began, or while two node timeouts and the drift (at
-/// most TTL/50) are left, but at least TTL/12 after the last ended (see
-/// the keep-alive in `guard.rs`); the validity, counted from a round's
-/// start, is lowest when the next round ends.
+/// most TTL/50) are left, but at least TTL/12 after the last began, and
+/// not before it ended (see the keep-alive in `guard.rs`); the validity,
+/// counted from a round's start, is lowest when the next round ends.
 pub(crate) fn healthy_dip(ttl: Duration, nt: Duration) -> Duration {
     let drift = ttl / 50;
     let due = (ttl / 3).min(ttl.saturating_sub(2 * nt + drift));
-    let next = due.max(nt + ttl / 12);
+    let next = due.max(ttl / 12).max(nt);
     ttl.saturating_sub(drift + next + nt)
 }
 
@@ -451,6 +451,21 @@ mod tests {
         );
         assert!(env_members("cluster:redis://c1||redis://c2").is_err());
         assert!(env_members("redis://a,,redis://b").is_err());
+    }
+
+    #[test]
+    fn a_silent_member_leaves_the_validity_well_above_the_kill_margin() {
+        let ms = Duration::from_millis;
+        // TTL 1 s, a member that takes the whole 400 ms node timeout:
+        // rounds back to back, each 400 ms; the validity (less 20 ms of
+        // drift) dips to 180 ms when the next round ends, 130 ms above the
+        // 50 ms kill margin (counting TTL/12 from a round's end, 97 ms).
+        assert_eq!(healthy_dip(ms(1000), ms(400)), ms(180));
+        assert_eq!(kill_margin(ms(1000)), ms(50));
+        // Healthy members (a round of about nothing): TTL/3 apart.
+        assert_eq!(healthy_dip(Duration::from_secs(30), ms(1)), ms(19_399));
+        // Too short: no validity left between rounds.
+        assert_eq!(healthy_dip(ms(100), ms(50)), Duration::ZERO);
     }
 
     #[test]
