@@ -27,6 +27,18 @@ pub(crate) fn fair(urls: Vec<String>) -> LockManager {
         .unwrap()
 }
 
+/// A fair manager on `nodes` with `node_timeout` (a reservation lasts
+/// two of them) whose waiters pause up to `max_delay`, three attempts.
+pub(crate) fn fair_with(nodes: &Nodes, node_timeout: Duration, max_delay: Duration) -> LockManager {
+    LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(node_timeout)
+        .retry(3, max_delay)
+        .fair(true)
+        .build()
+        .unwrap()
+}
+
 /// The key beside `name` with `suffix` on `server` (found by its name),
 /// if there is one.
 fn beside(server: &Server, name: &str, suffix: &str) -> Option<Vec<u8>> {
@@ -458,15 +470,7 @@ fn a_failed_claim_puts_its_reservation_back_and_the_first_waiter_goes_first() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("fair-unclaim");
     // A node timeout of 1 s: reservations last 2 s.
-    let build = || {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(Duration::from_secs(1))
-            .retry(3, Duration::from_millis(100))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
+    let build = || fair_with(&nodes, Duration::from_secs(1), Duration::from_millis(100));
     let holder = build();
     let guard = holder.lock(&name, TTL).unwrap();
     let servers: Vec<&Server> = nodes.servers.iter().collect();

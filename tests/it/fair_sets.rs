@@ -5,7 +5,7 @@
 //! (a holder asking for one gets it: no deadlock); a key that expired is
 //! handed to the first set by a later set's claim.
 
-use crate::fair::{a_dead_holder, fair, got_at, queued, the_first_is_told};
+use crate::fair::{a_dead_holder, fair, fair_with, got_at, queued, the_first_is_told};
 use crate::support;
 
 use std::sync::{Arc, Mutex};
@@ -212,15 +212,7 @@ fn a_set_waiting_for_a_held_key_lets_a_free_key_go_to_a_later_waiter() {
 #[test]
 fn a_set_waiting_for_a_held_key_lets_a_free_key_go_with_long_pauses() {
     let nodes = Nodes::start(3).unwrap();
-    let manager = || {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(Duration::from_millis(100))
-            .retry(3, Duration::from_secs(3))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
+    let manager = || fair_with(&nodes, Duration::from_millis(100), Duration::from_secs(3));
     let (budget, hold) = (Duration::from_secs(40), Duration::from_millis(2000));
     a_set_lets_a_free_key_go(&nodes, "fair-handed", manager, budget, hold);
 }
@@ -238,15 +230,7 @@ fn a_set_a_holder_keeps_from_one_key_gives_a_reservation_of_another_on_at_once()
     let nodes = Nodes::start(3).unwrap();
     let servers: Vec<&Server> = nodes.servers.iter().collect();
     let [a, b] = ["a", "b"].map(|n| resource(&format!("fair-set-gives-{n}")));
-    let manager = || {
-        LockManager::builder()
-            .nodes(nodes.urls())
-            .node_timeout(Duration::from_secs(1))
-            .retry(3, Duration::from_millis(200))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
+    let manager = || fair_with(&nodes, Duration::from_secs(1), Duration::from_millis(200));
     let holder = manager();
     let (guard_a, guard_b) = (holder.lock(&a, TTL).unwrap(), holder.lock(&b, TTL).unwrap());
     let set = {
