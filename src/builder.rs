@@ -552,7 +552,7 @@ impl Builder {
         if !self.tls.roots.is_empty() || self.tls.client.is_some() {
             tls.config(false)?;
         }
-        let restart = Arc::new(Policy::new(self.restart_quarantine));
+        let restart = Arc::new(Policy::new(self.restart_quarantine, self.drift_factor));
         let setup = Setup {
             restart: restart.clone(),
             timeout: self.node_timeout,

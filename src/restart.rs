@@ -40,13 +40,17 @@ pub(crate) struct Policy {
     pub(crate) strict: Option<Duration>,
     /// The longest TTL this manager has used, in ms.
     longest_ttl_ms: AtomicU64,
+    /// The drift factor: how far a clock's rate may be off, this
+    /// machine's or a server's (see [`Watch::quarantine`]).
+    drift: f64,
 }
 
 impl Policy {
-    pub(crate) fn new(strict: Option<Duration>) -> Policy {
+    pub(crate) fn new(strict: Option<Duration>, drift: f64) -> Policy {
         Policy {
             strict,
             longest_ttl_ms: AtomicU64::new(0),
+            drift,
         }
     }
 
@@ -55,10 +59,17 @@ impl Policy {
         self.longest_ttl_ms.fetch_max(ttl_ms, Ordering::Relaxed);
     }
 
-    /// How long a witnessed restart keeps a server out.
+    /// How long a witnessed restart keeps a server out, on this
+    /// machine's clock (see [`Policy::stretched`]).
     fn witnessed(&self) -> Duration {
         let longest = Duration::from_millis(self.longest_ttl_ms.load(Ordering::Relaxed));
-        self.strict.map_or(longest, |q| q.max(longest))
+        self.stretched(self.strict.map_or(longest, |q| q.max(longest)))
+    }
+
+    /// `period` measured on this machine's clock, which may run fast by
+    /// the drift factor: the period and the factor more.
+    fn stretched(&self, period: Duration) -> Duration {
+        period.mul_f64(1.0 + self.drift)
     }
 }
 
@@ -201,8 +212,9 @@ pub(crate) struct Watch {
 #[derive(Debug, Default)]
 struct State {
     run_id: Option<String>,
-    /// When its server started (on this machine's clock).
-    started: Option<Instant>,
+    /// When this manager last read the server's uptime (on this
+    /// machine's clock), and the uptime read (on the server's clock).
+    uptime: Option<(Instant, Duration)>,
     durable: bool,
     /// When this manager last saw the run_id change (on this machine's
     /// clock); `None` while it never did (a witnessed change).
@@ -243,7 +255,7 @@ impl Watch {
                 state.changed = Some(now);
             }
         }
-        state.started = identity.uptime.and_then(|up| now.checked_sub(up));
+        state.uptime = identity.uptime.map(|up| (now, up));
         state.durable = identity.durable();
         self.cluster_mode
             .store(identity.cluster_mode, Ordering::Relaxed);
@@ -275,8 +287,14 @@ impl Watch {
                 });
             }
         }
-        let q = policy.strict.filter(|_| !state.durable)?;
-        let up = now.saturating_duration_since(state.started?);
+        let q = policy.stretched(policy.strict.filter(|_| !state.durable)?);
+        // The uptime was counted on the server's clock, which may run fast
+        // by the drift factor: at least the uptime less that much has
+        // passed since it started (a server whose clock runs 1% fast
+        // reports 10.1 s after 10 s: taken at its word, the quarantine
+        // ended early by that much).
+        let (seen, uptime) = state.uptime?;
+        let up = now.saturating_duration_since(seen) + uptime.div_f64(1.0 + policy.drift);
         (up < q).then(|| Quarantine {
             up,
             left: q - up,
@@ -301,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_fresh_server_votes_and_a_witnessed_restart_is_kept_out_for_the_longest_ttl() {
-        let policy = Policy::new(None);
+        let policy = Policy::new(None, 0.0);
         policy.note_ttl(10_000);
         let w = Watch::default();
         let t0 = Instant::now();
@@ -320,7 +338,7 @@ mod tests {
 
     #[test]
     fn strict_mode_keeps_out_any_recent_start_and_the_longer_period_wins() {
-        let policy = Policy::new(Some(20 * S));
+        let policy = Policy::new(Some(20 * S), 0.0);
         policy.note_ttl(30_000);
         let w = Watch::default();
         let t0 = Instant::now() + 100 * S;
@@ -334,6 +352,32 @@ mod tests {
         assert_eq!(q.left, 10 * S);
     }
 
+    /// Clocks that run fast by the drift factor (issue 41): a server
+    /// whose clock is 1% fast reports 10 s of uptime after 9.9 s, and
+    /// this machine's clock, 1% fast, counts 10 s in 9.9 s. With the
+    /// factor, the quarantine counts the uptime as 10 s / 1.01 and lasts
+    /// the period and 1% more; without it, a 10 s strict quarantine was
+    /// over at once, and a witnessed one after 10 s.
+    #[test]
+    fn the_quarantine_allows_for_clocks_that_run_fast_by_the_drift_factor() {
+        let t0 = Instant::now() + 100 * S;
+        let w = Watch::default();
+        w.observe(&id("a", 10), t0);
+        assert_eq!(w.quarantine(&Policy::new(Some(10 * S), 0.0), t0), None);
+        let policy = Policy::new(Some(10 * S), 0.01);
+        let q = w.quarantine(&policy, t0).expect("still kept out");
+        assert!(q.left > 190 * MS && q.left < 200 * MS, "{:?}", q.left);
+        assert!(w.quarantine(&policy, t0 + 150 * MS).is_some());
+        assert_eq!(w.quarantine(&policy, t0 + 200 * MS), None);
+        // Witnessed: the longest TTL (10 s) and 1% more.
+        policy.note_ttl(10_000);
+        w.observe(&id("b", 0), t0 + S);
+        assert!(w.quarantine(&policy, t0 + 11 * S + 50 * MS).is_some());
+        assert_eq!(w.quarantine(&policy, t0 + 11 * S + 100 * MS), None);
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
     fn durable(run: &str, up_s: u64) -> Identity {
         Identity {
             aof: true,
@@ -345,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_server_that_syncs_every_write_is_exempt_from_strict_mode_only() {
-        let policy = Policy::new(Some(60 * S));
+        let policy = Policy::new(Some(60 * S), 0.0);
         policy.note_ttl(10_000);
         let w = Watch::default();
         let t0 = Instant::now();
@@ -379,7 +423,7 @@ mod tests {
 
     #[test]
     fn a_witnessed_change_counts_from_when_it_was_seen_not_from_the_uptime() {
-        let policy = Policy::new(None);
+        let policy = Policy::new(None, 0.0);
         policy.note_ttl(10_000);
         let w = Watch::default();
         let t0 = Instant::now();
@@ -402,7 +446,10 @@ mod tests {
         };
         assert_eq!(w.observe(&refused, Instant::now()), Seen::Unreadable);
         assert_eq!(w.observe(&refused, Instant::now()), Seen::Same);
-        assert_eq!(w.quarantine(&Policy::new(Some(S)), Instant::now()), None);
+        assert_eq!(
+            w.quarantine(&Policy::new(Some(S), 0.0), Instant::now()),
+            None
+        );
     }
 
     #[test]
