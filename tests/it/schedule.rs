@@ -506,7 +506,18 @@ impl Rig {
     /// `nodes` plain nodes behind forwarders (and two spares, all up a
     /// while before any move), and with `cluster` a Redis Cluster member.
     fn start(nodes: usize, cluster: bool) -> Rig {
-        let servers: Vec<Server> = (0..nodes + 2).map(|_| Server::start().unwrap()).collect();
+        Rig::start_clocked(nodes, cluster, &[])
+    }
+
+    /// As [`start`](Self::start), the plain servers' clocks running at
+    /// `rates` (server `i` at `rates[i]`; none given: the real clock).
+    fn start_clocked(nodes: usize, cluster: bool, rates: &[f64]) -> Rig {
+        let servers: Vec<Server> = (0..nodes + 2)
+            .map(|i| match rates.get(i) {
+                Some(&rate) => Server::start_clocked(rate).unwrap(),
+                None => Server::start().unwrap(),
+            })
+            .collect();
         let proxies = (0..nodes)
             .map(|i| {
                 (0..WORKERS)
@@ -747,8 +758,19 @@ fn seconds(default: u64) -> Duration {
 
 /// Runs one schedule for `length`; returns the spans and the nemesis log.
 fn run(seed: u64, length: Duration, cluster: bool) -> (Vec<Span>, Vec<String>, Instant) {
+    run_clocked(seed, length, cluster, &[])
+}
+
+/// [`run`] with the plain servers' clocks at `rates` (see
+/// [`Rig::start_clocked`]).
+fn run_clocked(
+    seed: u64,
+    length: Duration,
+    cluster: bool,
+    rates: &[f64],
+) -> (Vec<Span>, Vec<String>, Instant) {
     let nodes = if cluster { 2 } else { NODES };
-    let mut rig = Rig::start(nodes, cluster);
+    let mut rig = Rig::start_clocked(nodes, cluster, rates);
     let spans = Mutex::new(Vec::new());
     let stop = AtomicBool::new(false);
     let managers: Vec<LockManager> = (0..WORKERS).map(|w| rig.manager(w)).collect();
@@ -1390,6 +1412,151 @@ fn no_schedule_keeps_a_waiter_from_a_free_resource() {
 #[test]
 fn no_schedule_breaks_the_promise() {
     check(seed(), seconds(12), false);
+}
+
+/// The drift factor the managers of these runs use (the default).
+const DRIFT: f64 = 0.01;
+
+/// The clock nemesis (issue 41): every server's clock runs fast or slow
+/// by a rate the seed draws, up to 0.9 of the managers' drift factor
+/// (1%) either way, while the nemesis of [`check`] pauses, cuts, restarts
+/// and moves nodes: every shape keeps every promise, fair waiting and
+/// elections included. The servers are Valkey's under libfaketime
+/// (`REDLOCK_CLOCK_SERVER_BIN`, see `support::server::clock_server`).
+#[test]
+fn no_schedule_breaks_the_promise_with_clocks_inside_the_drift_factor() {
+    let Some(()) = clocks_here() else { return };
+    check_clocked(seed(), seconds(10));
+}
+
+/// The clock nemesis's long run: `SCHEDULE_SECONDS` (default 600) split
+/// over seeds of a minute each:
+///
+/// ```text
+/// REDLOCK_CLOCK_SERVER_BIN=/path/to/valkey-server SCHEDULE_SECONDS=600 \
+///     cargo test --release --all-features --test it schedule::clocks_long -- --ignored
+/// ```
+#[test]
+#[ignore = "a soak: see its docs for the command"]
+fn clocks_long_inside_the_drift_factor() {
+    let Some(()) = clocks_here() else { return };
+    let total = seconds(600);
+    let start = Instant::now();
+    while start.elapsed() < total {
+        check_clocked(seed(), Duration::from_secs(60).min(total));
+    }
+}
+
+/// [`check`] on 5 nodes (and 2 spares) whose clocks run at rates the
+/// seed draws, each within 0.9 of [`DRIFT`] of the real clock.
+fn check_clocked(seed: u64, length: Duration) {
+    let _heavy = support::heavy();
+    let mut rng = Rng(seed ^ 0xC10C);
+    let rates: Vec<f64> = (0..NODES + 2)
+        .map(|_| 1.0 + (rng.between(0, 1800) as f64 - 900.0) / 1000.0 * DRIFT)
+        .collect();
+    eprintln!(
+        "schedule seed {seed} (replay with SCHEDULE_SEED={seed}), {length:?} on 5 nodes at \
+         clock rates {rates:?}"
+    );
+    let (spans, log, t0) = run_clocked(seed, length, false, &rates);
+    judge(seed, &spans, &log, t0);
+}
+
+/// Whether servers with fast or slow clocks can run here (a skip, with
+/// `REDLOCK_REQUIRE_ALL=1` a failure, otherwise).
+fn clocks_here() -> Option<()> {
+    match support::server::clock_server() {
+        Ok(_) => Some(()),
+        Err(why) => {
+            eprintln!("{}", support::server::skip(why));
+            None
+        }
+    }
+}
+
+/// Workers that take the lock `a` over nodes whose clocks run at `rates`,
+/// with managers of drift factor `drift`, and each hold it for as long as
+/// they may: until `is_valid` says no (checked every 2 ms: the span runs
+/// to the last yes), for `length`. Fair waiting off and short pauses, so
+/// that a waiter asks about every 4 ms: a key that expires early on a
+/// majority is taken within milliseconds.
+fn clocked_race(rates: &[f64], drift: f64, length: Duration) -> (Vec<Span>, Instant) {
+    let servers: Vec<Server> = rates
+        .iter()
+        .map(|&r| Server::start_clocked(r).unwrap())
+        .collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let spans = Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    thread::scope(|scope| {
+        for worker in 0..3 {
+            let dlm = LockManager::builder()
+                .nodes(urls.clone())
+                .node_timeout(NODE_TIMEOUT)
+                .drift_factor(drift)
+                .fair(false)
+                .retry(100_000, Duration::from_millis(4))
+                .build()
+                .unwrap();
+            let spans = &spans;
+            scope.spawn(move || {
+                while t0.elapsed() < length {
+                    let Ok(guard) = dlm.try_lock_for(
+                        "clock:a",
+                        Duration::from_millis(300),
+                        Duration::from_secs(1),
+                    ) else {
+                        continue;
+                    };
+                    let start = Instant::now();
+                    let mut end = start;
+                    while guard.is_valid() {
+                        end = Instant::now();
+                        thread::sleep(Duration::from_millis(2));
+                    }
+                    spans.lock().push(Span {
+                        worker,
+                        what: "lock a",
+                        holds: vec![Hold::Exclusive(vec!["a".into()])],
+                        token: guard.fencing_token(),
+                        start,
+                        end,
+                    });
+                }
+            });
+        }
+    });
+    (spans.into_inner(), t0)
+}
+
+/// Proof of power: a majority of nodes whose clocks run 25% fast (their
+/// keys expire at 240 ms of a 300 ms TTL), against the default 1% drift
+/// factor (a holder believes it holds the lock for about 290 ms): the
+/// checker finds two holders at once. With a drift factor of 0.3, which
+/// covers the rate, it finds none (the holder gives up at about 205 ms).
+#[test]
+fn clocks_past_the_drift_factor_make_two_holders_and_a_covering_drift_factor_none() {
+    let Some(()) = clocks_here() else { return };
+    let _heavy = support::heavy();
+    let rates = [1.25, 1.25, 1.25, 1.0, 1.0];
+    let (spans, t0) = clocked_race(&rates, DRIFT, Duration::from_secs(2));
+    let found = violations(&spans, t0);
+    assert!(
+        !found.is_empty() && spans.len() >= 3,
+        "no violation in {} holders with a majority 25% fast and a 1% drift factor",
+        spans.len()
+    );
+    assert!(found.iter().any(|v| v.contains("two holders")), "{found:?}");
+    let (spans, t0) = clocked_race(&rates, 0.3, Duration::from_secs(2));
+    let found = violations(&spans, t0);
+    assert!(
+        found.is_empty(),
+        "{} violations with a drift factor covering the clocks:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+    assert!(spans.len() >= 3, "only {} holders", spans.len());
 }
 
 /// Two plain nodes and a Redis Cluster member (three masters), whose

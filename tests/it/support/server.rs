@@ -66,6 +66,30 @@ pub struct Server {
     args: Vec<String>,
     child: Option<Child>,
     paused: bool,
+    /// The rate its clock runs at (libfaketime; see [`clock_server`]),
+    /// kept for restarts; `None`: the real clock, the usual binary.
+    rate: Option<f64>,
+}
+
+/// What runs a server whose clock runs fast or slow: a server binary
+/// that works under libfaketime (`REDLOCK_CLOCK_SERVER_BIN`: Valkey's,
+/// built with libc malloc; Debian's `redis-server`, with jemalloc, does
+/// not start under it) and the library (`REDLOCK_FAKETIME_LIB`, by
+/// default Debian's `faketime` package's); `Err` says what is missing.
+pub fn clock_server() -> Result<(String, String), String> {
+    let bin = std::env::var("REDLOCK_CLOCK_SERVER_BIN").map_err(|_| {
+        "REDLOCK_CLOCK_SERVER_BIN is not set (a valkey-server binary, which runs under \
+         libfaketime; .ci/run sets it)"
+            .to_owned()
+    })?;
+    let lib = std::env::var("REDLOCK_FAKETIME_LIB")
+        .unwrap_or_else(|_| "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1".to_owned());
+    for path in [&bin, &lib] {
+        if !Path::new(path).exists() {
+            return Err(format!("{path} does not exist (apt-get install faketime)"));
+        }
+    }
+    Ok((bin, lib))
 }
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
@@ -79,6 +103,16 @@ impl Server {
     /// Starts a server with extra `redis-server` arguments (`"--name",
     /// "value"` pairs), kept for restarts.
     pub fn start_with(args: &[&str]) -> io::Result<Server> {
+        Server::start_at_rate(args, None)
+    }
+
+    /// Starts a server whose clock runs at `rate` (1.02: 2% fast, its keys
+    /// expire 2% early) on the binary [`clock_server`] names.
+    pub fn start_clocked(rate: f64) -> io::Result<Server> {
+        Server::start_at_rate(&[], Some(rate))
+    }
+
+    fn start_at_rate(args: &[&str], rate: Option<f64>) -> io::Result<Server> {
         let dir = std::env::temp_dir().join(format!(
             "redlock-sync-{}-{}",
             std::process::id(),
@@ -91,6 +125,7 @@ impl Server {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             child: None,
             paused: false,
+            rate,
         };
         // A port found free can be taken before the server binds it:
         // try a few.
@@ -108,16 +143,25 @@ impl Server {
     /// Starts the process; with `until_loaded`, returns only once it has
     /// loaded its data (it answers `-LOADING` until then).
     fn spawn(&mut self, until_loaded: bool) -> io::Result<()> {
-        let bin = redis_server_bin();
+        let (bin, faked) = match self.rate {
+            Some(rate) => {
+                let (bin, lib) = clock_server().map_err(io::Error::other)?;
+                (bin, Some((lib, format!("+0 x{rate}"))))
+            }
+            None => (redis_server_bin(), None),
+        };
         let mut cmd = Command::new(&bin);
+        if let Some((lib, rate)) = faked {
+            cmd.env("LD_PRELOAD", lib).env("FAKETIME", rate);
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .args(["--loglevel", "warning", "--logfile", ""]);
         // DEBUG is off by default from Redis 7 on (and the option unknown
-        // before it).
-        if server_at_least(7, 0) {
+        // before it; the clock server is Valkey 8 or later).
+        if server_at_least(7, 0) || self.rate.is_some() {
             cmd.args(["--enable-debug-command", "local"]);
         }
         cmd.arg("--dir")
