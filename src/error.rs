@@ -51,9 +51,10 @@ pub enum Error {
         /// Who holds it, as a member that refused named it: the holder's
         /// name and the start of its token (`web-3 pid 4121, token
         /// 3f2a9c01…`; see [`HolderName`](crate::HolderName)), or another
-        /// client's value whole. `None` where no member said (servers
-        /// before Redis 7.0, whose `SET NX` names nobody; a fair waiter's
-        /// claims, which name only the holder they first met).
+        /// client's value (cut and escaped). `None` where no member said:
+        /// servers before Redis 7.0, whose `SET NX` names nobody; sets,
+        /// permits and read-write locks; a fair waiter keeps what its
+        /// last ordinary attempt found (its claims name nobody).
         holder: Option<String>,
         /// Nodes that did not answer usefully during the same round, each
         /// with its cause; `None` when every node answered.

@@ -56,8 +56,11 @@
 //! queue of the key named and leaves the others' queues (a granted claim
 //! keeps it there too, and only there); a set's release hands each key
 //! on. A set that a holder keeps from one of its keys gives on at once
-//! every reservation it was handed (the next live waiter is offered the
-//! key, and told): it cannot use them until that holder lets go.
+//! every reservation it was handed, where one script sees both keys (on
+//! nodes, or within a Redis Cluster slot group) and releases are
+//! announced ([`wake_on_release`](crate::Builder::wake_on_release)): the
+//! next live waiter is offered the key, and told (with none, the
+//! reservation stays); it cannot use them until that holder lets go.
 //!
 //! ## What it costs
 //!

@@ -111,7 +111,9 @@ impl Fence {
 
     /// Sets `key` to `value`, if `token` is at least the highest token
     /// seen for the resource, and notes `token` as seen; one atomic step
-    /// on the server (a script, sent as `EVALSHA`).
+    /// on the server (a script, sent as `EVALSHA`). Like `SET`, it clears
+    /// any expiry the data key had. Tokens are compared as decimal
+    /// numbers, exactly, whatever their size.
     ///
     /// # Errors
     ///
@@ -147,7 +149,11 @@ impl Fence {
                 }),
                 None => Err(self.not_a_token(&seen)),
             },
-            _ => Err(self.not_a_token(&seen)),
+            -1 => Err(self.not_a_token(&seen)),
+            other => Err(FenceError::Redis {
+                resource: self.resource.clone(),
+                source: format!("the fence script answered {other}, not 1, 0 or -1").into(),
+            }),
         }
     }
 

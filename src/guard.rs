@@ -477,8 +477,10 @@ impl<M: Mode> Guard<M> {
         self.state.shape.shared()
     }
 
-    /// The random token stored as the key's value: 32 lowercase hex
-    /// characters, new for every acquisition.
+    /// The token stored as the key's value, new for every acquisition:
+    /// 32 lowercase hex characters (128 random bits), then, unless the
+    /// manager's [`name_holders`](crate::Builder::name_holders) is off,
+    /// `@host/pid` and `/label` (see [`HolderName`](crate::HolderName)).
     pub fn token(&self) -> &[u8] {
         &self.state.token
     }

@@ -102,12 +102,16 @@ impl fmt::Display for HolderName {
 }
 
 /// How messages name a holder whose value is `value`: its name and its
-/// token's first 8 hex digits (`web-3 pid 4121, token 3f2a9c01…`), or the
-/// value itself when it names no holder (another client's).
+/// token's first 8 hex digits (`web-3 pid 4121, token 3f2a9c01…`), or,
+/// when it names no holder (another client's), the value itself, cut as
+/// long names are and escaped (`\n`, `\u{0}`), so that a message stays
+/// on one line.
 pub(crate) fn describe(value: &[u8]) -> String {
     match HolderName::parse(value) {
         Some(name) => format!("{name}, token {}…", String::from_utf8_lossy(&value[..8])),
-        None => String::from_utf8_lossy(value).into_owned(),
+        None => crate::text::shorten(value, crate::text::SHOWN)
+            .escape_debug()
+            .to_string(),
     }
 }
 

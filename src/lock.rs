@@ -40,8 +40,8 @@ pub(crate) struct One {
     record: Option<Box<[u8]>>,
     /// A lock whose waiting is fair: its place in the queues.
     fair: Option<Fair>,
-    /// The value a member that refused an attempt last said the key holds
-    /// (`SET ... NX GET`): who holds it, for the `Taken` error.
+    /// The value a member that refused the last ordinary attempt said the
+    /// key holds (`SET ... NX GET`): who holds it, for the `Taken` error.
     seen: parking_lot::Mutex<Option<Vec<u8>>>,
 }
 
@@ -286,14 +286,13 @@ impl Shape for One {
             ..base
         };
         let votes = quorum::round(&p.members, None, &req);
-        // Who holds it, as a refusal said (a reservation names nobody).
-        let holder = seen.into_inner().into_iter().find_map(|v| match v {
+        // Who holds it, as this attempt's refusals said (a reservation
+        // names nobody); a fair waiter's claims, which do not say, leave
+        // what its last ordinary attempt found.
+        *self.seen.lock() = seen.into_inner().into_iter().find_map(|v| match v {
             Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) => Some(v),
             _ => None,
         });
-        if holder.is_some() {
-            *self.seen.lock() = holder;
-        }
         votes
             .into_iter()
             .map(|answer| match answer {

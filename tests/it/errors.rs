@@ -217,7 +217,10 @@ fn another_redlock_client_and_named_tokens_exclude_each_other() {
     guard.release().unwrap();
     let theirs = rival.lock(r.as_bytes(), 10_000).unwrap().expect("free");
     let err = ours.try_lock(&r, TTL).unwrap_err();
-    let shown = String::from_utf8_lossy(&theirs.val).into_owned();
+    // Its 20 random bytes, lossy and escaped: one line.
+    let shown = String::from_utf8_lossy(&theirs.val)
+        .escape_debug()
+        .to_string();
     match &err {
         Error::Taken { holder, .. } => assert_eq!(holder.as_deref(), Some(&shown[..])),
         other => panic!("{other:?}"),

@@ -38,8 +38,9 @@ fn until_queued(names: &[(&str, &[&Server], usize)]) {
 /// managers one after the other (each queued before the next starts): 0
 /// and 2 want both (sets), 1 wants `b`, 3 wants `a` (locks); releases,
 /// and returns the order in which they acquired, each holding for `hold`.
-/// A set waits in line on the first of its keys that refused it (`a`), on
-/// every member, also where its keys span a Redis Cluster's masters.
+/// A set waits in line on the first of its keys that refused it (`a`: a
+/// holder keeps both), on every member, also where its keys span a Redis
+/// Cluster's masters.
 fn set_order(
     holder: &LockManager,
     waiters: Vec<LockManager>,

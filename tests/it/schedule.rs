@@ -1559,6 +1559,92 @@ fn clocks_past_the_drift_factor_make_two_holders_and_a_covering_drift_factor_non
     assert!(spans.len() >= 3, "only {} holders", spans.len());
 }
 
+/// Leaderships over the same clocks (a majority 25% fast, the 1% drift
+/// factor), each leader cut off from every node as soon as it is elected,
+/// and leading for as long as `leads` says (checked every 2 ms), for 3 s.
+fn leader_race(leads: fn(&Leadership) -> bool) -> (Vec<Span>, Instant) {
+    let servers: Vec<Server> = [1.25, 1.25, 1.25, 1.0, 1.0]
+        .iter()
+        .map(|&r| Server::start_clocked(r).unwrap())
+        .collect();
+    let spans = Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    let length = Duration::from_secs(3);
+    thread::scope(|scope| {
+        for worker in 0..3 {
+            let proxies: Vec<Proxy> = servers
+                .iter()
+                .map(|s| Proxy::start(addr(s)).unwrap())
+                .collect();
+            let dlm = LockManager::builder()
+                .nodes(proxies.iter().map(Proxy::url))
+                .node_timeout(NODE_TIMEOUT)
+                .fair(false)
+                .retry(100_000, Duration::from_millis(4))
+                .build()
+                .unwrap();
+            let spans = &spans;
+            scope.spawn(move || {
+                let election = dlm.election("clock:e").unwrap();
+                while t0.elapsed() < length {
+                    let ttl = Duration::from_millis(300);
+                    let Ok(lead) = election.campaign_for(ttl, Duration::from_secs(1)) else {
+                        continue;
+                    };
+                    let start = Instant::now();
+                    for p in &proxies {
+                        p.set(Mode::Blackhole);
+                    }
+                    let mut end = start;
+                    while leads(&lead) {
+                        end = Instant::now();
+                        thread::sleep(Duration::from_millis(2));
+                    }
+                    spans.lock().push(Span {
+                        worker,
+                        what: "lead e",
+                        holds: vec![Hold::Exclusive(vec!["e".into()])],
+                        token: Some(lead.term()),
+                        start,
+                        end,
+                    });
+                    for p in &proxies {
+                        p.set(Mode::Pass);
+                    }
+                    drop(lead);
+                }
+            });
+        }
+    });
+    (spans.into_inner(), t0)
+}
+
+/// A second leader: over a majority 25% fast, a cut-off leader that
+/// trusts its validity alone (the clock, with the 1% drift factor) leads
+/// on after its keys expired on the fast majority (at 0.8 of the TTL), and
+/// the checker finds another elected meanwhile. `is_leader` does not let
+/// that happen: it fails closed at the first missed renewal (TTL/3 and a
+/// round after the last one), before the keys expire, so the renewal
+/// cadence, not the drift factor, protects a leadership from clocks up to
+/// about 2x fast; a lock that is not kept alive has only the drift factor
+/// (above).
+#[test]
+fn a_leader_that_trusts_its_clock_alone_meets_a_second_leader_and_is_leader_none() {
+    let Some(()) = clocks_here() else { return };
+    let _heavy = support::heavy();
+    let (spans, t0) = leader_race(|lead| lead.validity() > Duration::ZERO);
+    let found = violations(&spans, t0);
+    assert!(
+        found.iter().any(|v| v.contains("two holders of e")),
+        "no second leader in {} leaderships: {found:?}",
+        spans.len()
+    );
+    let (spans, t0) = leader_race(Leadership::is_leader);
+    let found = violations(&spans, t0);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert!(spans.len() >= 3, "only {} leaderships", spans.len());
+}
+
 /// Two plain nodes and a Redis Cluster member (three masters), whose
 /// slots move while the workers run.
 #[test]

@@ -80,11 +80,12 @@ pub(crate) fn inspect(dlm: &LockManager, resource: &str) -> ExitCode {
         .count();
     match &info.holder {
         Some(holder) => {
-            // The holder's name and token (`web-3 pid 4121 (make), token
-            // 3f2a…c1`), or its token alone where it names nobody.
+            // The holder's name and its token's random part (`web-3 pid
+            // 4121 (make), token 3f2a…c1`, 32 hex digits), or its token
+            // alone where it names nobody.
             let who = match (info.shared, info.holder_name()) {
                 (true, _) => "readers".to_owned(),
-                (false, Some(name)) => format!("{name}, token {holder}"),
+                (false, Some(name)) => format!("{name}, token {}", &holder[..32]),
                 (false, None) => holder.clone(),
             };
             let mut line = format!(

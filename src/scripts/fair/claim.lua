@@ -51,8 +51,9 @@
 -- key i a holder keeps, or else for the first key i not ours to take
 -- (another's reservation, or a waiter ahead), where the set waits in
 -- line once a majority named it (the set goes where it is kept longest;
--- and sets that keep each other waiting, each first at one key and
--- refused at the other's, meet in one queue, where arrival orders them).
+-- sets that keep each other waiting, each first at one key and refused
+-- at the other's, each move to the other's key, at random moments, until
+-- they stand in one queue, where arrival orders them).
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -107,7 +108,7 @@ for i = 1, n do
         if not refused then
             refused, refused_held = i, held
         end
-        if not blocker and held and string.sub(held, 1, 13) ~= "redlock:next:" then
+        if not blocker and held and held ~= ARGV[1] and string.sub(held, 1, 13) ~= "redlock:next:" then
             blocker = i
         end
         if not is_set then
@@ -191,8 +192,10 @@ end
 -- liveness run of the schedule checker found a lock of `a` kept 1.5 s
 -- from it, free, while two sets waiting for `b`, held, were offered `a`
 -- in turn). We keep our place in line; the next live waiter after us is
--- offered the key, and told, as a release would (nobody else waiting,
--- the key is deleted). Refused only for another waiter's reservation or
+-- offered the key, and told, as a release would; with nobody else live in
+-- its queue, the reservation stays (it keeps the key from nobody). A key
+-- that holds our own token (a clean-up that missed this member) keeps us
+-- from nothing: no holder. Refused only for another waiter's reservation or
 -- a waiter ahead, which are soon gone (a reservation lasts two node
 -- timeouts), the set keeps its reservations until their deadlines, as
 -- a lock does: the key that refused it may be free by its next claim.
@@ -200,7 +203,7 @@ end
 -- deadlines too.
 if is_set and blocker and ARGV[9] then
     for i = 1, n do
-        if reserved[i] then
+        if reserved[i] and first_live(KEYS[n + i], KEYS[2 * n + i], now, nil, ARGV[1]) then
             hand_off(KEYS[i], KEYS[n + i], KEYS[2 * n + i], now, ARGV[9], ARGV[10], ARGV[11],
                 ARGV[11 + i], nil, ARGV[1])
         end

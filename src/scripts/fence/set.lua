@@ -11,13 +11,22 @@
 --
 -- Answers {1, token} when it wrote, {0, highest} when a higher token was
 -- seen (nothing written), {-1, what KEYS[1] holds} when that is no token.
+-- Whether the decimal number `x` is below `y`, compared as digits (Lua's
+-- numbers are doubles: exact only below 2^53).
+local function below(x, y)
+    x, y = string.match(x, "^0*(%d-)$"), string.match(y, "^0*(%d-)$")
+    if #x ~= #y then
+        return #x < #y
+    end
+    return x < y
+end
+
 local seen = redis.call("GET", KEYS[1])
 if seen then
-    local highest = tonumber(seen)
-    if not highest or not string.match(seen, "^%d+$") then
+    if not string.match(seen, "^%d+$") then
         return { -1, seen }
     end
-    if highest > tonumber(ARGV[1]) then
+    if below(ARGV[1], seen) then
         return { 0, seen }
     end
 end
