@@ -385,8 +385,13 @@ fn observe_yields_the_current_leader_then_each_change() {
 #[test]
 fn terms_are_counted_with_fencing_off_and_names_are_checked() {
     let nodes = Nodes::start(3).unwrap();
+    // A generous node timeout: the first campaign is the servers' first
+    // contact (handshake, script load), and it is one attempt; with the
+    // 50 ms default, two of three fresh servers of a loaded CI machine
+    // once missed it (NoQuorum). What this test checks is not timing.
     let dlm = LockManager::builder()
         .nodes(nodes.urls())
+        .node_timeout(Duration::from_millis(500))
         .fencing(false)
         .build()
         .unwrap();
