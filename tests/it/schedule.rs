@@ -1475,6 +1475,21 @@ fn clocks_here() -> Option<()> {
     }
 }
 
+/// A manager of the clock races over `urls`, with drift factor `drift`:
+/// fair waiting off and pauses of at most 4 ms, so that a waiter asks
+/// about every 4 ms and takes a key that expired early on a majority
+/// within milliseconds.
+fn racer(urls: Vec<String>, drift: f64) -> LockManager {
+    LockManager::builder()
+        .nodes(urls)
+        .node_timeout(NODE_TIMEOUT)
+        .drift_factor(drift)
+        .fair(false)
+        .retry(100_000, Duration::from_millis(4))
+        .build()
+        .unwrap()
+}
+
 /// Workers that take the lock `a` over nodes whose clocks run at `rates`,
 /// with managers of drift factor `drift`, and each hold it for as long as
 /// they may: until `is_valid` says no (checked every 2 ms: the span runs
@@ -1491,14 +1506,7 @@ fn clocked_race(rates: &[f64], drift: f64, length: Duration) -> (Vec<Span>, Inst
     let t0 = Instant::now();
     thread::scope(|scope| {
         for worker in 0..3 {
-            let dlm = LockManager::builder()
-                .nodes(urls.clone())
-                .node_timeout(NODE_TIMEOUT)
-                .drift_factor(drift)
-                .fair(false)
-                .retry(100_000, Duration::from_millis(4))
-                .build()
-                .unwrap();
+            let dlm = racer(urls.clone(), drift);
             let spans = &spans;
             scope.spawn(move || {
                 while t0.elapsed() < length {
@@ -1576,13 +1584,7 @@ fn leader_race(leads: fn(&Leadership) -> bool) -> (Vec<Span>, Instant) {
                 .iter()
                 .map(|s| Proxy::start(addr(s)).unwrap())
                 .collect();
-            let dlm = LockManager::builder()
-                .nodes(proxies.iter().map(Proxy::url))
-                .node_timeout(NODE_TIMEOUT)
-                .fair(false)
-                .retry(100_000, Duration::from_millis(4))
-                .build()
-                .unwrap();
+            let dlm = racer(proxies.iter().map(Proxy::url).collect(), DRIFT);
             let spans = &spans;
             scope.spawn(move || {
                 let election = dlm.election("clock:e").unwrap();
