@@ -910,6 +910,14 @@ fn judge(seed: u64, spans: &[Span], log: &[String], t0: Instant) {
 fn run_processes(seed: u64, length: Duration) -> (Vec<Span>, Vec<String>, Instant) {
     use std::io::{BufRead, BufReader};
     let mut rig = Rig::start(NODES, false);
+    // Spans are placed against a clock reading taken before any child
+    // starts: a child works from its own READY on, which may come before
+    // the last child's. (Placed against the nemesis's start, taken after
+    // every READY, a child's early spans were clamped to 0.0 ms, and two
+    // holders one after the other read as two at once: seed
+    // 13569031855132003166, "worker 0 set a+b [0.0ms, 0.0ms] … and worker
+    // 1 lock a [0.0ms, 0.0ms]", tokens in order.)
+    let (base, base_ns) = (Instant::now(), crate::exclusion::mono_ns());
     let mut children: Vec<(Child, BufReader<std::process::ChildStdout>)> = (0..WORKERS)
         .map(|w| {
             let urls: Vec<String> = rig.proxies.iter().map(|p| p[w].url()).collect();
@@ -942,10 +950,10 @@ fn run_processes(seed: u64, length: Duration) -> (Vec<Span>, Vec<String>, Instan
         };
         assert!(ready, "a schedule worker process never got ready");
     }
-    let (t0, t0_ns) = (Instant::now(), crate::exclusion::mono_ns());
+    let t0 = Instant::now();
     let mut log = Vec::new();
     nemesis(&mut rig, seed, length, t0, &mut log);
-    let at = |ns: u64| t0 + Duration::from_nanos(ns.saturating_sub(t0_ns));
+    let at = |ns: u64| base + Duration::from_nanos(ns.saturating_sub(base_ns));
     let mut spans = Vec::new();
     for (mut child, out) in children {
         for line in out.lines().map_while(Result::ok) {
@@ -958,7 +966,7 @@ fn run_processes(seed: u64, length: Duration) -> (Vec<Span>, Vec<String>, Instan
             "a schedule worker process failed"
         );
     }
-    (spans, log, t0)
+    (spans, log, base)
 }
 
 /// A span as a worker process prints it: worker, op, token (or -),
