@@ -345,6 +345,11 @@ fn main() {
         cluster_cost(&mut report, &direct[..1], samples * 2);
         return;
     }
+    if args.iter().any(|a| a == "--release") {
+        release_cost(&mut report, &direct[..1], samples * 2);
+        report.json.push(']');
+        return;
+    }
     if args.iter().any(|a| a == "--extend") {
         extend_cost(&mut report, &direct[..1], samples * 2);
         report.json.push(']');
@@ -1119,6 +1124,98 @@ fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
     }
     let results = race(n, &mut impls);
     shape_rows(report, &results, 21, "\"kind\":\"extend\"");
+}
+
+/// An uncontended lock + release that hands nothing on (fair waiting
+/// off, fencing off, releases announced as by default; one loopback
+/// node), against the raw floor written with the same commands: `SET
+/// key token NX GET PX ttl`, then the unlock script by `EVALSHA` with the
+/// release's `PUBLISH` behind it, or, where the server takes it (Valkey
+/// 9+), `DELIFEQ key token` with the `PUBLISH`. The library sends the
+/// second where the server takes it, the first elsewhere
+/// (`REDIS_SERVER_BIN` picks the server). The default (fair) manager's
+/// cycle is the last row.
+fn release_cost(report: &mut Report, urls: &[String], n: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "Lock + release that hands nothing on, 1 loopback node ({n} each, raced)"
+    ));
+    report.line(String::new());
+    report.line("| implementation          | median µs | p99 µs | × script |".into());
+    report.line("|-------------------------|----------:|-------:|-------:|".into());
+    let unfair = LockManager::builder()
+        .nodes(urls)
+        .fencing(false)
+        .fair(false)
+        .build()
+        .unwrap();
+    let fair = LockManager::builder()
+        .nodes(urls)
+        .fencing(false)
+        .build()
+        .unwrap();
+    let key = "bench:release";
+    let client = redis::Client::open(urls[0].as_str()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let token = "0123456789abcdef0123456789abcdef";
+    let channel = redlock_sync::release_channel(key);
+    let set = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("GET")
+        .arg("PX")
+        .arg(TTL.as_millis() as u64)
+        .get_packed_command();
+    let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+    script.load(&mut con).unwrap();
+    let mut message = 0u64;
+    let mut raw = |delifeq: bool| {
+        assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
+        message += 1;
+        let release = if delifeq {
+            redis::cmd("DELIFEQ").arg(key).arg(token).clone()
+        } else {
+            redis::cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .clone()
+        };
+        let (deleted, _): (i64, i64) = redis::pipe()
+            .add_command(release)
+            .cmd("PUBLISH")
+            .arg(&channel)
+            .arg(format!("{token}:{message}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(deleted, 1);
+    };
+    let delifeq_works = redis::cmd("DELIFEQ")
+        .arg("bench:release-probe")
+        .arg(token)
+        .query::<i64>(&mut client.get_connection().unwrap())
+        .is_ok();
+    let raw = std::cell::RefCell::new(&mut raw);
+    let mut by_script = || (raw.borrow_mut())(false);
+    let mut by_delifeq = || (raw.borrow_mut())(true);
+    let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
+    let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
+    let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
+        ("raw EVALSHA unlock", &mut by_script),
+        ("library, fair(false)", &mut library),
+    ];
+    if delifeq_works {
+        impls.push(("raw DELIFEQ", &mut by_delifeq));
+    }
+    impls.push(("library, fair (default)", &mut library_fair));
+    let results = race(n, &mut impls);
+    shape_rows(report, &results, 23, "\"kind\":\"release\"");
+    if delifeq_works {
+        let ratio = results[1].1.median.as_secs_f64() / results[2].1.median.as_secs_f64();
+        report.line(format!("library fair(false) / raw DELIFEQ: {ratio:.3}"));
+    }
 }
 
 /// A semaphore permit's acquire + release against a lock cycle (raced

@@ -82,8 +82,10 @@ pub struct NodeReport {
     pub quarantine: Option<String>,
     /// Which forms of the lock's commands this server gets, by its
     /// version: `SET ... NX GET` or plain `NX` with the keep script
-    /// (before Redis 7.0, or unknown), and extends by `SET ... IFEQ`
-    /// (Valkey 8.1+) or by script. `None` when it could not be asked.
+    /// (before Redis 7.0, or unknown), extends by `SET ... IFEQ`
+    /// (Valkey 8.1+) or by script, releases that hand nothing on by
+    /// `DELIFEQ` (Valkey 9+) or by script. `None` when it could not be
+    /// asked.
     pub path: Option<String>,
     /// Everything found, worst first.
     pub problems: Vec<Problem>,
@@ -513,7 +515,12 @@ fn command_path(identity: &crate::restart::Identity) -> String {
     } else {
         "extend by script"
     };
-    format!("{acquire}; {extend}")
+    let release = if identity.del_ifeq {
+        "release by DELIFEQ (no script) where nothing is handed on (fair(false), permits)"
+    } else {
+        "release by script"
+    };
+    format!("{acquire}; {extend}; {release}")
 }
 
 /// Runs each command the lock sends on the scratch key `key` and keys

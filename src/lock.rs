@@ -441,8 +441,9 @@ impl One {
     }
 
     /// The unlock (a leadership's: the resign script), announced: a
-    /// release pipelines its `PUBLISH` behind the script; a clean-up and
-    /// a leadership's release have the script announce only where it
+    /// release pipelines its `PUBLISH` behind the script (or behind
+    /// `DELIFEQ`, where the server takes it); a clean-up and a
+    /// leadership's release have the script announce only where it
     /// deleted our key.
     fn plain_unlock(
         &self,
@@ -467,14 +468,20 @@ impl One {
             Some(message) if release && self.record.is_none() => {
                 let node_tail = pack(&[b"PUBLISH", &channel, message]);
                 let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
-                p.script_tailed(
+                // Servers that take `DELIFEQ` (Valkey 9+) release without
+                // the script: the same rule, one command.
+                p.script_or_delifeq(
                     lua,
                     only,
-                    (keys, &[token]),
-                    (keys, &[token]),
+                    (&self.key, &[token]),
+                    token,
                     Some((&node_tail, &cluster_tail)),
                     RELEASE,
                 )
+            }
+            // A release not announced (`wake_on_release(false)`).
+            None if release && self.record.is_none() => {
+                p.script_or_delifeq(lua, only, (&self.key, &[token]), token, None, RELEASE)
             }
             _ => {
                 let node: Vec<&[u8]> =

@@ -626,6 +626,7 @@ impl Node {
             con,
             legacy: true,
             ifeq: false,
+            delifeq: false,
         })
         .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
@@ -665,6 +666,7 @@ impl Node {
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
         pooled.ifeq = identity.set_ifeq;
+        pooled.delifeq = identity.del_ifeq;
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);
         }

@@ -22,6 +22,15 @@ pub(crate) enum Reply {
     /// ran), another value no (0), nil gone ([`GONE`]). Any error reply
     /// fails it.
     IfEq(usize),
+    /// `DELIFEQ key token` (a release without a script, Valkey 9+), with a
+    /// second reply behind it (the release's `PUBLISH`, read and ignored)
+    /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
+    /// by an `EXISTS key` sent then, on the same connection: a key is no
+    /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`),
+    /// the script ([`Request::reload`]) runs in its place, read as
+    /// [`One`](Self::One) or [`OneThenAny`](Self::OneThenAny), and the
+    /// connection sends the script from then on.
+    DelIfEq(bool),
     /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise);
     /// `2` is the unlock's "a fair queue stands" (see `lock.rs`).
     One,
@@ -114,7 +123,7 @@ impl<'a> Request<'a> {
     /// the request was written even while a restart changes the server.
     pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
         match (self.ifeq, self.legacy) {
-            (Some(ifeq), _) if pooled.ifeq => ifeq,
+            (Some(plain), _) if pooled.takes(plain.reply) => plain,
             (_, Some(legacy)) if pooled.legacy => legacy,
             _ => self,
         }
@@ -151,9 +160,21 @@ pub(crate) struct Pooled {
     pub(crate) legacy: bool,
     /// Its server takes `SET ... IFEQ` (see [`Request::ifeq`]).
     pub(crate) ifeq: bool,
+    /// Its server takes `DELIFEQ`, and this connection's user was not
+    /// refused it (see [`Reply::DelIfEq`]).
+    pub(crate) delifeq: bool,
 }
 
 impl Pooled {
+    /// Whether its server takes the plain commands read as `reply` (see
+    /// [`Request::ifeq`]).
+    fn takes(&self, reply: Reply) -> bool {
+        match reply {
+            Reply::DelIfEq(_) => self.delifeq,
+            _ => self.ifeq,
+        }
+    }
+
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
     ///
@@ -280,6 +301,7 @@ impl Pooled {
                     other => Err(unexpected(other).into()),
                 };
             }
+            Reply::DelIfEq(tail) => return self.finish_delifeq(req, tail, deadline),
             Reply::SetCount => return self.finish_set_count(false, deadline, None),
             Reply::SetGetCount => return self.finish_set_count(true, deadline, req.kept),
         }
@@ -313,10 +335,52 @@ impl Pooled {
             },
             (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
             (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
-            (_, Value::Int(n @ 1..=2)) => Ok(n as u64),
-            (_, Value::Int(0)) => Ok(0),
-            (_, Value::Int(-1)) => Ok(GONE),
-            (_, other) => Err(unexpected(&other).into()),
+            (_, other) => one(other),
+        }
+    }
+
+    /// Reads a `DELIFEQ` (see [`Reply::DelIfEq`]).
+    fn finish_delifeq(
+        &mut self,
+        req: &Request<'_>,
+        tail: bool,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        let asking = || {
+            if req.asking {
+                pack(&[b"ASKING"])
+            } else {
+                Vec::new()
+            }
+        };
+        match self.read_then(tail, deadline)? {
+            Ok(Value::Int(1)) => Ok(1),
+            Ok(Value::Int(0)) => {
+                // Ours it was not: another owner's, or none. Asked after
+                // the fact, a key set since reads as another owner's,
+                // which it is.
+                let exists = pack(&[b"EXISTS", req.key]);
+                self.con.write(&[asking(), exists].concat(), deadline)?;
+                if req.asking {
+                    self.asked(deadline)?;
+                }
+                match self.con.read(deadline)? {
+                    Value::Int(0) => Ok(GONE),
+                    Value::Int(_) => Ok(0),
+                    other => Err(unexpected(&other).into()),
+                }
+            }
+            Err(e) if e.code() == Some("NOPERM") && req.reload.is_some() => {
+                self.delifeq = false;
+                let script = req.reload.map(|reload| reload()).unwrap_or_default();
+                self.con.write(&[asking(), script].concat(), deadline)?;
+                if req.asking {
+                    self.asked(deadline)?;
+                }
+                one(self.read_then(tail, deadline)??)
+            }
+            Ok(other) => Err(unexpected(&other).into()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -458,6 +522,16 @@ pub(crate) fn is_noscript(e: &RedisError) -> bool {
 /// The connection was found closed by the peer: nothing was answered.
 pub(crate) fn is_stale(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_timeout()
+}
+
+/// A script's number answer (see [`Reply::One`]).
+fn one(value: Value) -> Result<u64, Failure> {
+    match value {
+        Value::Int(n @ 1..=2) => Ok(n as u64),
+        Value::Int(0) => Ok(0),
+        Value::Int(-1) => Ok(GONE),
+        other => Err(unexpected(&other).into()),
+    }
 }
 
 pub(crate) fn unexpected(value: &Value) -> RedisError {

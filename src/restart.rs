@@ -94,6 +94,9 @@ pub(crate) struct Identity {
     /// The server takes `SET ... IFEQ` (Valkey 8.1 and later; `valkey_version`
     /// in `INFO server`): an extend without a script. False when unknown.
     pub(crate) set_ifeq: bool,
+    /// The server takes `DELIFEQ` (Valkey 9.0 and later): a release
+    /// without a script. False when unknown.
+    pub(crate) del_ifeq: bool,
 }
 
 impl Identity {
@@ -113,6 +116,14 @@ impl Identity {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
+        // Valkey's own version (major, minor); Redis says none.
+        let valkey = server
+            .as_deref()
+            .and_then(|s| field(s, "valkey_version"))
+            .and_then(|v| {
+                let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+                Some((parts.next()??, parts.next()??))
+            });
         Identity {
             run_id: server
                 .as_deref()
@@ -136,14 +147,8 @@ impl Identity {
                 .and_then(|s| field(s, "redis_version"))
                 .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
                 .is_some_and(|major| major >= 7),
-            set_ifeq: server
-                .as_deref()
-                .and_then(|s| field(s, "valkey_version"))
-                .and_then(|v| {
-                    let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
-                    Some((parts.next()??, parts.next()??))
-                })
-                .is_some_and(|version| version >= (8, 1)),
+            set_ifeq: valkey.is_some_and(|version| version >= (8, 1)),
+            del_ifeq: valkey.is_some_and(|version| version >= (9, 0)),
         }
     }
 
@@ -509,5 +514,19 @@ mod tests {
         assert!(ifeq(&format!("{redis}valkey_version:10.0.0\r\n")));
         assert!(!ifeq(&format!("{redis}valkey_version:garbage\r\n")));
         assert!(!Identity::read(None, None, None).set_ifeq);
+    }
+
+    #[test]
+    fn del_ifeq_is_valkey_9_and_later_and_unknown_is_without() {
+        let info = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        let del = |text: &str| Identity::read(Some(&info(text)), None, None).del_ifeq;
+        let redis = "# Server\r\nredis_version:7.2.4\r\n";
+        assert!(!del(redis));
+        assert!(!del(&format!("{redis}valkey_version:8.1.1\r\n")));
+        assert!(del(&format!("{redis}valkey_version:9.0.0\r\n")));
+        assert!(del(&format!("{redis}valkey_version:9.1.2\r\n")));
+        assert!(del(&format!("{redis}valkey_version:10.0.0\r\n")));
+        assert!(!del(&format!("{redis}valkey_version:9\r\n")));
+        assert!(!Identity::read(None, None, None).del_ifeq);
     }
 }

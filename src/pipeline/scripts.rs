@@ -8,6 +8,7 @@ use redis::Value;
 
 use super::{Answer, Args, Mode, Pipeline};
 use crate::batch;
+use crate::conn::pack;
 use crate::member::Member;
 use crate::quorum;
 use crate::request::{Reply, Request};
@@ -15,6 +16,23 @@ use crate::script::Lua;
 
 /// One slot group's keys and arguments.
 pub(crate) type Group<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
+
+/// Plain commands that servers taking them get in a script's place
+/// (see [`Request::ifeq`]).
+struct Plain<'a> {
+    /// On nodes.
+    node: &'a [u8],
+    /// On Redis Cluster members.
+    cluster: &'a [u8],
+    /// How their replies read.
+    reply: Reply,
+    /// They touch one key: a Redis Cluster member may follow an `ASK`.
+    one_key: bool,
+    /// Our token, for the reply.
+    token: &'a [u8],
+    /// Names command `at` and its key, for messages.
+    describe: &'a (dyn Fn(usize) -> String + Sync),
+}
 
 impl Pipeline {
     /// Runs a script that answers 1 or 0 on the members `only` selects,
@@ -99,6 +117,21 @@ impl Pipeline {
         (ifeq, count, token): (&[u8], usize, &[u8]),
         mode: Mode,
     ) -> Vec<Answer> {
+        let describe = |at: usize| match at {
+            0 => format!("SET ... IFEQ {:?}", String::from_utf8_lossy(keys[0])),
+            _ => format!(
+                "PEXPIRE ... GT on a companion of {:?}",
+                String::from_utf8_lossy(keys[0])
+            ),
+        };
+        let plain = Plain {
+            node: ifeq,
+            cluster: ifeq,
+            reply: Reply::IfEq(count),
+            one_key: keys.len() == 1,
+            token,
+            describe: &describe,
+        };
         self.script_kept(
             lua,
             None,
@@ -107,7 +140,43 @@ impl Pipeline {
             None,
             mode,
             None,
-            Some((ifeq, count, keys.len() == 1, token)),
+            Some(&plain),
+        )
+    }
+
+    /// As [`script_tailed`](Self::script_tailed) (one key, the same on
+    /// nodes and Redis Cluster members), and on servers that take
+    /// `DELIFEQ` that command in the script's place, with the same tail:
+    /// a release without a script (see [`Reply::DelIfEq`]).
+    pub(crate) fn script_or_delifeq(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        (key, args): (&[u8], Args<'_>),
+        token: &[u8],
+        tails: Option<(&[u8], &[u8])>,
+        mode: Mode,
+    ) -> Vec<Answer> {
+        let (node_tail, cluster_tail) = tails.unwrap_or_default();
+        let delete = pack(&[b"DELIFEQ", key, token]);
+        let describe = |_: usize| format!("DELIFEQ {:?}", String::from_utf8_lossy(key));
+        let plain = Plain {
+            node: &[&delete[..], node_tail].concat(),
+            cluster: &[&delete[..], cluster_tail].concat(),
+            reply: Reply::DelIfEq(tails.is_some()),
+            one_key: true,
+            token,
+            describe: &describe,
+        };
+        self.script_kept(
+            lua,
+            only,
+            (&[key], args),
+            (&[key], args),
+            tails,
+            mode,
+            None,
+            Some(&plain),
         )
     }
 
@@ -145,9 +214,8 @@ impl Pipeline {
     }
 
     /// As [`script_tailed`](Self::script_tailed); with `kept`, each
-    /// reply is kept whole there ([`Reply::Kept`]); with `ifeq` (plain
-    /// commands, their count, and whether they touch one key), servers
-    /// that take `SET ... IFEQ` get those in place of the script.
+    /// reply is kept whole there ([`Reply::Kept`]); with `plain`, servers
+    /// that take those commands get them in place of the script.
     #[allow(clippy::too_many_arguments)]
     fn script_kept(
         &self,
@@ -158,7 +226,7 @@ impl Pipeline {
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
         kept: Option<&Mutex<Vec<Value>>>,
-        ifeq: Option<(&[u8], usize, bool, &[u8])>,
+        plain: Option<&Plain<'_>>,
     ) -> Vec<Answer> {
         let replicated = mode.replicated;
         let wait = if replicated {
@@ -187,32 +255,24 @@ impl Pipeline {
             Vec::new()
         };
         let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
-        let ifeq_packed = ifeq.map(|(commands, ..)| [commands, &wait[..]].concat());
-        let describe_ifeq = |at: usize| match at {
-            0 => format!("SET ... IFEQ {:?}", String::from_utf8_lossy(node_keys[0])),
-            _ => format!(
-                "PEXPIRE ... GT on a companion of {:?}",
-                String::from_utf8_lossy(node_keys[0])
-            ),
-        };
-        let no_reload = || Vec::new();
-        let ifeq_req =
-            ifeq.zip(ifeq_packed.as_deref())
-                .map(|((_, count, one_key, token), packed)| Request {
-                    reload: None,
-                    follow_ask: one_key,
-                    token,
-                    ..scripted(
-                        packed,
-                        cluster_keys[0],
-                        (mode, acks, Reply::IfEq(count)),
-                        &describe_ifeq,
-                        &no_reload,
-                    )
-                });
+        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
+        // The plain commands, on nodes and on Redis Cluster members; the
+        // script's source is their fallback (see `Reply::DelIfEq`).
+        let plain_packed = plain.map(|p| {
+            (
+                [p.node, &wait[..]].concat(),
+                [p.cluster, &wait[..]].concat(),
+            )
+        });
+        let plain_node = plain.zip(plain_packed.as_ref()).map(|(p, (node, _))| {
+            plain_request(p, node, cluster_keys[0], (mode, acks), &node_reload)
+        });
+        let plain_cluster = plain.zip(plain_packed.as_ref()).map(|(p, (_, cluster))| {
+            plain_request(p, cluster, cluster_keys[0], (mode, acks), &cluster_reload)
+        });
         let cluster_req = Request {
             kept,
-            ifeq: ifeq_req.as_ref(),
+            ifeq: plain_cluster.as_ref(),
             ..scripted(
                 &cluster_packed,
                 cluster_keys[0],
@@ -222,12 +282,11 @@ impl Pipeline {
             )
         };
         let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
-        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
         // The slot routes the round to each cluster's master.
         let req = Request {
             alt: self.has_clusters.then_some(&cluster_req),
             kept,
-            ifeq: ifeq_req.as_ref(),
+            ifeq: plain_node.as_ref(),
             ..scripted(
                 &node_packed,
                 cluster_keys[0],
@@ -306,6 +365,22 @@ impl Pipeline {
             only.is_none_or(|only| only[i]) && (g == 0 || matches!(members[i], Member::Cluster(_)))
         };
         batch::round(members, &reqs, &takes)
+    }
+}
+
+/// The request of plain commands `p` (`packed`, with any `WAIT`),
+/// routed by `key`, the script's source its fallback (`reload`).
+fn plain_request<'a>(
+    p: &'a Plain<'a>,
+    packed: &'a [u8],
+    key: &'a [u8],
+    (mode, acks): (Mode, Option<u32>),
+    reload: &'a (dyn Fn() -> Vec<u8> + Sync),
+) -> Request<'a> {
+    Request {
+        follow_ask: p.one_key,
+        token: p.token,
+        ..scripted(packed, key, (mode, acks, p.reply), p.describe, reload)
     }
 }
 

@@ -311,6 +311,65 @@ fn a_script_command_refused_by_the_acl_is_a_permission_error() {
     assert_eq!(f.command(), Some("the extend script on \"lock:x\""), "{f}");
 }
 
+/// Issue 43: the documented rule has no `+delifeq` (Redis refuses the
+/// name). On a server that takes `DELIFEQ` (Valkey 9+) such a user's
+/// release is refused it once per connection and runs the unlock script
+/// in its place, in the same round: the release succeeds, and later ones
+/// on that connection send the script at once.
+#[test]
+fn a_user_refused_delifeq_releases_by_script() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+        // `INFO` tells the version (without it, the server gets the forms
+        // of servers whose version is unknown: scripts).
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg("+info")
+            .query(&mut admin(server))
+            .unwrap();
+    }
+    let dlm = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .max_idle_per_node(1)
+        .build()
+        .unwrap();
+    let refused = |server: &Server| {
+        support::info_field(&mut admin(server), "commandstats", "cmdstat_delifeq")
+            .unwrap()
+            .and_then(|stats| {
+                let at = stats.find("rejected_calls=")? + "rejected_calls=".len();
+                stats[at..].split(',').next()?.parse::<u64>().ok()
+            })
+            .unwrap_or(0)
+    };
+    for _ in 0..3 {
+        dlm.lock("lock:refused-delifeq", Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap();
+        for server in &cluster.servers {
+            assert_eq!(get(server, b"lock:refused-delifeq"), None, "released");
+        }
+    }
+    let (name, version) = support::server::server_version();
+    let del = name == "Valkey" && *version >= (9, 0);
+    for server in &cluster.servers {
+        // Refused on the one connection, once; the scripts ran each time.
+        assert_eq!(refused(server), u64::from(del), "{name} {version:?}");
+        assert_eq!(calls(server, "evalsha") + calls(server, "eval"), 3);
+    }
+}
+
 #[test]
 fn a_wrong_password_is_still_an_authentication_error() {
     let cluster = Nodes::start(1).unwrap();

@@ -224,7 +224,8 @@ fn a_server_kept_out_after_a_restart_says_for_how_long() {
 
 /// Issue 43: the report says which forms of the lock's commands each
 /// server gets (and `{:#}` prints it): `SET ... IFEQ` extends on Valkey
-/// 8.1 and later, the script elsewhere; `NX GET` from Redis 7.0.
+/// 8.1 and later, `DELIFEQ` releases on Valkey 9, the scripts elsewhere;
+/// `NX GET` from Redis 7.0.
 #[test]
 fn the_report_says_which_commands_a_server_gets() {
     let cluster = Nodes::start(1).unwrap();
@@ -235,6 +236,9 @@ fn the_report_says_which_commands_a_server_gets() {
     let ifeq = name == "Valkey" && *version >= (8, 1);
     assert_eq!(path.contains("extend by SET IFEQ"), ifeq, "{path}");
     assert_eq!(path.contains("extend by script"), !ifeq, "{path}");
+    let del = name == "Valkey" && *version >= (9, 0);
+    assert_eq!(path.contains("release by DELIFEQ"), del, "{path}");
+    assert_eq!(path.contains("release by script"), !del, "{path}");
     assert_eq!(
         path.contains("SET NX GET"),
         support::server::server_at_least(7, 0),

@@ -710,6 +710,101 @@ fn max_idle_per_node_bounds_the_connections_kept_after_a_burst() {
     }
 }
 
+/// Issue 43: where the server takes `DELIFEQ` (Valkey 9.0 and later),
+/// the release of a lock that hands nothing on (fairness off, or a
+/// permit) is that command, no script; elsewhere the unlock script runs.
+/// Either way a release deletes only our token, wakes a waiter, and says
+/// what it found: taken over (another token) apart from expired (none).
+#[test]
+fn release_runs_without_a_script_where_the_server_takes_delifeq() {
+    let (name, version) = support::server::server_version();
+    let del = name == "Valkey" && *version >= (9, 0);
+    let cluster = Nodes::start(3).unwrap();
+    let unfair = || {
+        LockManager::builder()
+            .nodes(cluster.urls())
+            .node_timeout(SLOW_OK)
+            .retry(1, Duration::ZERO)
+            .fair(false)
+            .build()
+            .unwrap()
+    };
+    let dlm = unfair();
+    let key = resource("release-delifeq");
+    // The first use of each connection loads nothing on demand.
+    dlm.lock(&key, Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
+    let before: Vec<(u64, u64)> = cluster
+        .servers
+        .iter()
+        .map(|s| (scripts(s), calls(s, "delifeq")))
+        .collect();
+    for _ in 0..5 {
+        dlm.lock(&key, Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    for (server, (scripts_before, dels_before)) in cluster.servers.iter().zip(&before) {
+        let ran = (
+            scripts(server) - scripts_before,
+            calls(server, "delifeq") - dels_before,
+        );
+        let expected = if del { (0, 5) } else { (5, 0) };
+        assert_eq!(ran, expected, "{name} {version:?}: (scripts, DELIFEQ) run");
+        assert_eq!(get(server, key.as_bytes()), None, "released");
+    }
+    // A waiter of another manager is woken by the release, well before
+    // its 10 s pause ends.
+    let guard = dlm.lock(&key, Duration::from_secs(30)).unwrap();
+    let waiting = thread::spawn({
+        let urls = cluster.urls();
+        let key = key.clone();
+        move || {
+            let other = LockManager::builder()
+                .nodes(urls)
+                .node_timeout(SLOW_OK)
+                .retry(3, Duration::from_secs(10))
+                .fair(false)
+                .build()
+                .unwrap();
+            let start = Instant::now();
+            let guard = other.lock(&key, Duration::from_secs(5)).unwrap();
+            let waited = start.elapsed();
+            drop(guard);
+            waited
+        }
+    });
+    thread::sleep(Duration::from_millis(500));
+    guard.release().unwrap();
+    let waited = waiting.join().unwrap();
+    assert!(waited < Duration::from_secs(4), "woken after {waited:?}");
+    // Taken over on two nodes, expired on the third: NotHeld, taken
+    // over on two, and the other owner's keys left alone.
+    let guard = dlm.lock(&key, Duration::from_secs(5)).unwrap();
+    for server in &cluster.servers[..2] {
+        let _: () = admin(server).set(&key, "someone-else").unwrap();
+    }
+    let _: () = admin(&cluster.servers[2]).del(&key).unwrap();
+    match guard.release() {
+        Err(Error::NotHeld {
+            lost_on,
+            taken_over,
+            ..
+        }) => assert_eq!((lost_on, taken_over), (3, 2)),
+        other => panic!("expected NotHeld, got {other:?}"),
+    }
+    for server in &cluster.servers[..2] {
+        assert_eq!(
+            get(server, key.as_bytes()).as_deref(),
+            Some(&b"someone-else"[..])
+        );
+    }
+}
+
 /// Issue 43: where the server takes `SET ... IFEQ` (Valkey 8.1 and
 /// later), an extend is plain commands, no script: the key's expiry set
 /// where it holds our token, the counter's raised. Elsewhere the extend
