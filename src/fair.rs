@@ -7,8 +7,9 @@
 //! scored by arrival (the waiter's clock, in microseconds, the same score
 //! on every member, so members order the same waiters the same way), and
 //! a hash of tickets, each waiter's deadline on the server's clock. A
-//! ticket lasts about two retry delays unless refreshed, and every attempt
-//! of a queued waiter refreshes it.
+//! ticket lasts two retry delays unless refreshed, and at most twelve node
+//! timeouts (six of a queued waiter's longest pauses); every attempt of a
+//! queued waiter refreshes it.
 //!
 //! A fair manager's release of a lock (an unfair one deletes the key,
 //! whatever is queued) deletes the key as before when no queue exists;
@@ -94,7 +95,7 @@
 //!
 //! Everything the queue writes expires: a reservation at its deadline (a
 //! failed claim puts it back only until that deadline, so no waiter keeps
-//! one by failing), a ticket after two retry delays without its waiter,
+//! one by failing), a ticket within twelve node timeouts without its waiter,
 //! the queue's keys with their last ticket. Members' queues may differ (a
 //! join that timed out, a restart), but a claim refused on a member adds
 //! the waiter's ticket there at the same arrival score as everywhere: after
@@ -113,8 +114,14 @@
 //! drawn as the retry delay is, and up to a quarter of a node timeout
 //! after a reservation's lapse), so that their claims do not keep
 //! splitting a free key's votes. A waiter that stops asking (dead, or cut
-//! off from a member) loses its ticket there within two retry delays, or
-//! its place at the first offer it lets lapse, and the next is first. A
+//! off from a member) loses its ticket there within twelve node timeouts,
+//! or its place at the first offer it lets lapse, and the next is first.
+//! A waiter alive but cut off from so many members that its claim could
+//! not be granted (more failed than a quorum allows) steps out of line on
+//! the members that heard it, passing on what it was handed, and keeps its
+//! arrival: so the waiters behind it, which may reach a majority, are not
+//! kept from a free key by a place its owner cannot use, and its next
+//! claim takes the place back. A
 //! dead waiter costs about one reservation (two node timeouts), never a
 //! pause: a lock's waiter whose claim finds another's reservation asks
 //! again when it lapses (the claim answers when; it adds up to a quarter
@@ -203,6 +210,10 @@ pub(crate) fn refused_lately(p: &Pipeline) -> bool {
         .is_some_and(|at| at.elapsed() < REFUSED_FOR)
 }
 
+/// How many queued pauses (see [`queued_pause`]) a ticket lasts at most
+/// without its waiter asking: twelve node timeouts.
+const TICKET_PAUSES: u32 = 6;
+
 /// One acquisition's place in the queues.
 pub(crate) struct Fair {
     /// When it was first refused (µs since the epoch), 0 before.
@@ -226,9 +237,16 @@ impl Fair {
     /// A place for an acquisition that pauses at most `max_delay` between
     /// attempts.
     pub(crate) fn new(p: &Pipeline, max_delay: Duration) -> Fair {
+        // A queued waiter asks at least every queued pause (and a claim
+        // round); a ticket outlives several of those, and no more: a
+        // waiter cut off from a member leaves no place there that keeps
+        // the others waiting long (see `attempt`). A slow waiter whose
+        // ticket lapsed takes its place back, at its arrival, with its
+        // next claim.
         let ticket = max_delay
             .saturating_mul(2)
-            .saturating_add(p.node_timeout * 2);
+            .saturating_add(p.node_timeout * 2)
+            .min(queued_pause(p).saturating_mul(TICKET_PAUSES));
         Fair {
             arrival: AtomicU64::new(0),
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
@@ -513,6 +531,17 @@ pub(crate) fn attempt<S: Queued>(
     };
     match &result {
         Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
+            shape.leave(p, fair, token);
+        }
+        // Cut off from too many members to be granted, whatever they
+        // answered: it steps out of line where it is heard, passing on a
+        // reservation it had, so that its place there keeps nobody from
+        // a free key the others can reach; its arrival stays, and its
+        // next claim takes its place back (its tickets on the members it
+        // cannot reach lapse within a ticket's life).
+        Err(e @ Error::NoQuorum { nodes, quorum, .. })
+            if fair.queued() && e.failures().len() > nodes - quorum =>
+        {
             shape.leave(p, fair, token);
         }
         Err(Error::Taken { .. }) if fair.queued() => {

@@ -150,7 +150,16 @@ impl Server {
             }
             None => (redis_server_bin(), None),
         };
-        let mut cmd = Command::new(&bin);
+        // `REDLOCK_SERVER_CPUS` (a `taskset -c` list) pins the servers,
+        // for benchmarks that state where each process runs (BENCHMARKS.md).
+        let mut cmd = match std::env::var("REDLOCK_SERVER_CPUS") {
+            Ok(cpus) if !cpus.is_empty() => {
+                let mut cmd = Command::new("taskset");
+                cmd.args(["-c", &cpus]).arg(&bin);
+                cmd
+            }
+            _ => Command::new(&bin),
+        };
         if let Some((lib, rate)) = faked {
             cmd.env("LD_PRELOAD", lib).env("FAKETIME", rate);
         }
