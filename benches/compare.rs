@@ -8,7 +8,15 @@
 //! cargo bench --bench compare            # full run, a few minutes
 //! cargo bench --bench compare -- --quick # fewer samples
 //! cargo bench --bench compare --features tls # adds TLS against plain
+//! cargo bench --bench compare -- --release   # release by DELIFEQ or script
+//! cargo bench --bench compare -- --extend    # extend by SET IFEQ or script
 //! ```
+//!
+//! Loopback figures depend on where the scheduler puts the processes;
+//! BENCHMARKS.md names a layout for each row: `taskset -c 1 cargo bench
+//! ...` (bench, client and servers on one core), and with
+//! `REDLOCK_SERVER_CPUS=0` as well (the servers it starts pinned to core
+//! 0, the client apart on core 1).
 //!
 //! Prints a table and writes the same figures to
 //! `target/bench-compare.json`. Speed is compared as ratios within one run,
