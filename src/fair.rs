@@ -8,8 +8,8 @@
 //! on every member, so members order the same waiters the same way), and
 //! a hash of tickets, each waiter's deadline on the server's clock. A
 //! ticket lasts two retry delays unless refreshed, and at most twelve node
-//! timeouts (six of a queued waiter's longest pauses); every attempt of a
-//! queued waiter refreshes it.
+//! timeouts (six of a queued waiter's longest pauses; 100 ms at least);
+//! every refused claim of a queued waiter refreshes it.
 //!
 //! A fair manager's release of a lock (an unfair one deletes the key,
 //! whatever is queued) deletes the key as before when no queue exists;
@@ -117,11 +117,15 @@
 //! off from a member) loses its ticket there within twelve node timeouts,
 //! or its place at the first offer it lets lapse, and the next is first.
 //! A waiter alive but cut off from so many members that its claim could
-//! not be granted (more failed than a quorum allows) steps out of line on
-//! the members that heard it, passing on what it was handed, and keeps its
-//! arrival: so the waiters behind it, which may reach a majority, are not
-//! kept from a free key by a place its owner cannot use, and its next
-//! claim takes the place back. A
+//! not be granted (more did not answer than a quorum allows) steps out of
+//! line on the members that heard it, passing on what it was handed, and
+//! keeps its arrival: so the waiters behind it, which may reach a
+//! majority, are not kept from a free key by a place its owner cannot
+//! use, and its next claim that a member refuses puts it back in its
+//! place there (one that member grants adds no place: the key was free
+//! with nobody live ahead). While every waiter is cut off so (a majority
+//! of members paused), every waiter steps out, and the order of those
+//! waiters is lost until they are refused again. A
 //! dead waiter costs about one reservation (two node timeouts), never a
 //! pause: a lock's waiter whose claim finds another's reservation asks
 //! again when it lapses (the claim answers when; it adds up to a quarter
@@ -537,11 +541,10 @@ pub(crate) fn attempt<S: Queued>(
         // answered: it steps out of line where it is heard, passing on a
         // reservation it had, so that its place there keeps nobody from
         // a free key the others can reach; its arrival stays, and its
-        // next claim takes its place back (its tickets on the members it
-        // cannot reach lapse within a ticket's life).
-        Err(e @ Error::NoQuorum { nodes, quorum, .. })
-            if fair.queued() && e.failures().len() > nodes - quorum =>
-        {
+        // next claim refused where it is heard takes its place back (its
+        // tickets on the members it cannot reach lapse within a ticket's
+        // life).
+        Err(e @ Error::NoQuorum { .. }) if fair.queued() && cut_off(p, e) => {
             shape.leave(p, fair, token);
         }
         Err(Error::Taken { .. }) if fair.queued() => {
@@ -560,7 +563,45 @@ pub(crate) fn attempt<S: Queued>(
         _ => {}
     }
     refusal.queued = result.is_err() && fair.queued();
+    crate::log!(
+        trace,
+        "redlock_sync::fair",
+        "{} by {}: {}, arrival {}, waits at {}, lapse {:?}",
+        shape.shown(),
+        String::from_utf8_lossy(&token[..token.len().min(8)]),
+        match &result {
+            Ok(g) => format!("granted by {}", g.agreed),
+            Err(e) => e.to_string(),
+        },
+        fair.arrival.load(Ordering::Relaxed),
+        fair.wait_at.load(Ordering::Relaxed),
+        refusal.lapse
+    );
     result
+}
+
+/// Whether the attempt that failed with `e` could not have been granted
+/// whatever the members that answered said: more members than a quorum
+/// allows did not answer (no connection, no reply in time). Failures that
+/// every waiter meets alike (a restart quarantine, `LOADING`, a `WAIT`
+/// short of replicas) do not count: all waiters stepping out of line
+/// would lose the order they arrived in.
+fn cut_off(p: &Pipeline, e: &Error) -> bool {
+    let members = p.members.len();
+    let unreachable = e
+        .failures()
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind(),
+                NodeErrorKind::Timeout
+                    | NodeErrorKind::Connect
+                    | NodeErrorKind::Disconnected
+                    | NodeErrorKind::Resolve
+            )
+        })
+        .count();
+    unreachable > members - crate::quorum::quorum(members)
 }
 
 /// An acquisition of `shape` that gave up with `token`: a fair waiter

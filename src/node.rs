@@ -9,6 +9,7 @@
 //! thread (see `quorum::round`).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -107,6 +108,9 @@ pub(crate) struct Node {
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
+    /// A connection's user was refused `DELIFEQ`: releases send the
+    /// script on every connection (see `Reply::DelIfEq`).
+    delifeq_refused: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -216,6 +220,7 @@ impl Node {
             identity_at,
             watch: Watch::default(),
             plain: std::sync::atomic::AtomicBool::new(false),
+            delifeq_refused: std::sync::atomic::AtomicBool::new(false),
             member: std::sync::OnceLock::new(),
             restart: setup.restart.clone(),
             timeout,
@@ -339,7 +344,7 @@ impl Node {
     /// Writes `req` on a pooled connection. `None` when there is no pooled
     /// connection or it was found broken: then use [`call`](Self::call).
     pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
-        let mut pooled = self.idle.lock().pop()?;
+        let mut pooled = self.checkout()?;
         match pooled.con.write(req.on(&pooled).packed, deadline) {
             Ok(()) => Some(pooled),
             Err(_) => {
@@ -475,7 +480,7 @@ impl Node {
     /// `None` when there is no pooled connection or it was found broken:
     /// then use [`run_all`](Self::run_all).
     pub(crate) fn send_all(&self, reqs: &[&Request<'_>], deadline: Instant) -> Option<Pooled> {
-        let mut pooled = self.idle.lock().pop()?;
+        let mut pooled = self.checkout()?;
         match write_all(&mut pooled, reqs, deadline) {
             Ok(()) => Some(pooled),
             Err(_) => {
@@ -498,8 +503,10 @@ impl Node {
         deadline: Instant,
     ) -> Option<Vec<Result<u64, NodeError>>> {
         let mut answers = Vec::with_capacity(reqs.len());
-        for (at, req) in reqs.iter().enumerate() {
-            let req = req.on(&pooled);
+        // As `send_all` wrote them: a reply read may change what the
+        // connection sends next (a refused `DELIFEQ`), not what it sent.
+        let written: Vec<&Request<'_>> = reqs.iter().map(|r| r.on(&pooled)).collect();
+        for (at, req) in written.into_iter().enumerate() {
             let answer = match pooled.finish(req, deadline) {
                 Ok(v) => self.vote(req, Ok(v)),
                 Err(f) if f.keep => self.vote(req, Err(self.refused(f, req))),
@@ -627,6 +634,7 @@ impl Node {
             legacy: true,
             ifeq: false,
             delifeq: false,
+            delifeq_refused: false,
         })
         .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
@@ -666,7 +674,7 @@ impl Node {
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
         pooled.ifeq = identity.set_ifeq;
-        pooled.delifeq = identity.del_ifeq;
+        pooled.delifeq = identity.del_ifeq && !self.delifeq_refused.load(Ordering::Relaxed);
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);
         }
@@ -703,9 +711,22 @@ impl Node {
         })
     }
 
+    /// A connection from the pool, if any, told what its node learned
+    /// since it was pooled.
+    fn checkout(&self) -> Option<Pooled> {
+        let mut pooled = self.idle.lock().pop()?;
+        if self.delifeq_refused.load(Ordering::Relaxed) {
+            pooled.delifeq = false;
+        }
+        Some(pooled)
+    }
+
     /// Returns a healthy connection to the pool, its socket timeouts reset
     /// to their resting value.
     fn checkin(&self, mut pooled: Pooled) {
+        if pooled.delifeq_refused {
+            self.delifeq_refused.store(true, Ordering::Relaxed);
+        }
         if pooled.con.rest().is_err() {
             return;
         }

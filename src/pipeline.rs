@@ -121,6 +121,24 @@ pub(crate) struct Vote {
 
 impl Vote {
     /// The vote of a one-part answer: any count above 0 is a yes.
+    /// The vote in a few characters, for trace logs: `y<n>` granted,
+    /// `b<i>` busy at the i-th resource, `r` readers, `B<n>` a busy count,
+    /// `<n>` another answer, `-` not asked, `!<kind>` failed.
+    #[cfg_attr(not(feature = "log"), allow(dead_code))]
+    fn traced(&self) -> String {
+        match (&self.yes, self.busy, &self.answer) {
+            (Some(n), ..) => format!("y{n}"),
+            (None, Some(i), _) => format!("b{i}"),
+            (None, None, _) if self.readers => "r".into(),
+            (None, None, Some(Ok(n))) if n & crate::script::BUSY != 0 => {
+                format!("B{}", n & !crate::script::BUSY)
+            }
+            (None, None, Some(Ok(n))) => format!("{n}"),
+            (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
+            (None, None, None) => "-".into(),
+        }
+    }
+
     pub(crate) fn of(answer: Answer) -> Vote {
         let (yes, dirty) = match &answer {
             Some(Ok(c)) => ((*c > 0).then_some(*c), *c > 0),
@@ -432,6 +450,14 @@ impl Pipeline {
         let keep = shape.keep(self, ttl_ms);
         let start = Instant::now();
         let votes = shape.take(self, token, ttl_ms, keep.as_deref());
+        crate::log!(
+            trace,
+            "redlock_sync::attempt",
+            "{} by {}: {}",
+            shape.shown(),
+            String::from_utf8_lossy(&token[..token.len().min(8)]),
+            votes.iter().map(Vote::traced).collect::<Vec<_>>().join(" ")
+        );
         let quorum = quorum::quorum(self.members.len());
         let refused = shape.refusal(self, ttl_ms, &votes);
         let granted = votes.iter().filter(|v| v.yes.is_some()).count();
@@ -557,6 +583,17 @@ impl Pipeline {
     pub(crate) fn release(&self, shape: &dyn Shape, token: &[u8]) -> Tally {
         let message = self.message(token);
         let tally = shape.unlock(self, None, token, message.as_deref(), true);
+        crate::log!(
+            trace,
+            "redlock_sync::release",
+            "{} by {}: {} yes, {} no, {} gone, {} failed",
+            shape.shown(),
+            String::from_utf8_lossy(&token[..token.len().min(8)]),
+            tally.yes,
+            tally.no,
+            tally.gone,
+            tally.failures.len()
+        );
         // A fair hand-off is announced by the members, naming the waiter
         // it went to: no local news (it would wake this manager's first
         // waiter whoever was next), unless this manager hears nothing of

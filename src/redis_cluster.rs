@@ -288,10 +288,13 @@ impl RedisCluster {
                 asking: true,
                 ..*l
             });
+        // The plain commands some servers take in a script's place go
+        // without `ASKING`: an ASK retry sends the script.
         let asked = Request {
             packed: &asking,
             asking: true,
             legacy: legacy.as_ref(),
+            ifeq: None,
             ..*req
         };
         node.run(&asked, deadline)

@@ -163,6 +163,9 @@ pub(crate) struct Pooled {
     /// Its server takes `DELIFEQ`, and this connection's user was not
     /// refused it (see [`Reply::DelIfEq`]).
     pub(crate) delifeq: bool,
+    /// Its user was refused `DELIFEQ` (`NOPERM`): its node sends the
+    /// script on every connection from then on.
+    pub(crate) delifeq_refused: bool,
 }
 
 impl Pooled {
@@ -339,44 +342,36 @@ impl Pooled {
         }
     }
 
-    /// Reads a `DELIFEQ` (see [`Reply::DelIfEq`]).
+    /// Reads a `DELIFEQ` (see [`Reply::DelIfEq`]). Never sent with
+    /// `ASKING` (an ASK retry sends the script) nor with a `WAIT` (a
+    /// release waits for no replica).
     fn finish_delifeq(
         &mut self,
         req: &Request<'_>,
         tail: bool,
         deadline: Instant,
     ) -> Result<u64, Failure> {
-        let asking = || {
-            if req.asking {
-                pack(&[b"ASKING"])
-            } else {
-                Vec::new()
-            }
-        };
         match self.read_then(tail, deadline)? {
             Ok(Value::Int(1)) => Ok(1),
             Ok(Value::Int(0)) => {
                 // Ours it was not: another owner's, or none. Asked after
                 // the fact, a key set since reads as another owner's,
-                // which it is.
-                let exists = pack(&[b"EXISTS", req.key]);
-                self.con.write(&[asking(), exists].concat(), deadline)?;
-                if req.asking {
-                    self.asked(deadline)?;
-                }
-                match self.con.read(deadline)? {
-                    Value::Int(0) => Ok(GONE),
-                    Value::Int(_) => Ok(0),
-                    other => Err(unexpected(&other).into()),
+                // which it is. Refused `EXISTS` (an ACL rule without it),
+                // it reads as gone: lost either way.
+                self.con.write(&pack(&[b"EXISTS", req.key]), deadline)?;
+                match self.con.read(deadline) {
+                    Ok(Value::Int(0)) => Ok(GONE),
+                    Ok(Value::Int(_)) => Ok(0),
+                    Ok(other) => Err(unexpected(&other).into()),
+                    Err(e) if e.code() == Some("NOPERM") => Ok(GONE),
+                    Err(e) => Err(e.into()),
                 }
             }
             Err(e) if e.code() == Some("NOPERM") && req.reload.is_some() => {
                 self.delifeq = false;
+                self.delifeq_refused = true;
                 let script = req.reload.map(|reload| reload()).unwrap_or_default();
-                self.con.write(&[asking(), script].concat(), deadline)?;
-                if req.asking {
-                    self.asked(deadline)?;
-                }
+                self.con.write(&script, deadline)?;
                 one(self.read_then(tail, deadline)??)
             }
             Ok(other) => Err(unexpected(&other).into()),

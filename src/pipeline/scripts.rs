@@ -157,6 +157,8 @@ impl Pipeline {
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
     ) -> Vec<Answer> {
+        // `Reply::DelIfEq` reads no `WAIT` reply: a release waits for none.
+        debug_assert!(!mode.replicated, "DELIFEQ with a WAIT");
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
         let delete = pack(&[b"DELIFEQ", key, token]);
         let describe = |_: usize| format!("DELIFEQ {:?}", String::from_utf8_lossy(key));

@@ -1301,6 +1301,7 @@ fn stalls(rec: &Record, bound: Duration, t0: Instant) -> Vec<String> {
 /// nemesis pauses nodes, cuts workers off nodes and queues waiters that
 /// die; afterwards, the safety violations and the stalls.
 fn live(seed: u64, length: Duration) -> (Vec<String>, Vec<String>, Record, Vec<String>) {
+    let trace = trace::start();
     let mut rig = Rig::start(NODES, false);
     rig.gentle = true;
     let rec = Mutex::new(Record::default());
@@ -1324,11 +1325,13 @@ fn live(seed: u64, length: Duration) -> (Vec<String>, Vec<String>, Record, Vec<S
             .unwrap();
     }
     let t0 = Instant::now();
+    trace::at(t0);
     let mut log = Vec::new();
     thread::scope(|scope| {
         for (w, dlm) in managers.iter().enumerate() {
             let (rec, stop) = (&rec, &stop);
-            scope.spawn(move || {
+            let worker = thread::Builder::new().name(format!("worker {w}"));
+            let _ = worker.spawn_scoped(scope, move || {
                 let mut rng = Rng(seed ^ (w as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
                 while !stop.load(Ordering::Relaxed) {
                     let op = rng.below(LIVE_OPS.len() as u64) as usize;
@@ -1365,7 +1368,99 @@ fn live(seed: u64, length: Duration) -> (Vec<String>, Vec<String>, Record, Vec<S
     let rec = rec.into_inner();
     let unsafe_ = violations(&rec.spans, t0);
     let stalled = stalls(&rec, STALL, t0);
+    if let Some(path) = trace {
+        trace::write(&path, &log);
+    }
     (unsafe_, stalled, rec, log)
+}
+
+/// The library's trace logs of a liveness run, with `SCHEDULE_TRACE=<file>`
+/// (and the `log` feature): each attempt's answer from every member, each
+/// fair waiter's outcome and each release, with the worker and the time
+/// from the run's start, written to the file with the nemesis's log after
+/// the run. Lighter than `MONITOR` on every server, which kept the stalls
+/// it was meant to trace from happening (0 in 38 runs).
+mod trace {
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
+
+    #[cfg(feature = "log")]
+    mod logger {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+
+        use parking_lot::Mutex;
+
+        pub(super) struct Tracer {
+            pub(super) t0: OnceLock<Instant>,
+            pub(super) lines: Mutex<Vec<String>>,
+        }
+
+        impl log::Log for Tracer {
+            fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+                m.target().starts_with("redlock_sync")
+            }
+            fn log(&self, r: &log::Record<'_>) {
+                if !self.enabled(r.metadata()) {
+                    return;
+                }
+                let at = self
+                    .t0
+                    .get()
+                    .map_or(-1.0, |t0| t0.elapsed().as_secs_f64() * 1000.0);
+                let thread = std::thread::current();
+                self.lines.lock().push(format!(
+                    "{at:.1} [{}] {} {}",
+                    thread.name().unwrap_or("-"),
+                    r.target(),
+                    r.args()
+                ));
+            }
+            fn flush(&self) {}
+        }
+
+        pub(super) static TRACER: Tracer = Tracer {
+            t0: OnceLock::new(),
+            lines: Mutex::new(Vec::new()),
+        };
+    }
+
+    /// The file to write, when asked for (and the logger installed).
+    pub(super) fn start() -> Option<PathBuf> {
+        let path = PathBuf::from(std::env::var_os("SCHEDULE_TRACE")?);
+        #[cfg(feature = "log")]
+        {
+            if log::set_logger(&logger::TRACER).is_ok() {
+                log::set_max_level(log::LevelFilter::Trace);
+            }
+            Some(path)
+        }
+        #[cfg(not(feature = "log"))]
+        {
+            eprintln!("SCHEDULE_TRACE needs the log feature: not traced ({path:?})");
+            None
+        }
+    }
+
+    /// The run starts now: times in the trace count from `t0`.
+    pub(super) fn at(t0: Instant) {
+        #[cfg(feature = "log")]
+        let _ = logger::TRACER.t0.set(t0);
+        #[cfg(not(feature = "log"))]
+        let _ = t0;
+    }
+
+    /// Writes the trace, then the nemesis's log, to `path`.
+    pub(super) fn write(path: &Path, nemesis: &[String]) {
+        #[cfg(feature = "log")]
+        let lines = std::mem::take(&mut *logger::TRACER.lines.lock());
+        #[cfg(not(feature = "log"))]
+        let lines: Vec<String> = Vec::new();
+        let text = [lines.join("\n"), "nemesis:".into(), nemesis.join("\n")].join("\n");
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("trace not written to {path:?}: {e}");
+        }
+    }
 }
 
 fn check_live(seed: u64, length: Duration) {
