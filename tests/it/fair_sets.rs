@@ -379,3 +379,81 @@ fn a_key_that_expired_is_handed_to_the_first_set_by_a_later_sets_claim() {
         _ => until_queued(&[(&a, &servers, n)]),
     });
 }
+
+/// Issue 38: a key reserved for a waiter that arrived after a set keeps
+/// it from that set no more than a free key would. A set waits in line on
+/// one key, so a release can hand another of its keys to a later waiter;
+/// two sets would then each hold a reservation the other needs, and swap
+/// queues until their pauses parted them (the schedule checker's liveness
+/// run traced a lock kept 1.3 s from a free key behind two such sets).
+/// Here the set waits at `a`; `b` is handed to a waiter queued after it
+/// (one that never claims); when `a` is handed to the set, it takes both
+/// at once, not when that reservation lapses (two node timeouts).
+#[test]
+fn a_reservation_for_a_later_waiter_does_not_keep_a_key_from_a_set() {
+    let nodes = Nodes::start(3).unwrap();
+    let node_timeout = Duration::from_secs(1);
+    let (a, b) = (resource("fair-later-a"), resource("fair-later-b"));
+    let holder = fair_with(&nodes, node_timeout, Duration::from_millis(200));
+    let held_a = holder.lock(&a, TTL).unwrap();
+    let held_b = holder.lock(&b, TTL).unwrap();
+    let set = LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(node_timeout)
+        .retry(1000, Duration::from_secs(3))
+        .fair(true)
+        .build()
+        .unwrap();
+    let servers: Vec<&Server> = nodes.servers.iter().collect();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = set.try_lock_all_for([&a, &b], TTL, Duration::from_secs(30));
+            (got.map(|g| g.release()), Instant::now())
+        });
+        // The set waits at `a`, the first of its keys a holder keeps.
+        until_queued(&[(&a, &servers, 1)]);
+        // A later waiter at `b`, as a join writes it, from a manager
+        // nobody runs: it never claims.
+        for server in &nodes.servers {
+            a_later_waiter(server, &b);
+        }
+        held_b.release().unwrap();
+        let released = Instant::now();
+        held_a.release().unwrap();
+        let (got, at) = waiting.join().unwrap();
+        got.unwrap().unwrap();
+        let waited = at.duration_since(released);
+        eprintln!("the set got both {waited:?} after the releases");
+        // Within a node timeout; the later waiter's reservation of `b`
+        // lasts two.
+        assert!(
+            waited < node_timeout,
+            "the set got both {waited:?} after the releases"
+        );
+    });
+}
+
+/// A waiter queued for `name` on `server` now, with a ticket for 10 s,
+/// whose manager nobody runs.
+fn a_later_waiter(server: &Server, name: &str) {
+    let fence = String::from_utf8(redlock_sync::fence_key(name)).unwrap();
+    let queue = fence.replace(":redlock-fence", ":redlock-queue");
+    let tickets = fence.replace(":redlock-fence", ":redlock-tickets");
+    let mut con = support::admin(server);
+    let (sec, micros): (u64, u64) = redis::cmd("TIME").query(&mut con).unwrap();
+    let _: i64 = redis::Script::new(
+        "redis.call('ZADD', KEYS[1], 'NX', ARGV[1], 'later') \
+         redis.call('HSET', KEYS[2], 'later', ARGV[2]) \
+         redis.call('PEXPIRE', KEYS[1], 10000) redis.call('PEXPIRE', KEYS[2], 10000) \
+         return 1",
+    )
+    .key(&queue)
+    .key(&tickets)
+    .arg(sec * 1_000_000 + micros)
+    .arg(format!(
+        "{}:gone-manager",
+        sec * 1000 + micros / 1000 + 10_000
+    ))
+    .invoke(&mut con)
+    .unwrap();
+}

@@ -1,9 +1,9 @@
 -- claim (fair): a queued waiter's attempt, on one lock or on a set of
 -- them (all or nothing). A lock key is ours to take when it holds our
--- reservation, or when it is free and no waiter with a live ticket
--- arrived before us (the first in its queue goes first; lapsed tickets
--- ahead are dropped, as are waiters that let an offer lapse: see
--- hand.lua). When every key is ours to take, sets each to our token; we
+-- reservation, or when it is free (or holds the reservation of a waiter
+-- that arrived after us) and no waiter with a live ticket arrived before
+-- us (the first in its queue goes first; lapsed tickets ahead are
+-- dropped, as are waiters that let an offer lapse: see hand.lua). When every key is ours to take, sets each to our token; we
 -- keep our place in the queue until our release (should this attempt
 -- reach a minority only, we are still first everywhere). Otherwise
 -- writes no key of ours and keeps our place in the queue of one key (our
@@ -51,9 +51,8 @@
 -- key i a holder keeps, or else for the first key i not ours to take
 -- (another's reservation, or a waiter ahead), where the set waits in
 -- line once a majority named it (the set goes where it is kept longest;
--- sets that keep each other waiting, each first at one key and refused
--- at the other's, each move to the other's key, at random moments, until
--- they stand in one queue, where arrival orders them).
+-- of two sets that each hold a reservation the other needs, the one that
+-- arrived first takes the other's: see ours_to_take).
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -78,10 +77,25 @@ local function ours_to_take(i)
         -- SET NX finds it.
         return false, "redlock:wrongtype"
     end
-    if held then
-        return held == mine, held
-    end
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
+    if held == mine then
+        return true, held
+    elseif held then
+        -- Another waiter's reservation keeps the key from us only if that
+        -- waiter arrived before us (its place in the queue says when): a
+        -- set waits in line at one key, so a key can be handed to a later
+        -- waiter while an earlier set waited elsewhere; two sets would
+        -- then each hold a reservation the other needs. A later waiter's
+        -- reservation is no one's token: taking it is as safe as taking a
+        -- free key, and the same rule then applies (no live waiter ahead).
+        if string.sub(held, 1, 13) ~= "redlock:next:" then
+            return false, held
+        end
+        local owner = redis.call("ZSCORE", queue, string.sub(held, 14))
+        if not owner or tonumber(owner) <= arrival then
+            return false, held
+        end
+    end
     while true do
         local head = redis.call("ZRANGE", queue, 0, 0, "WITHSCORES")
         if not head[1] or head[1] == ARGV[1] or tonumber(head[2]) > arrival then
