@@ -27,9 +27,11 @@
 //! newcomer's `SET NX` finds the key taken, as it would find a holder. A
 //! queued waiter's attempt is a script that sets the key to its token
 //! where the key holds its own reservation, or where it is free (or
-//! reserved for a waiter that arrived after it) and no waiter with a live
-//! ticket arrived before it; otherwise it keeps its place. A claim that fails (a minority: the release had not reached the
-//! other members yet) puts back the reservations it took, until the
+//! holds the reservation of a waiter no longer queued for it) and no
+//! waiter with a live ticket arrived before it; otherwise it keeps its
+//! place. A claim that fails (a minority: the release had not reached the
+//! other members yet) puts back its own reservations (one it took from a
+//! waiter no longer queued goes free), until the
 //! deadlines they had. A waiter that gives up leaves the queue at once,
 //! passing on a reservation it had.
 //!
@@ -149,11 +151,10 @@
 //!
 //! Sets cannot deadlock either, nor keep a holder from a free key: a set
 //! waits in line on one key only, so its place never keeps a free key it
-//! cannot use yet from anyone; and a reservation keeps a key only from
-//! waiters that arrived after the one it is for (a claim takes a key
-//! reserved for a later waiter as it takes a free one), so every wait on
-//! a reservation or a waiter ahead points to an earlier arrival, and no
-//! cycle of them can form. The argument is the manual's ("Why sets
+//! cannot use yet from anyone; and a reservation keeps a key only while
+//! its waiter is queued for it (a claim takes any other reserved key as
+//! it takes a free one), so a set that moved to another key's queue
+//! keeps no reservation it was handed from the others. The argument is the manual's ("Why sets
 //! cannot deadlock", in [the fair waiting section](crate::Builder::fair)).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -563,9 +563,16 @@ fn a_waiter_that_finds_another_waiters_reservation_asks_again_when_it_lapses() {
         at
     });
     until_queued(&nodes.servers.iter().collect::<Vec<_>>(), &name, 1);
-    // The lock becomes a reservation for a waiter that never comes, for
-    // 1.5 s, and a release is announced: the waiter asks, finds it, and
-    // asks again once it has lapsed, not at the end of its pause.
+    // The lock becomes a reservation for a waiter queued behind it that
+    // never comes, for 1.5 s (a reservation whose waiter is not queued
+    // keeps the key from nobody), and a release is announced: the waiter
+    // asks, finds it, and asks again once it has lapsed, not at the end
+    // of its pause.
+    let behind = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    a_dead_waiter_queued_at(&nodes, &name, behind);
     for s in &nodes.servers {
         let _: () = redis::cmd("SET")
             .arg(&name)

@@ -380,17 +380,34 @@ fn a_key_that_expired_is_handed_to_the_first_set_by_a_later_sets_claim() {
     });
 }
 
-/// Issue 38: a key reserved for a waiter that arrived after a set keeps
-/// it from that set no more than a free key would. A set waits in line on
-/// one key, so a release can hand another of its keys to a later waiter;
-/// two sets would then each hold a reservation the other needs, and swap
-/// queues until their pauses parted them (the schedule checker's liveness
-/// run traced a lock kept 1.3 s from a free key behind two such sets).
-/// Here the set waits at `a`; `b` is handed to a waiter queued after it
-/// (one that never claims); when `a` is handed to the set, it takes both
-/// at once, not when that reservation lapses (two node timeouts).
+/// Issue 38: a key reserved for a waiter that has left the key's queue
+/// keeps it from nobody. A set waits in line on one key and leaves the
+/// others' queues, keeping a reservation it was handed there; two sets
+/// that each moved to the queue of a key the other's reservation held
+/// kept each other waiting, swapping queues, until the reservations
+/// lapsed (the schedule checker's liveness run traced a lock kept 1.3 s
+/// from a free key behind two such sets). Here a set waits at `a`; `b` is
+/// handed to a waiter queued after it, which then leaves `b`'s queue (as
+/// a set moving to another key's queue does) and never claims; when `a`
+/// is handed to the set, it takes both at once, not when that reservation
+/// lapses (two node timeouts).
 #[test]
-fn a_reservation_for_a_later_waiter_does_not_keep_a_key_from_a_set() {
+fn a_reservation_for_a_waiter_no_longer_queued_does_not_keep_a_key_from_a_set() {
+    later_reservation(true);
+}
+
+/// While the waiter a key is reserved for is queued for it, the
+/// reservation keeps the key from a set that arrived before it, until the
+/// reservation lapses (its waiter asks within a claim round, or is gone).
+#[test]
+fn a_reservation_for_a_queued_waiter_keeps_a_key_until_it_lapses() {
+    later_reservation(false);
+}
+
+/// A set waits at `a` while `b` is handed to a waiter queued after it
+/// (one that never claims; with `moved`, it then leaves `b`'s queue),
+/// then `a` is handed to the set.
+fn later_reservation(moved: bool) {
     let nodes = Nodes::start(3).unwrap();
     let node_timeout = Duration::from_secs(1);
     let (a, b) = (resource("fair-later-a"), resource("fair-later-b"));
@@ -418,27 +435,57 @@ fn a_reservation_for_a_later_waiter_does_not_keep_a_key_from_a_set() {
             a_later_waiter(server, &b);
         }
         held_b.release().unwrap();
+        for server in &nodes.servers {
+            let next: Option<String> = redis::cmd("GET")
+                .arg(&b)
+                .query(&mut support::admin(server))
+                .unwrap();
+            assert_eq!(next.as_deref(), Some("redlock:next:later"), "handed on");
+            if moved {
+                let (queue, _) = queue_keys(&b);
+                let _: i64 = redis::cmd("ZREM")
+                    .arg(queue)
+                    .arg("later")
+                    .query(&mut support::admin(server))
+                    .unwrap();
+            }
+        }
         let released = Instant::now();
         held_a.release().unwrap();
         let (got, at) = waiting.join().unwrap();
         got.unwrap().unwrap();
         let waited = at.duration_since(released);
-        eprintln!("the set got both {waited:?} after the releases");
-        // Within a node timeout; the later waiter's reservation of `b`
-        // lasts two.
-        assert!(
-            waited < node_timeout,
-            "the set got both {waited:?} after the releases"
-        );
+        eprintln!("the set got both {waited:?} after the release of `a`");
+        // The later waiter's reservation of `b` lasts two node timeouts
+        // from its release, just before `a`'s.
+        if moved {
+            assert!(
+                waited < node_timeout,
+                "the set got both {waited:?} after the release of `a`"
+            );
+        } else {
+            assert!(
+                waited >= node_timeout,
+                "the set got both {waited:?} after the release of `a`, within the \
+                 reservation of a waiter queued for `b`"
+            );
+        }
     });
+}
+
+/// The queue and tickets keys of `name`.
+fn queue_keys(name: &str) -> (String, String) {
+    let fence = String::from_utf8(redlock_sync::fence_key(name)).unwrap();
+    (
+        fence.replace(":redlock-fence", ":redlock-queue"),
+        fence.replace(":redlock-fence", ":redlock-tickets"),
+    )
 }
 
 /// A waiter queued for `name` on `server` now, with a ticket for 10 s,
 /// whose manager nobody runs.
 fn a_later_waiter(server: &Server, name: &str) {
-    let fence = String::from_utf8(redlock_sync::fence_key(name)).unwrap();
-    let queue = fence.replace(":redlock-fence", ":redlock-queue");
-    let tickets = fence.replace(":redlock-fence", ":redlock-tickets");
+    let (queue, tickets) = queue_keys(name);
     let mut con = support::admin(server);
     let (sec, micros): (u64, u64) = redis::cmd("TIME").query(&mut con).unwrap();
     let _: i64 = redis::Script::new(

@@ -1502,8 +1502,8 @@ fn check_live(seed: u64, length: Duration) {
 /// 212, then 3 in 150): the last, traced with `SCHEDULE_TRACE=<file>`
 /// (the library's trace of the run), was two sets each holding a
 /// reservation of a key the other needed, swapping queues, and a lock
-/// behind them kept 1.3 s from a free key. A claim now takes a key
-/// reserved for a later waiter: 0 stalls in 100 runs since.
+/// behind them kept 1.3 s from a free key. A reservation now keeps a key
+/// only while its waiter is queued for it: 0 stalls in 40 runs since.
 #[test]
 fn no_schedule_keeps_a_waiter_from_a_free_resource() {
     check_live(seed(), seconds(12));

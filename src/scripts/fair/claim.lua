@@ -1,9 +1,10 @@
 -- claim (fair): a queued waiter's attempt, on one lock or on a set of
 -- them (all or nothing). A lock key is ours to take when it holds our
 -- reservation, or when it is free (or holds the reservation of a waiter
--- that arrived after us) and no waiter with a live ticket arrived before
--- us (the first in its queue goes first; lapsed tickets ahead are
--- dropped, as are waiters that let an offer lapse: see hand.lua). When every key is ours to take, sets each to our token; we
+-- no longer queued for it) and no waiter with a live ticket is queued
+-- before us (the first in its queue goes first; lapsed tickets
+-- ahead are dropped, as are waiters that let an offer lapse: see
+-- hand.lua). When every key is ours to take, sets each to our token; we
 -- keep our place in the queue until our release (should this attempt
 -- reach a minority only, we are still first everywhere). Otherwise
 -- writes no key of ours and keeps our place in the queue of one key (our
@@ -51,8 +52,8 @@
 -- key i a holder keeps, or else for the first key i not ours to take
 -- (another's reservation, or a waiter ahead), where the set waits in
 -- line once a majority named it (the set goes where it is kept longest;
--- of two sets that each hold a reservation the other needs, the one that
--- arrived first takes the other's: see ours_to_take).
+-- a reservation whose waiter has left the key's queue keeps the key from
+-- nobody: see ours_to_take).
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -69,6 +70,14 @@ if ARGV[6] and ARGV[6] ~= "" then
     named = tonumber(ARGV[6])
 end
 
+-- Whether a waiter queued at `score` (nil: not queued) with `token`
+-- comes before us in a queue: the sorted set's order, arrival then token,
+-- so that two waiters that arrived in the same microsecond are ordered
+-- too (each refused for the other, they would wait for each other).
+local function before(score, token)
+    return score ~= nil and (score < arrival or (score == arrival and token < ARGV[1]))
+end
+
 -- Whether the key i is ours to take, and what it holds.
 local function ours_to_take(i)
     local held = redis.pcall("GET", KEYS[i])
@@ -81,24 +90,26 @@ local function ours_to_take(i)
     if held == mine then
         return true, held
     elseif held then
-        -- Another waiter's reservation keeps the key from us only if that
-        -- waiter arrived before us (its place in the queue says when): a
-        -- set waits in line at one key, so a key can be handed to a later
-        -- waiter while an earlier set waited elsewhere; two sets would
-        -- then each hold a reservation the other needs. A later waiter's
-        -- reservation is no one's token: taking it is as safe as taking a
-        -- free key, and the same rule then applies (no live waiter ahead).
+        -- Another waiter's reservation keeps the key from us only while
+        -- that waiter is queued for the key: a set waits in line at one
+        -- key and leaves the others' queues, keeping a reservation it was
+        -- handed there; two sets that each moved to the queue of a key
+        -- the other's reservation holds would otherwise keep each other
+        -- waiting, swapping queues, until the reservations lapsed (the
+        -- schedule checker's liveness run traced a lock kept 1.3 s from a
+        -- free key behind two such sets). Such a reservation is no one's
+        -- token: taking it is as safe as taking a free key, and the same
+        -- rule then applies (no live waiter queued before us).
         if string.sub(held, 1, 13) ~= "redlock:next:" then
             return false, held
         end
-        local owner = redis.call("ZSCORE", queue, string.sub(held, 14))
-        if not owner or tonumber(owner) <= arrival then
+        if redis.call("ZSCORE", queue, string.sub(held, 14)) then
             return false, held
         end
     end
     while true do
         local head = redis.call("ZRANGE", queue, 0, 0, "WITHSCORES")
-        if not head[1] or head[1] == ARGV[1] or tonumber(head[2]) > arrival then
+        if not head[1] or head[1] == ARGV[1] or not before(tonumber(head[2]), head[1]) then
             return true, held
         end
         if live_at(tickets, head[1], now) then
