@@ -363,10 +363,19 @@ fn a_user_refused_delifeq_releases_by_script() {
     }
     let (name, version) = support::server::server_version();
     let del = name == "Valkey" && *version >= (9, 0);
+    // Before Redis 7.0 each acquisition runs the keep script too.
+    let per_cycle = if support::server::server_at_least(7, 0) {
+        1
+    } else {
+        2
+    };
     for server in &cluster.servers {
         // Refused on the one connection, once; the scripts ran each time.
         assert_eq!(refused(server), u64::from(del), "{name} {version:?}");
-        assert_eq!(calls(server, "evalsha") + calls(server, "eval"), 3);
+        assert_eq!(
+            calls(server, "evalsha") + calls(server, "eval"),
+            3 * per_cycle
+        );
     }
 }
 

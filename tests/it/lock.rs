@@ -748,12 +748,22 @@ fn release_runs_without_a_script_where_the_server_takes_delifeq() {
             .release()
             .unwrap();
     }
+    // Before Redis 7.0 each acquisition runs the keep script too.
+    let acquiring = if support::server::server_at_least(7, 0) {
+        0
+    } else {
+        5
+    };
     for (server, (scripts_before, dels_before)) in cluster.servers.iter().zip(&before) {
         let ran = (
             scripts(server) - scripts_before,
             calls(server, "delifeq") - dels_before,
         );
-        let expected = if del { (0, 5) } else { (5, 0) };
+        let expected = if del {
+            (acquiring, 5)
+        } else {
+            (acquiring + 5, 0)
+        };
         assert_eq!(ran, expected, "{name} {version:?}: (scripts, DELIFEQ) run");
         assert_eq!(get(server, key.as_bytes()), None, "released");
     }
