@@ -573,7 +573,7 @@ pub(crate) fn attempt<S: Queued>(
         "redlock_sync::fair",
         "{} by {}: {}, arrival {}, waits at {}, lapse {:?}",
         shape.shown(),
-        String::from_utf8_lossy(&token[..token.len().min(8)]),
+        crate::text::token_prefix(token),
         match &result {
             Ok(g) => format!("granted by {}", g.agreed),
             Err(e) => e.to_string(),

@@ -455,7 +455,7 @@ impl Pipeline {
             "redlock_sync::attempt",
             "{} by {}: {}",
             shape.shown(),
-            String::from_utf8_lossy(&token[..token.len().min(8)]),
+            crate::text::token_prefix(token),
             votes.iter().map(Vote::traced).collect::<Vec<_>>().join(" ")
         );
         let quorum = quorum::quorum(self.members.len());
@@ -588,7 +588,7 @@ impl Pipeline {
             "redlock_sync::release",
             "{} by {}: {} yes, {} no, {} gone, {} failed",
             shape.shown(),
-            String::from_utf8_lossy(&token[..token.len().min(8)]),
+            crate::text::token_prefix(token),
             tally.yes,
             tally.no,
             tally.gone,

@@ -19,6 +19,12 @@ pub(crate) fn shorten(bytes: &[u8], max: usize) -> String {
     format!("{cut}... ({} bytes)", bytes.len())
 }
 
+/// A token's first 8 bytes, for trace logs (enough to tell attempts
+/// apart; the random part is hex, so the cut falls between characters).
+pub(crate) fn token_prefix(token: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(&token[..token.len().min(8)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
