@@ -162,9 +162,16 @@ impl Pipeline {
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
         let delete = pack(&[b"DELIFEQ", key, token]);
         let describe = |_: usize| format!("DELIFEQ {:?}", String::from_utf8_lossy(key));
+        // Redis Cluster members' form only when there are some: a
+        // release is on the hot path.
+        let cluster = if self.has_clusters {
+            [&delete[..], cluster_tail].concat()
+        } else {
+            Vec::new()
+        };
         let plain = Plain {
             node: &[&delete[..], node_tail].concat(),
-            cluster: &[&delete[..], cluster_tail].concat(),
+            cluster: &cluster,
             reply: Reply::DelIfEq(tails.is_some()),
             one_key: true,
             token,
