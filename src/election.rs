@@ -49,9 +49,10 @@ const UNHEARD: Duration = Duration::from_millis(500);
 /// ```no_run
 /// # fn main() -> redlock_sync::Result<()> {
 /// # let dlm = redlock_sync::LockManager::new(["redis://127.0.0.1:7001"])?;
+/// use redlock_sync::Wait;
 /// use std::time::Duration;
 /// let election = dlm.election("billing-scheduler")?;
-/// let lead = election.campaign(Duration::from_secs(10))?; // waits to be elected
+/// let lead = election.campaign_with(Duration::from_secs(10), Wait::Forever)?; // until elected
 /// lead.proclaim("10.0.0.7:8080")?; // what followers read
 /// while !lead.wait_lost(Duration::from_secs(1)) {
 ///     // lead: pass lead.term() to every write, so that storage can
@@ -152,6 +153,8 @@ pub struct Election {
     manager: LockManager,
     name: Box<[u8]>,
     record: Box<[u8]>,
+    /// What a campaign proclaims with the election.
+    value: Box<[u8]>,
 }
 
 /// The leadership of an [`Election`]: renewed in the background from the
@@ -192,6 +195,7 @@ impl LockManager {
             manager: self.clone(),
             name: name.into(),
             record: keys::record_key(name).into(),
+            value: Box::default(),
         })
     }
 }
@@ -202,21 +206,36 @@ impl Election {
         &self.name
     }
 
-    /// Campaigns until elected, without giving up: the returned
-    /// leadership is valid for `ttl` less the rounds and the drift
-    /// allowance, and renews itself every `ttl / 3`. Candidates are woken
-    /// by the leader's resignation, and otherwise ask again after the
-    /// manager's random retry pause; candidates of one manager are served
-    /// in arrival order. A leader that crashed is replaced once its keys
-    /// expire: within `ttl` and one pause.
+    /// The same election, whose campaigns proclaim `value` with the
+    /// election ([`Leader::value`]): followers never see this candidate
+    /// lead without it. Later values go out with
+    /// [`Leadership::proclaim`]. Defaults to the empty value.
+    pub fn with_value(mut self, value: impl AsRef<[u8]>) -> Election {
+        self.value = value.as_ref().into();
+        self
+    }
+
+    /// Campaigns with the manager's retry settings, as
+    /// [`LockManager::lock`] waits: one attempt, then while another leads
+    /// *count − 1* random pauses, each ended early by a resignation. The
+    /// returned leadership is valid for `ttl` less the rounds and the
+    /// drift allowance, and renews itself every `ttl / 3`. Candidates of
+    /// one manager (of every manager, with [fair
+    /// waiting](crate::Builder::fair)) are served in arrival order. A
+    /// leader that crashed is replaced once its keys expire: within `ttl`
+    /// and one pause.
+    ///
+    /// A candidate that should wait for its turn however long it takes
+    /// passes [`Wait::Forever`] to [`campaign_with`](Self::campaign_with).
+    /// (Before 0.4, `campaign` waited without limit; every bare verb now
+    /// waits as `lock` does, so that no call hangs its caller by default.)
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a TTL a lock would refuse,
-    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when two members turned out to be the same
-    /// server. Busy elections and failing members are waited out.
+    /// [`Error::Taken`](crate::Error::Taken) while another candidate
+    /// leads after the last attempt; otherwise as [`LockManager::lock`].
     pub fn campaign(&self, ttl: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, b"", Wait::For(Duration::MAX))
+        self.campaign_with(ttl, Wait::Retries)
     }
 
     /// One attempt to be elected.
@@ -226,7 +245,7 @@ impl Election {
     /// [`Error::Taken`](crate::Error::Taken) while another candidate leads; otherwise as
     /// [`LockManager::try_lock`].
     pub fn try_campaign(&self, ttl: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, b"", Wait::No)
+        self.campaign_with(ttl, Wait::No)
     }
 
     /// Campaigns until elected or until `timeout` has passed (at least one
@@ -236,24 +255,44 @@ impl Election {
     ///
     /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) while another leads,
     /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too many members failed.
-    pub fn campaign_for(&self, ttl: Duration, timeout: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, b"", Wait::For(timeout))
+    pub fn try_campaign_for(&self, ttl: Duration, timeout: Duration) -> Result<Leadership> {
+        self.campaign_with(ttl, Wait::For(timeout))
     }
 
-    /// Campaigns waiting as `wait` says ([`Wait::For`]`(Duration::MAX)`:
-    /// without limit), and proclaims `value` with the election: followers
-    /// never see this leader without it.
+    /// Campaigns until elected or until `deadline` (at least one attempt).
     ///
     /// # Errors
     ///
-    /// As [`campaign_for`](Self::campaign_for).
-    pub fn campaign_with(
-        &self,
-        ttl: Duration,
-        value: impl AsRef<[u8]>,
-        wait: Wait,
-    ) -> Result<Leadership> {
-        let value = value.as_ref();
+    /// As [`try_campaign_for`](Self::try_campaign_for).
+    pub fn try_campaign_until(&self, ttl: Duration, deadline: Instant) -> Result<Leadership> {
+        self.campaign_with(ttl, Wait::Until(deadline))
+    }
+
+    /// Renamed [`try_campaign_for`](Self::try_campaign_for), as the
+    /// family of [`LockManager::try_lock_for`] says.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_campaign_for`](Self::try_campaign_for).
+    #[deprecated(since = "0.4.0", note = "renamed `try_campaign_for`")]
+    pub fn campaign_for(&self, ttl: Duration, timeout: Duration) -> Result<Leadership> {
+        self.try_campaign_for(ttl, timeout)
+    }
+
+    /// Campaigns waiting as `wait` says: the one call behind
+    /// [`campaign`](Self::campaign) ([`Wait::Retries`]),
+    /// [`try_campaign`](Self::try_campaign) ([`Wait::No`]),
+    /// [`try_campaign_for`](Self::try_campaign_for) ([`Wait::For`]) and
+    /// [`try_campaign_until`](Self::try_campaign_until) ([`Wait::Until`]);
+    /// [`Wait::Forever`] waits until elected. Proclaims the value set
+    /// with [`with_value`](Self::with_value).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_campaign_for`](Self::try_campaign_for). Busy elections
+    /// and failing members are waited out while `wait` allows.
+    pub fn campaign_with(&self, ttl: Duration, wait: Wait) -> Result<Leadership> {
+        let value = &*self.value;
         let pipeline = self.manager.pipeline();
         let ttl_ms = pipeline.check_ttl(ttl)?;
         let wait_on = WaitOn {
@@ -489,7 +528,7 @@ impl Leadership {
     /// and from the first renewal that missed the quorum (until a retry
     /// reaches it). No network call.
     pub fn is_leader(&self) -> bool {
-        self.guard.ensure_held().is_ok()
+        self.guard.is_valid()
     }
 
     /// As [`is_leader`](Self::is_leader), with the reason.

@@ -163,6 +163,14 @@ impl State {
         self.shape.resources()
     }
 
+    /// [`ensure_held`](Self::ensure_held) without building the reason.
+    fn is_held(&self) -> bool {
+        let status = self.status.lock();
+        status.lost.is_none()
+            && Instant::now() < status.valid_until
+            && status.renewal_error.is_none()
+    }
+
     fn ensure_held(&self) -> Result<()> {
         let status = self.status.lock();
         if status.lost.is_some() || Instant::now() >= status.valid_until {
@@ -518,10 +526,14 @@ impl<M: Mode> Guard<M> {
             .saturating_duration_since(Instant::now())
     }
 
-    /// Whether any validity is left: false once it ran out or the lock was
-    /// found taken over.
+    /// Whether the lock is known to be held: [`ensure_held`](Self::ensure_held)
+    /// without the reason. False once the validity ran out, once the lock
+    /// was found taken over, and from the first keep-alive renewal that
+    /// missed the quorum (until a retry reaches it): it fails closed, as
+    /// [`Leadership::is_leader`](crate::Leadership::is_leader) does. No
+    /// network call. [`validity`](Self::validity) is the clock alone.
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.state.valid_until()
+        self.state.is_held()
     }
 
     /// Fails closed: `Ok` only while the lock is known to be held, that is

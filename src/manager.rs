@@ -60,6 +60,13 @@ pub enum Wait {
     /// Until this instant, at least one attempt
     /// ([`try_lock_until`](LockManager::try_lock_until)).
     Until(Instant),
+    /// Without limit, until acquired (or [cancelled](crate::Cancel)):
+    /// what a candidate that should wait for its turn passes
+    /// ([`Election::campaign_with`](crate::Election::campaign_with)). No
+    /// bare verb (`lock`, `campaign`, ...) waits like this: they use the
+    /// manager's retry settings, so that a caller is never hung by a
+    /// holder that never lets go.
+    Forever,
 }
 
 /// How long one acquisition may go on pausing between attempts.
@@ -380,6 +387,7 @@ impl LockManager {
             },
             Wait::For(timeout) => Budget::Until(Instant::now().checked_add(timeout)),
             Wait::Until(deadline) => Budget::Until(Some(deadline)),
+            Wait::Forever => Budget::Until(None),
         }
     }
 

@@ -646,24 +646,24 @@ fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
         Ok(election) => election,
         Err(e) => return usage_error(e.to_string()),
     };
-    let value = args.leader_value.as_deref().unwrap_or("");
+    let election = election.with_value(args.leader_value.as_deref().unwrap_or(""));
     let wait = if args.wait_given {
-        args.wait
+        Wait::For(args.wait)
     } else {
-        Duration::MAX
+        Wait::Forever
     };
     say!(INFO, "campaigning for {}", args.resource);
     // One attempt first, whose failing nodes are reported at once; then
     // one campaign for the rest, which a signal stops.
-    let mut result = election.campaign_with(args.ttl, value, Wait::No);
+    let mut result = election.try_campaign(args.ttl);
     if let Err(e) = &result
         && !e.is_invalid()
-        && !wait.is_zero()
+        && wait != Wait::For(Duration::ZERO)
     {
         if !e.failures().is_empty() {
             say!(WARN, "campaigning for {}: {e}; still trying", args.resource);
         }
-        result = election.campaign_with(args.ttl, value, Wait::For(wait));
+        result = election.campaign_with(args.ttl, wait);
     }
     let signal = signals.try_recv().ok();
     match (result, signal) {

@@ -62,7 +62,7 @@ fn one_leader_at_a_time_under_contention_and_terms_only_grow() {
                 let election = dlm.election(&name).unwrap();
                 while Instant::now() < deadline {
                     let Ok(lead) =
-                        election.campaign_for(Duration::from_secs(2), Duration::from_secs(1))
+                        election.try_campaign_for(Duration::from_secs(2), Duration::from_secs(1))
                     else {
                         continue;
                     };
@@ -114,7 +114,7 @@ fn a_leader_cut_off_from_the_majority_steps_down_before_another_is_elected() {
         let next = other
             .election(&name)
             .unwrap()
-            .campaign_for(ttl, Duration::from_secs(10))
+            .try_campaign_for(ttl, Duration::from_secs(10))
             .expect("another is elected once the cut-off leader's keys expire");
         // The moment another leads, the old leader knows it lost.
         assert!(!lead.is_leader(), "two leaders believe they lead");
@@ -196,7 +196,11 @@ fn a_crashed_leader_is_replaced_within_its_ttl() {
     child.kill().unwrap();
     let _ = child.stdin.take().map(|mut i| i.write_all(b"\n"));
     child.wait().unwrap();
-    let (lead, took) = timed(|| election.campaign(Duration::from_secs(1)).unwrap());
+    let (lead, took) = timed(|| {
+        election
+            .campaign_with(Duration::from_secs(1), Wait::Forever)
+            .unwrap()
+    });
     eprintln!("replaced {took:?} after the kill");
     assert!(
         took < Duration::from_millis(2500),
@@ -215,7 +219,8 @@ fn followers_read_the_proclaimed_value_and_term_from_a_majority() {
     let lead = a
         .election(&name)
         .unwrap()
-        .campaign_with(Duration::from_secs(5), "10.0.0.7:8080", Wait::No)
+        .with_value("10.0.0.7:8080")
+        .try_campaign(Duration::from_secs(5))
         .unwrap();
     let seen = follower.leader().unwrap().unwrap();
     assert_eq!(seen.value(), b"10.0.0.7:8080");
@@ -311,7 +316,7 @@ fn watchers_are_woken_by_elections_proclaims_and_resignations() {
         });
         support::until_listening(&nodes, &name);
         thread::sleep(Duration::from_millis(200));
-        let lead = leader_side.campaign_with(ttl, "one", Wait::No).unwrap();
+        let lead = leader_side.with_value("one").try_campaign(ttl).unwrap();
         thread::sleep(Duration::from_millis(300));
         lead.proclaim("two").unwrap();
         thread::sleep(Duration::from_millis(300));
@@ -367,10 +372,8 @@ fn observe_yields_the_current_leader_then_each_change() {
     let nodes = Nodes::start(3).unwrap();
     let name = resource("election-observe");
     let dlm = manager(&nodes);
-    let election = dlm.election(&name).unwrap();
-    let lead = election
-        .campaign_with(Duration::from_secs(30), "a", Wait::No)
-        .unwrap();
+    let election = dlm.election(&name).unwrap().with_value("a");
+    let lead = election.try_campaign(Duration::from_secs(30)).unwrap();
     let mut changes = election.observe();
     let first = changes.next().unwrap().unwrap().unwrap();
     assert_eq!((first.value(), first.term()), (&b"a"[..], lead.term()));
@@ -435,10 +438,8 @@ fn an_election_on_a_redis_cluster_member() {
         .build()
         .unwrap();
     for name in ["election:a", "{tag}election", "a{b"] {
-        let election = dlm.election(name).unwrap();
-        let lead = election
-            .campaign_with(Duration::from_secs(10), "here", Wait::No)
-            .unwrap();
+        let election = dlm.election(name).unwrap().with_value("here");
+        let lead = election.try_campaign(Duration::from_secs(10)).unwrap();
         let master = &cluster.masters[cluster.master_of(name.as_bytes())];
         assert!(get(master, name.as_bytes()).is_some(), "{name}");
         let follower = watcher.election(name).unwrap();
@@ -513,4 +514,51 @@ fn the_claim_of_the_elected_attempt_replaces_a_failed_attempts_record() {
     // The record lives no longer than the lock key.
     let left: i64 = redis::cmd("PTTL").arg(&record).query(&mut con).unwrap();
     assert!(left > 0 && left <= 30_000, "record PTTL {left}");
+}
+
+/// The naming family: `campaign` waits as `lock` does (the manager's
+/// retry settings) and gives up with `Taken`; `try_campaign_until` gives
+/// up at its instant; only `Wait::Forever` waits until elected.
+#[test]
+fn campaign_waits_as_lock_does_and_only_forever_waits_until_elected() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("election-family");
+    let lead = manager(&nodes)
+        .election(&name)
+        .unwrap()
+        .try_campaign(Duration::from_secs(30))
+        .unwrap();
+    let short = LockManager::builder()
+        .nodes(nodes.urls())
+        .node_timeout(NODE_TIMEOUT)
+        .retry(3, Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let candidate = short.election(&name).unwrap();
+    // Two pauses of at most 100 ms: a bare `campaign` returns.
+    let (err, took) = timed(|| candidate.campaign(Duration::from_secs(30)).unwrap_err());
+    assert!(err.is_taken(), "{err}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let until = Instant::now() + Duration::from_millis(300);
+    let err = candidate
+        .try_campaign_until(Duration::from_secs(30), until)
+        .unwrap_err();
+    assert!(err.is_taken(), "{err}");
+    assert!(Instant::now() >= until);
+    // `Wait::Forever` outlasts every retry setting: elected once the
+    // leader resigns, a second after the campaign began.
+    let waiting = thread::spawn(move || {
+        candidate
+            .with_value("next")
+            .campaign_with(Duration::from_secs(30), Wait::Forever)
+            .map(|l| (l, Instant::now()))
+    });
+    thread::sleep(Duration::from_secs(1));
+    let (term, resigned) = (lead.term(), Instant::now());
+    lead.resign().unwrap();
+    let (next, at) = waiting.join().unwrap().unwrap();
+    assert!(next.term() > term);
+    assert!(at >= resigned);
+    let seen = short.election(&name).unwrap().leader().unwrap().unwrap();
+    assert_eq!((seen.value(), seen.term()), (&b"next"[..], next.term()));
 }

@@ -616,7 +616,9 @@ fn candidates_of_separate_managers_are_elected_in_arrival_order() {
         let (dlm, won, mine) = (fair(nodes.urls()), won.clone(), name.clone());
         threads.push(thread::spawn(move || {
             let election = dlm.election(&mine).unwrap();
-            let l = election.campaign_for(TTL, Duration::from_secs(30)).unwrap();
+            let l = election
+                .try_campaign_for(TTL, Duration::from_secs(30))
+                .unwrap();
             won.lock().unwrap().push((i, l.term()));
             thread::sleep(Duration::from_millis(20));
             l.resign().unwrap();

@@ -223,7 +223,7 @@ fn take(dlm: &LockManager, op: usize, ttl: Duration, wait: Duration) -> Option<(
             Held::Lead(
                 dlm.election("sched:e")
                     .unwrap()
-                    .campaign_for(ttl, wait)
+                    .try_campaign_for(ttl, wait)
                     .ok()?,
             ),
             ex(&["e"]),
@@ -1690,7 +1690,7 @@ fn leader_race(leads: fn(&Leadership) -> bool) -> (Vec<Span>, Instant) {
                 let election = dlm.election("clock:e").unwrap();
                 while t0.elapsed() < length {
                     let ttl = Duration::from_millis(300);
-                    let Ok(lead) = election.campaign_for(ttl, Duration::from_secs(1)) else {
+                    let Ok(lead) = election.try_campaign_for(ttl, Duration::from_secs(1)) else {
                         continue;
                     };
                     let start = Instant::now();

@@ -507,7 +507,7 @@ fn a_cancel_switch_stops_the_wait_of_every_shape() {
             dlm.rwlock(rw)?.try_read_for(ttl, wait).map(drop)
         }),
         ("a campaign", |dlm, _, _, e, ttl, wait| {
-            dlm.election(e)?.campaign_for(ttl, wait).map(drop)
+            dlm.election(e)?.try_campaign_for(ttl, wait).map(drop)
         }),
     ];
     for (what, shape) in shapes {
