@@ -694,7 +694,17 @@ fn trial(
             0..=2 => names.join(", "),
             n => format!("{} and {} more", names[0], n - 1),
         };
+        let key_refused = words.iter().any(|w| w.contains(" key"));
         let mut words = words.join("\n");
+        if text.starts_with("refused") && key_refused {
+            // Which key: an ACL that lets this user write only some keys
+            // refuses a scratch key outside them (`check_on` names one).
+            words.push_str(&format!(
+                "\n(tried on the key {:?}; LockManager::check_on and lockrun --check NAME \
+                 try keys named after a resource)",
+                String::from_utf8_lossy(&key)
+            ));
+        }
         if text.starts_with("refused") && text != "refused: the lock cannot work" {
             words.push_str("\n(the manual's Permissions section lists what each feature needs)");
         }

@@ -32,6 +32,9 @@ impl Retry {
     }
 }
 
+/// The resource [`LockManager::check`] names its scratch keys after.
+const CHECK_RESOURCE: &str = "redlock-check";
+
 /// How long an acquisition may wait for a busy lock: the last argument of
 /// [`LockManager::lock_with`] and the other shapes' `_with` calls. Named
 /// so that a wait cannot be passed where the TTL goes (both would be
@@ -621,10 +624,12 @@ impl LockManager {
     /// to change: reachable and its round trip; server, version, role and
     /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
     /// its policy; cluster mode; whether this user may run every command
-    /// the lock sends (tried on keys named after `resource`, followed by
-    /// `:redlock-check`, which expire within seconds and are deleted; a
+    /// the lock sends (tried on scratch keys named `redlock-check:redlock-check`,
+    /// which expire within seconds and are deleted; a
     /// [fair](crate::Builder::fair) manager's queue scripts too); and
-    /// whether it is kept out of votes after a restart.
+    /// whether it is kept out of votes after a restart. A user whose ACL
+    /// allows only some keys checks with [`check_on`](Self::check_on)
+    /// and a resource name it may lock.
     ///
     /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
     /// replica, set to evict keys (`maxmemory` with any policy but
@@ -637,7 +642,15 @@ impl LockManager {
     ///
     /// Takes a few round trips per server, each bounded by twice the node
     /// timeout; never use it on the hot path.
-    pub fn check(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
+    pub fn check(&self) -> Vec<NodeReport> {
+        self.check_on(CHECK_RESOURCE)
+    }
+
+    /// As [`check`](Self::check), trying the lock's commands on keys
+    /// named after `resource` (followed by `:redlock-check`): for a user
+    /// whose ACL allows only some keys (`~lock:*`), give a name it may
+    /// lock. (Before 0.4 this was `check(resource)`.)
+    pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
         let trying = crate::check::Trying {
             fencing: self.fencing(),
             wakes: self.pipeline.wake_on_release,

@@ -564,7 +564,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
             .cloned()
             .collect()
     };
-    let report = &manager(true).check("lock:queue-check")[0];
+    let report = &manager(true).check_on("lock:queue-check")[0];
     assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report:#}");
     assert_eq!(
         queue(report),
@@ -582,7 +582,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
         "{report:#}"
     );
     // An unfair manager over the same user is not concerned.
-    let report = &manager(false).check("lock:queue-check")[0];
+    let report = &manager(false).check_on("lock:queue-check")[0];
     assert!(queue(report).is_empty(), "{report:#}");
     assert!(!format!("{report:#}").contains("fair"), "{report:#}");
     grant(
@@ -591,7 +591,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
             "+time", "+zadd", "+zrem", "+zrange", "+hset", "+hget", "+hdel",
         ],
     );
-    let report = &manager(true).check("lock:queue-check")[0];
+    let report = &manager(true).check_on("lock:queue-check")[0];
     assert!(queue(report).is_empty(), "{report:#}");
     assert!(!format!("{report:#}").contains("fair"), "{report:#}");
     let left: Vec<String> = redis::cmd("KEYS")
@@ -683,5 +683,52 @@ fn releases_refused_the_fair_queue_release_as_unfair_ones() {
     for server in &cluster.servers {
         assert_eq!(get(server, b"lock:set-a"), None);
         assert_eq!(get(server, b"lock:set-b"), None);
+    }
+}
+
+/// `check()` needs no resource: on a server this user may use in full it
+/// finds nothing refused (and leaves no key); for a user whose ACL allows
+/// only `lock:*` it says the lock cannot work and names the scratch key
+/// it tried, and `check_on` with a name under the pattern passes.
+#[test]
+fn check_needs_no_resource_and_names_the_key_an_acl_refused() {
+    let cluster = Nodes::start(1).unwrap();
+    let open = LockManager::new(cluster.urls()).unwrap();
+    let report = &open.check()[0];
+    assert!(report.missing_permissions.is_empty(), "{report:#}");
+    assert!(report.reachable, "{report:#}");
+    create_user(&cluster.servers[0], "locker", "lock:*");
+    let url = format!(
+        "redis://locker:s3cret@127.0.0.1:{}",
+        cluster.servers[0].port()
+    );
+    let limited = LockManager::new([url]).unwrap();
+    let report = &limited.check()[0];
+    assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report:#}");
+    let full = format!("{report:#}");
+    assert!(
+        full.contains("\"redlock-check:redlock-check\"") && full.contains("check_on"),
+        "{full}"
+    );
+    let report = &limited.check_on("lock:check")[0];
+    assert!(
+        !report
+            .missing_permissions
+            .iter()
+            .any(|m| m.starts_with("SET")),
+        "{report:#}"
+    );
+    assert!(!format!("{report:#}").contains("check_on"), "{report:#}");
+    // What is left (the fencing counters) expires.
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*redlock-check*")
+        .query(&mut admin(&cluster.servers[0]))
+        .unwrap();
+    for k in &left {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(k)
+            .query(&mut admin(&cluster.servers[0]))
+            .unwrap();
+        assert!(ttl > 0, "the check left {k} without an expiry");
     }
 }

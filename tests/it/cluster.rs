@@ -540,7 +540,7 @@ fn a_refused_asking_never_leaves_a_connection_out_of_step() {
             Err(Error::Taken { .. }) => {}
             other => panic!("a key held by another owner: {other:?}"),
         }
-        let reports = dlm.check("lock:asking-check");
+        let reports = dlm.check_on("lock:asking-check");
         let target = format!(":{}", cluster.masters[to].port());
         let report = reports.iter().find(|r| r.node.ends_with(&target)).unwrap();
         assert!(
@@ -558,7 +558,7 @@ fn check_reports_every_master_of_a_cluster_member() {
         return;
     }
     let cluster = RedisCluster::start(3, 0).unwrap();
-    let reports = manager(&cluster).check("lock:check");
+    let reports = manager(&cluster).check_on("lock:check");
     for r in &reports {
         eprintln!("{r}");
     }
@@ -598,7 +598,7 @@ fn check_calls_a_cluster_node_given_as_a_plain_node_unsafe() {
         .node_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
-    let reports = dlm.check("lock:check");
+    let reports = dlm.check_on("lock:check");
     assert_eq!(reports.len(), 3);
     for report in &reports {
         eprintln!("{report}");

@@ -34,7 +34,7 @@ pub(crate) fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
 
 /// `--check`: one line per server on stdout; 1 if any is unsafe.
 pub(crate) fn check(dlm: &LockManager, resource: &str) -> ExitCode {
-    let reports = dlm.check(resource);
+    let reports = dlm.check_on(resource);
     for report in &reports {
         if VERBOSITY.load(Ordering::Relaxed) >= INFO {
             println!("{report:#}");
