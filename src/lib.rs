@@ -3,72 +3,30 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// Logs through the `log` facade with the `log` feature; compiles to
-/// nothing (the arguments are not evaluated) without it.
-macro_rules! log {
-    ($level:ident, $target:expr, $($arg:tt)+) => {{
-        #[cfg(feature = "log")]
-        ::log::$level!(target: $target, $($arg)+);
-        #[cfg(not(feature = "log"))]
-        if false {
-            let _ = ($target, format_args!($($arg)+));
-        }
-    }};
-}
-pub(crate) use log;
+mod base;
+mod engine;
+mod members;
+mod ops;
+mod shapes;
 
-mod batch;
-mod builder;
-mod cancel;
-mod check;
-mod conn;
-mod election;
-mod error;
-mod fair;
-pub mod fence;
-mod guard;
-pub mod holder;
-mod identities;
-mod keys;
-mod lock;
-mod manager;
-mod member;
-mod node;
-mod node_error;
-mod operator;
-mod pipeline;
-mod quorum;
-mod redis_cluster;
-mod request;
-mod resolve;
-mod resp;
-mod restart;
-mod rwlock;
-mod script;
-mod semaphore;
-mod set;
-pub mod telemetry;
-mod text;
-#[cfg(feature = "tls")]
-mod tls;
-mod url;
-mod wait;
+pub use base::{holder, telemetry};
+pub use shapes::fence;
 
-pub use builder::Builder;
-pub use cancel::Cancel;
-pub use check::{NodeReport, Problem, Verdict};
-pub use election::{Election, Leader, Leadership, Observe};
-pub use error::{Error, Result};
-pub use guard::{Guard, LockGuard, Permit, ReadGuard, mode};
-pub use holder::HolderName;
-pub use keys::{FENCE_SUFFIX, MAX_RESOURCE_LEN, RELEASE_SUFFIX, fence_key, release_channel};
-pub use manager::{LockManager, Wait};
-pub use node_error::{NodeError, NodeErrorKind, NodeFailures};
-pub use operator::{Forced, LockInfo, MemberView};
-pub use pipeline::MAX_TTL;
-pub use rwlock::RwLock;
-pub use semaphore::{MAX_PERMITS, Semaphore};
-pub use set::MAX_SET;
+pub use base::cancel::Cancel;
+pub use base::error::{Error, Result};
+pub use base::holder::HolderName;
+pub use base::keys::{FENCE_SUFFIX, MAX_RESOURCE_LEN, RELEASE_SUFFIX, fence_key, release_channel};
+pub use base::node_error::{NodeError, NodeErrorKind, NodeFailures};
+pub use engine::guard::{Guard, LockGuard, Permit, ReadGuard, mode};
+pub use engine::pipeline::MAX_TTL;
+pub use ops::check::{NodeReport, Problem, Verdict};
+pub use ops::operator::{Forced, LockInfo, MemberView};
+pub use shapes::builder::Builder;
+pub use shapes::election::{Election, Leader, Leadership, Observe};
+pub use shapes::manager::{LockManager, Wait};
+pub use shapes::rwlock::RwLock;
+pub use shapes::semaphore::{MAX_PERMITS, Semaphore};
+pub use shapes::set::MAX_SET;
 
 // The README's examples compile as doctests (they are `no_run`).
 #[cfg(doctest)]

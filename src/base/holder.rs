@@ -1,0 +1,157 @@
+//! Holders that name themselves: the host and process (and an optional
+//! label) that a lock token carries after its random part, so that
+//! operators see who holds a lock (`inspect`, `lockrun --inspect`, the
+//! `Taken` error) without a registry of tokens.
+//!
+//! A token is 32 random hex digits (128 bits from the operating system),
+//! and, unless [`Builder::name_holders`](crate::Builder::name_holders) is
+//! off, `@`, the host name, `/`, the process id, and `/` and the label
+//! when one is given: `3f2a…c1@web-3/4121/nightly-report`. The random part
+//! alone makes it unguessable, as before; the name is for people. Names
+//! keep to letters, digits and `.-_+=,`; anything else is written `_`, so
+//! that a token never holds the `:` and `~` that release messages use as
+//! separators, nor spaces or control characters.
+//!
+//! Other Redlock clients sharing the keys see a longer value and compare
+//! it whole, as they compare any token: they exclude ours, and ours
+//! theirs.
+
+use std::fmt;
+
+/// The longest label kept, in bytes (a longer one is cut).
+pub const MAX_LABEL: usize = 64;
+
+/// The longest host name kept, in bytes.
+const MAX_HOST: usize = 64;
+
+/// What follows the random part of this process's tokens: `@host/pid`,
+/// and `/label` when a label is given.
+pub(crate) fn suffix(label: Option<&str>) -> Vec<u8> {
+    let mut s = format!("@{}/{}", clean(&host(), MAX_HOST), std::process::id());
+    if let Some(label) = label.filter(|l| !l.is_empty()) {
+        s.push('/');
+        s.push_str(&clean(label, MAX_LABEL));
+    }
+    s.into_bytes()
+}
+
+/// This machine's host name: the kernel's (Linux), or `$HOSTNAME`, or
+/// `/etc/hostname`; `unknown` when none says.
+fn host() -> String {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    read("/proc/sys/kernel/hostname")
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| read("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// `s` in the characters a name keeps (others become `_`), at most `max`
+/// bytes.
+fn clean(s: &str, max: usize) -> String {
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' | '+' | '=' | ',' => c,
+            _ => '_',
+        })
+        .take(max)
+        .collect()
+}
+
+/// Who holds a lock, as its token names it (see the [module docs](self)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HolderName {
+    /// The holder's host name.
+    pub host: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// The label its manager was given, if any
+    /// ([`Builder::holder_label`](crate::Builder::holder_label); `lockrun`
+    /// gives its command's name).
+    pub label: Option<String>,
+}
+
+impl HolderName {
+    /// The name a lock key's value (a token) carries, if it carries one
+    /// (tokens of managers with [`name_holders`](crate::Builder::name_holders)
+    /// off, and other Redlock clients' values, carry none).
+    pub fn parse(token: &[u8]) -> Option<HolderName> {
+        let token = std::str::from_utf8(token).ok()?;
+        let (random, name) = token.split_once('@')?;
+        if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut parts = name.splitn(3, '/');
+        let host = parts.next().filter(|h| !h.is_empty())?.to_owned();
+        let pid = parts.next()?.parse().ok()?;
+        let label = parts.next().map(str::to_owned);
+        Some(HolderName { host, pid, label })
+    }
+}
+
+impl fmt::Display for HolderName {
+    /// `web-3 pid 4121`, and ` (label)` when it has one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} pid {}", self.host, self.pid)?;
+        if let Some(label) = &self.label {
+            write!(f, " ({label})")?;
+        }
+        Ok(())
+    }
+}
+
+/// How messages name a holder whose value is `value`: its name and its
+/// token's first 8 hex digits (`web-3 pid 4121, token 3f2a9c01…`), or,
+/// when it names no holder (another client's), the value itself, cut as
+/// long names are and escaped (`\n`, `\u{0}`), so that a message stays
+/// on one line.
+pub(crate) fn describe(value: &[u8]) -> String {
+    match HolderName::parse(value) {
+        Some(name) => format!("{name}, token {}…", String::from_utf8_lossy(&value[..8])),
+        None => crate::base::text::shorten(value, crate::base::text::SHOWN)
+            .escape_debug()
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_names_its_host_process_and_label_and_parses_back() {
+        let s = suffix(Some("nightly report: v2"));
+        let token = [&b"0123456789abcdef0123456789abcdef"[..], &s].concat();
+        let name = HolderName::parse(&token).unwrap();
+        assert_eq!(name.pid, std::process::id());
+        assert_eq!(name.label.as_deref(), Some("nightly_report__v2"));
+        assert!(!name.host.is_empty());
+        // Never the separators of release messages, spaces or controls.
+        assert!(!token.iter().any(|b| b":~ \n\t".contains(b)), "{token:?}");
+        assert!(describe(&token).contains(&format!("pid {}", std::process::id())));
+        let plain = [&b"0123456789abcdef0123456789abcdef"[..], &suffix(None)].concat();
+        assert_eq!(HolderName::parse(&plain).unwrap().label, None);
+    }
+
+    #[test]
+    fn values_that_name_no_holder_parse_to_none() {
+        for v in [
+            &b"0123456789abcdef0123456789abcdef"[..],
+            b"redlock:readers",
+            b"xyz@host/1",
+            b"0123456789abcdef0123456789abcdef@/1",
+            b"0123456789abcdef0123456789abcdef@host/notapid",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(HolderName::parse(v), None, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn labels_and_hosts_are_cut_and_cleaned() {
+        assert_eq!(clean("a b:c~d/e", 100), "a_b_c_d_e");
+        assert_eq!(clean(&"x".repeat(200), MAX_LABEL).len(), MAX_LABEL);
+        assert_eq!(clean("été", 10), "_t_");
+    }
+}

@@ -1,0 +1,16 @@
+//! The engine layer: the Redlock algorithm that every shape goes through,
+//! once. [`pipeline`] is the acquisition, extend and release, with its
+//! safety rules; [`quorum`] fans a request out to every member and holds
+//! the arithmetic (quorum, drift, validity, retry delay); [`batch`] runs
+//! several requests in one round; [`guard`] is what a caller holds;
+//! [`wait`] queues one manager's waiters and hears releases; [`fair`]
+//! is fair waiting across processes, a stage of the acquisition. A shape
+//! (in `shapes`) supplies only its keys, its scripts and how a member's
+//! answer reads.
+
+pub(crate) mod batch;
+pub(crate) mod fair;
+pub(crate) mod guard;
+pub(crate) mod pipeline;
+pub(crate) mod quorum;
+pub(crate) mod wait;

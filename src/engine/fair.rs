@@ -1,0 +1,842 @@
+//! Fair waiting across managers and processes (see
+//! [`Builder::fair`](crate::Builder::fair)): waiters of a lock, wherever
+//! they run, are served in the order they arrived.
+//!
+//! A waiter refused by an ordinary attempt takes a place in a queue kept
+//! beside the lock key on every member: a sorted set of waiters' tokens
+//! scored by arrival (the waiter's clock, in microseconds, the same score
+//! on every member, so members order the same waiters the same way), and
+//! a hash of tickets, each waiter's deadline on the server's clock. A
+//! ticket lasts two retry delays unless refreshed, and at most twelve node
+//! timeouts (six of a queued waiter's longest pauses; 100 ms at least);
+//! every refused claim of a queued waiter refreshes it.
+//!
+//! A fair manager's release of a lock (an unfair one deletes the key,
+//! whatever is queued) deletes the key as before when no queue exists;
+//! when one does, it hands the key to the first waiter whose ticket is
+//! live: the key then holds a reservation for that waiter (`redlock:next:`
+//! and its token) for a short time (twice the node timeout), and the
+//! waiter keeps its place, offered the key: it is dropped from the queue
+//! only if it lets the offer lapse without asking again (dead or gone),
+//! and a waiter granted the lock keeps its place until its release drops
+//! it, so that a claim that reached a minority leaves the waiter first on
+//! every member alike. The hand-off is announced on the
+//! release channel followed by the waiter's manager's address (only that
+//! process hears it), and the waiter claims once a majority of members
+//! announced it. A
+//! newcomer's `SET NX` finds the key taken, as it would find a holder. A
+//! queued waiter's attempt is a script that sets the key to its token
+//! where the key holds its own reservation, or where it is free (or
+//! holds the reservation of a waiter no longer queued for it) and no
+//! waiter with a live ticket arrived before it; otherwise it keeps its
+//! place. A claim that fails (a minority: the release had not reached the
+//! other members yet) puts back its own reservations (one it took from a
+//! waiter no longer queued goes free), until the
+//! deadlines they had. A waiter that gives up leaves the queue at once,
+//! passing on a reservation it had.
+//!
+//! A key can also fall free with no release to say so: a holder that died
+//! and whose key expired, attempts that split the votes so that nobody
+//! holds it, a release message lost. The first waiter may then sleep
+//! through a whole pause (seconds, with long retry delays) while later
+//! ones are refused for its sake. So a claim (a lock's, or a set's at the
+//! first of its keys not its to take) that finds the key free but a live
+//! waiter ahead reserves the key for that waiter (an offer, as a release
+//! makes) and tells it, exactly as a release hands a key on; a lock's
+//! claimer asks again when that reservation lapses. And once a fair
+//! manager's listener has subscribed to its own channel for a name, each
+//! of its waiters with a place in the members' queues asks once: a
+//! hand-off announced before it listened would otherwise never reach a
+//! majority there.
+//!
+//! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
+//! in line on one key at a time, the one its client names on every member
+//! (the key that refused it on a majority of members in an attempt: the
+//! first a holder keeps, or else the first it may not take; the first
+//! that refused it before that): the scripts take n lock keys
+//! (a lock is a set of one), a claim writes its token only where every
+//! key of the set is its to take, and otherwise keeps its place in the
+//! queue of the key named and leaves the others' queues (a granted claim
+//! keeps it there too, and only there); a set's release hands each key
+//! on. A set that a holder keeps from one of its keys gives on at once
+//! every reservation it was handed, where one script sees both keys (on
+//! nodes, or within a Redis Cluster slot group) and releases are
+//! announced ([`wake_on_release`](crate::Builder::wake_on_release)): the
+//! next live waiter is offered the key, and told (with none, the
+//! reservation stays); it cannot use them until that holder lets go.
+//!
+//! ## What it costs
+//!
+//! Nothing when nobody waits: an uncontended acquisition is the ordinary
+//! `SET NX`, and a release that knows of no waiter (it did not queue, and
+//! its manager's threads did not wait for the name lately) is the plain
+//! unlock with the queue's key beside it and its `PUBLISH` pipelined
+//! behind. A member where a queue stands (a waiter came while the lock
+//! was held) deletes nothing and says so (2), and the hand-off release
+//! follows on those members in a second round. A release that knows of
+//! waiters hands off in one round. Measured with `cargo bench --bench
+//! compare -- --fair-uncontended` (3 loopback nodes): 1.01x and 1.02x the
+//! unfair cycle, against 1.10x to 1.13x with the hand-off script on every
+//! release (its server time: 8 us against 4 us for the unlock and its
+//! `PUBLISH`, mostly its arguments and the `PUBLISH` run inside Lua).
+//!
+//! ## Why it is safe
+//!
+//! The queue only decides who may try. On each member the lock key still
+//! holds at most one token at a time: a token is written only where the
+//! key held no token (free, or a reservation, which is no one's token),
+//! and a release or a clean-up replaces only its own token (with nothing,
+//! or with its own reservation). A reservation is never a vote for
+//! anyone: its waiter must still set its token on a majority, within the
+//! validity, as any acquisition. So the safety argument of the lock
+//! ([`LockManager`](crate::LockManager), "Why it is safe") holds
+//! unchanged; a queue that is lost (a restart), partial or different on
+//! each member costs fairness, never safety.
+//!
+//! ## Why it cannot deadlock
+//!
+//! Everything the queue writes expires: a reservation at its deadline (a
+//! failed claim puts it back only until that deadline, so no waiter keeps
+//! one by failing), a ticket within twelve node timeouts without its waiter,
+//! the queue's keys with their last ticket. Members' queues may differ (a
+//! join that timed out, a restart), but a claim refused on a member adds
+//! the waiter's ticket there at the same arrival score as everywhere: after
+//! one round of claims the members agree on the first live waiter, the
+//! only one a free key accepts from the queue. What would make members
+//! disagree for good is kept out: a waiter handed the key, or granted it
+//! on some members only, stays in every queue (only a lapsed offer, a
+//! lapsed ticket or its release drops it), and a set waits in line at the
+//! key its client names, the same on every member (the key that refused
+//! it on a majority of members last), not at whichever key refused it on each
+//! member (its other keys' state differs between members, and so would
+//! its place). When members hand the key to different waiters, each finds
+//! a minority; their reservations lapse within twice the node timeout,
+//! and the free keys then go to the first live waiter, the same on every
+//! member. Waiters refused together ask again at random moments (a pause
+//! drawn as the retry delay is, and up to a quarter of a node timeout
+//! after a reservation's lapse), so that their claims do not keep
+//! splitting a free key's votes. A waiter that stops asking (dead, or cut
+//! off from a member) loses its ticket there within twelve node timeouts,
+//! or its place at the first offer it lets lapse, and the next is first.
+//! A waiter alive but cut off from so many members that its claim could
+//! not be granted (more did not answer than a quorum allows) steps out of
+//! line on the members that heard it, passing on what it was handed, and
+//! keeps its arrival: so the waiters behind it, which may reach a
+//! majority, are not kept from a free key by a place its owner cannot
+//! use, and its next claim that a member refuses puts it back in its
+//! place there (one that member grants adds no place: the key was free
+//! with nobody live ahead). While every waiter is cut off so (a majority
+//! of members paused), every waiter steps out, and the order of those
+//! waiters is lost until they are refused again. A
+//! dead waiter costs about one reservation (two node timeouts), never a
+//! pause: a lock's waiter whose claim finds another's reservation asks
+//! again when it lapses (the claim answers when; it adds up to a quarter
+//! of a node timeout), not at the end of its pause; every fair waiter
+//! asks at least every two node timeouts, a reservation's length, so
+//! while claim rounds are quick each live waiter has a claim within every
+//! reservation, which learns when it lapses (see `hand.lua`); a waiter
+//! that lets its offer lapse is dropped from the queue; and a dead waiter
+//! first in line when the key is free is handed a reservation by the next
+//! claim, not waited for until its ticket lapses. The limits of "about":
+//! a member that does not answer makes each claim round last a node
+//! timeout, so a waiter's claims can step over a whole reservation (up
+//! to three node timeouts then); a set learns no lapse from its claim and
+//! asks at its next capped pause (up to two node timeouts after the
+//! lapse); and a waiter that claimed just before it died (its claim
+//! reaching a minority clears its offer) or died holding the lock (a
+//! holder keeps its place until its release) is offered the key once
+//! more before it is dropped: two reservations. A reservation made by a claim is a reservation like
+//! any other (no token, lapsing at its deadline), so none of this changes
+//! the argument above.
+//!
+//! Sets cannot deadlock either, nor keep a holder from a free key: a set
+//! waits in line on one key only, so its place never keeps a free key it
+//! cannot use yet from anyone; and a reservation keeps a key only while
+//! its waiter is queued for it (a claim takes any other reserved key as
+//! it takes a free one), so a set that moved to another key's queue
+//! keeps no reservation it was handed from the others. The argument is the manual's ("Why sets
+//! cannot deadlock", in [the fair waiting section](crate::Builder::fair)).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::base::error::{Error, Result};
+use crate::base::keys::{fence_key, queue_key, release_channel, tickets_key};
+use crate::base::node_error::NodeErrorKind;
+use crate::engine::pipeline::{
+    Answer, DECIDE, Granted, Mode, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args,
+    counter_start,
+};
+use crate::engine::quorum::Tally;
+use crate::members::script::{BUSY, CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, Lua, UNCLAIM};
+
+/// How long a reservation lasts, in ms: twice the node timeout (the
+/// waiter hears the release and claims in about one round trip), at least
+/// 20 ms.
+pub(crate) fn reserve_ms(p: &Pipeline) -> String {
+    (p.node_timeout.as_millis() as u64 * 2).max(20).to_string()
+}
+
+/// The longest pause of a fair waiter (its pauses are drawn between half
+/// of this and all of it): a reservation's length, two node timeouts, at
+/// least 20 ms. A hand-off wakes the waiter it names sooner; this bounds
+/// what any waiter can sleep through a free key whatever its retry delay:
+/// a waiter handed the key that died (while claim rounds are quick, every
+/// reservation has a claim of each live waiter within it, which learns
+/// when it lapses, and the waiter asks again then), and members' queues
+/// that differ (a join
+/// or a claim that reached some members only, under faults) so that no
+/// hand-off reaches a majority naming the same waiter. Notices to the
+/// next waiters at each hand-off did the first instead, until 2026-11-25:
+/// they cost 8 processes on one lock about a tenth of their rate, these
+/// claims (one per waiter per 1.5 node timeouts on average) nothing
+/// measurable.
+pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
+    (p.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
+}
+
+/// When a waiter whose claim found other waiters' reservations lapsing
+/// within `lapse` asks again: just after the lapse, and up to a quarter of
+/// a node timeout later (`random`: 64 random bits), so that waiters
+/// refused together do not ask again together (their claims would split
+/// the votes of a free key again: a set can take a key on the members
+/// where its other keys are free, a lock on the others).
+pub(crate) fn after_lapse(p: &Pipeline, lapse: Duration, random: u64) -> Duration {
+    let spread = (p.node_timeout / 4).max(Duration::from_millis(2));
+    // retry_delay draws from [spread, 2 × spread].
+    lapse + crate::engine::quorum::retry_delay(spread * 2, random) - spread
+}
+
+/// How long a manager's waiters wait unfairly after a server refused
+/// the queue's commands (an ACL rule without them), before they try
+/// again.
+const REFUSED_FOR: Duration = Duration::from_secs(60);
+
+/// Whether a server refused the queue's commands to this manager lately.
+pub(crate) fn refused_lately(p: &Pipeline) -> bool {
+    p.fair_refused
+        .lock()
+        .is_some_and(|at| at.elapsed() < REFUSED_FOR)
+}
+
+/// How many queued pauses (see [`queued_pause`]) a ticket lasts at most
+/// without its waiter asking: twelve node timeouts.
+const TICKET_PAUSES: u32 = 6;
+
+/// One acquisition's place in the queues.
+pub(crate) struct Fair {
+    /// When it was first refused (µs since the epoch), 0 before.
+    arrival: AtomicU64,
+    /// How long its ticket lasts unless refreshed, in ms.
+    ticket_ms: u64,
+    /// After a refused claim: when the other waiter's reservations it
+    /// found lapse, in ms from then (`u64::MAX`: none found).
+    lapse_ms: AtomicU64,
+    /// A server refused the queue's commands: it waits as an unfair
+    /// acquisition from then on.
+    denied: AtomicBool,
+    /// Where a set waits in line: the index of the resource that refused
+    /// it on a majority of members last (the first a holder keeps, or else
+    /// the first it may not take; its first resource before), the same on
+    /// every member (see [`Fair::wait_at`]).
+    wait_at: AtomicUsize,
+}
+
+impl Fair {
+    /// A place for an acquisition that pauses at most `max_delay` between
+    /// attempts.
+    pub(crate) fn new(p: &Pipeline, max_delay: Duration) -> Fair {
+        // A queued waiter asks at least every queued pause (and a claim
+        // round); a ticket outlives several of those, and no more: a
+        // waiter cut off from a member leaves no place there that keeps
+        // the others waiting long (see `attempt`). A slow waiter whose
+        // ticket lapsed takes its place back, at its arrival, with its
+        // next claim.
+        let ticket = max_delay
+            .saturating_mul(2)
+            .saturating_add(p.node_timeout * 2)
+            .min(queued_pause(p).saturating_mul(TICKET_PAUSES));
+        Fair {
+            arrival: AtomicU64::new(0),
+            ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
+            lapse_ms: AtomicU64::new(u64::MAX),
+            denied: AtomicBool::new(false),
+            wait_at: AtomicUsize::new(0),
+        }
+    }
+
+    /// The place of an acquisition of `name` by a fair manager that `waits`
+    /// (none otherwise: one attempt never queues), pausing at most
+    /// `max_delay`. When the manager's threads waited for `name` lately,
+    /// its attempts are claims from the first on (so it queues at once).
+    pub(crate) fn waiting(
+        p: &Pipeline,
+        waits: bool,
+        name: &[u8],
+        max_delay: Duration,
+    ) -> Option<Fair> {
+        (p.fair && waits && !refused_lately(p)).then(|| {
+            let fair = Fair::new(p, max_delay);
+            if p.waiters.lately(name) {
+                fair.arrive();
+            }
+            fair
+        })
+    }
+
+    /// After a refused claim that found other waiters' reservations: when
+    /// the last of them lapses (and a little later, for the servers'
+    /// clocks), so that the next claim comes then, not at the end of a
+    /// pause: a waiter that died holding a reservation costs the others
+    /// that reservation, not a pause more.
+    pub(crate) fn lapse(&self) -> Option<Duration> {
+        match self.lapse_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms.saturating_add(2))),
+        }
+    }
+
+    /// Where a set waits in line, for a claim of the resources `of` (the
+    /// set's indices; one group of a Redis Cluster member, or the whole
+    /// set): "k" for the k-th of them (from 1), "0" for none of them (it
+    /// waits at another group's key). Members must agree: a set queued at
+    /// `a` on some members and at `b` on others makes them name different
+    /// first waiters of each key, and then neither that set nor the locks
+    /// behind it reach a majority (the liveness run of the schedule
+    /// checker found such stalls). A claim granted on a member keeps the
+    /// set's place there only at that key, too.
+    pub(crate) fn wait_at(&self, of: &[usize]) -> String {
+        let at = self.wait_at.load(Ordering::Relaxed);
+        of.iter()
+            .position(|&i| i == at)
+            .map_or(0, |k| k + 1)
+            .to_string()
+    }
+
+    /// Notes where the set waits in line from now on: `at`, the resource
+    /// that refused it on a majority of members (unchanged when none did).
+    fn waits_at(&self, at: Option<usize>) {
+        if let Some(at) = at {
+            self.wait_at.store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether it has taken its place (its attempts are claims).
+    pub(crate) fn queued(&self) -> bool {
+        self.arrival.load(Ordering::Relaxed) != 0 && self.active()
+    }
+
+    /// Whether it still waits fairly (no server refused the queue's
+    /// commands).
+    pub(crate) fn active(&self) -> bool {
+        !self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Looks at a queue script's `answers`: where a server refused its
+    /// commands (`NOPERM`: the user's ACL rule lacks the fair additions),
+    /// this acquisition waits unfairly from now on, and so do the
+    /// manager's next ones for a while (see [`REFUSED_FOR`]). Fairness is
+    /// a courtesy: a refused queue must not cost the lock.
+    pub(crate) fn heed<'a>(&self, p: &Pipeline, answers: impl IntoIterator<Item = &'a Answer>) {
+        let refusal = answers.into_iter().find_map(|a| match a {
+            Some(Err(e)) if e.kind() == NodeErrorKind::Permission => Some(e),
+            _ => None,
+        });
+        if let Some(e) = refusal {
+            self.denied.store(true, Ordering::Relaxed);
+            note_refusal(p, e);
+        }
+    }
+
+    /// Arrives now: its attempts are claims from the first on (the lock
+    /// was contended lately, so the first claim takes its place at once,
+    /// instead of an ordinary attempt and a join).
+    pub(crate) fn arrive(&self) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64)
+            .max(1);
+        let _ = self
+            .arrival
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Takes its place on every member, after an ordinary attempt was
+    /// refused; best effort (a member that fails it keeps no place).
+    pub(crate) fn join(&self, p: &Pipeline, key: &[u8], token: &[u8]) {
+        let (keys, args) = self.join_call(p, &[key], token);
+        let mode = Mode {
+            decides: false,
+            ..RELEASE
+        };
+        let answers = p.script_then(&JOIN, None, &refs(&keys), &refs(&args), None, mode);
+        self.heed(p, &answers);
+    }
+
+    /// The join script's keys and arguments for the lock keys `locks`
+    /// (one lock, or a set's slot group); it arrives now if it had not.
+    pub(crate) fn join_call(&self, p: &Pipeline, locks: &[&[u8]], token: &[u8]) -> Call {
+        self.arrive();
+        let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| queue_key(k)).collect();
+        keys.extend(locks.iter().map(|k| tickets_key(k)));
+        let args = vec![
+            token.to_vec(),
+            self.arrival
+                .load(Ordering::Relaxed)
+                .to_string()
+                .into_bytes(),
+            self.ticket_ms.to_string().into_bytes(),
+            p.waiters.address().to_vec(),
+        ];
+        (keys, args)
+    }
+
+    /// A queued attempt on every member (see the claim script): a yes
+    /// where the key was free or reserved for it; `keep` is the fencing
+    /// counter's keep (with fencing on). Where the key is free but a live
+    /// waiter arrived before it, the script reserves the key for that
+    /// waiter and tells it on the release channel of `wakes` (see
+    /// [`handing_args`]).
+    pub(crate) fn claim(
+        &self,
+        p: &Pipeline,
+        key: &[u8],
+        wakes: &[u8],
+        token: &[u8],
+        ttl_ms: u64,
+        keep: Option<&str>,
+    ) -> Vec<Vote> {
+        let message = ahead_message(p, token);
+        let call = |cluster| {
+            let (keys, mut args) = self.claim_call(p, &[key], token, ttl_ms, keep, "");
+            handing_args(
+                p,
+                &mut args,
+                keep.is_some(),
+                message.as_deref(),
+                cluster,
+                &[wakes],
+            );
+            (keys, args)
+        };
+        let mode = Mode {
+            count: true,
+            ..DECIDE
+        };
+        let mut lapse = None;
+        let answers = run(p, &CLAIM_QUEUED, None, call, mode);
+        self.heed(p, &answers);
+        let votes = answers
+            .into_iter()
+            .map(|answer| match answer {
+                // Readers hold the key (the script's -2).
+                Some(Ok(c)) if c == BUSY | 1 => Vote {
+                    readers: true,
+                    ..Vote::of(Some(Ok(0)))
+                },
+                // Another waiter's reservation, lapsing in N ms (-3 - N).
+                Some(Ok(c)) if c & BUSY != 0 => {
+                    let ms = (c & !BUSY).saturating_sub(2);
+                    lapse = Some(lapse.map_or(ms, |l: u64| l.max(ms)));
+                    Vote::of(Some(Ok(0)))
+                }
+                answer => Vote::of(answer),
+            })
+            .collect();
+        self.lapse_ms
+            .store(lapse.unwrap_or(u64::MAX), Ordering::Relaxed);
+        votes
+    }
+
+    /// The claim script's keys and arguments for the lock keys `locks`
+    /// (one lock, or a set's slot group, all or nothing); `keep` is the
+    /// fencing counters' keep (with fencing on); `wait_at` where a set
+    /// waits in line (see [`Fair::wait_at`]).
+    pub(crate) fn claim_call(
+        &self,
+        p: &Pipeline,
+        locks: &[&[u8]],
+        token: &[u8],
+        ttl_ms: u64,
+        keep: Option<&str>,
+        wait_at: &str,
+    ) -> Call {
+        let mut keys = queued_keys(locks);
+        let mut args = vec![
+            token.to_vec(),
+            ttl_ms.to_string().into_bytes(),
+            self.arrival
+                .load(Ordering::Relaxed)
+                .to_string()
+                .into_bytes(),
+            self.ticket_ms.to_string().into_bytes(),
+            p.waiters.address().to_vec(),
+            wait_at.as_bytes().to_vec(),
+        ];
+        if let Some(keep) = keep {
+            keys.extend(locks.iter().map(fence_key));
+            args.push(counter_start().to_string().into_bytes());
+            args.push(keep.as_bytes().to_vec());
+        }
+        (keys, args)
+    }
+
+    /// Leaves the queue on every member (it gives up), passing on a
+    /// reservation it had; best effort.
+    pub(crate) fn leave(&self, p: &Pipeline, key: &[u8], wakes: &[u8], token: &[u8]) {
+        if self.queued() {
+            let message = leave_message(p, token);
+            let call = |cluster| {
+                handing_call(
+                    p,
+                    &[key],
+                    None,
+                    &[wakes],
+                    token,
+                    message.as_deref(),
+                    cluster,
+                )
+            };
+            run(p, &LEAVE, None, call, RELEASE);
+        }
+    }
+}
+
+/// A shape that may wait fairly: its place in the queues, if any, and how
+/// it leaves them.
+pub(crate) trait Queued: Shape {
+    /// Its place in the members' queues (a fair manager's acquisition
+    /// that waits), or `None`.
+    fn place(&self) -> Option<&Fair>;
+
+    /// Leaves every queue it is in, passing on a reservation it had; best
+    /// effort. By default, a lock's.
+    fn leave(&self, p: &Pipeline, fair: &Fair, token: &[u8]) {
+        if let (Some(key), Some(wakes)) = (self.resources().first(), self.wakes().first()) {
+            fair.leave(p, key, wakes, token);
+        }
+    }
+}
+
+/// Admission, the fair stage of every acquisition: one attempt through
+/// the pipeline ([`Pipeline::acquire`]), and what a fair waiter does
+/// around it. Refused, it takes its place in the queue of the one
+/// resource that refused it (a set waits in line on one key at a time;
+/// see the manual's "Why sets cannot deadlock"), or, queued already,
+/// learns when the reservations it found lapse; granted by some members
+/// only, it leaves the others' queues (it may still be queued there, or
+/// hold a reservation). Every shape that waits fairly goes through here:
+/// locks, the write side, sets and election candidates.
+pub(crate) fn attempt<S: Queued>(
+    p: &Pipeline,
+    shape: &S,
+    token: &[u8],
+    ttl_ms: u64,
+    refusal: &mut Refusal,
+) -> Result<Granted> {
+    let result = p.acquire(shape, token, ttl_ms, refusal);
+    let Some(fair) = shape.place() else {
+        return result;
+    };
+    match &result {
+        Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
+            shape.leave(p, fair, token);
+        }
+        // Cut off from too many members to be granted, whatever they
+        // answered: it steps out of line where it is heard, passing on a
+        // reservation it had, so that its place there keeps nobody from
+        // a free key the others can reach; its arrival stays, and its
+        // next claim refused where it is heard takes its place back (its
+        // tickets on the members it cannot reach lapse within a ticket's
+        // life).
+        Err(e @ Error::NoQuorum { .. }) if fair.queued() && cut_off(p, e) => {
+            shape.leave(p, fair, token);
+        }
+        Err(Error::Taken { .. }) if fair.queued() => {
+            refusal.lapse = fair.lapse();
+            fair.waits_at(refusal.blocked);
+        }
+        Err(Error::Taken { .. }) if fair.active() => {
+            let resources = shape.resources();
+            let at = refusal
+                .blocked
+                .filter(|&i| i < resources.len())
+                .unwrap_or(0);
+            fair.waits_at(Some(at));
+            fair.join(p, resources[at], token);
+        }
+        _ => {}
+    }
+    refusal.queued = result.is_err() && fair.queued();
+    crate::base::logging::log!(
+        trace,
+        "redlock_sync::fair",
+        "{} by {}: {}, arrival {}, waits at {}, lapse {:?}",
+        shape.shown(),
+        crate::base::text::token_prefix(token),
+        match &result {
+            Ok(g) => format!("granted by {}", g.agreed),
+            Err(e) => e.to_string(),
+        },
+        fair.arrival.load(Ordering::Relaxed),
+        fair.wait_at.load(Ordering::Relaxed),
+        refusal.lapse
+    );
+    result
+}
+
+/// Whether the attempt that failed with `e` could not have been granted
+/// whatever the members that answered said: more members than a quorum
+/// allows did not answer (no connection, no reply in time). Failures that
+/// every waiter meets alike (a restart quarantine, `LOADING`, a `WAIT`
+/// short of replicas) do not count: all waiters stepping out of line
+/// would lose the order they arrived in.
+fn cut_off(p: &Pipeline, e: &Error) -> bool {
+    let members = p.members.len();
+    let unreachable = e
+        .failures()
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind(),
+                NodeErrorKind::Timeout
+                    | NodeErrorKind::Connect
+                    | NodeErrorKind::Disconnected
+                    | NodeErrorKind::Resolve
+            )
+        })
+        .count();
+    unreachable > members - crate::engine::quorum::quorum(members)
+}
+
+/// An acquisition of `shape` that gave up with `token`: a fair waiter
+/// leaves every queue at once.
+pub(crate) fn give_up<S: Queued>(p: &Pipeline, shape: &S, token: &[u8]) {
+    if let Some(fair) = shape.place().filter(|f| f.queued()) {
+        shape.leave(p, fair, token);
+    }
+}
+
+/// A script's keys and arguments, owned.
+pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+/// The message with which a waiter of `token` leaving the queues (it gave
+/// up, or a majority granted it) announces what it passes on; it names
+/// the leave as `left-by-<token>`, so that its own manager, which ignores
+/// messages naming its acquisitions under way, hears it too (the next
+/// waiter may be one of its threads).
+pub(crate) fn leave_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+    p.message(&[b"left-by-", token].concat())
+}
+
+/// The message with which a claim of `token` tells the waiter ahead that
+/// it reserved a free key for it (see [`handing_args`]); none when
+/// waiters are not woken on release. It names the claim as
+/// `ahead-of-<token>`: a manager ignores messages naming its own waiting
+/// acquisitions (their clean-ups), and the waiter may be one of its own.
+pub(crate) fn ahead_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+    p.message(&[b"ahead-of-", token].concat())
+}
+
+/// Appends to a claim's `args` (see [`Fair::claim_call`]; `fenced`: its
+/// fencing arguments are there) what lets it hand the first key not its
+/// to take, when that key is free but a live waiter ahead goes first, to
+/// that waiter, told with `message` on the release channel of its name
+/// in `wakes` (one per lock key of the call): the first waiter need not
+/// be awake for a free key to reach it. Nothing without a message.
+pub(crate) fn handing_args(
+    p: &Pipeline,
+    args: &mut Vec<Vec<u8>>,
+    fenced: bool,
+    message: Option<&[u8]>,
+    cluster: bool,
+    wakes: &[&[u8]],
+) {
+    let Some(message) = message else {
+        return;
+    };
+    if !fenced {
+        // No counters: the arguments keep their places.
+        args.extend([Vec::new(), Vec::new()]);
+    }
+    args.push(reserve_ms(p).into_bytes());
+    args.extend(
+        announce_args(Some(message), cluster)
+            .into_iter()
+            .map(<[u8]>::to_vec),
+    );
+    args.extend(wakes.iter().map(release_channel));
+}
+
+fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+    v.iter().map(|k| &k[..]).collect()
+}
+
+/// Runs a script whose keys are the same on nodes and Redis Cluster
+/// members, and whose arguments `call(cluster)` gives (the cluster's are
+/// built only where a member is a Redis Cluster).
+fn run(
+    p: &Pipeline,
+    lua: &Lua,
+    only: Option<&[bool]>,
+    call: impl Fn(bool) -> Call,
+    mode: Mode,
+) -> Vec<Answer> {
+    let (keys, node) = call(false);
+    let cluster = p.has_clusters.then(|| call(true).1);
+    let keys = refs(&keys);
+    let cluster = cluster.as_deref().map(refs);
+    p.script_then(lua, only, &keys, &refs(&node), cluster.as_deref(), mode)
+}
+
+/// The lock keys `locks`, then their queues, then their tickets.
+fn queued_keys(locks: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| k.to_vec()).collect();
+    keys.extend(locks.iter().map(|k| queue_key(k)));
+    keys.extend(locks.iter().map(|k| tickets_key(k)));
+    keys
+}
+
+/// A lock's (or a leadership's) release on the members `only` selects:
+/// the key deleted where it holds `token`, or handed to the first fair
+/// waiter queued there (see the module docs), and a leadership's
+/// `record` of ours deleted; with a `message`, the script announces it,
+/// naming the waiter it was handed to, so that only that waiter is woken.
+pub(crate) fn release(
+    p: &Pipeline,
+    only: Option<&[bool]>,
+    key: &[u8],
+    record: Option<&[u8]>,
+    wakes: &[u8],
+    token: &[u8],
+    message: Option<&[u8]>,
+) -> Vec<Answer> {
+    let call = |cluster| handing_call(p, &[key], record, &[wakes], token, message, cluster);
+    run(p, &HANDOFF, only, call, RELEASE)
+}
+
+/// A fair release's tally: its `answers`, and, on the members that
+/// refused the queue (see [`refused`]), the answers of `unfair`, the
+/// release an unfair manager sends, run there: fairness is a courtesy,
+/// the release is not. The hand-off script runs every command a rule
+/// can refuse before it writes, so a refused member still holds the
+/// token for `unfair` to delete.
+pub(crate) fn release_or_unfair(
+    p: &Pipeline,
+    answers: Vec<Answer>,
+    unfair: impl FnOnce(&[bool]) -> Tally,
+) -> Tally {
+    let refused = refused(p, &answers);
+    let mut tally = Tally::count(
+        answers
+            .into_iter()
+            .zip(&refused)
+            .map(|(a, r)| a.filter(|_| !r)),
+    );
+    if refused.contains(&true) {
+        tally.add(unfair(&refused));
+    }
+    tally
+}
+
+/// The members whose `answers` refused the queue's keys or commands
+/// (`NOPERM`: an ACL rule without the fair additions, or a key pattern
+/// that misses the queue's keys), where a release must go again as an
+/// unfair one. A refusal is noted: this manager's waiters wait unfairly
+/// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
+fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
+    let refused: Vec<bool> = answers
+        .iter()
+        .map(|a| matches!(a, Some(Err(e)) if e.kind() == NodeErrorKind::Permission))
+        .collect();
+    if let Some(Some(Err(e))) = answers
+        .iter()
+        .zip(&refused)
+        .find(|(_, r)| **r)
+        .map(|(a, _)| a)
+    {
+        note_refusal(p, e);
+    }
+    refused
+}
+
+/// Notes that a server refused the queue's commands to this manager (see
+/// [`refused_lately`]); warns once a [`REFUSED_FOR`].
+fn note_refusal(p: &Pipeline, e: &crate::base::node_error::NodeError) {
+    let before = p.fair_refused.lock().replace(Instant::now());
+    if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
+        crate::base::logging::log!(
+            warn,
+            "redlock_sync::fair",
+            "fair waiting is off for {}s: the queue's commands were refused ({e}); \
+             give the user the fair additions (see the manual's Permissions)",
+            REFUSED_FOR.as_secs()
+        );
+        #[cfg(not(feature = "log"))]
+        let _ = e;
+    }
+}
+
+/// The keys and arguments of the release or the leave script (the same,
+/// but a `record` for the release only; the leave never gives up a
+/// token) for the lock keys `locks` (one lock, or a set's slot group),
+/// each announced on the release channel of its name in `wakes`.
+pub(crate) fn handing_call(
+    p: &Pipeline,
+    locks: &[&[u8]],
+    record: Option<&[u8]>,
+    wakes: &[&[u8]],
+    token: &[u8],
+    message: Option<&[u8]>,
+    cluster: bool,
+) -> Call {
+    let mut keys = queued_keys(locks);
+    keys.extend(record.map(<[u8]>::to_vec));
+    let mut args = vec![token.to_vec(), reserve_ms(p).into_bytes()];
+    announce(&mut args, message, cluster, wakes);
+    (keys, args)
+}
+
+/// The announcement's arguments, if any: the command, the message, and
+/// the release channel of each name in `wakes`.
+fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, cluster: bool, wakes: &[&[u8]]) {
+    let announce = announce_args(message, cluster);
+    if !announce.is_empty() {
+        args.extend(announce.into_iter().map(<[u8]>::to_vec));
+        args.extend(wakes.iter().map(release_channel));
+    }
+}
+
+/// The clean-up of a queued attempt that failed, on the members `only`
+/// selects: where it replaced its reservation with its token, the
+/// reservation goes back until the deadline it had; elsewhere the key is
+/// deleted where it holds `token`, and that is announced, as any clean-up
+/// does (see the unclaim script).
+pub(crate) fn unclaim(
+    p: &Pipeline,
+    only: Option<&[bool]>,
+    key: &[u8],
+    wakes: &[u8],
+    token: &[u8],
+    message: Option<&[u8]>,
+) -> Tally {
+    let call = |cluster| unclaim_call(&[key], &[wakes], token, message, cluster);
+    Tally::count(run(p, &UNCLAIM, only, call, RELEASE))
+}
+
+/// The unclaim script's keys and arguments for the lock keys `locks`
+/// (one lock, or a set's slot group), each announced on the release
+/// channel of its name in `wakes`.
+pub(crate) fn unclaim_call(
+    locks: &[&[u8]],
+    wakes: &[&[u8]],
+    token: &[u8],
+    message: Option<&[u8]>,
+    cluster: bool,
+) -> Call {
+    let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| k.to_vec()).collect();
+    keys.extend(locks.iter().map(|k| tickets_key(k)));
+    let mut args = vec![token.to_vec()];
+    announce(&mut args, message, cluster, wakes);
+    (keys, args)
+}

@@ -1,0 +1,876 @@
+//! The guard core shared by every shape: [`Guard`], with a type per mode
+//! ([`LockGuard`], [`ReadGuard`], [`Permit`]); validity, extend,
+//! keep-alive, loss and release live here once.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::base::error::{Error, Result};
+use crate::base::node_error::NodeError;
+use crate::base::telemetry;
+use crate::engine::pipeline::{Granted, Pipeline, Shape, Token};
+use crate::engine::quorum;
+
+/// What a guard and its keep-alive thread share.
+struct State {
+    pipeline: Arc<Pipeline>,
+    /// What is held: its rounds (see `pipeline.rs`).
+    shape: Arc<dyn Shape>,
+    token: Token,
+    ttl: Duration,
+    fencing: Option<u64>,
+    /// A semaphore's permit: which slot it holds.
+    slot: Option<u32>,
+    /// How many members agreed to the acquisition.
+    agreed: usize,
+    /// The members that failed during the acquisition.
+    failures: Vec<NodeError>,
+    status: Mutex<Status>,
+    /// Held for the whole of an extend round, so that a manual `extend`
+    /// and a keep-alive renewal never overlap: the validity set is always
+    /// that of the round the nodes executed last.
+    extending: Mutex<()>,
+    /// Notified whenever `status` changes (a renewal's outcome, a loss),
+    /// for [`Guard::wait_lost`].
+    changed: Condvar,
+}
+
+/// What is known of the lock.
+struct Status {
+    /// The end of the validity; moved to the moment of a takeover when
+    /// one is found.
+    valid_until: Instant,
+    /// Set (final) once a round found the lock lost: how many nodes no
+    /// longer held our token, and how many of them held another owner's.
+    lost: Option<(usize, usize)>,
+    /// Why the latest renewal round did not reach a quorum; cleared when
+    /// a retry does. While set, the lock is not known to be held.
+    renewal_error: Option<String>,
+}
+
+impl State {
+    fn valid_until(&self) -> Instant {
+        self.status.lock().valid_until
+    }
+
+    /// The error for a lock known to be lost or in doubt: lost (expired
+    /// or taken over, as counted by the round that found it), else the
+    /// validity ran out, or (with `renewal`) the latest renewal missed the
+    /// quorum.
+    fn not_held(&self, lost: Option<(usize, usize)>, renewal: Option<String>) -> Error {
+        let (lost_on, taken_over) = lost.unwrap_or((0, 0));
+        Error::NotHeld {
+            resource: self.shown(),
+            lost_on,
+            taken_over,
+            nodes: self.pipeline.members.len(),
+            renewal,
+        }
+    }
+
+    /// Records that a round found the lock lost on `lost_on` nodes, taken
+    /// over on `taken_over` of them: no validity is left, for good.
+    fn lost(&self, lost_on: usize, taken_over: usize) {
+        let mut status = self.status.lock();
+        if status.lost.is_none() {
+            telemetry::lost();
+        }
+        status.lost.get_or_insert((lost_on, taken_over));
+        status.valid_until = status.valid_until.min(Instant::now());
+        self.changed.notify_all();
+    }
+
+    /// One extend round; see [`LockGuard::extend`].
+    fn extend(&self, ttl: Duration) -> Result<()> {
+        let span = telemetry::Span::round(false, || self.shown());
+        let result = self.extend_round(ttl);
+        let outcome = telemetry::outcome_of(&result, "extended");
+        telemetry::extended(outcome);
+        span.ended(outcome, None);
+        result
+    }
+
+    fn extend_round(&self, ttl: Duration) -> Result<()> {
+        let pipeline = &*self.pipeline;
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let _one_at_a_time = self.extending.lock();
+        let ttl = Duration::from_millis(ttl_ms);
+        let start = Instant::now();
+        let (deadline, lost) = {
+            let status = self.status.lock();
+            (status.valid_until, status.lost)
+        };
+        if lost.is_some() || start >= deadline {
+            return Err(self.not_held(lost, None));
+        }
+        let tally = pipeline.extend(&*self.shape, &self.token, ttl_ms);
+        let end = Instant::now();
+        // Whatever the round returns, nodes that applied the new TTL may
+        // let go at `start + ttl - drift`: the validity never stays past
+        // that (see `quorum::after_extend`).
+        let confirmed = tally.reached() && end < deadline;
+        let valid_until = {
+            let mut status = self.status.lock();
+            status.valid_until = quorum::after_extend(
+                status.valid_until,
+                start,
+                ttl,
+                pipeline.drift_factor,
+                confirmed,
+            );
+            self.changed.notify_all();
+            status.valid_until
+        };
+        if end >= deadline {
+            return Err(self.not_held(None, None));
+        }
+        if !tally.reached() {
+            let err = tally.held_error(&self.shown());
+            if let Error::NotHeld {
+                lost_on,
+                taken_over,
+                ..
+            } = &err
+            {
+                self.lost(*lost_on, *taken_over);
+            }
+            return Err(err);
+        }
+        if end < valid_until {
+            Ok(())
+        } else {
+            Err(Error::NoValidity {
+                resource: self.shown(),
+                elapsed: end - start,
+                ttl,
+            })
+        }
+    }
+
+    /// What errors and logs name: the resource, or a set's resources
+    /// joined with `, `.
+    fn shown(&self) -> String {
+        self.shape.shown()
+    }
+
+    /// Every resource held.
+    fn resources(&self) -> Vec<&[u8]> {
+        self.shape.resources()
+    }
+
+    /// [`ensure_held`](Self::ensure_held) without building the reason.
+    fn is_held(&self) -> bool {
+        let status = self.status.lock();
+        status.lost.is_none()
+            && Instant::now() < status.valid_until
+            && status.renewal_error.is_none()
+    }
+
+    fn ensure_held(&self) -> Result<()> {
+        let status = self.status.lock();
+        if status.lost.is_some() || Instant::now() >= status.valid_until {
+            return Err(self.not_held(status.lost, None));
+        }
+        match &status.renewal_error {
+            Some(why) => Err(self.not_held(None, Some(why.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the outcome of a renewal round; true if the round before
+    /// had missed the quorum.
+    fn renewed(&self, error: Option<String>) -> bool {
+        let before = std::mem::replace(&mut self.status.lock().renewal_error, error);
+        self.changed.notify_all();
+        before.is_some()
+    }
+
+    /// See [`Guard::wait_lost`].
+    fn wait_lost(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut status = self.status.lock();
+        loop {
+            let now = Instant::now();
+            if status.lost.is_some() || now >= status.valid_until {
+                return true;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return false;
+            }
+            // Woken by a change, or at the end of the validity known now
+            // (which is a loss unless a renewal moved it meanwhile).
+            let until = deadline.map_or(status.valid_until, |d| d.min(status.valid_until));
+            self.changed.wait_until(&mut status, until);
+        }
+    }
+}
+
+/// The keep-alive thread and the flag that stops it.
+struct Keeper {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Keeper {
+    fn start(state: Arc<State>, limit: Option<Duration>) -> std::io::Result<Keeper> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let stop = stop.clone();
+            thread::Builder::new()
+                .name("redlock-keep-alive".into())
+                .spawn(move || keep_alive(&state, &stop, limit))?
+        };
+        Ok(Keeper { stop, thread })
+    }
+
+    /// Tells the thread to stop; it ends after any round under way.
+    fn signal(&self) {
+        let (stopped, wake) = &*self.stop;
+        *stopped.lock() = true;
+        wake.notify_all();
+    }
+}
+
+/// Waits `pause` or until stopped; true when stopped.
+fn pause_or_stop(stop: &(Mutex<bool>, Condvar), pause: Duration) -> bool {
+    let (stopped, wake) = stop;
+    let mut stopped = stopped.lock();
+    if !*stopped {
+        let _ = wake.wait_for(&mut stopped, pause);
+    }
+    *stopped
+}
+
+/// The keep-alive loop: every TTL/3 (from one round's start to the next;
+/// sooner when two node timeouts would not be left of the validity, but
+/// never sooner than TTL/12 after the last round began) an extend round
+/// with the guard's TTL.
+/// A round that misses the quorum sets `renewal_error` (so `ensure_held`
+/// fails closed at once) and is retried every TTL/12 while validity
+/// remains; a retry that succeeds clears it. A lost lock (taken over, or
+/// validity run out) ends the loop; so does `limit`, after which the lock
+/// is left to expire.
+fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Duration>) {
+    let started = Instant::now();
+    let period = state.ttl / 3;
+    let retry = (state.ttl / 12).max(Duration::from_millis(1));
+    // A round may take the node timeout: a renewal is due TTL/3 after the
+    // last one began, or sooner, while two node timeouts and the drift
+    // are left of the validity it gave (so that a slow member never lets
+    // a healthy lock run out between two rounds); but never sooner than
+    // TTL/12 after the last one began (a TTL short for the node timeout
+    // is renewed at that pace, not in a loop; counted from the round's
+    // end, that spacing came on top of a slow member's node timeout and
+    // left a 1 s TTL with a 400 ms node timeout 47 ms above lockrun's
+    // kill margin: a loaded machine's late wake-up killed a healthy
+    // command).
+    let spare = 2 * state.pipeline.node_timeout + state.ttl / 50;
+    let due = period.min(state.ttl.saturating_sub(spare));
+    // The first renewal comes sooner when the guard was kept alive late,
+    // with less than 2/3 of its validity left.
+    let left = state
+        .valid_until()
+        .saturating_duration_since(Instant::now());
+    let mut pause = period.min(left / 2).min(left.saturating_sub(spare));
+    loop {
+        if pause_or_stop(stop, pause) {
+            return;
+        }
+        if limit.is_some_and(|limit| started.elapsed() >= limit) {
+            return;
+        }
+        let round = Instant::now();
+        match state.extend(state.ttl) {
+            Ok(()) => {
+                if state.renewed(None) {
+                    crate::base::logging::log!(
+                        info,
+                        "redlock_sync::keepalive",
+                        "lock on {:?} renewed again",
+                        state.shown()
+                    );
+                }
+                // Every TTL/3 from the start of the round: a slow round
+                // (a member that takes the node timeout) does not push the
+                // next one later, so a healthy lock's validity never drops
+                // below TTL - TTL/3 - a round.
+                let took = round.elapsed();
+                pause = due.max(retry).saturating_sub(took);
+            }
+            Err(err @ Error::NotHeld { .. }) => {
+                crate::base::logging::log!(
+                    error,
+                    "redlock_sync::keepalive",
+                    "kept-alive lock lost: {err}"
+                );
+                return;
+            }
+            Err(err) => {
+                let left = state
+                    .valid_until()
+                    .saturating_duration_since(Instant::now());
+                crate::base::logging::log!(
+                    warn,
+                    "redlock_sync::keepalive",
+                    "renewal missed the quorum, {left:?} of validity left: {err}: {}",
+                    std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string())
+                );
+                state.renewed(Some(err.to_string()));
+                if left.is_zero() {
+                    crate::base::logging::log!(
+                        error,
+                        "redlock_sync::keepalive",
+                        "kept-alive lock on {:?} lost: its validity ran out while renewals failed",
+                        state.shown()
+                    );
+                    return;
+                }
+                pause = retry.min(left / 2).max(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// What a guard holds, as a type parameter of [`Guard`]: it decides
+/// which methods the guard has, as `lock_api` has a guard per mode.
+pub mod mode {
+    /// An exclusive lock: [`LockManager::lock`](crate::LockManager::lock),
+    /// a set ([`LockManager::lock_all`](crate::LockManager::lock_all)), or
+    /// a write lock ([`RwLock::write`](crate::RwLock::write)). It has a
+    /// fencing token.
+    #[derive(Debug)]
+    pub enum Lock {}
+
+    /// A read lock ([`RwLock::read`](crate::RwLock::read)), shared with
+    /// other readers. It has no fencing token: readers do not write.
+    #[derive(Debug)]
+    pub enum Read {}
+
+    /// A semaphore's permit ([`Semaphore::acquire`](crate::Semaphore::acquire)):
+    /// an exclusive lock on one of its slots, with the slot's fencing
+    /// token.
+    #[derive(Debug)]
+    pub enum Permit {}
+
+    /// A mode of [`Guard`](crate::Guard); implemented by this module's
+    /// types only.
+    pub trait Mode: sealed::Sealed + Send + Sync + 'static {}
+
+    impl Mode for Lock {}
+    impl Mode for Read {}
+    impl Mode for Permit {}
+
+    mod sealed {
+        pub trait Sealed {}
+        impl Sealed for super::Lock {}
+        impl Sealed for super::Read {}
+        impl Sealed for super::Permit {}
+    }
+}
+
+use mode::Mode;
+
+/// A held lock: an exclusive lock, a set or a write lock.
+pub type LockGuard = Guard<mode::Lock>;
+
+/// A held read lock, shared with other readers: no fencing token.
+pub type ReadGuard = Guard<mode::Read>;
+
+/// One held permit of a [`Semaphore`](crate::Semaphore): an exclusive
+/// lock on one of its slots.
+pub type Permit = Guard<mode::Permit>;
+
+/// A lock held on a quorum of nodes, in mode `M` ([`LockGuard`],
+/// [`ReadGuard`], [`Permit`]).
+///
+/// Dropping the guard releases the lock on every node, best effort and
+/// within the node timeout; [`release`](Self::release) does the same and
+/// reports how it went. If the holder dies, the keys expire after the TTL.
+///
+/// The lock protects you only while [`validity`](Self::validity) is above
+/// zero: check [`is_valid`](Self::is_valid) (or
+/// [`ensure_held`](Self::ensure_held)) before acting on shared state, and
+/// [`extend`](Self::extend) or [`keep_alive`](Self::keep_alive) for long
+/// work. Pass the fencing token ([`LockGuard::fencing_token`]) to the
+/// storage you protect, so that it can reject a holder that lost the lock.
+#[must_use = "bind the guard (`let guard = ...`): dropped, as by `let _ = ...`, it releases the lock at once"]
+pub struct Guard<M: Mode> {
+    state: Arc<State>,
+    keeper: Option<Keeper>,
+    /// Cleared by `release`, so that `Drop` has nothing left to do.
+    armed: bool,
+    /// When the guard was made, and how long after it a release leaves
+    /// the keys ([`LockGuard::set_min_hold`]).
+    acquired: Instant,
+    min_hold: Option<Duration>,
+    mode: PhantomData<M>,
+}
+
+impl<M: Mode> Guard<M> {
+    /// The guard of what `shape` holds with `token`, as `granted`.
+    pub(crate) fn new(
+        pipeline: Arc<Pipeline>,
+        shape: Arc<dyn Shape>,
+        token: Token,
+        ttl: Duration,
+        granted: Granted,
+    ) -> Guard<M> {
+        Guard::with_slot(pipeline, shape, token, ttl, granted, None)
+    }
+
+    /// As [`new`](Self::new), for a semaphore's `slot`.
+    pub(crate) fn with_slot(
+        pipeline: Arc<Pipeline>,
+        shape: Arc<dyn Shape>,
+        token: Token,
+        ttl: Duration,
+        granted: Granted,
+        slot: Option<u32>,
+    ) -> Guard<M> {
+        for r in shape.resources() {
+            pipeline.hold(r);
+        }
+        Guard {
+            state: Arc::new(State {
+                pipeline,
+                shape,
+                token,
+                ttl,
+                fencing: granted.fencing,
+                slot,
+                agreed: granted.agreed,
+                failures: granted.failures,
+                status: Mutex::new(Status {
+                    valid_until: granted.valid_until,
+                    lost: None,
+                    renewal_error: None,
+                }),
+                extending: Mutex::new(()),
+                changed: Condvar::new(),
+            }),
+            keeper: None,
+            armed: true,
+            acquired: Instant::now(),
+            min_hold: None,
+            mode: PhantomData,
+        }
+    }
+
+    /// The pipeline the guard's rounds run on.
+    pub(crate) fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.state.pipeline
+    }
+
+    /// The locked resource (the Redis key); for a set
+    /// ([`LockManager::lock_all`](crate::LockManager::lock_all)), the first
+    /// one given.
+    pub fn resource(&self) -> &[u8] {
+        self.state.shape.resources()[0]
+    }
+
+    /// Every locked resource: the one of a lock, or the whole of a set in
+    /// the order given.
+    pub fn resources(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.state.resources().into_iter()
+    }
+
+    /// Whether this is a read lock ([`RwLock::read`](crate::RwLock::read)),
+    /// shared with other readers.
+    pub fn is_shared(&self) -> bool {
+        self.state.shape.shared()
+    }
+
+    /// The token stored as the key's value, new for every acquisition:
+    /// 32 lowercase hex characters (128 random bits), then, unless the
+    /// manager's [`name_holders`](crate::Builder::name_holders) is off,
+    /// `@host/pid` and `/label` (see [`HolderName`](crate::HolderName)).
+    pub fn token(&self) -> &[u8] {
+        &self.state.token
+    }
+
+    /// How many members agreed to the acquisition (of
+    /// [`LockManager::nodes`](crate::LockManager::nodes)`().len()`).
+    pub fn agreed(&self) -> usize {
+        self.state.agreed
+    }
+
+    /// The members that failed during the acquisition, each with its
+    /// cause; empty when every member answered. The lock is held all the
+    /// same (a quorum agreed), but with less redundancy: alert on it.
+    /// `lockrun` prints a warning, and the `log` feature logs one
+    /// (target `redlock_sync::redundancy`).
+    pub fn failures(&self) -> &[NodeError] {
+        &self.state.failures
+    }
+
+    /// How many more members could have failed (or refused) and still
+    /// left a quorum: `agreed() - quorum`. 0 means the lock was taken
+    /// with no member to spare.
+    pub fn margin(&self) -> usize {
+        self.state
+            .agreed
+            .saturating_sub(quorum::quorum(self.state.pipeline.members.len()))
+    }
+
+    /// How long the lock is still safe to rely on, measured on this
+    /// process's monotonic clock; zero once it has run out, and from the
+    /// moment an extend or a keep-alive renewal found it taken over.
+    pub fn validity(&self) -> Duration {
+        self.state
+            .valid_until()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lock is known to be held: [`ensure_held`](Self::ensure_held)
+    /// without the reason. False once the validity ran out, once the lock
+    /// was found taken over, and from the first keep-alive renewal that
+    /// missed the quorum (until a retry reaches it): it fails closed, as
+    /// [`Leadership::is_leader`](crate::Leadership::is_leader) does. No
+    /// network call. [`validity`](Self::validity) is the clock alone.
+    pub fn is_valid(&self) -> bool {
+        self.state.is_held()
+    }
+
+    /// Fails closed: `Ok` only while the lock is known to be held, that is
+    /// while validity remains and the latest keep-alive renewal (if any)
+    /// reached a quorum. No network call (a flag, two uncontended locks
+    /// and a clock read), so it is cheap enough to call in a loop, and it
+    /// fails in time even when every node is unreachable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] once the validity has run out (`lost_on` 0), once
+    /// an extend or renewal found the lock lost (`lost_on`: the nodes that
+    /// no longer hold our token; `taken_over`: those of them that hold
+    /// another owner's), or from the first keep-alive
+    /// renewal that did not reach a quorum (`renewal`: why). The keep-alive
+    /// thread retries that renewal while validity remains, and `Ok` comes
+    /// back if a retry succeeds; but treat an error as the end of the
+    /// lock: stop the protected work and drop the guard. After a takeover,
+    /// or once the validity ran out, it never succeeds again.
+    pub fn ensure_held(&self) -> Result<()> {
+        self.state.ensure_held()
+    }
+
+    /// Blocks until the lock is lost, or `timeout` has passed: true once
+    /// it is lost (taken over, as an extend or a renewal found, or its
+    /// validity ran out), false if it is still held at the timeout.
+    ///
+    /// With [`keep_alive`](Self::keep_alive), the renewal thread wakes it
+    /// at once: a renewal that finds the lock taken over, and the validity
+    /// running out while renewals miss the quorum, both end the wait, no
+    /// later than the validity the guard can still prove. Without
+    /// keep-alive, the lock is lost when its validity ends (or when an
+    /// [`extend`](Self::extend) finds it taken over). A renewal that
+    /// missed the quorum while validity remains is not a loss here (the
+    /// next one may succeed), though [`ensure_held`](Self::ensure_held)
+    /// already fails closed then. No network call: a wait on a condition
+    /// the guard's own rounds update.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        self.state.wait_lost(timeout)
+    }
+
+    /// Keeps the lock alive in the background until the guard is dropped
+    /// or released: a thread extends it with its TTL every TTL/3 (from one
+    /// round's start to the next, and sooner when the validity would drop
+    /// under two node timeouts, but at least TTL/12 apart: a slow member
+    /// does not let a TTL of three node timeouts or more run out),
+    /// using the same quorum and validity rules as
+    /// [`extend`](Self::extend), and retries a failed round while validity
+    /// remains. Watch
+    /// [`ensure_held`](Self::ensure_held) for a loss.
+    ///
+    /// Consumes and returns the guard, so that the thread's lifetime is the
+    /// guard's: dropping it stops the thread and releases the lock.
+    /// Calling it on a guard that already keeps alive changes nothing.
+    #[must_use = "keep_alive returns the guard: bind it (`let guard = guard.keep_alive();`); dropped, it releases the lock at once"]
+    pub fn keep_alive(self) -> Self {
+        self.keep_alive_with(None)
+    }
+
+    /// As [`keep_alive`](Self::keep_alive), but renewals stop once `limit`
+    /// has passed, so that a stuck worker cannot hold the lock forever: the
+    /// lock then expires within one TTL and `ensure_held` fails.
+    #[must_use = "keep_alive_for returns the guard: bind it (`let guard = guard.keep_alive_for(limit);`); dropped, it releases the lock at once"]
+    pub fn keep_alive_for(self, limit: Duration) -> Self {
+        self.keep_alive_with(Some(limit))
+    }
+
+    fn keep_alive_with(mut self, limit: Option<Duration>) -> Self {
+        if self.keeper.is_none() {
+            match Keeper::start(self.state.clone(), limit) {
+                Ok(keeper) => self.keeper = Some(keeper),
+                // No thread to be had: nothing renews; ensure_held says so
+                // from now on.
+                Err(e) => {
+                    self.state.renewed(Some(format!(
+                        "the keep-alive thread could not be started: {e}"
+                    )));
+                }
+            }
+        }
+        self
+    }
+
+    /// Extends the lock so that it lasts `ttl` from now.
+    ///
+    /// Sets the expiry of every node's key that still holds our token. The
+    /// extension counts only if a quorum confirms it before the current
+    /// validity runs out; the validity is then `ttl` less the round's
+    /// duration and the drift allowance.
+    ///
+    /// Whatever the outcome, the validity afterwards is at most `ttl` less
+    /// the drift allowance, counted from the round's start: the nodes that
+    /// applied the new TTL may let the key go that early even when too few
+    /// of them answered in time. So a failed extend to a shorter TTL
+    /// shortens the validity too; a failed extend to a longer one leaves it
+    /// as it was.
+    ///
+    /// With [`keep_alive`](Self::keep_alive) on, waits for a renewal under
+    /// way (at most about one node timeout), so that the two never overlap;
+    /// the next renewal extends with the guard's original TTL again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when the validity had run out (before or during
+    /// the round) or a quorum of nodes no longer holds our token (taken
+    /// over: from then on the guard has no validity and
+    /// [`ensure_held`](Self::ensure_held) says so): the lock is lost and
+    /// nothing was extended on the new owner's behalf.
+    /// [`Error::NoQuorum`] when too many nodes failed; the lock may still
+    /// be held until its current validity ends. [`Error::NoValidity`]
+    /// when the round took the whole new TTL. [`Error::InvalidArgument`]
+    /// for a TTL that `lock` would reject.
+    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+        self.state.extend(ttl)
+    }
+
+    /// Releases the lock on every node and reports the outcome; `Drop`
+    /// does the same silently.
+    ///
+    /// Each node deletes the key only if it still holds our token, so a
+    /// release never removes another owner's lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] when a quorum of nodes no longer held our token
+    /// (the lock had expired, and may have been taken by someone else).
+    /// [`Error::NoQuorum`] when too many nodes failed: keys left behind
+    /// expire with their TTL.
+    pub fn release(mut self) -> Result<()> {
+        self.armed = false;
+        let (tally, hold_failed) = self.unlock(true);
+        if let Some(err) = hold_failed {
+            return Err(err);
+        }
+        if tally.reached() {
+            Ok(())
+        } else {
+            Err(tally.held_error(&self.state.shown()))
+        }
+    }
+
+    /// Stops the keep-alive thread, runs the unlock round, then joins the
+    /// thread. A renewal under way may run beside the unlock: the scripts
+    /// only act on our token, so in either order the key ends deleted, and
+    /// the whole takes about one node timeout, not two.
+    ///
+    /// With an at-least hold not over yet, the round is the hold (see
+    /// [`hold_or_release`](Self::hold_or_release)): the error says why a
+    /// hold was not kept, when it was not. `inline`: a failed hold's
+    /// release round runs here (`release`), else on a thread of its own
+    /// (`Drop`, which never blocks longer than about one node timeout).
+    fn unlock(&mut self, inline: bool) -> (quorum::Tally, Option<Error>) {
+        let keeper = self.keeper.take();
+        if let Some(keeper) = &keeper {
+            keeper.signal();
+        }
+        let state = &self.state;
+        let pipeline = &state.pipeline;
+        let left = self
+            .min_hold
+            .and_then(|hold| hold.checked_sub(self.acquired.elapsed()))
+            .map(|left| left.as_millis() as u64)
+            .filter(|ms| *ms > 0);
+        let span = telemetry::Span::round(true, || state.shown());
+        let (tally, hold_failed) = match left {
+            Some(ms) => self.hold_or_release(ms, inline),
+            None => (pipeline.release(&*state.shape, &state.token), None),
+        };
+        span.ended(
+            if tally.reached() {
+                "released"
+            } else {
+                "no_quorum"
+            },
+            Some(tally.yes),
+        );
+        telemetry::released(self.acquired.elapsed());
+        for r in state.resources() {
+            pipeline.let_go(r);
+        }
+        if let Some(keeper) = keeper {
+            let _ = keeper.thread.join();
+        }
+        (tally, hold_failed)
+    }
+
+    /// An at-least hold not over yet, `left_ms` more: the keys stay, ours,
+    /// until it is over (an extend round to what is left, waking nobody),
+    /// but only while the guard still holds the lock. A guard lost or out
+    /// of validity, or a hold round that a quorum does not confirm within
+    /// the validity, is released instead: its keys are deleted where they
+    /// still hold our token, and never extended (a lost guard's key on a
+    /// minority, kept for the hold, would stand in everyone's way), and
+    /// the error says so. The hold is not a TTL for the restart
+    /// quarantine (see `Pipeline::hold_for`).
+    fn hold_or_release(&self, left_ms: u64, inline: bool) -> (quorum::Tally, Option<Error>) {
+        let state = &self.state;
+        let pipeline = &state.pipeline;
+        let (deadline, lost) = {
+            let status = state.status.lock();
+            (status.valid_until, status.lost)
+        };
+        if lost.is_some() || Instant::now() >= deadline {
+            let why = state.not_held(lost, None);
+            return (pipeline.release(&*state.shape, &state.token), Some(why));
+        }
+        let tally = pipeline.hold_for(&*state.shape, &state.token, left_ms);
+        if tally.reached() && Instant::now() < deadline {
+            return (tally, None);
+        }
+        let why = if tally.reached() {
+            state.not_held(None, None)
+        } else {
+            tally.held_error(&state.shown())
+        };
+        // The hold round took its time already: a second round from `Drop`
+        // goes to a thread of its own (inline if none can be started), and
+        // nothing is counted here.
+        if !inline {
+            let state = state.clone();
+            let spawned = thread::Builder::new()
+                .name("redlock-release".into())
+                .spawn(move || {
+                    state.pipeline.release(&*state.shape, &state.token);
+                });
+            if spawned.is_ok() {
+                return (quorum::Tally::default(), Some(why));
+            }
+        }
+        (pipeline.release(&*state.shape, &state.token), Some(why))
+    }
+}
+
+impl<M: Mode> Drop for Guard<M> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            // Best effort: every node deletes the key if it is still ours;
+            // failures are left to the key's expiry.
+            let _ = self.unlock(false);
+        }
+    }
+}
+
+impl<M: Mode> fmt::Debug for Guard<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field(
+                "resources",
+                &self
+                    .resources()
+                    .map(String::from_utf8_lossy)
+                    .collect::<Vec<_>>(),
+            )
+            .field("shared", &self.is_shared())
+            .field("token", &String::from_utf8_lossy(self.token()))
+            .field("fencing_token", &self.state.fencing)
+            .field("slot", &self.state.slot)
+            .field("validity", &self.validity())
+            .field("keep_alive", &self.keeper.is_some())
+            .finish()
+    }
+}
+
+impl Guard<mode::Lock> {
+    /// Makes the release (or drop) of this guard leave the lock's keys
+    /// until `hold` has passed since the acquisition, instead of deleting
+    /// them: work that ends early still keeps others out until then. For
+    /// deduplicating jobs across hosts whose clocks differ (a cron job
+    /// that runs on several hosts at "the same" minute: the first takes
+    /// the lock and holds it for at least the minute, so the late hosts
+    /// find it taken), like ShedLock's `lockAtLeastFor`.
+    ///
+    /// The release then sets the keys' expiry, where they still hold our
+    /// token, to what is left of `hold` (measured on this process's
+    /// monotonic clock), and announces nothing: waiters find the lock free
+    /// after their pause. A `hold` longer than the TTL keeps the keys past
+    /// it. If a keep-alive renewal is under way at the release, its
+    /// expiry may land after ours: the keys then last up to one TTL. A
+    /// release after `hold` has passed deletes the keys as usual.
+    ///
+    /// The hold acts only where the guard still holds: a guard whose lock
+    /// was lost, or whose validity ran out (a keep-alive cut off from the
+    /// majority, a pause), is released as usual, deleting its keys where
+    /// they still hold its token, and never extends anything; so is a
+    /// guard whose hold round a quorum does not confirm within its
+    /// validity. [`release`](Guard::release) then fails with the reason
+    /// ([`Error::NotHeld`], [`Error::NoQuorum`]).
+    ///
+    /// A hold is not protected against restarts as the lock is: the
+    /// restart quarantine counts TTLs, not holds (a long hold would keep
+    /// every restarted server out of the votes for as long). A node that
+    /// restarts empty during the hold forgets its key; once a majority of
+    /// the hold's keys is gone, a late host may take the lock early.
+    pub fn set_min_hold(&mut self, hold: Duration) {
+        self.min_hold = Some(hold);
+    }
+
+    /// The fencing token of this acquisition, `None` when the manager
+    /// has fencing off ([`Builder::fencing`](crate::Builder::fencing)):
+    /// strictly greater than every fencing token handed out before for the
+    /// same resource, under the assumptions in the crate docs. Give it to
+    /// the storage the lock protects with every write, and have the
+    /// storage reject a token lower than the highest it has seen. Always
+    /// below 2^53, so exact in JSON and JavaScript numbers.
+    ///
+    /// A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) has
+    /// one token, above every earlier token of each of its resources.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.fencing
+    }
+}
+
+impl Guard<mode::Permit> {
+    /// Which of the semaphore's K slots this permit holds (0-based).
+    pub fn slot(&self) -> u32 {
+        self.state.slot.unwrap_or(0)
+    }
+
+    /// A fencing token, strictly greater than every earlier one of the
+    /// same slot (see [`LockGuard::fencing_token`]); `None` with fencing
+    /// off.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.fencing
+    }
+
+    /// The permit as a plain [`LockGuard`] on its slot (the permit stays
+    /// held; the guard releases it).
+    pub fn into_guard(mut self) -> LockGuard {
+        // `self` is disarmed, so dropping it releases nothing.
+        Guard {
+            state: self.state.clone(),
+            keeper: self.keeper.take(),
+            armed: std::mem::replace(&mut self.armed, false),
+            acquired: self.acquired,
+            min_hold: self.min_hold,
+            mode: PhantomData,
+        }
+    }
+}

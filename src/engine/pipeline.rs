@@ -1,0 +1,719 @@
+//! The pipeline every shape plugs into: one acquisition, one extend, one
+//! release-and-wake. A shape (the lock, a set, a permit, a read lock: see
+//! their modules) supplies only its scripts, its keys and how a member's
+//! answer counts ([`Shape`]); the rules that make a grant safe live here,
+//! once:
+//!
+//! - **Members.** An attempt starts only while no two members have turned
+//!   out to be the same server or cluster (their votes would count
+//!   twice), and fails if such a pair is found during the round.
+//! - **TTL.** Every TTL used is noted first, so that a server seen
+//!   restarted is kept out of votes for the longest of them (see
+//!   `restart.rs`; requests that decide a holder get no answer from it).
+//! - **Tally.** A grant needs a majority of members to say yes.
+//! - **Fencing.** The token is the highest count among the granting
+//!   members; every granting member with any counter below it is raised
+//!   to it before the grant counts, so that a quorum holds the token on
+//!   every counter, and any later quorum, which shares a member with it,
+//!   counts past it. A raise that leaves fewer than a quorum fails the
+//!   attempt.
+//! - **Validity.** `TTL - elapsed - drift`, counted from the round's
+//!   start (see `quorum::valid_until`); none left is a failure.
+//! - **Clean-up.** A failed attempt removes whatever it may have written
+//!   (a yes, or a failure that may have run) before it returns; a grant
+//!   removes what a member took only in part.
+//! - **Extend.** Whatever an extend round returns, the validity after it
+//!   is at most the new TTL less the drift from the round's start (see
+//!   `quorum::after_extend`, applied by the guard).
+//! - **Release.** Deletes only what holds our token, and announces each
+//!   release it made on the name's channel, which wakes waiters.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::base::error::{Error, Result};
+use crate::base::node_error::NodeError;
+use crate::base::telemetry;
+use crate::engine::quorum::{self, Tally};
+use crate::engine::wait::Waiters;
+use crate::members::conn::pack;
+use crate::members::identities::Identities;
+use crate::members::member::Member;
+use crate::members::restart::Policy;
+
+mod scripts;
+
+/// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
+/// larger would risk overflowing Redis's millisecond expiry times.
+pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
+
+/// Random bytes in a token: 128 bits.
+const TOKEN_BYTES: usize = 16;
+
+/// A token: the random bytes, hex encoded so that it reads well in
+/// `redis-cli`, then the holder's name, if any (see `holder.rs`).
+pub(crate) type Token = Vec<u8>;
+
+/// Draws a fresh token from the operating system's generator, followed by
+/// `name` (the manager's [`holder_name`](Pipeline::holder_name): empty,
+/// or `@host/pid[/label]`).
+pub(crate) fn new_token(name: &[u8]) -> Result<Token> {
+    let mut raw = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut raw).map_err(|e| Error::Entropy {
+        source: Box::new(e),
+    })?;
+    let mut token = Vec::with_capacity(2 * TOKEN_BYTES + name.len());
+    for byte in raw {
+        token.push(HEX[usize::from(byte >> 4)]);
+        token.push(HEX[usize::from(byte & 0xf)]);
+    }
+    token.extend_from_slice(name);
+    Ok(token)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The value a fencing counter created anew starts from: microseconds
+/// since the Unix epoch on this machine's clock (0 if the clock is before
+/// 1970). A node cannot count faster than one increment per microsecond,
+/// so a counter's value stays below the clock, and one created later
+/// starts above every value an earlier one reached (see the crate docs'
+/// fencing section for the exact assumption). Stays below 2^53 until the
+/// year 2255.
+pub(crate) fn counter_start() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// One member's answer to a round: none when it was not asked.
+pub(crate) type Answer = Option<std::result::Result<u64, NodeError>>;
+
+/// How one member answered an acquisition round (all its parts together,
+/// for a Redis Cluster member that takes a set one slot at a time).
+pub(crate) struct Vote {
+    /// A grant: the member's highest count (its fencing counter; any
+    /// number above 0 without fencing).
+    pub(crate) yes: Option<u64>,
+    /// With `yes`, the lowest count among the member's counters for this
+    /// acquisition: all of them are between `low` and `yes`.
+    pub(crate) low: u64,
+    /// The index (among the shape's resources) of one found held by
+    /// another owner, when the member said which.
+    pub(crate) busy: Option<usize>,
+    /// The member may hold something the attempt wrote: it said yes, or
+    /// failed after the request may have run.
+    pub(crate) dirty: bool,
+    /// It wrote part of the request but voted no (a cluster member with
+    /// some slots of a set busy): a grant gives that part back at once.
+    pub(crate) partial: bool,
+    /// A no where a read-write lock's readers may hold the key (the lock's
+    /// acquisition says so, see `MAYBE_READERS`).
+    pub(crate) readers: bool,
+    /// The answer as one, for the tally: the highest yes, 0 for a no,
+    /// the first failure otherwise.
+    pub(crate) answer: Answer,
+}
+
+impl Vote {
+    /// The vote of a one-part answer: any count above 0 is a yes.
+    /// The vote in a few characters, for trace logs: `y<n>` granted,
+    /// `b<i>` busy at the i-th resource, `r` readers, `B<n>` a busy count,
+    /// `<n>` another answer, `-` not asked, `!<kind>` failed.
+    #[cfg_attr(not(feature = "log"), allow(dead_code))]
+    fn traced(&self) -> String {
+        match (&self.yes, self.busy, &self.answer) {
+            (Some(n), ..) => format!("y{n}"),
+            (None, Some(i), _) => format!("b{i}"),
+            (None, None, _) if self.readers => "r".into(),
+            (None, None, Some(Ok(n))) if n & crate::members::script::BUSY != 0 => {
+                format!("B{}", n & !crate::members::script::BUSY)
+            }
+            (None, None, Some(Ok(n))) => format!("{n}"),
+            (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
+            (None, None, None) => "-".into(),
+        }
+    }
+
+    pub(crate) fn of(answer: Answer) -> Vote {
+        let (yes, dirty) = match &answer {
+            Some(Ok(c)) => ((*c > 0).then_some(*c), *c > 0),
+            Some(Err(e)) => (None, !e.settled),
+            None => (None, false),
+        };
+        Vote {
+            yes,
+            low: yes.unwrap_or(0),
+            busy: None,
+            dirty,
+            partial: false,
+            readers: false,
+            answer,
+        }
+    }
+}
+
+/// What a failed attempt found, for the waiting loop.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Refusal {
+    /// The index (among the shape's resources) of one found held by
+    /// another owner, when a member said which.
+    pub(crate) blocked: Option<usize>,
+    /// Some member may hold the resource for a read-write lock's readers:
+    /// a waiting writer asks readers to queue behind it.
+    pub(crate) readers: bool,
+    /// A queued fair attempt found the lock reserved for another waiter,
+    /// and the reservations lapse within this: the thread asks again then
+    /// rather than at the end of its pause (see `fair.rs`).
+    pub(crate) lapse: Option<std::time::Duration>,
+    /// The attempt holds a place in the members' fair queues, which keeps
+    /// only while it asks: it asks when its pause ends even behind this
+    /// manager's other waiters (the members' queue decides who goes
+    /// first; see `fair.rs`).
+    pub(crate) queued: bool,
+}
+
+/// What a shape supplies to the pipeline: its rounds on the members. The
+/// pipeline decides what they add up to.
+pub(crate) trait Shape: Send + Sync {
+    /// Every resource held, as errors name them and as `held_here` counts
+    /// them (a set's all, in the order given).
+    fn resources(&self) -> Vec<&[u8]>;
+
+    /// What errors and logs name: the resource, or a set's resources
+    /// joined with `, `; a permit names its semaphore and its count the
+    /// same way whatever the count (`nightly (a semaphore of 3 permits)`).
+    fn shown(&self) -> String {
+        quorum::display(&quorum::joined(&self.resources()))
+    }
+
+    /// Its release hands it to the first fair waiter queued (with fair
+    /// waiting on; see `fair.rs`).
+    fn hands_off(&self) -> bool {
+        false
+    }
+
+    /// Who holds it, as a member that refused an attempt said last (the
+    /// key's value), for the `Taken` error; `None` where none said.
+    fn holder(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// The names whose waiters a release wakes (a permit's: the
+    /// semaphore's name).
+    fn wakes(&self) -> Vec<&[u8]> {
+        self.resources()
+    }
+
+    /// Whether an acquisition counts fencing counters (and so has a
+    /// fencing token); a read lock does not.
+    fn fenced(&self) -> bool {
+        true
+    }
+
+    /// Whether holders share it (a read lock).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// How long (ms, as a command argument) an acquisition with `ttl_ms`
+    /// keeps its fencing counters; `None`: it counts none. By default the
+    /// manager's fencing setting decides (see
+    /// [`Pipeline::counter_keep`]), for shapes that are
+    /// [`fenced`](Self::fenced).
+    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+        p.counter_keep(ttl_ms).filter(|_| self.fenced())
+    }
+
+    /// One acquisition round on every member, with `token` for `ttl_ms`;
+    /// `keep`: with fencing, how long (ms) the counters are kept.
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
+
+    /// A reason of the shape's own to refuse what the votes grant (a
+    /// semaphore's permit count that differs), checked before the raise.
+    fn refusal(&self, _p: &Pipeline, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
+        None
+    }
+
+    /// Raises every counter of the acquisition to at least `to`, on the
+    /// members `only` selects, keeping each counter's expiry (or creating
+    /// it with `keep` ms if it expired meanwhile). Only called when
+    /// [`fenced`](Self::fenced).
+    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally;
+
+    /// One extend round: `ttl_ms` from now, where `token` still holds.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally;
+
+    /// Removes what `token` holds on the members `only` selects (every
+    /// member: `None`), and announces each release it made with
+    /// `message` (none: releases are not announced) on the channel of the
+    /// name it wakes. `release`: the guard's release, which may announce
+    /// unconditionally (the lock pipelines a `PUBLISH` behind its unlock,
+    /// cheaper than one inside the script); otherwise the clean-up of an
+    /// attempt, which announces only what it deleted.
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally;
+}
+
+/// A granted acquisition.
+pub(crate) struct Granted {
+    /// The end of the validity.
+    pub(crate) valid_until: Instant,
+    /// The fencing token; `None` with fencing off, and for shapes without.
+    pub(crate) fencing: Option<u64>,
+    /// How many members agreed.
+    pub(crate) agreed: usize,
+    /// The members that failed, each with its cause: redundancy lost.
+    pub(crate) failures: Vec<NodeError>,
+}
+
+/// A manager's members and settings, shared by its clones and its
+/// guards: what every round needs.
+pub(crate) struct Pipeline {
+    pub(crate) members: Arc<[Member]>,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    /// With fencing on: how long, in ms, a counter lives after its last
+    /// acquisition or renewal. `None`: fencing off.
+    pub(crate) fencing_expiry_ms: Option<u64>,
+    /// The fencing expiry in ms whether fencing is on or not: an
+    /// election counts terms either way.
+    pub(crate) counter_expiry_ms: u64,
+    /// Whether releases publish and waiters listen for them.
+    pub(crate) wake_on_release: bool,
+    /// What follows the random part of this manager's tokens: empty, or
+    /// `@host/pid[/label]` (see `holder.rs`).
+    pub(crate) holder_name: Vec<u8>,
+    /// Lock waiters queue across managers (see `fair.rs`).
+    pub(crate) fair: bool,
+    /// When a server last refused the fair queue's commands (waiters then
+    /// wait unfairly for a while; see `fair.rs`).
+    pub(crate) fair_refused: Mutex<Option<Instant>>,
+    /// This manager's threads waiting for busy resources.
+    pub(crate) waiters: Waiters,
+    /// Resources a guard of this manager holds, with how many guards.
+    pub(crate) held: Mutex<HashMap<Box<[u8]>, usize>>,
+    /// Some member is a Redis Cluster (requests then get their cluster
+    /// variant).
+    pub(crate) has_clusters: bool,
+    /// What the members turned out to be at first contact.
+    pub(crate) identities: Arc<Identities>,
+    /// Replicas that must acknowledge an acquisition or extend for the
+    /// member's vote to count, and the `WAIT` timeout in ms.
+    pub(crate) replica_acks: Option<(u32, String)>,
+    /// When restarted servers vote again (shared with every node).
+    pub(crate) restart: Arc<Policy>,
+}
+
+/// What a script round is for.
+#[derive(Clone, Copy)]
+pub(crate) struct Mode {
+    /// The script answers a count, not yes or no.
+    pub(crate) count: bool,
+    /// A yes counts only once the replicas asked for acknowledged it.
+    pub(crate) replicated: bool,
+    /// Its answers decide a holder: servers kept out after a restart give
+    /// none.
+    pub(crate) decides: bool,
+}
+
+/// Releases and clean-ups: a yes or no, deciding no holder.
+pub(crate) const RELEASE: Mode = Mode {
+    count: false,
+    replicated: false,
+    decides: false,
+};
+
+/// Acquisitions and extends decide a holder, and wait for replicas.
+pub(crate) const DECIDE: Mode = Mode {
+    count: false,
+    replicated: true,
+    decides: true,
+};
+
+/// The announcement arguments of a script that deletes lock keys: the
+/// verb (`PUBLISH` on nodes, `SPUBLISH`, sharded, on Redis Cluster
+/// members) and the message; none when releases are not announced.
+pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]> {
+    match message {
+        Some(message) => vec![if cluster { b"SPUBLISH" } else { b"PUBLISH" }, message],
+        None => Vec::new(),
+    }
+}
+
+/// A script's arguments (`ARGV`).
+pub(crate) type Args<'a> = &'a [&'a [u8]];
+
+/// The resource that refused an attempt on a majority of the members, if
+/// one did: where a set waits in line. Every member must be told the same
+/// (see `Fair::wait_at`), and a key a majority refused is where the set is
+/// held up; a refusal by fewer (members that differ under faults) moves
+/// it nowhere, so that it does not go from queue to queue at every
+/// attempt, first in each by its early arrival.
+fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
+    let mut count = vec![0usize; resources];
+    for i in votes
+        .iter()
+        .filter_map(|v| v.busy)
+        .filter(|&i| i < resources)
+    {
+        count[i] += 1;
+    }
+    let quorum = quorum::quorum(votes.len());
+    count.iter().position(|&c| c >= quorum)
+}
+
+impl Pipeline {
+    /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
+    /// when replica acknowledgements are asked for; empty otherwise.
+    pub(crate) fn wait_command(&self) -> Vec<u8> {
+        match &self.replica_acks {
+            Some((n, ms)) => pack(&[b"WAIT", n.to_string().as_bytes(), ms.as_bytes()]),
+            None => Vec::new(),
+        }
+    }
+
+    /// Fails once two members turned out to be the same server or cluster
+    /// (found at first contact): their votes would count twice.
+    pub(crate) fn check_members(&self) -> Result<()> {
+        match self.identities.conflict.get() {
+            Some(why) => Err(Error::invalid_config(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a TTL and returns it in whole milliseconds (what `PX` and
+    /// `PEXPIRE` take; a fraction of a millisecond is dropped).
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<u64> {
+        if ttl > MAX_TTL {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} is larger than the maximum of {MAX_TTL:?}"
+            )));
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        if ttl_ms == 0 {
+            return Err(Error::invalid_argument(format!(
+                "TTL must be at least 1 ms, got {ttl:?}"
+            )));
+        }
+        let whole = Duration::from_millis(ttl_ms);
+        if quorum::validity(whole, Duration::ZERO, self.drift_factor).is_none() {
+            return Err(Error::invalid_argument(format!(
+                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}",
+                quorum::drift(whole, self.drift_factor)
+            )));
+        }
+        Ok(ttl_ms)
+    }
+
+    /// With fencing on, how long (ms, as a command argument) a counter is
+    /// kept after an acquisition or renewal with `ttl_ms`: the idle
+    /// expiry, and never less than the lock's TTL. `None`: fencing off.
+    pub(crate) fn counter_keep(&self, ttl_ms: u64) -> Option<String> {
+        self.fencing_expiry_ms
+            .map(|expiry_ms| expiry_ms.max(ttl_ms).to_string())
+    }
+
+    /// How long (in ms) a semaphore's stored count is kept after an
+    /// acquisition or renewal with `ttl_ms`: as a fencing counter, and
+    /// never less than the TTL, so that it outlives every permit granted
+    /// with it.
+    pub(crate) fn permits_keep(&self, ttl_ms: u64) -> u64 {
+        self.fencing_expiry_ms
+            .map_or(ttl_ms, |expiry_ms| expiry_ms.max(ttl_ms))
+    }
+
+    /// One acquisition attempt of `shape` with `token` for `ttl_ms`, by
+    /// the rules in the module docs. On failure, `refusal` says what the
+    /// members found (see [`Refusal`]), and whatever the attempt may have
+    /// written is removed from every member before it returns.
+    pub(crate) fn acquire(
+        &self,
+        shape: &dyn Shape,
+        token: &[u8],
+        ttl_ms: u64,
+        refusal: &mut Refusal,
+    ) -> Result<Granted> {
+        self.check_members()?;
+        self.restart.note_ttl(ttl_ms);
+        let ttl = Duration::from_millis(ttl_ms);
+        let keep = shape.keep(self, ttl_ms);
+        let start = Instant::now();
+        let votes = shape.take(self, token, ttl_ms, keep.as_deref());
+        crate::base::logging::log!(
+            trace,
+            "redlock_sync::attempt",
+            "{} by {}: {}",
+            shape.shown(),
+            crate::base::text::token_prefix(token),
+            votes.iter().map(Vote::traced).collect::<Vec<_>>().join(" ")
+        );
+        let quorum = quorum::quorum(self.members.len());
+        let refused = shape.refusal(self, ttl_ms, &votes);
+        let granted = votes.iter().filter(|v| v.yes.is_some()).count();
+        let highest = votes.iter().filter_map(|v| v.yes).max().unwrap_or(0);
+        let reached = granted >= quorum && refused.is_none();
+        let mut failed = None;
+        if let (true, Some(keep)) = (reached, &keep) {
+            // Every counter on every granting member must reach the token,
+            // not just the member's highest: a Redis Cluster member whose
+            // hottest slot group made a set's token has its other groups
+            // below it.
+            let lagging: Vec<bool> = votes
+                .iter()
+                .map(|v| v.yes.is_some() && v.low < highest)
+                .collect();
+            let behind = lagging.iter().filter(|l| **l).count();
+            if behind > 0 {
+                let raised = shape.raise(self, &lagging, highest, keep);
+                if granted - behind + raised.yes < quorum {
+                    failed = Some(raised);
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        let conflict = self.check_members().err();
+        let valid_until = (reached && failed.is_none() && conflict.is_none())
+            .then(|| quorum::valid_until(start, elapsed, ttl, self.drift_factor))
+            .flatten();
+        if let Some(valid_until) = valid_until {
+            if votes.iter().any(|v| v.partial) {
+                let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
+                self.clean_up(shape, &partial, token);
+            }
+            let failures: Vec<NodeError> = votes
+                .into_iter()
+                .filter_map(|v| match v.answer {
+                    Some(Err(e)) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            if !failures.is_empty() {
+                crate::base::logging::log!(
+                    warn,
+                    "redlock_sync::redundancy",
+                    "{}: taken with {granted} of {} members agreeing; one more failure may \
+                     stop it: {}",
+                    shape.shown(),
+                    self.members.len(),
+                    failures
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+            }
+            telemetry::granted(granted, quorum, keep.is_some().then_some(highest));
+            return Ok(Granted {
+                valid_until,
+                fencing: keep.is_some().then_some(highest),
+                agreed: granted,
+                failures,
+            });
+        }
+        // Best effort, on every member that may hold what was written.
+        let dirty: Vec<bool> = votes.iter().map(|v| v.dirty).collect();
+        if dirty.contains(&true) {
+            self.clean_up(shape, &dirty, token);
+        }
+        let resources = shape.resources();
+        *refusal = Refusal {
+            blocked: most_busy(&votes, resources.len()),
+            readers: votes.iter().any(|v| v.readers),
+            lapse: None,
+            queued: false,
+        };
+        if let Some(err) = conflict.or(refused) {
+            return Err(err);
+        }
+        let shown = shape.shown();
+        Err(match failed {
+            // The failures of the raising round say why.
+            Some(raised) => raised.acquire_error(&shown),
+            None if granted >= quorum => Error::NoValidity {
+                resource: shown,
+                elapsed,
+                ttl,
+            },
+            None => {
+                let mut err =
+                    Tally::count(votes.into_iter().map(|v| v.answer)).acquire_error(&shown);
+                if let Error::Taken {
+                    held_here, holder, ..
+                } = &mut err
+                {
+                    *held_here = resources.iter().any(|r| self.held_here(r));
+                    *holder = shape.holder().map(|h| crate::base::holder::describe(&h));
+                }
+                err
+            }
+        })
+    }
+
+    /// One extend round of `shape`, `ttl_ms` from now (the guard applies
+    /// the validity rule to its tally).
+    pub(crate) fn extend(&self, shape: &dyn Shape, token: &[u8], ttl_ms: u64) -> Tally {
+        self.restart.note_ttl(ttl_ms);
+        shape.extend(self, token, ttl_ms)
+    }
+
+    /// An at-least hold of what `token` holds of `shape`: an extend round
+    /// to `ms` from now, which is not a TTL the restart quarantine counts
+    /// (a hold of an hour would keep every restarted server out of the
+    /// votes for an hour; see [`LockGuard::set_min_hold`]).
+    ///
+    /// [`LockGuard::set_min_hold`]: crate::LockGuard::set_min_hold
+    pub(crate) fn hold_for(&self, shape: &dyn Shape, token: &[u8], ms: u64) -> Tally {
+        shape.extend(self, token, ms)
+    }
+
+    /// Releases what `token` holds of `shape` on every member, and once
+    /// the round is over wakes this manager's waiters of each name the
+    /// shape wakes, when a member released it.
+    pub(crate) fn release(&self, shape: &dyn Shape, token: &[u8]) -> Tally {
+        let message = self.message(token);
+        let tally = shape.unlock(self, None, token, message.as_deref(), true);
+        crate::base::logging::log!(
+            trace,
+            "redlock_sync::release",
+            "{} by {}: {} yes, {} no, {} gone, {} failed",
+            shape.shown(),
+            crate::base::text::token_prefix(token),
+            tally.yes,
+            tally.no,
+            tally.gone,
+            tally.failures.len()
+        );
+        // A fair hand-off is announced by the members, naming the waiter
+        // it went to: no local news (it would wake this manager's first
+        // waiter whoever was next), unless this manager hears nothing of
+        // the name (its servers refuse it channels): its first waiter
+        // then asks, and learns whose the reservation is.
+        let handed = self.fair && shape.hands_off();
+        if let (true, Some(message)) = (tally.yes > 0, &message) {
+            for name in shape.wakes() {
+                if !handed || !self.waiters.hears(name) {
+                    self.waiters.released(name, message);
+                }
+            }
+        }
+        tally
+    }
+
+    /// The clean-up of a failed attempt on the members `only` selects:
+    /// as a release, announced only where something was deleted (so an
+    /// attempt that freed nothing wakes nobody), and waking none of this
+    /// manager's threads here: its message names `token`, so the
+    /// attempt's own thread ignores it.
+    fn clean_up(&self, shape: &dyn Shape, only: &[bool], token: &[u8]) {
+        let message = self.message(token);
+        shape.unlock(self, Some(only), token, message.as_deref(), false);
+    }
+
+    /// The message announcing one unlock by `token` (none when releases
+    /// are not announced): the token, then a count that tells apart the
+    /// unlocks of one token (a release and the clean-ups of its failed
+    /// attempts).
+    pub(crate) fn message(&self, token: &[u8]) -> Option<Vec<u8>> {
+        static UNLOCKS: AtomicU64 = AtomicU64::new(0);
+        self.wake_on_release.then(|| {
+            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
+            [token, b":", n.as_bytes()].concat()
+        })
+    }
+
+    /// Marks `resource` as held by a guard of this manager (see
+    /// [`held_here`](Self::held_here)).
+    pub(crate) fn hold(&self, resource: &[u8]) {
+        *self.held.lock().entry(resource.into()).or_insert(0) += 1;
+    }
+
+    /// A guard of this manager for `resource` is gone.
+    pub(crate) fn let_go(&self, resource: &[u8]) {
+        let mut held = self.held.lock();
+        if let Some(n) = held.get_mut(resource) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(resource);
+            }
+        }
+    }
+
+    /// Whether a guard of this manager (or a clone) for `resource` is
+    /// alive: a `Taken` then most likely means the caller already holds
+    /// it (locks are not re-entrant).
+    pub(crate) fn held_here(&self, resource: &[u8]) -> bool {
+        self.held.lock().contains_key(resource)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_hex_and_distinct() {
+        let a = new_token(b"").unwrap();
+        let b = new_token(b"").unwrap();
+        assert_ne!(a, b);
+        for t in [&a, &b] {
+            assert_eq!(t.len(), 2 * TOKEN_BYTES);
+            assert!(
+                t.iter()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            );
+        }
+        let named = new_token(b"@host/7").unwrap();
+        assert!(named.ends_with(b"@host/7") && named.len() == 2 * TOKEN_BYTES + 7);
+    }
+
+    #[test]
+    fn a_set_waits_where_a_majority_refused_it() {
+        let busy = |at: Option<usize>| Vote {
+            busy: at,
+            ..Vote::of(Some(Ok(0)))
+        };
+        // The first member's answer does not decide: a majority does.
+        let votes = [
+            busy(Some(0)),
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(None),
+        ];
+        assert_eq!(most_busy(&votes, 2), Some(1));
+        // Fewer than a majority (members that differ) name nowhere: the
+        // set stays where it waits.
+        let votes = [
+            busy(Some(1)),
+            busy(Some(1)),
+            busy(Some(0)),
+            busy(None),
+            busy(None),
+        ];
+        assert_eq!(most_busy(&votes, 2), None);
+        // A no that names no resource (another's token on an extend, a
+        // failure) names nowhere to wait.
+        let votes = [busy(Some(usize::MAX)), busy(Some(usize::MAX)), busy(None)];
+        assert_eq!(most_busy(&votes, 2), None);
+    }
+
+    #[test]
+    fn counters_start_from_the_clock_in_microseconds_below_2_pow_53() {
+        let start = counter_start();
+        // After 2026-01-01 and far below 2^53 (exact in a JSON number).
+        assert!(start > 1_767_225_600_000_000, "{start}");
+        assert!(start < (1 << 53) / 4, "{start}");
+        assert!(counter_start() >= start);
+    }
+}

@@ -1,0 +1,427 @@
+//! The pipeline's scripted rounds: a script on every member (sent by
+//! hash, its source once more after `NOSCRIPT`), with arguments of its own
+//! for Redis Cluster members, a command behind it, replies kept whole, or
+//! one request per slot group ([`script_groups`](Pipeline::script_groups)).
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use super::{Answer, Args, Mode, Pipeline};
+use crate::engine::batch;
+use crate::engine::quorum;
+use crate::members::conn::pack;
+use crate::members::member::Member;
+use crate::members::request::{Reply, Request};
+use crate::members::script::Lua;
+
+/// One slot group's keys and arguments.
+pub(crate) type Group<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
+
+/// Plain commands that servers taking them get in a script's place
+/// (see [`Request::ifeq`]).
+struct Plain<'a> {
+    /// On nodes.
+    node: &'a [u8],
+    /// On Redis Cluster members.
+    cluster: &'a [u8],
+    /// How their replies read.
+    reply: Reply,
+    /// They touch one key: a Redis Cluster member may follow an `ASK`.
+    one_key: bool,
+    /// Our token, for the reply.
+    token: &'a [u8],
+    /// Names command `at` and its key, for messages.
+    describe: &'a (dyn Fn(usize) -> String + Sync),
+}
+
+impl Pipeline {
+    /// Runs a script that answers 1 or 0 on the members `only` selects,
+    /// to decide a holder.
+    pub(crate) fn script(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> Vec<Answer> {
+        let mode = Mode {
+            count: false,
+            replicated: false,
+            decides: true,
+        };
+        self.script_then(lua, only, keys, args, None, mode)
+    }
+
+    /// Runs a script on the members `only` selects: as `node` says on
+    /// nodes, and as `cluster` says (when given) on Redis Cluster
+    /// members. `mode` says whether a yes counts only
+    /// once replicas acknowledged it (`WAIT`), and whether servers kept
+    /// out after a restart answer.
+    pub(crate) fn script_then(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        keys: &[&[u8]],
+        node: Args<'_>,
+        cluster: Option<Args<'_>>,
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_split(
+            lua,
+            only,
+            (keys, node),
+            (keys, cluster.unwrap_or(node)),
+            mode,
+        )
+    }
+
+    /// As [`script_then`](Self::script_then), with keys of their own for
+    /// Redis Cluster members (a set's keys in one slot, where nodes take
+    /// the whole set). The round is routed by the cluster keys' slot.
+    pub(crate) fn script_split(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_tailed(lua, only, node, cluster, None, mode)
+    }
+
+    /// As [`script_split`](Self::script_split), with a command written
+    /// right behind the script whose answer is read and ignored (`tails`:
+    /// on nodes, on Redis Cluster members): a release's `PUBLISH`.
+    pub(crate) fn script_tailed(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        tails: Option<(&[u8], &[u8])>,
+        mode: Mode,
+    ) -> Vec<Answer> {
+        self.script_kept(lua, only, node, cluster, tails, mode, None, None)
+    }
+
+    /// As [`script_then`](Self::script_then) (nodes and Redis Cluster
+    /// members get the same keys), and on servers that take `SET ...
+    /// IFEQ` the plain commands `ifeq` in its place: `count` commands read
+    /// as [`Reply::IfEq`] with our `token`, the first on the script's
+    /// first key.
+    pub(crate) fn script_or_ifeq(
+        &self,
+        lua: &Lua,
+        keys: &[&[u8]],
+        args: Args<'_>,
+        (ifeq, count, token): (&[u8], usize, &[u8]),
+        mode: Mode,
+    ) -> Vec<Answer> {
+        let describe = |at: usize| match at {
+            0 => format!("SET ... IFEQ {:?}", String::from_utf8_lossy(keys[0])),
+            _ => format!(
+                "PEXPIRE ... GT on a companion of {:?}",
+                String::from_utf8_lossy(keys[0])
+            ),
+        };
+        let plain = Plain {
+            node: ifeq,
+            cluster: ifeq,
+            reply: Reply::IfEq(count),
+            one_key: keys.len() == 1,
+            token,
+            describe: &describe,
+        };
+        self.script_kept(
+            lua,
+            None,
+            (keys, args),
+            (keys, args),
+            None,
+            mode,
+            None,
+            Some(&plain),
+        )
+    }
+
+    /// As [`script_tailed`](Self::script_tailed) (one key, the same on
+    /// nodes and Redis Cluster members), and on servers that take
+    /// `DELIFEQ` that command in the script's place, with the same tail:
+    /// a release without a script (see [`Reply::DelIfEq`]).
+    pub(crate) fn script_or_delifeq(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        (key, args): (&[u8], Args<'_>),
+        token: &[u8],
+        tails: Option<(&[u8], &[u8])>,
+        mode: Mode,
+    ) -> Vec<Answer> {
+        // `Reply::DelIfEq` reads no `WAIT` reply: a release waits for none.
+        debug_assert!(!mode.replicated, "DELIFEQ with a WAIT");
+        let (node_tail, cluster_tail) = tails.unwrap_or_default();
+        let delete = pack(&[b"DELIFEQ", key, token]);
+        let describe = |_: usize| format!("DELIFEQ {:?}", String::from_utf8_lossy(key));
+        // Redis Cluster members' form only when there are some: a
+        // release is on the hot path.
+        let cluster = if self.has_clusters {
+            [&delete[..], cluster_tail].concat()
+        } else {
+            Vec::new()
+        };
+        let plain = Plain {
+            node: &[&delete[..], node_tail].concat(),
+            cluster: &cluster,
+            reply: Reply::DelIfEq(tails.is_some()),
+            one_key: true,
+            token,
+            describe: &describe,
+        };
+        self.script_kept(
+            lua,
+            only,
+            (&[key], args),
+            (&[key], args),
+            tails,
+            mode,
+            None,
+            Some(&plain),
+        )
+    }
+
+    /// A read on every member: a script whose replies are kept whole
+    /// (not numbers), deciding a holder (servers kept out after a restart
+    /// give none). Each member's answer is the index of its reply in the
+    /// returned replies.
+    pub(crate) fn read(
+        &self,
+        lua: &Lua,
+        keys: &[&[u8]],
+        args: Args<'_>,
+    ) -> (Vec<Answer>, Vec<Value>) {
+        let mode = Mode {
+            count: false,
+            replicated: false,
+            decides: true,
+        };
+        self.read_split(lua, (keys, args), (keys, args), mode)
+    }
+
+    /// As [`read`](Self::read), with arguments of their own for Redis
+    /// Cluster members, and `mode` (an operator's read or removal asks
+    /// servers kept out after a restart too).
+    pub(crate) fn read_split(
+        &self,
+        lua: &Lua,
+        node: (&[&[u8]], Args<'_>),
+        cluster: (&[&[u8]], Args<'_>),
+        mode: Mode,
+    ) -> (Vec<Answer>, Vec<Value>) {
+        let kept = Mutex::new(Vec::new());
+        let answers = self.script_kept(lua, None, node, cluster, None, mode, Some(&kept), None);
+        (answers, kept.into_inner())
+    }
+
+    /// As [`script_tailed`](Self::script_tailed); with `kept`, each
+    /// reply is kept whole there ([`Reply::Kept`]); with `plain`, servers
+    /// that take those commands get them in place of the script.
+    #[allow(clippy::too_many_arguments)]
+    fn script_kept(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        (node_keys, node): (&[&[u8]], Args<'_>),
+        (cluster_keys, cluster): (&[&[u8]], Args<'_>),
+        tails: Option<(&[u8], &[u8])>,
+        mode: Mode,
+        kept: Option<&Mutex<Vec<Value>>>,
+        plain: Option<&Plain<'_>>,
+    ) -> Vec<Answer> {
+        let replicated = mode.replicated;
+        let wait = if replicated {
+            self.wait_command()
+        } else {
+            Vec::new()
+        };
+        let acks = self
+            .replica_acks
+            .as_ref()
+            .filter(|_| replicated)
+            .map(|(n, _)| *n);
+        let (node_tail, cluster_tail) = tails.unwrap_or_default();
+        let packed = |script: Vec<u8>, tail: &[u8]| [&script[..], &wait, tail].concat();
+        let reply = match tails {
+            _ if kept.is_some() => Reply::Kept,
+            _ if mode.count => Reply::Count,
+            Some(_) => Reply::OneThenAny,
+            None => Reply::One,
+        };
+        let describe_node = |_: usize| lua.describe(node_keys[0]);
+        let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
+        let cluster_packed = if self.has_clusters {
+            packed(lua.evalsha(cluster_keys, cluster), cluster_tail)
+        } else {
+            Vec::new()
+        };
+        let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
+        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
+        // The plain commands, on nodes and on Redis Cluster members; the
+        // script's source is their fallback (see `Reply::DelIfEq`).
+        let plain_packed = plain.map(|p| {
+            (
+                [p.node, &wait[..]].concat(),
+                [p.cluster, &wait[..]].concat(),
+            )
+        });
+        let plain_node = plain.zip(plain_packed.as_ref()).map(|(p, (node, _))| {
+            plain_request(p, node, cluster_keys[0], (mode, acks), &node_reload)
+        });
+        let plain_cluster = plain.zip(plain_packed.as_ref()).map(|(p, (_, cluster))| {
+            plain_request(p, cluster, cluster_keys[0], (mode, acks), &cluster_reload)
+        });
+        let cluster_req = Request {
+            kept,
+            ifeq: plain_cluster.as_ref(),
+            ..scripted(
+                &cluster_packed,
+                cluster_keys[0],
+                (mode, acks, reply),
+                &describe_cluster,
+                &cluster_reload,
+            )
+        };
+        let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
+        // The slot routes the round to each cluster's master.
+        let req = Request {
+            alt: self.has_clusters.then_some(&cluster_req),
+            kept,
+            ifeq: plain_node.as_ref(),
+            ..scripted(
+                &node_packed,
+                cluster_keys[0],
+                (mode, acks, reply),
+                &describe_node,
+                &node_reload,
+            )
+        };
+        quorum::round(&self.members, only, &req)
+    }
+
+    /// A script run once per slot group (a set spanning slots): group 0
+    /// on every member `only` selects (nodes take the whole set, `node`),
+    /// the other groups on Redis Cluster members only, each group's keys
+    /// and arguments from `groups`. Each member's groups are pipelined
+    /// (see `batch.rs`). Returns each group's answers, one per member.
+    pub(crate) fn script_groups(
+        &self,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        (node_keys, node): (&[&[u8]], Args<'_>),
+        groups: &[Group<'_>],
+        mode: Mode,
+    ) -> Vec<Vec<Answer>> {
+        let wait = if mode.replicated {
+            self.wait_command()
+        } else {
+            Vec::new()
+        };
+        let wait = &wait[..];
+        let acks = self
+            .replica_acks
+            .as_ref()
+            .filter(|_| mode.replicated)
+            .map(|(n, _)| *n);
+        let reply = if mode.count { Reply::Count } else { Reply::One };
+        let packed: Vec<Vec<u8>> = groups
+            .iter()
+            .map(|(keys, args)| [&lua.evalsha(keys, args)[..], wait].concat())
+            .collect();
+        let reloads: Vec<_> = groups
+            .iter()
+            .map(|(keys, args)| move || [&lua.eval(keys, args)[..], wait].concat())
+            .collect();
+        let describes: Vec<_> = groups
+            .iter()
+            .map(|(keys, _)| move |_: usize| lua.describe(keys[0]))
+            .collect();
+        let cluster_reqs: Vec<Request<'_>> = (0..groups.len())
+            .map(|g| {
+                let key = groups[g].0[0];
+                scripted(
+                    &packed[g],
+                    key,
+                    (mode, acks, reply),
+                    &describes[g],
+                    &reloads[g],
+                )
+            })
+            .collect();
+        let node_packed = [&lua.evalsha(node_keys, node)[..], wait].concat();
+        let node_reload = || [&lua.eval(node_keys, node)[..], wait].concat();
+        let describe_node = |_: usize| lua.describe(node_keys[0]);
+        let first = Request {
+            packed: &node_packed,
+            describe: &describe_node,
+            reload: Some(&node_reload),
+            alt: Some(&cluster_reqs[0]),
+            ..cluster_reqs[0]
+        };
+        let reqs: Vec<&Request<'_>> = std::iter::once(&first)
+            .chain(cluster_reqs[1..].iter())
+            .collect();
+        let members = &self.members;
+        let takes = |g: usize, i: usize| {
+            only.is_none_or(|only| only[i]) && (g == 0 || matches!(members[i], Member::Cluster(_)))
+        };
+        batch::round(members, &reqs, &takes)
+    }
+}
+
+/// The request of plain commands `p` (`packed`, with any `WAIT`),
+/// routed by `key`, the script's source its fallback (`reload`).
+fn plain_request<'a>(
+    p: &'a Plain<'a>,
+    packed: &'a [u8],
+    key: &'a [u8],
+    (mode, acks): (Mode, Option<u32>),
+    reload: &'a (dyn Fn() -> Vec<u8> + Sync),
+) -> Request<'a> {
+    Request {
+        follow_ask: p.one_key,
+        token: p.token,
+        ..scripted(packed, key, (mode, acks, p.reply), p.describe, reload)
+    }
+}
+
+/// How a script's reply reads: the mode, the replicas a write waits for,
+/// the reply's shape.
+type Reading = (Mode, Option<u32>, Reply);
+
+/// A script sent by hash (`packed`), routed by `key`, read as `reading`
+/// says, its source sent once more after `NOSCRIPT` (`reload`).
+fn scripted<'a>(
+    packed: &'a [u8],
+    key: &'a [u8],
+    (mode, wait, reply): Reading,
+    describe: &'a (dyn Fn(usize) -> String + Sync),
+    reload: &'a (dyn Fn() -> Vec<u8> + Sync),
+) -> Request<'a> {
+    Request {
+        packed,
+        key,
+        alt: None,
+        asking: false,
+        permits: false,
+        follow_ask: true,
+        decides: mode.decides,
+        wait,
+        reply,
+        describe,
+        legacy: None,
+        ifeq: None,
+        token: b"",
+        reload: Some(reload),
+        on_timeout: None,
+        kept: None,
+    }
+}

@@ -1,0 +1,577 @@
+//! One connection to a node: a TCP or Unix socket of our own, a small
+//! RESP2 reply reader (the few reply types our commands get), and every
+//! wait bounded by a deadline.
+//!
+//! Owning the socket lets a round read a reply that is already buffered
+//! without waiting at all once its deadline has passed (a non-blocking
+//! read), which `redis::Connection` cannot do: a hung node read first must
+//! not make replies that came in time look late, nor let late ones in.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, RedisError, RedisResult, Value};
+
+use crate::base::node_error::{ResolveFailure, Stage};
+use crate::members::resolve::Resolver;
+use crate::members::resp::Reader;
+
+/// What a TLS connection needs: the client configuration and the name to
+/// verify.
+#[cfg(feature = "tls")]
+pub(crate) struct Tls {
+    pub(crate) config: std::sync::Arc<rustls::ClientConfig>,
+    pub(crate) name: rustls::pki_types::ServerName<'static>,
+}
+
+/// Without the `tls` feature no node can ask for TLS.
+#[cfg(not(feature = "tls"))]
+pub(crate) enum Tls {}
+
+/// Socket timeouts are lowered to what is left of a deadline only when
+/// they exceed it by more than this; spares system calls on the common
+/// path.
+const TIMEOUT_SLACK: Duration = Duration::from_millis(1);
+
+/// The kernel rounds socket timeouts up to its timer tick (4 ms at HZ=250,
+/// 10 ms at HZ=100), so a read blocked until a deadline returns up to two
+/// ticks late. Blocking reads therefore stop this long before a deadline
+/// (or half the node timeout, if less), and the rest is waited out by
+/// polling, so that a hung node costs the node timeout and not a tick more.
+const TAIL_MAX: Duration = Duration::from_millis(10);
+
+/// The pause between two polls in the tail before a deadline.
+const POLL_STEP: Duration = Duration::from_micros(200);
+
+/// How long past a deadline a reply still arriving is read (never waited
+/// for): enough for one that came in time, however large, to be taken;
+/// too short for a peer that keeps sending to hold the caller.
+const LATE_GRACE: Duration = Duration::from_millis(10);
+
+/// How many of the first bytes a peer sends are kept for messages.
+const HEARD: usize = 64;
+
+enum Stream {
+    Tcp(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::members::tls::TlsStream>),
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn set_timeouts(&self, timeout: Duration) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => {
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))
+            }
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => {
+                s.tcp.set_read_timeout(Some(timeout))?;
+                s.tcp.set_write_timeout(Some(timeout))
+            }
+            #[cfg(unix)]
+            Stream::Unix(s) => {
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))
+            }
+        }
+    }
+
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.tcp.set_nonblocking(on),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.read(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.write(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An open connection to one node.
+pub(crate) struct Conn {
+    stream: Stream,
+    /// Bytes received and not consumed by `reader` yet, from `start` on.
+    input: Vec<u8>,
+    start: usize,
+    /// The reply being read (see `resp.rs`).
+    reader: Reader,
+    /// Some byte came since the last request was written: the request
+    /// reached the server, which may have run it.
+    answered: bool,
+    /// The first bytes the peer sent (up to `HEARD`): what a peer that
+    /// is not a Redis server said, for messages.
+    heard: Vec<u8>,
+    /// The read and write timeout currently set on the socket.
+    timeout: Duration,
+    /// How long before a deadline blocking reads stop (see `TAIL_MAX`).
+    tail: Duration,
+    /// The timeout a connection rests with in the pool: short enough that
+    /// a round's reads never need to lower it (no system call), and long
+    /// enough for a reply that comes.
+    resting: Duration,
+}
+
+impl Conn {
+    /// Connects to `addr` by `deadline` (name resolution, TCP connect and
+    /// any TLS handshake included), for calls of `node_timeout`.
+    ///
+    /// A failure says how far it got: the TCP connect (or the name), or
+    /// the TLS handshake.
+    pub(crate) fn open(
+        addr: &ConnectionAddr,
+        resolver: Option<&Resolver>,
+        tls: Option<&Tls>,
+        deadline: Instant,
+        node_timeout: Duration,
+    ) -> Result<Conn, (Stage, RedisError)> {
+        let at = |stage| move |e| (stage, e);
+        let stream = match (addr, resolver) {
+            (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
+                let mut last = None;
+                let mut stream = None;
+                let addrs = resolver
+                    .resolve(deadline)
+                    .map_err(|e| {
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            from_io(e)
+                        } else {
+                            resolve_failure(format!("{host}: {e}"))
+                        }
+                    })
+                    .map_err(at(Stage::Connect))?;
+                for sa in addrs {
+                    let left = left(deadline)
+                        .ok_or_else(timed_out)
+                        .map_err(at(Stage::Connect))?;
+                    match TcpStream::connect_timeout(&sa, left) {
+                        Ok(s) => {
+                            stream = Some(s);
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                let stream = match (stream, last) {
+                    (Some(s), _) => s,
+                    (None, Some(e)) => return Err((Stage::Connect, e.into())),
+                    (None, None) => {
+                        return Err((
+                            Stage::Connect,
+                            resolve_failure(format!("{host} has no address")),
+                        ));
+                    }
+                };
+                stream
+                    .set_nodelay(true)
+                    .map_err(|e| (Stage::Connect, e.into()))?;
+                match tls {
+                    None => Stream::Tcp(stream),
+                    #[cfg(feature = "tls")]
+                    Some(tls) => Stream::Tls(Box::new(
+                        crate::members::tls::TlsStream::connect(
+                            tls.config.clone(),
+                            tls.name.clone(),
+                            stream,
+                            deadline,
+                        )
+                        .map_err(|e| (Stage::Tls, from_io(e)))?,
+                    )),
+                    #[cfg(not(feature = "tls"))]
+                    Some(never) => match *never {},
+                }
+            }
+            #[cfg(unix)]
+            (ConnectionAddr::Unix(path), _) => {
+                Stream::Unix(unix_connect(path, deadline).map_err(at(Stage::Connect))?)
+            }
+            _ => {
+                return Err((
+                    Stage::Connect,
+                    RedisError::from((
+                        redis::ErrorKind::InvalidClientConfig,
+                        "address type not supported",
+                    )),
+                ));
+            }
+        };
+        let tail = (node_timeout / 2).min(TAIL_MAX);
+        Ok(Conn {
+            stream,
+            input: Vec::with_capacity(256),
+            start: 0,
+            reader: Reader::default(),
+            answered: false,
+            heard: Vec::new(),
+            timeout: Duration::MAX,
+            tail,
+            resting: ((node_timeout - tail) / 2).max(Duration::from_micros(100)),
+        })
+    }
+
+    /// Sets the socket timeouts to the resting value, if they are not
+    /// already: before a connection goes back to the pool.
+    pub(crate) fn rest(&mut self) -> io::Result<()> {
+        if self.timeout != self.resting {
+            self.stream.set_timeouts(self.resting)?;
+            self.timeout = self.resting;
+        }
+        Ok(())
+    }
+
+    /// Lowers the socket timeouts to what is left until `deadline`.
+    fn by(&mut self, deadline: Instant) -> RedisResult<()> {
+        let left = left(deadline).ok_or_else(timed_out)?;
+        Ok(self.cap_timeout(left, TIMEOUT_SLACK)?)
+    }
+
+    /// Lowers the socket timeouts to `cap` if they exceed it by more than
+    /// `slack`.
+    fn cap_timeout(&mut self, cap: Duration, slack: Duration) -> io::Result<()> {
+        if self.timeout > cap + slack {
+            self.stream.set_timeouts(cap)?;
+            self.timeout = cap;
+        }
+        Ok(())
+    }
+
+    /// Writes a packed command by `deadline`.
+    pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<()> {
+        self.answered = false;
+        self.by(deadline)?;
+        self.stream.write_all(packed).map_err(from_io)
+    }
+
+    /// Writes a packed command within the socket's current timeout.
+    pub(crate) fn write_now(&mut self, packed: &[u8]) -> RedisResult<()> {
+        self.stream.write_all(packed).map_err(from_io)
+    }
+
+    /// Reads one reply by `deadline`; an error reply becomes an error.
+    /// Past the deadline, takes only a reply already received, without
+    /// waiting.
+    pub(crate) fn read(&mut self, deadline: Instant) -> RedisResult<Value> {
+        loop {
+            if let Some(reply) = self.take_parsed()? {
+                return reply;
+            }
+            self.fill(deadline)?;
+        }
+    }
+
+    /// Reads one reply if one is buffered or arrives within `wait` (one
+    /// blocking read, no polling: for a connection that mostly waits, such
+    /// as a subscriber's); `None` if nothing complete came. A partial reply
+    /// stays buffered for the next call.
+    pub(crate) fn read_within(&mut self, wait: Duration) -> RedisResult<Option<Value>> {
+        if let Some(reply) = self.take_parsed()? {
+            return reply.map(Some);
+        }
+        if self.timeout != wait {
+            self.stream.set_timeouts(wait)?;
+            self.timeout = wait;
+        }
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+            Ok(n) => {
+                self.received(&chunk[..n]);
+                self.take_parsed()?.transpose()
+            }
+            Err(e) if is_would_block(&e) => Ok(None),
+            Err(e) => Err(from_io(e)),
+        }
+    }
+
+    /// The next complete reply in the input buffer, if any. What the
+    /// reader consumed of an incomplete one is dropped from the buffer
+    /// (it keeps its own state), so nothing is read twice.
+    fn take_parsed(&mut self) -> RedisResult<Option<RedisResult<Value>>> {
+        let (used, reply) = self.reader.read(&self.input[self.start..])?;
+        self.start += used;
+        if self.start == self.input.len() {
+            self.input.clear();
+            self.start = 0;
+        } else if self.start > 4096 && self.start * 2 > self.input.len() {
+            self.input.drain(..self.start);
+            self.start = 0;
+        }
+        Ok(reply)
+    }
+
+    /// Receives more bytes: waiting until `deadline`, or past it only
+    /// taking what has arrived. Blocks in the socket until the tail before
+    /// the deadline, then polls (see `TAIL_MAX`).
+    fn fill(&mut self, deadline: Instant) -> RedisResult<()> {
+        let mut chunk = [0u8; 512];
+        // Past the deadline, what has arrived is taken only for a moment:
+        // a peer that keeps sending cannot hold the reader.
+        if left(deadline).is_none() && Instant::now() > deadline + LATE_GRACE {
+            return Err(timed_out());
+        }
+        let n = loop {
+            match left(deadline) {
+                Some(left) if left > self.tail => {
+                    self.cap_timeout(left - self.tail, Duration::ZERO)?;
+                    match self.stream.read(&mut chunk) {
+                        Err(e) if is_would_block(&e) => continue,
+                        n => break n.map_err(from_io)?,
+                    }
+                }
+                left => {
+                    self.stream.set_nonblocking(true)?;
+                    let n = self.poll_until(&mut chunk, deadline, left.is_some());
+                    self.stream.set_nonblocking(false)?;
+                    break n?;
+                }
+            }
+        };
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
+        self.received(&chunk[..n]);
+        Ok(())
+    }
+
+    /// Takes in bytes received, keeping the first few apart.
+    fn received(&mut self, bytes: &[u8]) {
+        self.answered = true;
+        if self.heard.len() < HEARD {
+            let more = (HEARD - self.heard.len()).min(bytes.len());
+            self.heard.extend_from_slice(&bytes[..more]);
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Whether some reply (or part of one) came since the last request
+    /// was written: a connection that then broke ran the request, at
+    /// least in part, so the request must not be sent again.
+    pub(crate) fn answered(&self) -> bool {
+        self.answered
+    }
+
+    /// What the peer said first, if it is not RESP (an HTTP server, SSH,
+    /// a TLS server spoken to in plain text), as text: for messages.
+    pub(crate) fn foreign(&self) -> Option<String> {
+        let first = *self.heard.first()?;
+        if b"+-:$*_,#!=(%~>|".contains(&first) {
+            return None;
+        }
+        let text: String = String::from_utf8_lossy(&self.heard)
+            .chars()
+            .take_while(|c| *c != '\r' && *c != '\n')
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        // An empty line is RESP gone wrong, said by the reader.
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// On a non-blocking socket: reads what has arrived, polling every
+    /// `POLL_STEP` until `deadline` if `wait`, else once.
+    fn poll_until(
+        &mut self,
+        chunk: &mut [u8],
+        deadline: Instant,
+        wait: bool,
+    ) -> RedisResult<usize> {
+        loop {
+            match self.stream.read(chunk) {
+                Err(e) if is_would_block(&e) => match left(deadline).filter(|_| wait) {
+                    Some(left) => std::thread::sleep(left.min(POLL_STEP)),
+                    None => return Err(timed_out()),
+                },
+                n => return n.map_err(from_io),
+            }
+        }
+    }
+}
+
+fn is_would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// An I/O error as a Redis error (a TLS failure rides inside it, as
+/// `error::Cause` reads it).
+fn from_io(e: io::Error) -> RedisError {
+    e.into()
+}
+
+/// A name that did not resolve, as a Redis error that carries it.
+fn resolve_failure(why: String) -> RedisError {
+    io::Error::new(io::ErrorKind::NotFound, ResolveFailure(why)).into()
+}
+
+/// Connects to a Unix socket by `deadline`. The standard library's
+/// `connect` has no timeout, and a server that stopped accepting (paused,
+/// its listen backlog full) blocks it indefinitely; so it runs on a
+/// short-lived thread of its own, which is left to finish (and drop what
+/// it got) when the deadline passes first. Connects are rare: a pooled
+/// connection serves many pipeline.
+#[cfg(unix)]
+fn unix_connect(path: &std::path::Path, deadline: Instant) -> RedisResult<UnixStream> {
+    let left = left(deadline).ok_or_else(timed_out)?;
+    let (sent, got) = std::sync::mpsc::sync_channel(1);
+    let path = path.to_owned();
+    std::thread::Builder::new()
+        .name("redlock-unix-connect".into())
+        .spawn(move || {
+            let _ = sent.send(UnixStream::connect(path));
+        })?;
+    match got.recv_timeout(left) {
+        Ok(connected) => Ok(connected?),
+        Err(_) => Err(timed_out()),
+    }
+}
+
+/// What is left until `deadline`, if anything.
+fn left(deadline: Instant) -> Option<Duration> {
+    Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+}
+
+pub(crate) fn timed_out() -> RedisError {
+    RedisError::from(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "node timeout elapsed",
+    ))
+}
+
+/// Encodes one command in RESP.
+pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
+    let len = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
+    let mut out = Vec::with_capacity(len);
+    out.push(b'*');
+    out.extend_from_slice(args.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        out.push(b'$');
+        out.extend_from_slice(arg.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_is_resp() {
+        assert_eq!(
+            pack(&[b"SET", b"k", b"", b"NX"]),
+            b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nNX\r\n"
+        );
+    }
+
+    fn resolver(addr: &ConnectionAddr) -> Resolver {
+        let ConnectionAddr::Tcp(host, port) = addr else {
+            unreachable!()
+        };
+        Resolver::new(
+            host,
+            *port,
+            std::sync::Arc::new(crate::members::resolve::system),
+        )
+    }
+
+    /// A peer that accepts and never answers (a silent socket, not Redis).
+    fn silent_peer() -> (std::net::TcpListener, ConnectionAddr) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        (listener, ConnectionAddr::Tcp("127.0.0.1".into(), port))
+    }
+
+    #[test]
+    fn a_read_with_no_reply_times_out_at_the_deadline_not_before() {
+        let (_listener, addr) = silent_peer();
+        let timeout = Duration::from_millis(40);
+        let resolver = resolver(&addr);
+        let mut con = Conn::open(
+            &addr,
+            Some(&resolver),
+            None,
+            Instant::now() + timeout,
+            timeout,
+        )
+        .unwrap();
+        let start = Instant::now();
+        let err = con.read(start + timeout).unwrap_err();
+        let took = start.elapsed();
+        assert!(err.is_timeout(), "{err:?}");
+        assert!(took >= timeout, "{took:?}");
+        // Generous: the bench measures the precision (about 0.2 ms).
+        assert!(took < timeout + Duration::from_millis(500), "{took:?}");
+        // Past the deadline: no wait at all.
+        let start = Instant::now();
+        assert!(con.read(start).unwrap_err().is_timeout());
+        assert!(start.elapsed() < Duration::from_millis(500));
+    }
+
+    /// A Unix socket whose listener never accepts, its backlog filled:
+    /// `connect` would block for ever; it ends at the deadline.
+    #[cfg(unix)]
+    #[test]
+    fn a_unix_connect_to_a_full_backlog_ends_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("redlock-unix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("full.sock");
+        let _ = std::fs::remove_file(&path);
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Fill the backlog (128 or the system's somaxconn) without accepting.
+        let mut held = Vec::new();
+        let addr = ConnectionAddr::Unix(path.clone());
+        let timeout = Duration::from_millis(50);
+        let mut blocked = None;
+        for _ in 0..10_000 {
+            let start = Instant::now();
+            match Conn::open(&addr, None, None, start + timeout, timeout) {
+                Ok(con) => held.push(con),
+                Err(e) => {
+                    blocked = Some((e, start.elapsed()));
+                    break;
+                }
+            }
+        }
+        let ((stage, e), took) = blocked.expect("the backlog never filled");
+        assert!(e.is_timeout() && stage == Stage::Connect, "{e}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,123 @@
+//! One quorum member: a Redis server, or a whole Redis Cluster. A round
+//! asks every member once; each member answers with one vote.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::node_error::NodeError;
+use crate::members::node::Node;
+use crate::members::redis_cluster::RedisCluster;
+use crate::members::request::Request;
+
+/// One vote of the quorum.
+pub(crate) enum Member {
+    /// One Redis server.
+    Node(Arc<Node>),
+    /// A Redis Cluster: each request goes to the master of its key's slot.
+    Cluster(Arc<RedisCluster>),
+}
+
+impl Member {
+    /// The member's name in messages: `host:port`, or `cluster host:port`
+    /// (the first seed).
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Member::Node(node) => node.name(),
+            Member::Cluster(cluster) => cluster.name(),
+        }
+    }
+
+    /// The node timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        match self {
+            Member::Node(node) => node.timeout(),
+            Member::Cluster(cluster) => cluster.timeout(),
+        }
+    }
+
+    /// The failure reported for a member whose call panicked (a bug,
+    /// never expected): counted as a failed member instead of unwinding.
+    pub(crate) fn panicked(&self) -> NodeError {
+        match self {
+            Member::Node(node) => node.panicked(),
+            Member::Cluster(cluster) => NodeError::cluster(
+                cluster.name().clone(),
+                "the call to this member panicked".into(),
+                cluster.timeout(),
+            ),
+        }
+    }
+
+    /// The request as this member takes it.
+    pub(crate) fn request<'r>(&self, req: &'r Request<'r>) -> &'r Request<'r> {
+        match (self, req.alt) {
+            (Member::Cluster(_), Some(alt)) => alt,
+            _ => req,
+        }
+    }
+
+    /// The server that takes a request for `slot`, when known without
+    /// I/O (a node is always known; a cluster once it has a slot map).
+    pub(crate) fn target(&self, slot: u16) -> Option<Arc<Node>> {
+        match self {
+            Member::Node(node) => Some(node.clone()),
+            Member::Cluster(cluster) => cluster.route(slot),
+        }
+    }
+
+    /// The server that takes a request for `slot`: as
+    /// [`target`](Self::target), fetching a cluster's slot map first if
+    /// it is not known yet, by `deadline`.
+    pub(crate) fn route(&self, slot: u16, deadline: Instant) -> Result<Arc<Node>, NodeError> {
+        match self {
+            Member::Node(node) => Ok(node.clone()),
+            Member::Cluster(cluster) => cluster.route_or_fetch(slot, deadline),
+        }
+    }
+
+    /// Notes the new owner named by a `MOVED` answer, so that the request
+    /// may be routed again (see `RedisCluster::note_moved`).
+    pub(crate) fn moved(&self, e: &NodeError) -> bool {
+        match self {
+            Member::Node(_) => false,
+            Member::Cluster(cluster) => cluster.note_moved(e),
+        }
+    }
+
+    /// Runs `req` on a connection of its own (connecting, and for a
+    /// cluster fetching the slot map, as needed), by `deadline`.
+    pub(crate) fn call(
+        &self,
+        req: &Request<'_>,
+        slot: u16,
+        deadline: Instant,
+    ) -> Result<u64, NodeError> {
+        match self {
+            Member::Node(node) => node.call(req, deadline),
+            Member::Cluster(cluster) => cluster.call(self.request(req), slot, deadline),
+        }
+    }
+
+    /// Whether an answer must be followed up (a cluster's redirect) on a
+    /// thread of its own, by [`follow`](Self::follow).
+    pub(crate) fn must_follow(&self, answer: &Result<u64, NodeError>) -> bool {
+        matches!(
+            (self, answer),
+            (Member::Cluster(_), Err(e)) if matches!(e.code(), Some("MOVED" | "ASK"))
+                || e.is_connection_failure()
+        )
+    }
+
+    /// Follows up an answer (see [`must_follow`](Self::must_follow)).
+    pub(crate) fn follow(
+        &self,
+        answer: Result<u64, NodeError>,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, NodeError> {
+        match self {
+            Member::Node(_) => answer,
+            Member::Cluster(cluster) => cluster.after(answer, self.request(req), deadline),
+        }
+    }
+}

@@ -1,0 +1,812 @@
+//! One Redis node: its address, a small pool of idle connections, the node
+//! timeout, and the requests the algorithm sends.
+//!
+//! A request goes out in two steps so that a round can write to every node
+//! before it reads any reply: [`Node::send`] writes on a pooled connection,
+//! [`Node::receive`] reads the reply by the round's deadline. A node with
+//! no usable pooled connection goes through [`Node::call`], which connects
+//! first; only that can block for long, so only that runs on its own
+//! thread (see `quorum::round`).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
+
+use crate::base::error::Error;
+use crate::base::node_error::{Cause, NodeError, NodeErrorKind, Stage};
+use crate::members::conn::{Conn, Tls, pack};
+use crate::members::identities::Identities;
+use crate::members::request::{Failure, Pooled, Request, is_reply, is_stale};
+use crate::members::resolve::{ResolveFn, Resolver};
+use crate::members::restart::{Identity, Policy, Quarantine, Seen, Watch};
+use crate::members::script::{EXTEND, PERMITS, RAISE, UNLOCK};
+use crate::members::url::{check_url, redact, tls_scheme};
+
+/// What every node of a manager is opened with (kept by Redis Cluster
+/// members, which open the masters they discover).
+#[derive(Clone)]
+pub(crate) struct Setup {
+    pub(crate) timeout: Duration,
+    pub(crate) max_idle: usize,
+    pub(crate) resolve: Arc<ResolveFn>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Arc<crate::members::tls::Configs>,
+    /// When restarted servers vote again.
+    pub(crate) restart: Arc<Policy>,
+}
+
+/// A connection of its own, never pooled, that subscribes to channels and
+/// then mostly waits for their messages.
+pub(crate) struct Listener {
+    con: Conn,
+    node: Arc<str>,
+    timeout: Duration,
+}
+
+impl Listener {
+    /// Writes commands (`SUBSCRIBE`, `UNSUBSCRIBE`, `PING`) within the node
+    /// timeout.
+    pub(crate) fn send(&mut self, packed: &[u8]) -> Result<(), NodeError> {
+        let deadline = Instant::now() + self.timeout;
+        self.con.write(packed, deadline).map_err(|e| self.error(e))
+    }
+
+    /// The next push or reply, if one comes within `wait`. An error reply
+    /// (a refused `SUBSCRIBE`) is an `Err` too.
+    pub(crate) fn next(&mut self, wait: Duration) -> Result<Option<Value>, NodeError> {
+        self.con.read_within(wait).map_err(|e| self.error(e))
+    }
+
+    /// The failure of a connection that stopped answering.
+    pub(crate) fn timed_out(&self) -> NodeError {
+        self.error(crate::members::conn::timed_out())
+    }
+
+    fn error(&self, e: RedisError) -> NodeError {
+        NodeError::classify(self.node.clone(), e, false, self.timeout)
+    }
+}
+
+/// What reading a reply on a pooled connection gave.
+pub(crate) enum Received {
+    /// An answer, or a failure of this node.
+    Done(Result<u64, NodeError>),
+    /// The connection was found closed before any reply (the server
+    /// restarted since it was last used): try again on a new one.
+    Stale,
+}
+
+/// One independent Redis master.
+pub(crate) struct Node {
+    name: Arc<str>,
+    db: i64,
+    addr: ConnectionAddr,
+    /// Resolves the host for each new connection (TCP nodes).
+    resolver: Option<Resolver>,
+    /// For `rediss://` nodes.
+    tls: Option<Tls>,
+
+    /// Sent on every new connection: AUTH and SELECT (the first
+    /// `required_names.len()`, which must succeed), then CLIENT SETINFO and
+    /// SCRIPT LOAD of the scripts (which may fail).
+    handshake: Vec<Vec<u8>>,
+    /// The required commands' names, for messages.
+    required_names: Vec<&'static str>,
+    /// Where in the handshake `INFO server` and `CONFIG GET append*` are.
+    identity_at: usize,
+    /// What the connections told about the server over time.
+    watch: Watch,
+    /// Given as a node member (not a server of a Redis Cluster member).
+    plain: std::sync::atomic::AtomicBool,
+    /// The manager's record of who the members are, and the member this
+    /// node serves (itself, or its cluster): see [`Node::join`].
+    member: std::sync::OnceLock<(Arc<Identities>, Arc<str>)>,
+    restart: Arc<Policy>,
+    timeout: Duration,
+    max_idle: usize,
+    idle: Mutex<Vec<Pooled>>,
+    /// A connection's user was refused `DELIFEQ`: releases send the
+    /// script on every connection (see `Reply::DelIfEq`).
+    delifeq_refused: std::sync::atomic::AtomicBool,
+}
+
+impl Node {
+    /// Parses `url` and prepares the node; connects lazily.
+    pub(crate) fn open(url: &str, setup: &Setup) -> Result<Node, Error> {
+        let (timeout, max_idle) = (setup.timeout, setup.max_idle);
+        let (plain_url, tls_mode) = tls_scheme(url);
+        #[cfg(not(feature = "tls"))]
+        if tls_mode.is_some() {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?} asks for TLS, which needs redlock-sync's `tls` feature \
+                 (features = [\"tls\"] in Cargo.toml)",
+                redact(url)
+            )));
+        }
+        if let Err(why) = check_url(url) {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?}: {why}",
+                redact(url)
+            )));
+        }
+        let info = plain_url
+            .as_str()
+            .into_connection_info()
+            .map_err(|source| Error::InvalidConfig {
+                reason: format!("cannot read node URL {:?}: {source}", redact(url)),
+                source: Some(Box::new(source)),
+            })?;
+        if !info.addr().is_supported() {
+            return Err(Error::invalid_config(format!(
+                "node URL {:?} names an address this platform cannot connect to",
+                redact(url)
+            )));
+        }
+        let settings = info.redis_settings();
+        let db = settings.db();
+        let mut handshake = Vec::new();
+        let mut required_names = Vec::new();
+        match (settings.username(), settings.password()) {
+            (Some(user), Some(pw)) => {
+                handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]));
+                required_names.push("AUTH");
+            }
+            (None, Some(pw)) => {
+                handshake.push(pack(&[b"AUTH", pw.as_bytes()]));
+                required_names.push("AUTH");
+            }
+            _ => {}
+        }
+        if db != 0 {
+            handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
+            required_names.push("SELECT");
+        }
+        // The server's identity, start and durability (see restart.rs):
+        // read on every new connection, never in a lock round.
+        let identity_at = handshake.len();
+        handshake.push(pack(&[b"INFO", b"server"]));
+        handshake.push(pack(&[b"CONFIG", b"GET", b"append*"]));
+        handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
+        // Loading the scripts here saves a NOSCRIPT round trip at first use
+        // after a restart, which a multiplexed round could not spare.
+        for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*PERMITS] {
+            handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.source()]));
+        }
+        handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
+        handshake.push(pack(&[
+            b"CLIENT",
+            b"SETINFO",
+            b"LIB-VER",
+            env!("CARGO_PKG_VERSION").as_bytes(),
+        ]));
+        let addr = info.addr().clone();
+        let resolver = match &addr {
+            ConnectionAddr::Tcp(host, port) => {
+                Some(Resolver::new(host, *port, setup.resolve.clone()))
+            }
+            _ => None,
+        };
+        let tls = match (tls_mode, &addr) {
+            (None, _) => None,
+            #[cfg(feature = "tls")]
+            (Some(insecure), ConnectionAddr::Tcp(host, _)) => Some(Tls {
+                config: setup.tls.config(insecure)?,
+                name: crate::members::tls::server_name(host)?,
+            }),
+            (Some(_), _) => {
+                return Err(Error::invalid_config(format!(
+                    "node URL {:?}: TLS needs a TCP address",
+                    redact(url)
+                )));
+            }
+        };
+        let name: Arc<str> = match (&addr, db) {
+            (ConnectionAddr::Unix(path), 0) => format!("unix:{}", path.display()).into(),
+            (ConnectionAddr::Unix(path), db) => format!("unix:{}/{db}", path.display()).into(),
+            (addr, 0) => addr.to_string().into(),
+            (addr, db) => format!("{addr}/{db}").into(),
+        };
+        Ok(Node {
+            name,
+            db,
+            addr,
+            resolver,
+            tls,
+            handshake,
+            required_names,
+            identity_at,
+            watch: Watch::default(),
+            plain: std::sync::atomic::AtomicBool::new(false),
+            delifeq_refused: std::sync::atomic::AtomicBool::new(false),
+            member: std::sync::OnceLock::new(),
+            restart: setup.restart.clone(),
+            timeout,
+            max_idle,
+            idle: Mutex::new(Vec::with_capacity(max_idle)),
+        })
+    }
+
+    /// Makes this node tell `identities` which server it reaches (its
+    /// `run_id`, on every new connection), as a server of `member`: one
+    /// server reached by two members is a configuration error.
+    pub(crate) fn join(&self, identities: Arc<Identities>, member: Arc<str>) {
+        let _ = self.member.set((identities, member));
+    }
+
+    /// The node's display name: `host:port`, or `unix:path`, with `/db`
+    /// when a database other than 0 is selected.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server address, for spotting the same server given twice.
+    pub(crate) fn addr(&self) -> &ConnectionAddr {
+        &self.addr
+    }
+
+    /// The host of a TCP node.
+    pub(crate) fn host(&self) -> Option<&str> {
+        match &self.addr {
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => Some(host),
+            _ => None,
+        }
+    }
+
+    /// The database selected on each connection.
+    pub(crate) fn db(&self) -> i64 {
+        self.db
+    }
+
+    /// Runs `req`: on a pooled connection if there is one, else on a new
+    /// one; everything by `deadline`.
+    pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
+        match self.send(req, deadline) {
+            Some(pooled) => match self.receive(pooled, req, deadline) {
+                Received::Done(answer) => answer,
+                Received::Stale => self.call(req, deadline),
+            },
+            None => self.call(req, deadline),
+        }
+    }
+
+    /// Sends one command and returns its reply (an error reply as `Err`),
+    /// by `deadline`: for the control plane (`CLUSTER SLOTS`, `INFO`),
+    /// never on the hot path.
+    pub(crate) fn query(&self, packed: &[u8], deadline: Instant) -> Result<Value, NodeError> {
+        let pooled = self.idle.lock().pop();
+        let mut pooled = match pooled {
+            Some(pooled) => pooled,
+            None => self.connect(deadline)?,
+        };
+        let reply = pooled
+            .con
+            .write(packed, deadline)
+            .and_then(|()| pooled.con.read(deadline));
+        match reply {
+            Ok(value) => {
+                self.checkin(pooled);
+                Ok(value)
+            }
+            Err(e) if is_reply(&e) => {
+                self.checkin(pooled);
+                Err(self.error(e, false))
+            }
+            Err(e) if is_stale(&e) => {
+                // Found closed: once more on a new connection.
+                let mut pooled = self.connect(deadline)?;
+                let value = pooled
+                    .con
+                    .write(packed, deadline)
+                    .and_then(|()| pooled.con.read(deadline))
+                    .map_err(|e| self.error(e, false))?;
+                self.checkin(pooled);
+                Ok(value)
+            }
+            Err(e) => Err(self.error(e, false)),
+        }
+    }
+
+    /// Sends several commands at once and reads each one's reply (an error
+    /// reply as its `Err`), by `deadline`, on a connection of its own that
+    /// goes back to the pool only in step: for the control plane (`check`),
+    /// where a command such as `ASKING` must be followed by another on the
+    /// same connection.
+    pub(crate) fn query_each(
+        &self,
+        commands: &[Vec<u8>],
+        deadline: Instant,
+    ) -> Result<Vec<Result<Value, NodeError>>, NodeError> {
+        let mut pooled = self.connect(deadline)?;
+        pooled
+            .con
+            .write(&commands.concat(), deadline)
+            .map_err(|e| self.error(e, false))?;
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            match pooled.con.read(deadline) {
+                Ok(value) => replies.push(Ok(value)),
+                Err(e) if is_reply(&e) => replies.push(Err(self.error(e, false))),
+                Err(e) => return Err(self.error(e, false)),
+            }
+        }
+        self.checkin(pooled);
+        Ok(replies)
+    }
+
+    /// The node timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Writes `req` on a pooled connection. `None` when there is no pooled
+    /// connection or it was found broken: then use [`call`](Self::call).
+    pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
+        let mut pooled = self.checkout()?;
+        match pooled.con.write(req.on(&pooled).packed, deadline) {
+            Ok(()) => Some(pooled),
+            Err(_) => {
+                // A write fails on a connection the server has closed; the
+                // others in the pool are likely closed too.
+                self.idle.lock().clear();
+                None
+            }
+        }
+    }
+
+    /// Marks the node as given by the user as a plain node member: a
+    /// cluster-mode server there is refused, whatever key is asked.
+    pub(crate) fn plain_member(&self) {
+        self.plain.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this server is kept out of votes now (see `restart.rs`).
+    pub(crate) fn quarantine(&self) -> Option<Quarantine> {
+        self.watch.quarantine(&self.restart, Instant::now())
+    }
+
+    /// An answer as it counts: none from a cluster-mode server given as a
+    /// plain node (whatever key was asked), and, for a request that decides
+    /// a holder, none from a server kept out after a restart, whatever it
+    /// said (a yes left a key there, so the failure is not settled).
+    fn vote(&self, req: &Request<'_>, answer: Result<u64, NodeError>) -> Result<u64, NodeError> {
+        if self.plain.load(std::sync::atomic::Ordering::Relaxed) && self.watch.cluster_mode() {
+            let mut e = NodeError::cluster(
+                self.name.clone(),
+                "a Redis Cluster node (in cluster mode), given as a plain node: give the \
+                 cluster with Builder::cluster([seed URLs]) or lockrun --cluster"
+                    .into(),
+                self.timeout,
+            );
+            // The request ran: a key it set must be cleaned up.
+            e.settled = false;
+            return Err(e);
+        }
+        if req.decides
+            && answer.is_ok()
+            && let Some(q) = self.quarantine()
+        {
+            return Err(self.quarantined(q));
+        }
+        answer
+    }
+
+    /// The failure of a server kept out after a restart.
+    fn quarantined(&self, q: Quarantine) -> NodeError {
+        let (seen, why) = if q.witnessed {
+            (
+                "restarted or replaced (run_id changed)",
+                "a restart, or another server behind its address",
+            )
+        } else {
+            ("restarted", "within the restart quarantine")
+        };
+        let e = Cause::Restarted(format!(
+            "{seen} {:.1}s ago, not voting for {:.1}s ({why})",
+            q.up.as_secs_f64(),
+            q.left.as_secs_f64()
+        ));
+        self.error(e, false)
+    }
+
+    /// Reads the reply to `req` written by [`send`](Self::send).
+    pub(crate) fn receive(
+        &self,
+        mut pooled: Pooled,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Received {
+        // As `send` wrote it, on this connection.
+        let req = req.on(&pooled);
+        match pooled.finish(req, deadline) {
+            Ok(v) => {
+                self.checkin(pooled);
+                Received::Done(self.vote(req, Ok(v)))
+            }
+            Err(f) if f.keep => {
+                self.checkin(pooled);
+                Received::Done(self.vote(req, Err(self.refused(f, req))))
+            }
+            // Refused with replies left unread: the connection is dropped.
+            Err(f) if f.error.redis().is_some_and(is_reply) => {
+                Received::Done(self.vote(req, Err(self.refused(f, req))))
+            }
+            // Closed before any reply: the server restarted since the
+            // connection was last used, and never ran the request. (One
+            // that answered part of a pipeline and then broke ran it: a
+            // failure of this node, cleaned up as one, never sent again.)
+            Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
+                self.idle.lock().clear();
+                crate::base::logging::log!(
+                    debug,
+                    "redlock_sync::node",
+                    "{}: pooled connection found closed; reconnecting",
+                    self.name
+                );
+                Received::Stale
+            }
+            Err(f) => Received::Done(Err(self.failed(pooled, f.error, req))),
+        }
+    }
+
+    /// Runs `req` on a new connection, everything by `deadline`.
+    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
+        let mut pooled = self.connect(deadline)?;
+        let req = req.on(&pooled);
+        let result = match pooled.con.write(req.packed, deadline) {
+            Ok(()) => pooled.finish(req, deadline),
+            Err(e) => Err(e.into()),
+        };
+        match result {
+            Ok(v) => {
+                self.checkin(pooled);
+                self.vote(req, Ok(v))
+            }
+            Err(f) if f.keep => {
+                self.checkin(pooled);
+                self.vote(req, Err(self.refused(f, req)))
+            }
+            // Refused with replies left unread: the connection is dropped.
+            Err(f) if f.error.redis().is_some_and(is_reply) => {
+                self.vote(req, Err(self.refused(f, req)))
+            }
+            Err(f) => Err(self.failed(pooled, f.error, req)),
+        }
+    }
+
+    /// Writes `reqs` back to back on a pooled connection (one pipeline).
+    /// `None` when there is no pooled connection or it was found broken:
+    /// then use [`run_all`](Self::run_all).
+    pub(crate) fn send_all(&self, reqs: &[&Request<'_>], deadline: Instant) -> Option<Pooled> {
+        let mut pooled = self.checkout()?;
+        match write_all(&mut pooled, reqs, deadline) {
+            Ok(()) => Some(pooled),
+            Err(_) => {
+                self.idle.lock().clear();
+                None
+            }
+        }
+    }
+
+    /// Reads the replies to `reqs` written by [`send_all`](Self::send_all),
+    /// in order, each answer as [`receive`](Self::receive) gives it.
+    /// `None` when the connection was found closed before any reply
+    /// (nothing ran: send them again on a new connection). A reply that
+    /// leaves the connection out of step fails the ones behind it, as not
+    /// settled (they may have run); the connection is dropped.
+    pub(crate) fn receive_all(
+        &self,
+        mut pooled: Pooled,
+        reqs: &[&Request<'_>],
+        deadline: Instant,
+    ) -> Option<Vec<Result<u64, NodeError>>> {
+        let mut answers = Vec::with_capacity(reqs.len());
+        // As `send_all` wrote them: a reply read may change what the
+        // connection sends next (a refused `DELIFEQ`), not what it sent.
+        let written: Vec<&Request<'_>> = reqs.iter().map(|r| r.on(&pooled)).collect();
+        for (at, req) in written.into_iter().enumerate() {
+            let answer = match pooled.finish(req, deadline) {
+                Ok(v) => self.vote(req, Ok(v)),
+                Err(f) if f.keep => self.vote(req, Err(self.refused(f, req))),
+                Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
+                    self.idle.lock().clear();
+                    return None;
+                }
+                Err(f) => {
+                    let answer = if f.error.redis().is_some_and(is_reply) {
+                        self.vote(req, Err(self.refused(f, req)))
+                    } else {
+                        Err(self.failed(pooled, f.error, req))
+                    };
+                    let timed_out = matches!(&answer, Err(e) if e.kind() == NodeErrorKind::Timeout);
+                    answers.push(answer);
+                    answers.extend(reqs[at + 1..].iter().map(|_| Err(self.unread(timed_out))));
+                    return Some(answers);
+                }
+            };
+            answers.push(answer);
+        }
+        self.checkin(pooled);
+        Some(answers)
+    }
+
+    /// Runs `reqs` as one pipeline: on a pooled connection if there is
+    /// one, else (or if it was found closed) on a new one; everything by
+    /// `deadline`. Without a connection, the first request's answer says
+    /// why and the others' that they were not sent.
+    pub(crate) fn run_all(
+        &self,
+        reqs: &[&Request<'_>],
+        deadline: Instant,
+    ) -> Vec<Result<u64, NodeError>> {
+        if let Some(pooled) = self.send_all(reqs, deadline)
+            && let Some(answers) = self.receive_all(pooled, reqs, deadline)
+        {
+            return answers;
+        }
+        let sent = self.connect(deadline).and_then(|mut pooled| {
+            match write_all(&mut pooled, reqs, deadline) {
+                Ok(()) => Ok(pooled),
+                Err(e) => Err(self.error(e, true)),
+            }
+        });
+        let pooled = match sent {
+            Ok(pooled) => pooled,
+            Err(first) => {
+                let mut answers = vec![Err(first)];
+                answers.extend(reqs[1..].iter().map(|_| {
+                    let why = "not sent: no connection (see the first request's failure)";
+                    let e = std::io::Error::new(std::io::ErrorKind::NotConnected, why);
+                    Err(NodeError::opening(
+                        self.name.clone(),
+                        RedisError::from(e),
+                        Stage::Connect,
+                        self.timeout,
+                    ))
+                }));
+                return answers;
+            }
+        };
+        // Found closed again, before any reply: each one a failure.
+        self.receive_all(pooled, reqs, deadline)
+            .unwrap_or_else(|| reqs.iter().map(|_| Err(self.unread(false))).collect())
+    }
+
+    /// The failure of a request pipelined behind one that broke the
+    /// connection: it may have run (not settled).
+    fn unread(&self, timed_out: bool) -> NodeError {
+        let cause = if timed_out {
+            crate::members::conn::timed_out()
+        } else {
+            RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "no reply read: an earlier reply of the pipeline failed",
+            ))
+        };
+        self.error(cause, false)
+    }
+
+    /// The error for an error reply, naming the command it answered.
+    fn refused(&self, f: Failure, req: &Request<'_>) -> NodeError {
+        self.error(f.error, false).about((req.describe)(f.at))
+    }
+
+    /// The error for a request that got no complete reply. The connection
+    /// is dropped, never reused: a late reply must never be read as the
+    /// answer to a later command. If the request timed out, its
+    /// `on_timeout` follow-up is written on the connection first, so that
+    /// the node executes it right after a late execution of the request.
+    fn failed(&self, mut pooled: Pooled, e: Cause, req: &Request<'_>) -> NodeError {
+        let mut error = self.error(e, false);
+        if let (true, Some(follow_up)) = (error.kind() == NodeErrorKind::Timeout, req.on_timeout) {
+            // Sent as the request was: a request that followed an `ASK`
+            // runs on the importing node only after `ASKING`, and so does
+            // its clean-up.
+            let follow_up = if req.asking {
+                [&pack(&[b"ASKING"])[..], &follow_up()].concat()
+            } else {
+                follow_up()
+            };
+            error.settled = pooled.con.write_now(&follow_up).is_ok();
+        }
+        error
+    }
+
+    /// Opens a connection and runs the handshake, all by `deadline`.
+    fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
+        crate::base::logging::log!(
+            debug,
+            "redlock_sync::node",
+            "{}: opening a connection",
+            self.name
+        );
+        let mut pooled = Conn::open(
+            &self.addr,
+            self.resolver.as_ref(),
+            self.tls.as_ref(),
+            deadline,
+            self.timeout,
+        )
+        .map(|con| Pooled {
+            con,
+            legacy: true,
+            ifeq: false,
+            delifeq: false,
+            delifeq_refused: false,
+        })
+        .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
+        self.handshake(&mut pooled, deadline).map_err(|f| {
+            // A peer that answered, but not in RESP: say what it said.
+            if let Some(said) = pooled.con.foreign() {
+                return NodeError::opening(
+                    self.name.clone(),
+                    Cause::Foreign(said),
+                    Stage::Hello,
+                    self.timeout,
+                );
+            }
+            let e = NodeError::opening(self.name.clone(), f.error, Stage::Hello, self.timeout);
+            match self.required_names.get(f.at) {
+                Some(name) if e.redis().is_some_and(is_reply) => e.about((*name).to_owned()),
+                _ => e,
+            }
+        })?;
+        Ok(pooled)
+    }
+
+    /// Sends the handshake at once, then reads each reply by `deadline`.
+    /// AUTH or SELECT failing fails the connection; the rest may fail
+    /// (CLIENT SETINFO on old servers, SCRIPT LOAD while loading or
+    /// refused by an ACL) without harm.
+    fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> Result<(), Failure> {
+        pooled.con.write(&self.handshake.concat(), deadline)?;
+        let mut replies = vec![Value::Nil; self.handshake.len()];
+        // The required commands come first: the first error reply is
+        // theirs if any of theirs failed.
+        match pooled.read_replies(&mut replies, deadline)? {
+            Some(refused) if refused.at < self.required_names.len() => return Err(refused),
+            _ => {}
+        }
+        // A refused command leaves its slot Nil: read as unknown.
+        let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
+        let identity = Identity::read(at(0), at(1), at(2));
+        pooled.legacy = !identity.set_nx_get;
+        pooled.ifeq = identity.set_ifeq;
+        pooled.delifeq = identity.del_ifeq && !self.delifeq_refused.load(Ordering::Relaxed);
+        if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
+            identities.server(member, &self.name, run_id);
+        }
+        match self.watch.observe(&identity, Instant::now()) {
+            Seen::Same => {}
+            Seen::Restarted => crate::base::logging::log!(
+                warn,
+                "redlock_sync::restart",
+                "{}: restarted, or another server behind its address (new run_id){}",
+                self.name,
+                "; it votes again once the longest TTL (or the restart quarantine) has \
+                 passed since the change was seen, whatever its uptime or persistence: \
+                 the server now behind the address may lack the old one's keys"
+            ),
+            Seen::Unreadable => crate::base::logging::log!(
+                warn,
+                "redlock_sync::restart",
+                "{}: INFO refused (give the user +info): restarts of this server cannot be \
+                 detected, and it always votes",
+                self.name
+            ),
+        }
+        Ok(())
+    }
+
+    /// Opens a connection for listening (see [`Listener`]), handshake
+    /// included, by `deadline`.
+    pub(crate) fn listener(&self, deadline: Instant) -> Result<Listener, NodeError> {
+        let pooled = self.connect(deadline)?;
+        Ok(Listener {
+            con: pooled.con,
+            node: self.name.clone(),
+            timeout: self.timeout,
+        })
+    }
+
+    /// A connection from the pool, if any, told what its node learned
+    /// since it was pooled.
+    fn checkout(&self) -> Option<Pooled> {
+        let mut pooled = self.idle.lock().pop()?;
+        if self.delifeq_refused.load(Ordering::Relaxed) {
+            pooled.delifeq = false;
+        }
+        Some(pooled)
+    }
+
+    /// Returns a healthy connection to the pool, its socket timeouts reset
+    /// to their resting value.
+    fn checkin(&self, mut pooled: Pooled) {
+        if pooled.delifeq_refused {
+            self.delifeq_refused.store(true, Ordering::Relaxed);
+        }
+        if pooled.con.rest().is_err() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < self.max_idle {
+            idle.push(pooled);
+        }
+    }
+
+    /// The failure reported for a node whose call panicked (a bug, never
+    /// expected): counted as a failed node instead of unwinding.
+    pub(crate) fn panicked(&self) -> NodeError {
+        let e = RedisError::from((redis::ErrorKind::Client, "the call to this node panicked"));
+        self.error(e, false)
+    }
+
+    fn error(&self, e: impl Into<Cause>, connecting: bool) -> NodeError {
+        NodeError::classify(self.name.clone(), e, connecting, self.timeout)
+    }
+
+    /// Connections currently idle in the pool (for tests).
+    #[cfg(test)]
+    pub(crate) fn idle_len(&self) -> usize {
+        self.idle.lock().len()
+    }
+}
+
+/// Writes `reqs` back to back on `pooled`, each as its server takes it.
+fn write_all(
+    pooled: &mut Pooled,
+    reqs: &[&Request<'_>],
+    deadline: Instant,
+) -> redis::RedisResult<()> {
+    let packed: Vec<u8> = reqs
+        .iter()
+        .flat_map(|r| r.on(pooled).packed)
+        .copied()
+        .collect();
+    pooled.con.write(&packed, deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> Setup {
+        Setup {
+            timeout: Duration::from_millis(50),
+            max_idle: 1,
+            resolve: Arc::new(crate::members::resolve::system),
+            #[cfg(feature = "tls")]
+            tls: Default::default(),
+            restart: Default::default(),
+        }
+    }
+
+    #[test]
+    fn names_carry_address_and_database_but_no_password() {
+        let n = Node::open("redis://:pw@127.0.0.1:7000/3", &setup()).unwrap();
+        assert_eq!(n.name(), "127.0.0.1:7000/3");
+        let n = Node::open("redis://localhost:7001", &setup()).unwrap();
+        assert_eq!(n.name(), "localhost:7001");
+        let n = Node::open("unix:///tmp/r.sock", &setup()).unwrap();
+        assert_eq!(n.name(), "unix:/tmp/r.sock");
+        assert_eq!(n.idle_len(), 0);
+    }
+
+    #[test]
+    fn handshake_authenticates_and_selects() {
+        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", &setup()).unwrap();
+        assert_eq!(
+            n.handshake[0],
+            b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
+        );
+        assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
+        assert_eq!(n.required_names, ["AUTH", "SELECT"]);
+        // AUTH, SELECT, INFO, 2 CONFIG GET, 4 SCRIPT LOAD, 2 CLIENT SETINFO.
+        assert_eq!(n.handshake.len(), 11);
+        let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
+        assert!(n.required_names.is_empty());
+        assert_eq!(n.handshake.len(), 9);
+    }
+}

@@ -1,0 +1,538 @@
+//! One request on one connection: what it is ([`Request`]), how its
+//! reply reads ([`Reply`]), and the reading itself on a pooled connection
+//! ([`Pooled`]), which keeps the connection in step or says it is not.
+
+use std::time::Instant;
+
+use redis::{RedisError, Value};
+
+use crate::base::keys::READERS_MARK;
+use crate::base::node_error::Cause;
+use crate::members::conn::{Conn, pack};
+use crate::members::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
+
+/// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
+/// "no such key", anything else is yes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reply {
+    /// The replies of `n` commands: `SET key token IFEQ token PX ttl GET`,
+    /// then any more (companions' `PEXPIRE ... GT`), read and ignored
+    /// unless an error. The first answers the value the key held: our
+    /// token ([`Request::token`]) is yes (1: the `SET` matched, so it
+    /// ran), another value no (0), nil gone ([`GONE`]). Any error reply
+    /// fails it.
+    IfEq(usize),
+    /// `DELIFEQ key token` (a release without a script, Valkey 9+), with a
+    /// second reply behind it (the release's `PUBLISH`, read and ignored)
+    /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
+    /// by an `EXISTS key` sent then, on the same connection: a key is no
+    /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`),
+    /// the script ([`Request::reload`]) runs in its place, read as
+    /// [`One`](Self::One) or [`OneThenAny`](Self::OneThenAny), and the
+    /// connection sends the script from then on.
+    DelIfEq(bool),
+    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise);
+    /// `2` is the unlock's "a fair queue stands" (see `lock.rs`).
+    One,
+    /// As `One` for the first command; a second one (the `PUBLISH` after
+    /// a release's unlock) is read and its answer, an error reply
+    /// included, ignored.
+    OneThenAny,
+    /// The reply of `SET ... NX` (acquire without fencing, on a server
+    /// without `NX GET`): `OK` is yes (1), nil is no, and may be readers
+    /// ([`MAYBE_READERS`]: this server cannot say who holds the key).
+    Set,
+    /// The reply of `SET ... NX GET` (acquire without fencing): nil is yes
+    /// (the key was set), the holder's value is no ([`MAYBE_READERS`] when
+    /// it is the readers' mark), and `WRONGTYPE` is no (a key of another
+    /// type holds the name, as `SET NX` without `GET` finds).
+    SetGet,
+    /// A count (a semaphore's survey, a set's fencing token): any number
+    /// of 0 or more; a negative `-i` (the set script's first busy key)
+    /// reads as [`BUSY`] plus `i - 1`.
+    Count,
+    /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
+    /// PX`, `INCR` and `PEXPIRE ... GT` (the keep script before Redis 7.0)
+    /// on the fencing counter (acquire with fencing): nil first is no (and
+    /// may be readers); `OK` first is yes, and the count.
+    SetCount,
+    /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet`, and
+    /// the count.
+    SetGetCount,
+    /// Any reply but an error, kept whole in the request's
+    /// [`kept`](Request::kept) store; the answer is its index there (a
+    /// read, such as an election's, whose answers are not numbers).
+    Kept,
+}
+
+/// One request, the same for every node of a round.
+pub(crate) struct Request<'a> {
+    /// The command(s), packed.
+    pub(crate) packed: &'a [u8],
+    /// The key whose hash slot routes the request on a Redis Cluster
+    /// member (the resource).
+    pub(crate) key: &'a [u8],
+    /// The request as Redis Cluster members take it, when it differs.
+    pub(crate) alt: Option<&'a Request<'a>>,
+    /// `packed` starts with `ASKING`, whose `OK` is read first.
+    pub(crate) asking: bool,
+    /// After any `ASKING`, `packed` starts with the semaphore count check
+    /// (see `PERMITS_SRC`), whose answer is read next.
+    pub(crate) permits: bool,
+    /// A Redis Cluster member may follow an `ASK` for it: it touches one
+    /// key, or is a script (for which the servers themselves refuse keys
+    /// split by a migration).
+    pub(crate) follow_ask: bool,
+    /// The answers decide a holder (acquire, extend, raise): a server kept
+    /// out after a restart (see `restart.rs`) gives none.
+    pub(crate) decides: bool,
+    /// `packed` (and the reload) end with `WAIT <replicas> <ms>`: a yes
+    /// counts only when this many replicas acknowledged the write.
+    pub(crate) wait: Option<u32>,
+    /// How to read its reply.
+    pub(crate) reply: Reply,
+    /// Names the command (by its index among the request's commands) and
+    /// key that an error reply concerns, for messages.
+    pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
+    /// The request as a server without `SET ... NX GET` and `PEXPIRE ...
+    /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
+    /// when it differs; chosen per connection (see [`on`](Self::on)).
+    pub(crate) legacy: Option<&'a Request<'a>>,
+    /// The request as a server that takes `SET ... IFEQ` takes it, when it
+    /// has such a form (a script's work in plain commands); chosen per
+    /// connection (see [`on`](Self::on)).
+    pub(crate) ifeq: Option<&'a Request<'a>>,
+    /// Our token, for a [`Reply::IfEq`] (empty otherwise).
+    pub(crate) token: &'a [u8],
+    /// For a script sent by hash: the command that sends its source, for a
+    /// node that answers `NOSCRIPT`.
+    pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+    /// Written behind the command on the same connection when its reply
+    /// does not come in time, before the connection is dropped.
+    pub(crate) on_timeout: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
+    /// Where a [`Reply::Kept`] reply goes; for [`Reply::SetGet`] and
+    /// [`Reply::SetGetCount`], the value a refusal found (who holds the
+    /// key), for the `Taken` error.
+    pub(crate) kept: Option<&'a parking_lot::Mutex<Vec<Value>>>,
+}
+
+impl<'a> Request<'a> {
+    /// The request as the server of `pooled` takes it: its `legacy`
+    /// variant on a server without `SET ... NX GET` (or one whose version
+    /// is unknown). Decided per connection, so that the reply is read as
+    /// the request was written even while a restart changes the server.
+    pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
+        match (self.ifeq, self.legacy) {
+            (Some(plain), _) if pooled.takes(plain.reply) => plain,
+            (_, Some(legacy)) if pooled.legacy => legacy,
+            _ => self,
+        }
+    }
+}
+
+/// A request that got no useful answer: the error, and which of the
+/// request's commands it belongs to (for an error reply).
+pub(crate) struct Failure {
+    pub(crate) error: Cause,
+    pub(crate) at: usize,
+    /// The connection is still in step (the replies were all read).
+    pub(crate) keep: bool,
+}
+
+impl From<RedisError> for Failure {
+    /// The failure of one read: an error reply was read whole (the
+    /// connection is in step so far); anything else breaks it.
+    fn from(error: RedisError) -> Failure {
+        let keep = is_reply(&error);
+        Failure {
+            error: error.into(),
+            at: 0,
+            keep,
+        }
+    }
+}
+
+/// A connection, between uses kept in a node's pool.
+pub(crate) struct Pooled {
+    pub(crate) con: Conn,
+    /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
+    /// did not say (see [`Request::on`]).
+    pub(crate) legacy: bool,
+    /// Its server takes `SET ... IFEQ` (see [`Request::ifeq`]).
+    pub(crate) ifeq: bool,
+    /// Its server takes `DELIFEQ`, and this connection's user was not
+    /// refused it (see [`Reply::DelIfEq`]).
+    pub(crate) delifeq: bool,
+    /// Its user was refused `DELIFEQ` (`NOPERM`): its node sends the
+    /// script on every connection from then on.
+    pub(crate) delifeq_refused: bool,
+}
+
+impl Pooled {
+    /// Whether its server takes the plain commands read as `reply` (see
+    /// [`Request::ifeq`]).
+    fn takes(&self, reply: Reply) -> bool {
+        match reply {
+            Reply::DelIfEq(_) => self.delifeq,
+            _ => self.ifeq,
+        }
+    }
+
+    /// Reads the reply to `req` (already written), sending the script's
+    /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
+    ///
+    /// A failure's `keep` says whether every reply of the request was read
+    /// (the connection is in step and may go back to the pool); any path
+    /// that leaves a reply unread returns `keep: false`, so that a later
+    /// request never reads this one's reply as its own.
+    pub(crate) fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        if req.asking {
+            self.asked(deadline)?;
+        }
+        // The count check's reply; the acquisition behind it ran anyway.
+        let check = if req.permits {
+            match self.con.read(deadline) {
+                Ok(Value::Int(n)) if n >= 0 => Ok(n as u64),
+                Ok(other) => Err(unexpected(&other)),
+                Err(e) if is_reply(&e) => Err(e),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            Ok(0)
+        };
+        let answer = self.replicated(req, deadline);
+        match (check, answer) {
+            (Ok(0), answer) => answer,
+            // Not in step: that failure is the answer.
+            (_, Err(f)) if !f.keep => Err(f),
+            // The check is sent by hash (loaded with the handshake): after
+            // a `SCRIPT FLUSH` this attempt gets no vote here, and the
+            // script is loaded again on this connection for the next one.
+            (Err(error), _) if is_noscript(&error) => {
+                let load = pack(&[b"SCRIPT", b"LOAD", PERMITS.source()]);
+                self.con.write(&load, deadline)?;
+                self.con.read(deadline)?;
+                Err(Failure {
+                    error: error.into(),
+                    at: 0,
+                    keep: true,
+                })
+            }
+            (Ok(stored), _) => Ok(MISMATCH | stored),
+            (Err(error), _) => Err(Failure {
+                error: error.into(),
+                at: 0,
+                keep: true,
+            }),
+        }
+    }
+
+    /// Reads the reply to `req` past any `ASKING` and count check, then
+    /// its `WAIT`: a yes counts only when enough replicas acknowledged it.
+    pub(crate) fn replicated(
+        &mut self,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        let answer = self.finish_reply(req, deadline);
+        let Some(needed) = req.wait else {
+            return answer;
+        };
+        if let Err(f) = &answer
+            && !f.keep
+        {
+            return answer;
+        }
+        let acked = match self.con.read(deadline)? {
+            Value::Int(acked) => u32::try_from(acked).unwrap_or(0),
+            other => {
+                return Err(Failure {
+                    keep: true,
+                    ..unexpected(&other).into()
+                });
+            }
+        };
+        match answer {
+            // Only a write waits for replicas: a no (0, or a lock's no that
+            // may be readers), a gone key and a set's busy key are answers
+            // whatever the replicas saw.
+            Ok(yes) if yes > 0 && yes & (BUSY | MAYBE_READERS) == 0 && acked < needed => {
+                Err(Failure {
+                    error: Cause::Replication(format!(
+                        "the write reached {acked} of {needed} replicas in time (WAIT)"
+                    )),
+                    at: 0,
+                    keep: true,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Reads the reply to `req` (after any `ASKING`), up to a `WAIT`.
+    pub(crate) fn finish_reply(
+        &mut self,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        match req.reply {
+            Reply::One | Reply::OneThenAny | Reply::Count | Reply::Kept => {}
+            Reply::Set => {
+                return match self.con.read(deadline)? {
+                    Value::Okay => Ok(1),
+                    Value::Nil => Ok(MAYBE_READERS),
+                    other => Err(unexpected(&other).into()),
+                };
+            }
+            Reply::SetGet => {
+                return match self.con.read(deadline) {
+                    Ok(Value::Nil) => Ok(1),
+                    Ok(held) => held_by(&held, req.kept),
+                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Reply::IfEq(n) => {
+                let mut replies = vec![Value::Nil; n];
+                if let Some(refused) = self.read_replies(&mut replies, deadline)? {
+                    return Err(refused);
+                }
+                return match &replies[0] {
+                    Value::BulkString(held) if held[..] == *req.token => Ok(1),
+                    Value::BulkString(_) => Ok(0),
+                    Value::Nil => Ok(GONE),
+                    other => Err(unexpected(other).into()),
+                };
+            }
+            Reply::DelIfEq(tail) => return self.finish_delifeq(req, tail, deadline),
+            Reply::SetCount => return self.finish_set_count(false, deadline, None),
+            Reply::SetGetCount => return self.finish_set_count(true, deadline, req.kept),
+        }
+        let then_any = matches!(req.reply, Reply::OneThenAny);
+        let reply = match (self.read_then(then_any, deadline)?, req.reload) {
+            (Err(e), Some(reload)) if is_noscript(&e) => {
+                if req.wait.is_some() {
+                    // The WAIT sent behind the refused script.
+                    self.con.read(deadline)?;
+                }
+                if req.asking {
+                    // ASKING holds for one command: the reload needs it too.
+                    self.con
+                        .write(&[&pack(&[b"ASKING"])[..], &reload()].concat(), deadline)?;
+                    self.asked(deadline)?;
+                } else {
+                    self.con.write(&reload(), deadline)?;
+                }
+                self.read_then(then_any, deadline)??
+            }
+            (reply, _) => reply?,
+        };
+        match (req.reply, reply) {
+            (Reply::Kept, value) => match req.kept {
+                Some(kept) => {
+                    let mut kept = kept.lock();
+                    kept.push(value);
+                    Ok(kept.len() as u64 - 1)
+                }
+                None => Err(unexpected(&value).into()),
+            },
+            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
+            (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
+            (_, other) => one(other),
+        }
+    }
+
+    /// Reads a `DELIFEQ` (see [`Reply::DelIfEq`]). Never sent with
+    /// `ASKING` (an ASK retry sends the script) nor with a `WAIT` (a
+    /// release waits for no replica).
+    fn finish_delifeq(
+        &mut self,
+        req: &Request<'_>,
+        tail: bool,
+        deadline: Instant,
+    ) -> Result<u64, Failure> {
+        match self.read_then(tail, deadline)? {
+            Ok(Value::Int(1)) => Ok(1),
+            Ok(Value::Int(0)) => {
+                // Ours it was not: another owner's, or none. Asked after
+                // the fact, a key set since reads as another owner's,
+                // which it is. Refused `EXISTS` (an ACL rule without it),
+                // it reads as gone: lost either way.
+                self.con.write(&pack(&[b"EXISTS", req.key]), deadline)?;
+                match self.con.read(deadline) {
+                    Ok(Value::Int(0)) => Ok(GONE),
+                    Ok(Value::Int(_)) => Ok(0),
+                    Ok(other) => Err(unexpected(&other).into()),
+                    Err(e) if e.code() == Some("NOPERM") => Ok(GONE),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) if e.code() == Some("NOPERM") && req.reload.is_some() => {
+                self.delifeq = false;
+                self.delifeq_refused = true;
+                let script = req.reload.map(|reload| reload()).unwrap_or_default();
+                self.con.write(&script, deadline)?;
+                one(self.read_then(tail, deadline)??)
+            }
+            Ok(other) => Err(unexpected(&other).into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads the `OK` of an `ASKING` sent first. A refusal (an ACL user
+    /// without `+asking`, `-BUSY`, `-LOADING`) leaves the command's
+    /// replies behind it unread: the connection is out of step.
+    pub(crate) fn asked(&mut self, deadline: Instant) -> Result<(), Failure> {
+        let error = match self.con.read(deadline) {
+            Ok(Value::Okay) => return Ok(()),
+            Ok(other) => unexpected(&other),
+            Err(e) => e,
+        };
+        Err(Failure {
+            error: error.into(),
+            at: 0,
+            keep: false,
+        })
+    }
+
+    /// Reads a reply (an error reply as the inner `Err`), then, with
+    /// `then_any`, the next one, whose answer is ignored. A connection
+    /// that fails is the outer `Err`.
+    pub(crate) fn read_then(
+        &mut self,
+        then_any: bool,
+        deadline: Instant,
+    ) -> Result<Result<Value, RedisError>, RedisError> {
+        let first = match self.con.read(deadline) {
+            Err(e) if !is_reply(&e) => return Err(e),
+            first => first,
+        };
+        if then_any {
+            match self.con.read(deadline) {
+                Err(e) if !is_reply(&e) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(first)
+    }
+
+    /// Reads the four replies of the acquisition pipeline; the first error
+    /// reply fails it.
+    /// With `get`, the lock key's command was `SET ... NX GET` (see
+    /// [`Reply::SetGetCount`]).
+    pub(crate) fn finish_set_count(
+        &mut self,
+        get: bool,
+        deadline: Instant,
+        kept: Option<&parking_lot::Mutex<Vec<Value>>>,
+    ) -> Result<u64, Failure> {
+        let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
+        match self.read_replies(&mut replies, deadline)? {
+            // A key of another type holds the name: a no, as `SET NX`
+            // without `GET` finds (its slot keeps the placeholder `OK`,
+            // read below as taken).
+            Some(refused)
+                if get
+                    && refused.at == 0
+                    && refused.error.redis().and_then(RedisError::code) == Some("WRONGTYPE") =>
+            {
+                replies[0] = Value::Int(0);
+            }
+            Some(refused) => return Err(refused),
+            None => {}
+        }
+        match (get, replies) {
+            (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
+            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(MAYBE_READERS),
+            (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
+            (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(0),
+            (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => {
+                held_by(held, kept)
+            }
+            (_, [_, _, other, _]) => Err(unexpected(&other).into()),
+        }
+    }
+
+    /// Reads one reply into each slot, whatever the earlier ones were, so
+    /// that the connection stays in step after an error reply. A broken
+    /// connection ends it at once (`Err`); otherwise returns the first
+    /// error reply, if any (its slot is left as it was).
+    pub(crate) fn read_replies(
+        &mut self,
+        slots: &mut [Value],
+        deadline: Instant,
+    ) -> Result<Option<Failure>, Failure> {
+        let mut refused = None;
+        for (at, slot) in slots.iter_mut().enumerate() {
+            match self.con.read(deadline) {
+                Ok(value) => *slot = value,
+                Err(error) if is_reply(&error) => {
+                    refused.get_or_insert(Failure {
+                        error: error.into(),
+                        at,
+                        keep: true,
+                    });
+                }
+                Err(error) => {
+                    return Err(Failure {
+                        error: error.into(),
+                        at,
+                        keep: false,
+                    });
+                }
+            }
+        }
+        Ok(refused)
+    }
+}
+
+/// A refusal of `SET ... NX GET`, by the value holding the key: the
+/// readers' mark is [`MAYBE_READERS`], any other value (a token) a plain
+/// no.
+fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Result<u64, Failure> {
+    match held {
+        Value::BulkString(v) if v[..] == *READERS_MARK => Ok(MAYBE_READERS),
+        Value::BulkString(_) => {
+            if let Some(kept) = kept {
+                kept.lock().push(held.clone());
+            }
+            Ok(0)
+        }
+        other => Err(unexpected(other).into()),
+    }
+}
+
+/// The node sent a complete error reply: the connection is still in step.
+pub(crate) fn is_reply(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
+}
+
+pub(crate) fn is_noscript(e: &RedisError) -> bool {
+    e.code() == Some("NOSCRIPT")
+}
+
+/// The connection was found closed by the peer: nothing was answered.
+pub(crate) fn is_stale(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_timeout()
+}
+
+/// A script's number answer (see [`Reply::One`]).
+fn one(value: Value) -> Result<u64, Failure> {
+    match value {
+        Value::Int(n @ 1..=2) => Ok(n as u64),
+        Value::Int(0) => Ok(0),
+        Value::Int(-1) => Ok(GONE),
+        other => Err(unexpected(&other).into()),
+    }
+}
+
+pub(crate) fn unexpected(value: &Value) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        format!("{value:?}"),
+    ))
+}

@@ -1,0 +1,789 @@
+//! [`LockManager::check`](crate::LockManager::check): what an operator
+//! needs to know about each server before trusting it with locks, as a
+//! typed report with a verdict per server.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::base::keys::{
+    self, READERS_MARK, fence_key, queue_key, readers_key, record_key, release_channel,
+    tickets_key, writer_key,
+};
+use crate::base::node_error::{NodeError, NodeErrorKind};
+use crate::members::conn::pack;
+use crate::members::member::Member;
+use crate::members::node::Node;
+use crate::members::restart::{config_pairs, field, text};
+use crate::members::script::{
+    CLAIM, CLAIM_QUEUED, EXTEND, EXTEND_LEADER, EXTEND_READ, HANDOFF, JOIN, KEEP, LEAVE, LOCK_SET,
+    RAISE, READ, READ_LEADER, RESIGN, UNLOCK, UNLOCK_SET, UNREAD,
+};
+
+/// How far a server can be trusted with locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Nothing to change.
+    Ok,
+    /// Usable, with a weakness to know of (no persistence, so restarts
+    /// keep it out for the quarantine; `appendfsync everysec`; restart
+    /// detection off; waiters polling).
+    Warning,
+    /// Not usable for locks: unreachable, a replica, a memory policy that
+    /// may evict lock keys, or a command the lock sends refused.
+    Unsafe,
+}
+
+/// One thing found on a server, with what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Problem {
+    /// How bad it is.
+    pub verdict: Verdict,
+    /// What is wrong and what to change, for a person, in a few words:
+    /// `maxmemory-policy allkeys-lru may evict lock keys: set noeviction`.
+    pub text: String,
+    /// The servers' own words behind it, when there are some (each
+    /// refused command with its error reply), for `lockrun --check -v`
+    /// and the alternate form (`{:#}`) of the report.
+    pub detail: Option<String>,
+}
+
+/// What [`LockManager::check`](crate::LockManager::check) found on one
+/// server (a node, or one master of a Redis Cluster member).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NodeReport {
+    /// The server's name, as errors give it.
+    pub node: String,
+    /// It answered.
+    pub reachable: bool,
+    /// The round trip of a `PING` on an open connection.
+    pub latency: Option<Duration>,
+    /// `redis 7.0.15`, `valkey 8.1.8`.
+    pub server: Option<String>,
+    /// `master`, or `slave` for a replica.
+    pub role: Option<String>,
+    /// How long its process has been up.
+    pub uptime: Option<Duration>,
+    /// The append-only file is on.
+    pub aof: Option<bool>,
+    /// `always`, `everysec` or `no`, where `CONFIG GET` is allowed.
+    pub appendfsync: Option<String>,
+    /// `maxmemory` in bytes (0: no limit).
+    pub maxmemory: Option<u64>,
+    /// `maxmemory-policy`.
+    pub maxmemory_policy: Option<String>,
+    /// It runs in cluster mode.
+    pub cluster_enabled: Option<bool>,
+    /// Commands the lock sends that the server refused to this user.
+    pub missing_permissions: Vec<String>,
+    /// Why it does not vote now, if it is kept out after a restart.
+    pub quarantine: Option<String>,
+    /// Which forms of the lock's commands this server gets, by its
+    /// version: `SET ... NX GET` or plain `NX` with the keep script
+    /// (before Redis 7.0, or unknown), extends by `SET ... IFEQ`
+    /// (Valkey 8.1+) or by script, releases that hand nothing on by
+    /// `DELIFEQ` (Valkey 9+) or by script. `None` when it could not be
+    /// asked.
+    pub path: Option<String>,
+    /// Everything found, worst first.
+    pub problems: Vec<Problem>,
+    /// The worst of the problems (`Ok` when none).
+    pub verdict: Verdict,
+}
+
+impl NodeReport {
+    fn new(node: &str) -> NodeReport {
+        NodeReport {
+            node: node.to_owned(),
+            reachable: false,
+            latency: None,
+            server: None,
+            path: None,
+            role: None,
+            uptime: None,
+            aof: None,
+            appendfsync: None,
+            maxmemory: None,
+            maxmemory_policy: None,
+            cluster_enabled: None,
+            missing_permissions: Vec::new(),
+            quarantine: None,
+            problems: Vec::new(),
+            verdict: Verdict::Ok,
+        }
+    }
+
+    fn problem(&mut self, verdict: Verdict, text: impl Into<String>) {
+        self.problem_with(verdict, text, None);
+    }
+
+    fn problem_with(&mut self, verdict: Verdict, text: impl Into<String>, detail: Option<String>) {
+        let text = text.into();
+        // Each distinct problem once.
+        if self.problems.iter().any(|p| p.text == text) {
+            return;
+        }
+        self.problems.push(Problem {
+            verdict,
+            text,
+            detail,
+        });
+        self.verdict = self.verdict.max(verdict);
+    }
+}
+
+/// How long a report's line may grow (see its `Display`).
+const LINE: usize = 200;
+
+/// One line for a person, at most about 200 characters: verdict, server,
+/// what it is, then each problem and what to change, worst first, in a
+/// few words; problems that do not fit are counted (`; 2 more (-v)`). The
+/// alternate form (`{:#}`, `lockrun --check -v`) gives every problem, and
+/// on indented lines below, the servers' own words behind each.
+impl fmt::Display for NodeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write as _;
+        let verdict = match self.verdict {
+            Verdict::Ok => "ok",
+            Verdict::Warning => "warning",
+            Verdict::Unsafe => "UNSAFE",
+        };
+        let mut line = format!(
+            "{verdict:<7} {}",
+            crate::base::text::shorten(self.node.as_bytes(), 60)
+        );
+        if let Some(server) = &self.server {
+            write!(line, " {server}")?;
+        }
+        if let Some(role) = &self.role {
+            write!(line, " {role}")?;
+        }
+        if let Some(up) = self.uptime {
+            write!(line, ", up {}", human(up))?;
+        }
+        if let Some(latency) = self.latency {
+            write!(line, ", {:.2} ms", latency.as_secs_f64() * 1e3)?;
+        }
+        for (i, p) in self.problems.iter().enumerate() {
+            let left = self.problems.len() - i;
+            // Room for "; N more (-v)" unless this is the last one.
+            let reserve = if left > 1 { 16 } else { 0 };
+            if i == 0 || f.alternate() || line.len() + 2 + p.text.len() + reserve <= LINE {
+                write!(line, "; {}", p.text)?;
+            } else {
+                write!(line, "; {left} more (-v)")?;
+                break;
+            }
+        }
+        f.write_str(&line)?;
+        if let (true, Some(path)) = (f.alternate(), &self.path) {
+            write!(f, "\n    commands: {path}")?;
+        }
+        if f.alternate() {
+            for detail in self.problems.iter().filter_map(|p| p.detail.as_deref()) {
+                for line in detail.lines() {
+                    write!(f, "\n    {line}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// What the manager sends beside the lock's own commands, and so what
+/// the trial tries.
+#[derive(Clone, Copy)]
+pub(crate) struct Trying {
+    /// Fencing counters.
+    pub(crate) fencing: bool,
+    /// Release announcements.
+    pub(crate) wakes: bool,
+    /// Fair waiting's queues and hand-offs.
+    pub(crate) fair: bool,
+}
+
+/// Checks every server of `members`, trying the lock's commands on keys
+/// named after `resource` (which expire within seconds).
+pub(crate) fn run(members: &[Member], resource: &[u8], trying: Trying) -> Vec<NodeReport> {
+    let mut reports = Vec::new();
+    for member in members {
+        match member {
+            Member::Node(node) => {
+                let key = [resource, b":redlock-check"].concat();
+                reports.push(check_node(node, &key, true, trying));
+            }
+            Member::Cluster(cluster) => {
+                let deadline = Instant::now() + cluster.timeout() * 4;
+                if let Err(e) = cluster.refresh(deadline) {
+                    let mut report = NodeReport::new(cluster.name());
+                    report.problem(Verdict::Unsafe, format!("no slot map: {}", e.short()));
+                    reports.push(report);
+                    continue;
+                }
+                for node in cluster.masters() {
+                    let key = cluster_key(resource, |slot| {
+                        cluster
+                            .route(slot)
+                            .is_some_and(|n| std::sync::Arc::ptr_eq(&n, &node))
+                    });
+                    let mut report = match key {
+                        Some(key) => check_node(&node, &key, false, trying),
+                        None => {
+                            let mut report = NodeReport::new(node.name());
+                            report.problem(Verdict::Warning, "serves no slot");
+                            report
+                        }
+                    };
+                    check_asking(&node, &mut report);
+                    reports.push(report);
+                }
+            }
+        }
+    }
+    reports
+}
+
+/// A scratch key for a cluster master, in one of the slots `serves`:
+/// `resource` without its braces (so that an ACL pattern on the names'
+/// prefix, `~lock:*`, still covers it), `:redlock-check`, then a hash tag
+/// `{i}` chosen for the slot. Every key the trial derives from it (the
+/// fencing counter, the readers) keeps the tag, so stays in that slot.
+fn cluster_key(resource: &[u8], serves: impl Fn(u16) -> bool) -> Option<Vec<u8>> {
+    let base: Vec<u8> = resource
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, b'{' | b'}'))
+        .chain(b":redlock-check".iter().copied())
+        .collect();
+    // 16384 slots: a few hundred thousand tags find every one of them.
+    (0u32..400_000)
+        .map(|i| i.to_string())
+        .find(|tag| serves(keys::slot(tag.as_bytes())))
+        .map(|tag| [&base[..], b"{", tag.as_bytes(), b"}"].concat())
+}
+
+/// Marks unsafe every report whose server `why` (two members found to be
+/// one server or one cluster) names.
+pub(crate) fn same_server(reports: &mut [NodeReport], why: &str) {
+    for report in reports.iter_mut() {
+        let named = why
+            .split([' ', ',', '(', ')', ';'])
+            .any(|w| w.trim_end_matches(':') == report.node);
+        if named {
+            report.problem_with(
+                Verdict::Unsafe,
+                "the same server as another member: its vote would count twice",
+                Some(why.to_owned()),
+            );
+            report
+                .problems
+                .sort_by_key(|p| std::cmp::Reverse(p.verdict));
+        }
+    }
+}
+
+/// A cluster master must take `ASKING`: a lock whose slot is being
+/// migrated is followed to the importing master after it. Sent with a
+/// `PING` behind it on a connection of its own, so that the flag it sets
+/// is spent on the `PING`.
+fn check_asking(node: &Node, report: &mut NodeReport) {
+    let asked = node.query_each(
+        &[pack(&[b"ASKING"]), pack(&[b"PING"])],
+        Instant::now() + node.timeout() * 2,
+    );
+    if let Ok(replies) = asked
+        && let Some(Err(e)) = replies.first()
+    {
+        report.problem(
+            Verdict::Warning,
+            format!(
+                "ASKING refused ({}): while a slot migrates, this cluster gives locks in it \
+                 no vote (give the user +asking)",
+                cause(e)
+            ),
+        );
+    }
+}
+
+/// Checks one server, trying the lock's commands on `key` and keys
+/// derived from it. `plain`: given as a node member (not a server of a
+/// Redis Cluster member).
+fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeReport {
+    let mut report = NodeReport::new(node.name());
+    // A few round trips: each gets the node timeout, the first a connect.
+    let deadline = || Instant::now() + node.timeout() * 2;
+    let info = match node.query(&pack(&[b"INFO"]), deadline()) {
+        Ok(value) => text(&value),
+        Err(e) if e.kind() == NodeErrorKind::Permission => {
+            report.reachable = true;
+            report.problem(
+                Verdict::Warning,
+                "INFO refused: restarts go undetected (give the user +info)",
+            );
+            None
+        }
+        Err(e) => {
+            let text = match e.kind() {
+                NodeErrorKind::Connect | NodeErrorKind::Resolve => {
+                    format!("unreachable: {}", e.short())
+                }
+                // It answered (or accepted and said nothing): the cause
+                // says which.
+                _ => e.short(),
+            };
+            report.problem_with(Verdict::Unsafe, text, Some(cause(&e)));
+            return report;
+        }
+    };
+    report.reachable = true;
+    let started = Instant::now();
+    if node.query(&pack(&[b"PING"]), deadline()).is_ok() {
+        report.latency = Some(started.elapsed());
+    }
+    // The handshake's reading of the server (its version decides the
+    // forms of the commands it gets), from the same INFO.
+    let identity = crate::members::restart::Identity::read(
+        info.as_deref()
+            .map(|i| redis::Value::SimpleString(i.into()))
+            .as_ref(),
+        None,
+        None,
+    );
+    if let Some(info) = &info {
+        let version = field(info, "valkey_version")
+            .map(|v| format!("valkey {v}"))
+            .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
+        report.server = version;
+        report.path = Some(command_path(&identity));
+        report.role = field(info, "role").map(str::to_owned);
+        report.uptime = field(info, "uptime_in_seconds")
+            .and_then(|u| u.parse().ok())
+            .map(Duration::from_secs);
+        report.aof = field(info, "aof_enabled").map(|v| v == "1");
+        report.maxmemory = field(info, "maxmemory").and_then(|v| v.parse().ok());
+        report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
+        report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
+    }
+    // The configuration, where allowed: INFO says aof_enabled:0 while a
+    // server loads its append-only file.
+    let config = node
+        .query(&pack(&[b"CONFIG", b"GET", b"append*"]), deadline())
+        .map(|reply| config_pairs(&reply))
+        .unwrap_or_default();
+    let setting = |name: &str| {
+        config
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    report.appendfsync = setting("appendfsync");
+    if let Some(on) = setting("appendonly") {
+        report.aof = Some(on == "yes");
+    }
+    let replica = report.role.as_deref().is_some_and(|r| r != "master");
+    if replica {
+        report.problem(
+            Verdict::Unsafe,
+            "a replica (read-only): give its master, or an independent master",
+        );
+    }
+    // A cluster node given as a plain node votes only on keys of its own
+    // slots, and refuses the rest with MOVED: every other lock misses its
+    // vote.
+    let misplaced = plain && report.cluster_enabled == Some(true);
+    if misplaced {
+        report.problem_with(
+            Verdict::Unsafe,
+            "a Redis Cluster node given as a plain node: give the cluster \
+             (Builder::cluster, lockrun --cluster)",
+            Some(
+                "a cluster node votes only on keys of its own slots and answers MOVED \
+                 for the rest: most locks would miss its vote"
+                    .into(),
+            ),
+        );
+    }
+    if let (Some(max), Some(policy)) = (report.maxmemory, &report.maxmemory_policy)
+        && max > 0
+        && policy != "noeviction"
+    {
+        let which = if policy.starts_with("volatile") {
+            "evicts keys with a TTL first: lock keys"
+        } else {
+            "may evict lock keys"
+        };
+        report.problem(
+            Verdict::Unsafe,
+            format!("maxmemory-policy {policy} {which}: set noeviction"),
+        );
+    }
+    // A replica refuses every write, and a misplaced cluster node most:
+    // the trial would only repeat that.
+    if !replica && !misplaced {
+        // Servers before Redis 7.0, and those whose version is unknown
+        // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
+        // as the acquisition does.
+        trial(
+            node,
+            key,
+            trying,
+            identity.set_nx_get,
+            &mut report,
+            deadline,
+        );
+    }
+    let skips_on_rewrite = node
+        .query(
+            &pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]),
+            deadline(),
+        )
+        .ok()
+        .map(|reply| config_pairs(&reply))
+        .and_then(|pairs| {
+            pairs
+                .into_iter()
+                .find(|(k, _)| k == "no-appendfsync-on-rewrite")
+        })
+        .map(|(_, v)| v == "yes");
+    match (report.aof, report.appendfsync.as_deref()) {
+        (Some(true), Some("always")) if skips_on_rewrite != Some(false) => report.problem(
+            Verdict::Warning,
+            if skips_on_rewrite == Some(true) {
+                "no-appendfsync-on-rewrite yes: writes during a rewrite are not synced, so \
+                 appendfsync always does not exempt restarts from the quarantine (set it to no)"
+            } else {
+                "no-appendfsync-on-rewrite unreadable: restarts are not exempt from the \
+                 quarantine"
+            },
+        ),
+        (Some(true), Some("always")) => {}
+        (Some(true), Some("everysec")) => report.problem_with(
+            Verdict::Warning,
+            "appendfsync everysec: a crash may lose the last second of locks \
+             (appendfsync always keeps them)",
+            Some("with appendfsync always, restarts are exempt from the quarantine".into()),
+        ),
+        (Some(true), _) => report.problem(
+            Verdict::Warning,
+            "append-only file without appendfsync always: a restart may forget locks, \
+             so the restart quarantine applies",
+        ),
+        (Some(false), _) => report.problem(
+            Verdict::Warning,
+            "no persistence: after a restart it sits out votes for the quarantine \
+             (appendonly yes + appendfsync always avoids that)",
+        ),
+        (None, _) => {}
+    }
+    if let Some(q) = node.quarantine() {
+        let text = format!(
+            "restarted {:.1}s ago, not voting for {:.1}s",
+            q.up.as_secs_f64(),
+            q.left.as_secs_f64()
+        );
+        report.quarantine = Some(text.clone());
+        report.problem(Verdict::Warning, text);
+    }
+    report
+        .problems
+        .sort_by_key(|p| std::cmp::Reverse(p.verdict));
+    report
+}
+
+/// The forms of the lock's commands a server read as `identity` gets
+/// (see [`NodeReport::path`]), as the connection's handshake decides them.
+fn command_path(identity: &crate::members::restart::Identity) -> String {
+    let acquire = if identity.set_nx_get {
+        "acquire by SET NX GET and PEXPIRE GT"
+    } else {
+        "acquire by SET NX and the keep script (before Redis 7.0, or its version unknown)"
+    };
+    let extend = if identity.set_ifeq {
+        "extend by SET IFEQ (no script)"
+    } else {
+        "extend by script"
+    };
+    let release = if identity.del_ifeq {
+        "release by DELIFEQ (no script) where nothing is handed on (fair(false), permits)"
+    } else {
+        "release by script"
+    };
+    format!("{acquire}; {extend}; {release}")
+}
+
+/// Runs each command the lock sends on the scratch key `key` and keys
+/// derived from it (expiring in seconds, deleted at the end), noting
+/// refusals: each distinct refusal once, naming the commands it stopped.
+fn trial(
+    node: &Node,
+    key: &[u8],
+    trying: Trying,
+    modern: bool,
+    report: &mut NodeReport,
+    deadline: impl Fn() -> Instant,
+) {
+    let Trying {
+        fencing,
+        wakes,
+        fair,
+    } = trying;
+    let key = key.to_vec();
+    let fence = fence_key(&key);
+    let channel = release_channel(&key);
+    let token = b"redlock-check";
+    // What a refusal stops, and how bad that is: the lock itself
+    // (unsafe), or a feature (a warning).
+    type Stops = (Verdict, &'static str);
+    const LOCK: Stops = (Verdict::Unsafe, "the lock cannot work");
+    const WAKING: Stops = (Verdict::Warning, "waiters poll instead of being woken");
+    const SETS: Stops = (Verdict::Warning, "sets (lock_all) cannot work");
+    const READS: Stops = (Verdict::Warning, "read locks cannot work");
+    let mut commands: Vec<(&str, Vec<u8>, Stops)> = vec![
+        (
+            "SET",
+            pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+            LOCK,
+        ),
+        (
+            "EVAL (extend)",
+            EXTEND.eval(&[&key], &[token, b"5000"]),
+            LOCK,
+        ),
+    ];
+    if fencing {
+        commands.push((
+            "SET",
+            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            LOCK,
+        ));
+        commands.push(("INCR", pack(&[b"INCR", &fence]), LOCK));
+        commands.push(if modern {
+            (
+                "PEXPIRE ... GT",
+                pack(&[b"PEXPIRE", &fence, b"5000", b"GT"]),
+                LOCK,
+            )
+        } else {
+            ("EVAL (keep)", KEEP.eval(&[&fence], &[b"5000"]), LOCK)
+        });
+        commands.push((
+            "EVAL (raise)",
+            RAISE.eval(&[&fence], &[b"2", b"5000"]),
+            LOCK,
+        ));
+        commands.push((
+            "EVAL (extend)",
+            EXTEND.eval(&[&key, &fence], &[token, b"5000", b"5000"]),
+            LOCK,
+        ));
+    }
+    if wakes {
+        commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), WAKING));
+    }
+    commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), LOCK));
+    commands.push((
+        "EVAL (unlock, announced)",
+        UNLOCK.eval(&[&key], &[token, b"PUBLISH", b"check", &channel]),
+        LOCK,
+    ));
+    // The key is free again: a set of it, then a reader, each taken and
+    // given back (every command inside their scripts runs).
+    let (set_keys, set_args): (Vec<&[u8]>, Vec<&[u8]>) = if fencing {
+        (vec![&key, &fence], vec![token, b"5000", b"1", b"5000"])
+    } else {
+        (vec![&key], vec![token, b"5000"])
+    };
+    commands.push(("EVAL (lock-set)", LOCK_SET.eval(&set_keys, &set_args), SETS));
+    commands.push((
+        "EVAL (unlock-set)",
+        UNLOCK_SET.eval(&[&key], &[token]),
+        SETS,
+    ));
+    let readers = readers_key(&key);
+    let flag = writer_key(&key);
+    commands.push((
+        "EVAL (read)",
+        READ.eval(&[&key, &readers, &flag], &[token, b"5000", READERS_MARK]),
+        READS,
+    ));
+    commands.push((
+        "EVAL (extend-read)",
+        EXTEND_READ.eval(&[&key, &readers], &[token, b"6000", READERS_MARK]),
+        READS,
+    ));
+    commands.push((
+        "EVAL (unread)",
+        UNREAD.eval(&[&key, &readers], &[token, READERS_MARK]),
+        READS,
+    ));
+    // An election on the free key: elected, claimed, renewed, read and
+    // resigned (every command inside their scripts runs).
+    const ELECTIONS: Stops = (Verdict::Warning, "elections cannot work");
+    let record = record_key(&key);
+    commands.push((
+        "SET",
+        pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+        ELECTIONS,
+    ));
+    if !fencing {
+        // The term counter (tried above with fencing on).
+        commands.push((
+            "SET",
+            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            ELECTIONS,
+        ));
+        commands.push(("INCR", pack(&[b"INCR", &fence]), ELECTIONS));
+    }
+    commands.push((
+        "EVAL (claim)",
+        CLAIM.eval(&[&key, &record], &[token, b"1", b"1", b"check"]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (extend-leader)",
+        EXTEND_LEADER.eval(&[&key, &fence, &record], &[token, b"5000", b"5000"]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (read-leader)",
+        READ_LEADER.eval(&[&key, &record], &[]),
+        ELECTIONS,
+    ));
+    commands.push((
+        "EVAL (resign)",
+        RESIGN.eval(&[&key, &record], &[token]),
+        ELECTIONS,
+    ));
+    if fair {
+        fair_trial(&key, &mut commands);
+    }
+    // Failures grouped by what they say: (verdict, what it stops or the
+    // cause) -> the commands, and the servers' words.
+    let mut groups: Vec<(Verdict, String, Vec<&str>, Vec<String>)> = Vec::new();
+    for (name, packed, then) in commands {
+        let e = match node.query(&packed, deadline()) {
+            Ok(_) => continue,
+            // NOSCRIPT for the EVALSHA: the script cache is another matter.
+            Err(e) if e.code() == Some("NOSCRIPT") => continue,
+            Err(e) => e,
+        };
+        let problem = if e.kind() == NodeErrorKind::Permission {
+            if !report.missing_permissions.iter().any(|m| m == name) {
+                report.missing_permissions.push(name.to_owned());
+            }
+            (then.0, format!("refused: {}", then.1))
+        } else {
+            (Verdict::Warning, format!("failed: {}", e.short()))
+        };
+        group(&mut groups, problem, name, &e);
+    }
+    for (verdict, text, names, words) in groups {
+        let shown = match names.len() {
+            0..=2 => names.join(", "),
+            n => format!("{} and {} more", names[0], n - 1),
+        };
+        let key_refused = words.iter().any(|w| w.contains(" key"));
+        let mut words = words.join("\n");
+        if text.starts_with("refused") && key_refused {
+            // Which key: an ACL that lets this user write only some keys
+            // refuses a scratch key outside them (`check_on` names one).
+            words.push_str(&format!(
+                "\n(tried on the key {:?}; LockManager::check_on and lockrun --check NAME \
+                 try keys named after a resource)",
+                String::from_utf8_lossy(&key)
+            ));
+        }
+        if text.starts_with("refused") && text != "refused: the lock cannot work" {
+            words.push_str("\n(the manual's Permissions section lists what each feature needs)");
+        }
+        report.problem_with(verdict, format!("{shown} {text}"), Some(words));
+    }
+}
+
+/// A fair manager's queue beside the scratch `key`: a waiter joins and
+/// claims it, a second joins, the first's release hands the key to the
+/// second, which leaves (every command inside their scripts runs, and
+/// everything is gone at the end). The queue's scripts refused, a fair
+/// manager's waiters wait unfairly (a warning); the release refused (a key
+/// pattern that misses the queue's keys, a command missing), its releases
+/// go again as an unfair manager's, handing nothing on (a warning: the
+/// lock still works).
+fn fair_trial(key: &[u8], commands: &mut Vec<(&str, Vec<u8>, (Verdict, &'static str))>) {
+    const FAIR: (Verdict, &str) = (
+        Verdict::Warning,
+        "a fair manager's waiters wait unfairly (Builder::fair)",
+    );
+    const RELEASE: (Verdict, &str) = (
+        Verdict::Warning,
+        "a fair manager's releases hand nothing on (Builder::fair)",
+    );
+    // A key of its own (in the same slot), which earlier trials refused
+    // halfway cannot have left held.
+    let key = &[key, b":fair"].concat()[..];
+    let (queue, tickets) = (queue_key(key), tickets_key(key));
+    let (first, second): (&[u8], &[u8]) = (b"redlock-check", b"redlock-check-2");
+    let join = |token: &[u8]| JOIN.eval(&[&queue, &tickets], &[token, b"1", b"5000", b""]);
+    let locks: [&[u8]; 3] = [key, &queue, &tickets];
+    commands.push(("EVAL (join-queue)", join(first), FAIR));
+    commands.push((
+        "EVAL (claim-queued)",
+        CLAIM_QUEUED.eval(&locks, &[first, b"5000", b"1", b"5000", b"", b""]),
+        FAIR,
+    ));
+    commands.push(("EVAL (join-queue)", join(second), FAIR));
+    commands.push((
+        "EVAL (release)",
+        HANDOFF.eval(&locks, &[first, b"1000"]),
+        RELEASE,
+    ));
+    commands.push((
+        "EVAL (leave-queue)",
+        LEAVE.eval(&locks, &[second, b"1000"]),
+        FAIR,
+    ));
+}
+
+/// Adds a failed command to its group of like failures.
+fn group<'a>(
+    groups: &mut Vec<(Verdict, String, Vec<&'a str>, Vec<String>)>,
+    (verdict, text): (Verdict, String),
+    name: &'a str,
+    e: &NodeError,
+) {
+    let at = match groups.iter().position(|g| g.0 == verdict && g.1 == text) {
+        Some(at) => at,
+        None => {
+            groups.push((verdict, text, Vec::new(), Vec::new()));
+            groups.len() - 1
+        }
+    };
+    let group = &mut groups[at];
+    if !group.2.contains(&name) {
+        group.2.push(name);
+    }
+    let words = format!("{name}: {}", cause(e));
+    if !group.3.contains(&words) {
+        group.3.push(words);
+    }
+}
+
+/// A node error's message without the node's name (the report names it).
+fn cause(e: &NodeError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(e.node()) {
+        Some(rest) => rest.trim_start_matches(':').trim().to_owned(),
+        None => text,
+    }
+}

@@ -1,0 +1,811 @@
+//! [`LockManager`], its [`Builder`], and the acquisition loop.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::base::cancel::Cancel;
+use crate::base::error::{Error, Result};
+use crate::base::telemetry;
+use crate::engine::guard::LockGuard;
+use crate::engine::pipeline::{Pipeline, Refusal, Token, new_token};
+use crate::engine::quorum;
+use crate::members::member::Member;
+use crate::ops::check::NodeReport;
+
+/// Retry settings of one manager handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Retry {
+    count: u32,
+    max_delay: Duration,
+}
+
+impl Retry {
+    pub(crate) fn new(count: u32, max_delay: Duration) -> Result<Retry> {
+        if count == 0 {
+            return Err(Error::invalid_argument(
+                "retry count is the total number of attempts and must be at least 1",
+            ));
+        }
+        Ok(Retry { count, max_delay })
+    }
+}
+
+/// The resource [`LockManager::check`] names its scratch keys after.
+const CHECK_RESOURCE: &str = "redlock-check";
+
+/// How long an acquisition may wait for a busy lock: the last argument of
+/// [`LockManager::lock_with`] and the other shapes' `_with` calls. Named
+/// so that a wait cannot be passed where the TTL goes (both would be
+/// `Duration`s); `lock`, `try_lock`, `try_lock_for` and `try_lock_until`
+/// are these four.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # use redlock_sync::{LockManager, Wait};
+/// # fn main() -> redlock_sync::Result<()> {
+/// # let dlm = LockManager::new(["redis://127.0.0.1"])?;
+/// let guard = dlm.lock_with("jobs/report", Duration::from_secs(30), Wait::For(Duration::from_secs(5)))?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// One attempt, no waiting ([`try_lock`](LockManager::try_lock)).
+    No,
+    /// The manager's retry settings: `count - 1` random pauses
+    /// ([`lock`](LockManager::lock), [`LockManager::set_retry`]).
+    Retries,
+    /// Until this much time has passed, at least one attempt
+    /// ([`try_lock_for`](LockManager::try_lock_for)).
+    For(Duration),
+    /// Until this instant, at least one attempt
+    /// ([`try_lock_until`](LockManager::try_lock_until)).
+    Until(Instant),
+    /// Without limit, until acquired (or [cancelled](crate::Cancel)):
+    /// what a candidate that should wait for its turn passes
+    /// ([`Election::campaign_with`](crate::Election::campaign_with)). No
+    /// bare verb (`lock`, `campaign`, ...) waits like this: they use the
+    /// manager's retry settings, so that a caller is never hung by a
+    /// holder that never lets go.
+    Forever,
+}
+
+/// How long one acquisition may go on pausing between attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Budget {
+    /// One attempt, no pause (`try_lock`).
+    Once,
+    /// `lock`: pauses left to draw, and the unspent rest of the current
+    /// one. An attempt on a wake-up does not end a pause: what is left of
+    /// it is waited next, so the whole wait is the sum of the pauses.
+    Pauses { left: u32, rest: Duration },
+    /// `try_lock_for`: pauses until this instant (`None`: beyond any
+    /// representable instant).
+    Until(Option<Instant>),
+}
+
+impl Budget {
+    /// The next pause, given a freshly drawn random `delay`; `None` when
+    /// the budget is spent.
+    fn next(&mut self, delay: Duration) -> Option<Duration> {
+        match self {
+            Budget::Once => None,
+            Budget::Pauses { rest, .. } if !rest.is_zero() => Some(*rest),
+            Budget::Pauses { left: 0, .. } => None,
+            Budget::Pauses { left, rest } => {
+                *left -= 1;
+                *rest = delay;
+                Some(delay)
+            }
+            Budget::Until(None) => Some(delay),
+            Budget::Until(Some(deadline)) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| delay.min(left))
+            }
+        }
+    }
+
+    /// The most this budget may still wait (`None`: no bound), given the
+    /// pauses' maximum.
+    fn most(&self, max_delay: Duration) -> Option<Duration> {
+        match *self {
+            Budget::Once => Some(Duration::ZERO),
+            Budget::Pauses { left, rest } => {
+                Some(rest.saturating_add(max_delay.saturating_mul(left)))
+            }
+            Budget::Until(None) => None,
+            Budget::Until(Some(deadline)) => {
+                Some(deadline.saturating_duration_since(Instant::now()))
+            }
+        }
+    }
+
+    /// Records that `paused` of the current pause went by (all of it, or
+    /// less when a release ended it early).
+    fn spent(&mut self, paused: Duration) {
+        if let Budget::Pauses { rest, .. } = self {
+            *rest = rest.saturating_sub(paused);
+        }
+    }
+}
+
+/// What an acquisition waits on.
+#[derive(Clone, Copy)]
+pub(crate) struct WaitOn<'a> {
+    /// The names whose releases wake it (one; a set's resources).
+    pub(crate) names: &'a [&'a [u8]],
+    /// A writer of the read-write lock `names[0]`: while it waits, new
+    /// readers queue behind it.
+    pub(crate) writer: Option<&'a dyn Writer>,
+    /// A shared acquisition (a reader): once in, it wakes the next waiter
+    /// of this manager, who may share too.
+    pub(crate) shared: bool,
+    /// A semaphore's permit: each release frees one of K, so one
+    /// acquisition uses up one release heard, not all of them.
+    pub(crate) permit: bool,
+}
+
+/// What a waiting writer does (see `rwlock.rs`).
+pub(crate) trait Writer: Sync {
+    /// Before a pause that follows a refusal: makes new readers queue
+    /// behind this writer for `ms`, where readers hold the name. True
+    /// when that wrote something [`done`](Self::done) must take down.
+    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool;
+
+    /// The writer waits no more (it got the lock, or gave up).
+    fn done(&self, p: &Pipeline, token: &[u8]);
+}
+
+/// Takes Redlock locks over a fixed set of independent Redis masters.
+///
+/// Create one with [`LockManager::new`] or [`LockManager::builder`] and
+/// share it: it is `Clone`, `Send` and `Sync`, and clones share the nodes
+/// and their pooled connections. Each clone has its own retry settings
+/// ([`set_retry`](Self::set_retry)).
+///
+/// Every call asks all nodes at once and succeeds when a majority
+/// ([`quorum`](Self::quorum)) agrees; a node that is down, hung or failing
+/// costs at most the node timeout and counts as one vote against.
+///
+/// # Why it is safe
+///
+/// The promise: while a guard [`is_valid`](LockGuard::is_valid), no other
+/// client holds the same resource through the same members. It rests on
+/// these assumptions, each either enforced or checked where it can be:
+///
+/// 1. **Independent members.** No two members are the same server or
+///    cluster (refused at build, and again when first contact shows two
+///    names to be one server: their votes would count twice).
+/// 2. **Bounded clock drift.** The servers' clocks and this process's run
+///    at rates within the drift factor ([`Builder::drift_factor`](crate::Builder::drift_factor), 1% by
+///    default, plus 2 ms for Redis's expiry precision).
+/// 3. **Restarts keep keys, or do not vote.** A server that comes back
+///    empty could grant a key another client holds. A server seen with a
+///    new `run_id` does not vote for the longest TTL this manager used
+///    ([`Builder::restart_quarantine`](crate::Builder::restart_quarantine) extends that to any recently
+///    started server).
+/// 4. **No eviction.** A lock key must live its TTL: `maxmemory` with an
+///    evicting policy breaks that ([`check`](Self::check) says so).
+/// 5. **The holder acts within its validity.** A process that pauses past
+///    it is no longer protected: the fencing token is for that.
+///
+/// **Mutual exclusion.** An acquisition that starts at `s` sends `SET R T
+/// NX PX ttl` to every member and is granted only when a majority `M` set
+/// the key. Each member of `M` set it after `s`, so on its own clock the
+/// key lives until at least `s + ttl`, which by assumption 2 is no earlier
+/// than `s + ttl - drift` here. The guard's validity ends at exactly
+/// `s + ttl - drift`, and no grant is made if that moment has passed when
+/// the round ends. Any other acquisition of `R` needs a majority too, which
+/// shares a member with `M`; that member refuses `SET NX` while its key
+/// exists. Keys are deleted or extended only by scripts that compare the
+/// token first, so no client removes another's key; a failed attempt
+/// removes only its own. Assumptions 3 and 4 keep the key from vanishing
+/// early for other reasons. Hence two valid guards of one resource would
+/// need one member to hold two keys `R` at once: impossible.
+///
+/// **Extend.** An extend resets the expiry only where the key still holds
+/// the token. Whatever the round returns, the validity afterwards is at
+/// most the new TTL less the drift, counted from the round's start: a
+/// member that applied a shorter TTL may let the key go that early even
+/// when the round as a whole failed. So no outcome keeps a validity the
+/// members no longer grant. Keep-alive renewals are extends.
+///
+/// **Fencing tokens.** Every member asked counts the resource's counter
+/// up in the same write as the `SET NX`; the token `T` is the highest
+/// count among the granting members, and every granting member below `T`
+/// is raised to `T` before the guard is returned (an attempt whose raise
+/// misses the quorum fails). So a quorum holds a counter of at least `T`.
+/// A later grant of `R` comes from a majority that shares a member with
+/// that quorum, whose counter only grows (raises never lower it; one
+/// created anew starts from the clock in microseconds, above every earlier
+/// count), and counts it past `T`: its token is larger. Tokens of one
+/// resource therefore only grow, across every shape that locks it.
+///
+/// ## Sets
+///
+/// ### Design
+///
+/// Each resource of a set is an ordinary lock key (the resource's name
+/// holding the set's token), so a resource held in a set is
+/// [`Error::Taken`] for `lock` and for other sets, and the other way
+/// round. A member takes a set in one script: when any of the keys exists
+/// it writes nothing and names the first busy key; otherwise it sets them
+/// all, with the same TTL. The set is held when a majority of members
+/// took all of it within the validity, as for one lock; on failure it is
+/// removed from every member that may have taken any of it.
+///
+/// A Redis Cluster member runs the script once per hash slot of the set
+/// (a script's keys must share a slot), all in one round: the scripts
+/// for one master are pipelined on one connection (so a release, in
+/// `Drop` too, still ends within one node timeout, and a set of a
+/// thousand slots costs a connection per master, not a thread and a
+/// connection per slot), and votes yes only when every group took its
+/// part; a member left with part of the set gives that part back at
+/// once. A set whose resources share a hash tag (`{account}:a`,
+/// `{account}:b`) is one group: one script, as on plain nodes.
+///
+/// ### Why a set is safe
+///
+/// Mutual exclusion holds per resource, by the mutex's own argument: a
+/// set that holds resource `r` is granted by a majority of members, each
+/// of which holds the key `r` with the set's token until the validity
+/// ends; any other holder of `r` (a lock or another set) needs a
+/// majority too, and the two majorities share a member, which grants `r`
+/// to one of them only while it holds no key `r`. On a Redis Cluster
+/// member, "holds the key" means the master of `r`'s slot holds it, and
+/// the member's yes means every slot's master took its part.
+///
+/// ### Why crossing sets never deadlock
+///
+/// Nothing is held while waiting: on each member a set is all or nothing,
+/// and an attempt that misses the quorum removes what it took before it
+/// pauses. So no attempt holds `a` while it waits for `b`; two threads
+/// locking `(a, b)` and `(b, a)` at worst both fail one attempt, and then
+/// pause for random times, like two contenders for one lock. The waiting
+/// thread queues on the resource that held it up (a release of it wakes
+/// the thread).
+///
+/// ### A set's fencing token
+///
+/// With fencing on, each member counts every resource's counter up as one
+/// lock does, then sets all of them to the highest (on a Redis Cluster
+/// member, each slot group to that group's highest: the groups run
+/// separate scripts). The set's token `T` is the highest answer among the
+/// granting members. Before the guard is returned, every granting member
+/// on which any counter of the set may be below `T` (a plain node whose
+/// answer is below it; a cluster member whose *lowest* group answer is
+/// below it) is raised to `T` on every counter of the set, so that on a
+/// quorum of members every counter of every resource is at least `T`.
+///
+/// Why that makes `T` below every later token of each resource `r`: a
+/// later acquisition of `r` (a lock or another set) is granted by a
+/// majority, which shares a member `m` with the set's quorum. On `m`, the
+/// counter of `r` was at least `T` when the set was granted, counters only
+/// grow (increments, raises that never lower; an expired counter starts
+/// again from the clock in microseconds, above every earlier count), and
+/// the later acquisition counts it up past that: its token, the highest
+/// among its granting members, is above `T`. And `T` is above every
+/// earlier token of each of its resources by the same argument run the
+/// other way. A raise that misses the quorum fails the attempt.
+#[derive(Clone)]
+pub struct LockManager {
+    pipeline: Arc<Pipeline>,
+    retry: Retry,
+    /// The switch that stops this handle's waits (see `cancel_on`).
+    cancel: Option<Cancel>,
+}
+
+impl LockManager {
+    /// The manager of `pipeline`, with `retry` (see the builder).
+    pub(crate) fn from_parts(pipeline: Pipeline, retry: Retry) -> LockManager {
+        LockManager {
+            pipeline: Arc::new(pipeline),
+            retry,
+            cancel: None,
+        }
+    }
+
+    /// A handle to the same manager (members, settings, retries) whose
+    /// waits stop when `cancel` is thrown: an acquisition that would
+    /// pause returns [`Error::Cancelled`] instead (see [`Cancel`]). Its
+    /// clones share the switch; this handle is unchanged.
+    #[must_use]
+    pub fn cancel_on(&self, cancel: &Cancel) -> LockManager {
+        LockManager {
+            cancel: Some(cancel.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// Sets how long [`lock`](Self::lock) waits for a busy lock: `count`
+    /// attempts' worth, that is the first attempt and `count - 1` pauses,
+    /// each drawn uniformly from `[max_delay / 2, max_delay]`. A lock that
+    /// is never released is given up after `(count - 1) × max_delay / 2`
+    /// to `(count - 1) × max_delay` of pausing. A release ends a pause
+    /// early and the thread asks at once; if another wins, the thread
+    /// waits out the rest of that pause, so wake-ups may add attempts but
+    /// never shorten the wait. [`try_lock_for`](Self::try_lock_for) uses
+    /// the same pauses. Affects this handle only, not its clones.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if `count` is 0; the settings are then
+    /// left as they were.
+    pub fn set_retry(&mut self, count: u32, max_delay: Duration) -> Result<()> {
+        self.retry = Retry::new(count, max_delay)?;
+        Ok(())
+    }
+
+    /// The pipeline this manager runs (for the other shapes of lock).
+    pub(crate) fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    /// The retry settings: total attempts of [`lock`](Self::lock) and the
+    /// maximum random pause between attempts.
+    pub fn retry(&self) -> (u32, Duration) {
+        (self.retry.count, self.retry.max_delay)
+    }
+
+    /// How many members must agree: a strict majority of the members
+    /// (a node, or a whole Redis Cluster given with [`Builder::cluster`](crate::Builder::cluster),
+    /// is one member).
+    pub fn quorum(&self) -> usize {
+        quorum::quorum(self.pipeline.members.len())
+    }
+
+    /// Whether acquisitions carry a fencing token (see
+    /// [`Builder::fencing`](crate::Builder::fencing)).
+    pub fn fencing(&self) -> bool {
+        self.pipeline.fencing_expiry_ms.is_some()
+    }
+
+    /// The members' names (`host:port`, `unix:path`, with `/db` when not
+    /// 0; `cluster host:port` for a Redis Cluster, after its first seed),
+    /// in the order given. Errors name nodes the same way (for a cluster,
+    /// the master that failed).
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.pipeline.members.iter().map(Member::name)
+    }
+
+    /// The time each node gets to answer one call, connecting included.
+    pub fn node_timeout(&self) -> Duration {
+        self.pipeline.node_timeout
+    }
+
+    /// The clock drift factor.
+    pub fn drift_factor(&self) -> f64 {
+        self.pipeline.drift_factor
+    }
+
+    /// The pauses `wait` allows, with this handle's retry settings.
+    pub(crate) fn budget(&self, wait: Wait) -> Budget {
+        match wait {
+            Wait::No => Budget::Once,
+            Wait::Retries => Budget::Pauses {
+                left: self.retry.count - 1,
+                rest: Duration::ZERO,
+            },
+            Wait::For(timeout) => Budget::Until(Instant::now().checked_add(timeout)),
+            Wait::Until(deadline) => Budget::Until(Some(deadline)),
+            Wait::Forever => Budget::Until(None),
+        }
+    }
+
+    /// The waiting loop around any `attempt` (given the acquisition's
+    /// token), waiting in the queue of `resource` (the name whose releases
+    /// wake it).
+    pub(crate) fn permit_attempts<T>(
+        &self,
+        resource: &[u8],
+        budget: Budget,
+        mut attempt: impl FnMut(&Token) -> Result<T>,
+    ) -> Result<T> {
+        let wait = WaitOn {
+            names: &[resource],
+            writer: None,
+            shared: false,
+            permit: true,
+        };
+        self.attempts_on(wait, budget, |token, _| attempt(token))
+    }
+
+    /// The acquisition loop for any shape: attempts, with pauses as
+    /// `budget` allows.
+    ///
+    /// When waiting is on, a pause is spent in the resource's queue of
+    /// this manager's waiters (see `wait.rs`): it ends early when a release
+    /// is heard, and only the longest waiter then asks again; a thread that
+    /// finds others of this manager already waiting queues behind them
+    /// without asking. A pause that runs out behind other waiters is spent
+    /// with no attempt (they are served first); if no attempt was made at
+    /// all when the budget runs out, one is made then. The releases
+    /// announced by this acquisition's own failed attempts (the clean-up of
+    /// a split vote) wake none of this manager's threads.
+    ///
+    /// What it waits on is `wait` (see [`WaitOn`]); `attempt` gets
+    /// the token and fills in what a failed attempt found ([`Refusal`]):
+    /// by its index in `wait.names`, the name found held by another
+    /// owner, in whose queue the thread then waits; and whether readers
+    /// may hold it (only then does a writer ask readers to queue behind
+    /// it: a plain lock that never meets readers sends nothing for them).
+    pub(crate) fn attempts_on<T>(
+        &self,
+        wait_on: WaitOn<'_>,
+        budget: Budget,
+        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
+    ) -> Result<T> {
+        let names = wait_on.names;
+        let _span = telemetry::Span::acquire(|| quorum::display(&quorum::joined(names)));
+        let started = Instant::now();
+        let mut attempts = 0;
+        let result = self.attempts_inner(wait_on, budget, |token, refusal| {
+            attempts += 1;
+            let result = attempt(token, refusal);
+            telemetry::attempt(telemetry::outcome_of(&result, "acquired"), attempts);
+            result
+        });
+        telemetry::acquired(
+            telemetry::outcome_of(&result, "acquired"),
+            started.elapsed(),
+        );
+        result
+    }
+
+    /// [`attempts_on`](Self::attempts_on) without its telemetry.
+    fn attempts_inner<T>(
+        &self,
+        wait_on: WaitOn<'_>,
+        mut budget: Budget,
+        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
+    ) -> Result<T> {
+        let token = new_token(&self.pipeline.holder_name)?;
+        let names = wait_on.names;
+        let pipeline = &self.pipeline;
+        let waiters = &pipeline.waiters;
+        let wait = !matches!(budget, Budget::Once) && pipeline.wake_on_release;
+        let (_own, busy) = match wait {
+            true => {
+                let (own, busy) = waiters.start(names[0], &token);
+                (Some(own), busy)
+            }
+            false => (None, false),
+        };
+        let seen_all = || {
+            names
+                .iter()
+                .map(|n| waiters.before_attempt(n))
+                .collect::<Vec<_>>()
+        };
+        let mut at = 0;
+        let mut seen = wait.then(seen_all);
+        // A fair manager's waiters of a name contended lately queue here
+        // before they ask, so that they take their places in the members'
+        // queues in this order too (only the longest waiter asks; see
+        // `fair.rs`). Not otherwise: queuing starts the listeners, which
+        // would then hear every uncontended release.
+        let queue_first = busy || (wait && pipeline.fair && waiters.lately(names[0]));
+        let mut place =
+            queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
+        let mut turn = place.as_ref().is_none_or(|p| p.is_first());
+        let (mut last, mut owed, mut flagged) = (None, false, false);
+        // A fair set waits in the queue of the name that refused it last,
+        // and watches the others: a hand-off of any of them wakes it.
+        let mut watch = None;
+        let mut refusal = Refusal::default();
+        // A writer's flag is taken down once it waits no more.
+        let done = |flagged: bool| {
+            if let (true, Some(writer)) = (flagged, wait_on.writer) {
+                writer.done(pipeline, &token);
+            }
+        };
+        let cancel = self.cancel.as_ref();
+        let cancelled = || Error::Cancelled {
+            resource: quorum::display(&quorum::joined(names)),
+        };
+        loop {
+            if turn {
+                if wait && place.is_none() {
+                    seen = Some(seen_all());
+                }
+                refusal = Refusal::default();
+                match attempt(&token, &mut refusal) {
+                    Ok(acquired) => {
+                        if let Some(place) = place {
+                            place.acquired(wait_on.shared, wait_on.permit);
+                        }
+                        done(flagged);
+                        return Ok(acquired);
+                    }
+                    // Owed the last attempt, or one that waiting cannot
+                    // help (bad arguments or configuration).
+                    Err(err) if owed || !err.is_retryable() => {
+                        done(flagged);
+                        return Err(err);
+                    }
+                    Err(err) => last = Some(err),
+                }
+                if let Some(b) = refusal.blocked.filter(|&b| b != at && b < names.len()) {
+                    // Another name holds it up now: wait in its queue.
+                    at = b;
+                    place = None;
+                }
+            }
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                done(flagged);
+                return Err(cancelled());
+            }
+            let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
+            let most = budget.most(self.retry.max_delay);
+            match budget.next(delay) {
+                Some(pause) => {
+                    if let (Some(writer), Some(Error::Taken { .. }), true) =
+                        (wait_on.writer, &last, refusal.readers)
+                    {
+                        // Where readers hold it, new readers queue behind
+                        // this writer while it waits: at most what is left
+                        // of its wait, and never long past its next
+                        // attempt (each pause after a refusal that found
+                        // readers sets it again).
+                        let cap = (self.retry.max_delay.saturating_mul(2))
+                            .saturating_add(pipeline.node_timeout)
+                            .min(crate::engine::pipeline::MAX_TTL);
+                        let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
+                        flagged |= writer.waits(pipeline, &token, ms);
+                    }
+                    // Reservations for another fair waiter lapse sooner:
+                    // the rest of the pause is kept for later. A fair
+                    // manager's waiter (queued on the members, or behind
+                    // a thread of its own that is) looks again at least
+                    // every few node timeouts (see `fair::queued_pause`).
+                    // Both are drawn at random, as the retry delay is:
+                    // waiters that failed together (their claims split a
+                    // free key's votes) must not ask again together.
+                    let pause = refusal.lapse.map_or(pause, |lapse| {
+                        pause.min(crate::engine::fair::after_lapse(
+                            pipeline,
+                            lapse,
+                            random_u64(),
+                        ))
+                    });
+                    let pause = match refusal.queued || (pipeline.fair && wait) {
+                        true => pause.min(quorum::retry_delay(
+                            crate::engine::fair::queued_pause(pipeline),
+                            random_u64(),
+                        )),
+                        false => pause,
+                    };
+                    if wait {
+                        if pipeline.fair && names.len() > 1 && watch.is_none() {
+                            watch = Some(waiters.watch(names));
+                        }
+                        let place = place.get_or_insert_with(|| {
+                            waiters.join(names[at], &token, seen.as_ref().map(|s| s[at]))
+                        });
+                        if refusal.queued {
+                            place.placed();
+                        }
+                        let started = Instant::now();
+                        // Queued on the members, it keeps its place there
+                        // by asking, wherever it stands here.
+                        turn = place.wait(pause, cancel) || refusal.queued;
+                        budget.spent(started.elapsed());
+                    } else {
+                        match cancel {
+                            Some(cancel) => {
+                                cancel.sleep(pause);
+                            }
+                            None => thread::sleep(pause),
+                        }
+                        budget.spent(pause);
+                        turn = true;
+                    }
+                    if cancel.is_some_and(Cancel::is_cancelled) {
+                        done(flagged);
+                        return Err(cancelled());
+                    }
+                }
+                None => match last.take() {
+                    Some(err) => {
+                        done(flagged);
+                        return Err(err);
+                    }
+                    None => {
+                        // Queued all along: the one attempt owed.
+                        drop(place.take());
+                        owed = true;
+                        turn = true;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Checks every server (each node, each master of a Redis Cluster
+    /// member) for what makes a lock server unsafe or weak, and says what
+    /// to change: reachable and its round trip; server, version, role and
+    /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
+    /// its policy; cluster mode; whether this user may run every command
+    /// the lock sends (tried on scratch keys named `redlock-check:redlock-check`,
+    /// which expire within seconds and are deleted; a
+    /// [fair](crate::Builder::fair) manager's queue scripts too); and
+    /// whether it is kept out of votes after a restart. A user whose ACL
+    /// allows only some keys checks with [`check_on`](Self::check_on)
+    /// and a resource name it may lock.
+    ///
+    /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
+    /// replica, set to evict keys (`maxmemory` with any policy but
+    /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
+    /// or refusing a command the lock needs (for a fair manager, the
+    /// release's look at the queue: its releases would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
+    /// persistence (restarts forget locks, so the restart quarantine
+    /// applies), `appendfsync everysec`, `INFO` refused, or channels
+    /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.
+    ///
+    /// Takes a few round trips per server, each bounded by twice the node
+    /// timeout; never use it on the hot path.
+    pub fn check(&self) -> Vec<NodeReport> {
+        self.check_on(CHECK_RESOURCE)
+    }
+
+    /// As [`check`](Self::check), trying the lock's commands on keys
+    /// named after `resource` (followed by `:redlock-check`): for a user
+    /// whose ACL allows only some keys (`~lock:*`), give a name it may
+    /// lock. (Before 0.4 this was `check(resource)`.)
+    pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
+        let trying = crate::ops::check::Trying {
+            fencing: self.fencing(),
+            wakes: self.pipeline.wake_on_release,
+            fair: self.pipeline.fair,
+        };
+        let mut reports = crate::ops::check::run(&self.pipeline.members, resource.as_ref(), trying);
+        // Two members found to be one server (or one cluster) while
+        // checking, or before: unsafe, on each report it names.
+        if let Some(why) = self.pipeline.identities.conflict.get() {
+            crate::ops::check::same_server(&mut reports, why);
+        }
+        reports
+    }
+
+    /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive
+    /// (see [`LockGuard::keep_alive`]) while `work` runs, then releases
+    /// it. A panic in `work` still releases the lock (as the guard drops
+    /// while unwinding).
+    ///
+    /// # Errors
+    ///
+    /// [`lock`](Self::lock)'s errors when the lock cannot be taken, and
+    /// [`Error::NotHeld`] when the lock was not held any more when `work`
+    /// returned (its validity ran out, a renewal found it taken over, or
+    /// the latest renewal missed the quorum; see
+    /// [`LockGuard::ensure_held`]): `work` then ran at least partly
+    /// unprotected, and its result is dropped. Call `ensure_held` inside
+    /// `work` to stop early. A failure to
+    /// release after `work` is not reported: the keys expire with their
+    /// TTL.
+    pub fn with_lock<T>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        work: impl FnOnce(&LockGuard) -> T,
+    ) -> Result<T> {
+        let guard = self.lock(resource, ttl)?.keep_alive();
+        let out = work(&guard);
+        let held = guard.ensure_held();
+        let _ = guard.release();
+        held.map(|()| out)
+    }
+}
+
+impl fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockManager")
+            .field("nodes", &self.nodes().collect::<Vec<_>>())
+            .field("quorum", &self.quorum())
+            .field("node_timeout", &self.pipeline.node_timeout)
+            .field("drift_factor", &self.pipeline.drift_factor)
+            .field("fencing_expiry_ms", &self.pipeline.fencing_expiry_ms)
+            .field("wake_on_release", &self.pipeline.wake_on_release)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// 64 random bits for a retry delay. Falls back to the clock if the
+/// system generator fails: a delay needs spread, not secrecy.
+fn random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos().into())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::pipeline::MAX_TTL;
+
+    fn manager(drift_factor: f64) -> LockManager {
+        LockManager::builder()
+            .node("redis://127.0.0.1:1")
+            .drift_factor(drift_factor)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn ttl_checks() {
+        let m = manager(0.01);
+        let s = &m.pipeline;
+        assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
+        assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
+        assert!(s.check_ttl(Duration::ZERO).is_err());
+        assert!(s.check_ttl(Duration::from_micros(999)).is_err());
+        assert!(s.check_ttl(Duration::from_millis(2)).is_err());
+        assert!(s.check_ttl(Duration::from_millis(3)).is_ok());
+        assert!(s.check_ttl(MAX_TTL).is_ok());
+        assert!(s.check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
+        assert!(s.check_ttl(Duration::MAX).is_err());
+        // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
+        let m = manager(0.5);
+        assert!(m.pipeline.check_ttl(Duration::from_millis(4)).is_err());
+        assert!(m.pipeline.check_ttl(Duration::from_millis(6)).is_ok());
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_lock_budget_is_its_pauses_whatever_wakes_them_early() {
+        let mut b = Budget::Pauses {
+            left: 2,
+            rest: Duration::ZERO,
+        };
+        assert_eq!(b.next(100 * MS), Some(100 * MS));
+        // Woken after 30 ms: the next pause is the 70 ms left of it.
+        b.spent(30 * MS);
+        assert_eq!(b.next(999 * MS), Some(70 * MS));
+        b.spent(70 * MS);
+        // Then the second and last pause.
+        assert_eq!(b.next(150 * MS), Some(150 * MS));
+        b.spent(150 * MS);
+        assert_eq!(b.next(150 * MS), None);
+        // One attempt in all: no pause.
+        let mut b = Budget::Pauses {
+            left: 0,
+            rest: Duration::ZERO,
+        };
+        assert_eq!(b.next(100 * MS), None);
+        assert_eq!(Budget::Once.next(100 * MS), None);
+    }
+
+    #[test]
+    fn a_deadline_budget_ends_at_the_deadline() {
+        assert_eq!(Budget::Until(None).next(5 * MS), Some(5 * MS));
+        let mut past = Budget::Until(Some(Instant::now()));
+        assert_eq!(past.next(5 * MS), None);
+        let mut far = Budget::Until(Some(Instant::now() + Duration::from_secs(60)));
+        assert_eq!(far.next(5 * MS), Some(5 * MS));
+        let mut near = Budget::Until(Some(Instant::now() + 50 * MS));
+        assert!(near.next(Duration::from_secs(1)).unwrap() <= 50 * MS);
+    }
+
+    #[test]
+    fn set_retry_rejects_zero_attempts_and_keeps_old_settings() {
+        let mut m = manager(0.01);
+        assert_eq!(m.retry(), (3, Duration::from_millis(200)));
+        assert!(matches!(
+            m.set_retry(0, Duration::ZERO),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert_eq!(m.retry(), (3, Duration::from_millis(200)));
+        m.set_retry(7, Duration::from_millis(5)).unwrap();
+        assert_eq!(m.retry(), (7, Duration::from_millis(5)));
+        // a clone keeps its own copy
+        let c = m.clone();
+        m.set_retry(1, Duration::ZERO).unwrap();
+        assert_eq!(c.retry(), (7, Duration::from_millis(5)));
+    }
+}

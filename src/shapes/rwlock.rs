@@ -1,0 +1,378 @@
+//! The read-write lock's room: [`RwLock`], its read shape and scripts,
+//! and the waiting writer. Its safety argument is on [`RwLock`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::error::Result;
+use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
+use crate::engine::guard::{LockGuard, ReadGuard};
+use crate::engine::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args};
+use crate::engine::quorum::Tally;
+use crate::members::script::{EXTEND_READ, READ, UNLOCK, UNREAD, WRITER_WAITS};
+use crate::shapes::manager::{self, Budget, LockManager, Wait, WaitOn};
+
+/// A read-write lock over the same members as the lock, made by
+/// [`LockManager::rwlock`]. Many readers share it ([`ReadGuard`]); a
+/// writer excludes readers and writers ([`LockGuard`]).
+///
+/// # Design: one namespace with the lock
+///
+/// The write side of `rwlock(name)` *is* the ordinary lock on `name`:
+/// [`RwLock::write`] is [`LockManager::lock`], the key is `name` holding
+/// the writer's token, taken with `SET NX PX`. So `lock(name)` and
+/// `write` exclude each other, and other Redlock clients that lock `name`
+/// (node-redlock, redsync) exclude writers and readers too.
+///
+/// Readers are kept beside the key, in its hash slot: the sorted set
+/// `name:redlock-readers` holds each reader's token scored by its expiry
+/// (in ms of the server's clock). While any reader holds, the key `name`
+/// holds the mark `redlock:readers` (no token), with an expiry at least
+/// that of the longest reader; so a writer's `SET NX` fails until every
+/// reader is gone or expired. A reader is taken with one script per
+/// member: refused while the key holds anything but the mark (a writer)
+/// or a writer waits (see below); otherwise it adds itself with its TTL
+/// and extends the key to cover it. Releasing removes the reader; the
+/// last valid one out deletes the key and announces the release, which
+/// wakes waiting writers; otherwise expired readers are dropped and the
+/// key's expiry shrinks to the longest remaining reader's. Extending moves only this
+/// reader's expiry (and the key's, when it must cover more).
+///
+/// # Why it is safe
+///
+/// Every conflict is between two parties, a writer and a reader or two
+/// writers, and each party holds on a majority of members within its
+/// validity. Two majorities share a member. On that member the two cannot
+/// hold at once: a writer's `SET NX` needs the key absent, while a reader
+/// needs the key absent or holding the mark, and leaves it holding the
+/// mark with an expiry at least its own; a writer's key holds its token,
+/// which refuses readers. So a writer and a reader (or two writers) both
+/// valid at one instant would need that member to hold both, under the
+/// same assumptions as the mutex (bounded clock drift, no eviction, the
+/// restart quarantine), which is impossible. Readers never conflict with
+/// readers, so their count needs no quorum of its own. A reader's expiry
+/// and the key's are read on the same server's clock, so the key never
+/// expires before a reader it covers.
+///
+/// # Writers are not starved
+///
+/// A writer's acquisition is `SET name token NX GET PX ttl`: a refusal
+/// answers what holds the key. A writer refused where readers hold it
+/// (the key holds the mark) and that will wait asks every member to set
+/// the flag `name:redlock-writer`, with its token, for what is left of its
+/// wait and never much past its next attempt (twice the retry delay plus
+/// the node timeout; each pause after such a refusal sets it again). A
+/// member sets it only while readers hold the key. Behind another writer
+/// there is no stream of readers to hold back, so a plain lock refused by
+/// a plain lock sends nothing for read-write locks. (A server before
+/// Redis 7.0 has no `NX GET`: its refusal cannot say, so a writer waiting
+/// there asks at every pause, and the member answers whether readers
+/// hold.) New readers are refused while the flag exists, so they queue
+/// behind the writer; readers already in keep their hold and leave within
+/// their TTL, and the writer gets in. The flag is taken down when the
+/// writer gets the lock or gives up, so readers wait no longer than the
+/// writer's own wait. (This holds for every waiting `lock`, since writing
+/// is locking.) The flag only orders arrivals; safety never depends on
+/// it.
+///
+/// # Expiry and leftovers
+///
+/// Each reader expires with its own TTL: a crashed reader holds writers
+/// off only until its TTL runs out (the key's expiry is the longest
+/// reader's, and releases drop expired readers). Every key written
+/// (the key, the readers' set, the flag) has an expiry.
+#[derive(Clone)]
+pub struct RwLock {
+    manager: LockManager,
+    name: Vec<u8>,
+}
+
+impl LockManager {
+    /// The read-write lock named `name`: many readers share it, a writer
+    /// excludes readers and writers. Its write side is the ordinary lock
+    /// on `name` ([`lock`](Self::lock)); readers are kept beside the key,
+    /// in the same Redis Cluster slot. Waiting writers go first: once a
+    /// writer waits, new readers queue behind it, for no longer than the
+    /// writer's own wait.
+    ///
+    /// The handle is cheap (a clone of the manager and the name) and
+    /// takes the manager's retry settings at this call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a
+    /// name that [`lock`](Self::lock) would refuse (empty, or reserved).
+    pub fn rwlock(&self, name: impl AsRef<[u8]>) -> Result<RwLock> {
+        let name = name.as_ref();
+        keys::check_resource(name)?;
+        Ok(RwLock {
+            manager: self.clone(),
+            name: name.to_vec(),
+        })
+    }
+}
+
+impl RwLock {
+    /// The lock's name (the Redis key of its write side).
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// Takes a read lock for `ttl`, with [`LockManager::lock`]'s retries
+    /// and waiting. The [`ReadGuard`] is shared and has no fencing token
+    /// (readers do not write); it extends, keeps alive and releases as any
+    /// guard.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockManager::lock`]: [`Error::Taken`](crate::Error::Taken)
+    /// while a writer holds the lock or waits for it.
+    pub fn read(&self, ttl: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::Retries)
+    }
+
+    /// As [`read`](Self::read), with exactly one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the single attempt.
+    pub fn try_read(&self, ttl: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::No)
+    }
+
+    /// As [`read`](Self::read), trying until `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the last attempt.
+    pub fn try_read_for(&self, ttl: Duration, timeout: Duration) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::For(timeout))
+    }
+
+    /// As [`read`](Self::read), trying until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the last attempt.
+    pub fn try_read_until(&self, ttl: Duration, deadline: Instant) -> Result<ReadGuard> {
+        self.read_with(ttl, Wait::Until(deadline))
+    }
+
+    /// As [`read`](Self::read), waiting as `wait` says (see
+    /// [`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), from the last attempt.
+    pub fn read_with(&self, ttl: Duration, wait: Wait) -> Result<ReadGuard> {
+        self.acquire_read(ttl, self.manager.budget(wait))
+    }
+
+    /// Takes the write lock for `ttl`: exactly [`LockManager::lock`] on
+    /// the name, which waits for readers to leave.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockManager::lock`]; `Taken` while readers or a writer hold.
+    pub fn write(&self, ttl: Duration) -> Result<LockGuard> {
+        self.manager.lock(&self.name, ttl)
+    }
+
+    /// As [`write`](Self::write), with exactly one attempt
+    /// ([`LockManager::try_lock`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the single attempt.
+    pub fn try_write(&self, ttl: Duration) -> Result<LockGuard> {
+        self.manager.try_lock(&self.name, ttl)
+    }
+
+    /// As [`write`](Self::write), trying until `timeout` has passed
+    /// ([`LockManager::try_lock_for`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the last attempt.
+    pub fn try_write_for(&self, ttl: Duration, timeout: Duration) -> Result<LockGuard> {
+        self.manager.try_lock_for(&self.name, ttl, timeout)
+    }
+
+    /// As [`write`](Self::write), trying until `deadline`
+    /// ([`LockManager::try_lock_until`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the last attempt.
+    pub fn try_write_until(&self, ttl: Duration, deadline: Instant) -> Result<LockGuard> {
+        self.manager.try_lock_until(&self.name, ttl, deadline)
+    }
+
+    /// As [`write`](Self::write), waiting as `wait` says
+    /// ([`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), from the last attempt.
+    pub fn write_with(&self, ttl: Duration, wait: Wait) -> Result<LockGuard> {
+        self.manager.lock_with(&self.name, ttl, wait)
+    }
+
+    fn acquire_read(&self, ttl: Duration, budget: Budget) -> Result<ReadGuard> {
+        let name = &self.name[..];
+        keys::check_resource(name)?;
+        let pipeline = self.manager.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let wait = WaitOn {
+            names: &[name],
+            writer: None,
+            shared: true,
+            permit: false,
+        };
+        let shape = Arc::new(Read { name: name.into() });
+        self.manager.attempts_on(wait, budget, |token, refusal| {
+            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+            Ok(ReadGuard::new(
+                pipeline.clone(),
+                shape.clone(),
+                token.clone(),
+                Duration::from_millis(ttl_ms),
+                granted,
+            ))
+        })
+    }
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock")
+            .field("name", &String::from_utf8_lossy(&self.name))
+            .finish()
+    }
+}
+
+/// A read lock: the token among the readers beside the lock key, which
+/// holds the readers' mark.
+struct Read {
+    name: Box<[u8]>,
+}
+
+impl Shape for Read {
+    fn resources(&self) -> Vec<&[u8]> {
+        vec![&self.name]
+    }
+
+    /// Readers do not write: no fencing token.
+    fn fenced(&self) -> bool {
+        false
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    /// The read script on every member (see its docs).
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
+        let px = ttl_ms.to_string();
+        let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
+        let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
+        let call = &args;
+        p.script_then(
+            &READ,
+            None,
+            &[&self.name, &readers, &flag],
+            call,
+            None,
+            DECIDE,
+        )
+        .into_iter()
+        .map(Vote::of)
+        .collect()
+    }
+
+    /// Never called: readers have no counters.
+    fn raise(&self, _: &Pipeline, _: &[bool], _: u64, _: &str) -> Tally {
+        Tally::default()
+    }
+
+    /// This reader's expiry to `ttl_ms` from now.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        let readers = readers_key(&self.name);
+        let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
+        let call = &args;
+        Tally::count(p.script_then(
+            &EXTEND_READ,
+            None,
+            &[&self.name, &readers],
+            call,
+            None,
+            DECIDE,
+        ))
+    }
+
+    /// Removes this reader; the last reader out deletes the lock key and
+    /// announces the release.
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        _release: bool,
+    ) -> Tally {
+        let readers = readers_key(&self.name);
+        let channel = release_channel(&self.name);
+        let args = |cluster: bool| {
+            let mut args = vec![token, READERS_MARK];
+            let announce = announce_args(message, cluster);
+            if !announce.is_empty() {
+                args.extend(announce);
+                args.push(&channel);
+            }
+            args
+        };
+        let (node, cluster) = (args(false), args(true));
+        Tally::count(p.script_then(
+            &UNREAD,
+            only,
+            &[&self.name, &readers],
+            &node,
+            Some(&cluster),
+            RELEASE,
+        ))
+    }
+}
+
+/// A writer of the read-write lock of its name (any lock: the write side
+/// is the plain lock).
+pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
+
+impl manager::Writer for Writer<'_> {
+    /// Where readers hold the name, sets the flag that makes new readers
+    /// queue behind the writer, for `ms`. True when some member set it.
+    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool {
+        writer_waits(p, self.0, token, ms)
+    }
+
+    /// Removes the writer's flag where it is still its own.
+    fn done(&self, p: &Pipeline, token: &[u8]) {
+        writer_done(p, self.0, token)
+    }
+}
+
+fn writer_waits(p: &Pipeline, name: &[u8], token: &[u8], ms: u64) -> bool {
+    let flag = writer_key(name);
+    let ms = ms.max(1).to_string();
+    let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
+    let call = &args;
+    // Decides no holder, waits for no replica: as a release.
+    p.script_then(&WRITER_WAITS, None, &[name, &flag], call, None, RELEASE)
+        .into_iter()
+        .any(|a| matches!(a, Some(Ok(1))))
+}
+
+fn writer_done(p: &Pipeline, name: &[u8], token: &[u8]) {
+    let flag = writer_key(name);
+    p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
+}

@@ -1,0 +1,295 @@
+//! The semaphore's room: [`Semaphore`], whose permits are locks on its
+//! slots (the lock's shape with a count check), and its survey. Its
+//! safety argument is on [`Semaphore`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::base::error::{Error, Result};
+use crate::base::keys;
+use crate::base::node_error::NodeFailures;
+use crate::engine::guard::Permit;
+use crate::engine::pipeline::{Answer, Mode, Pipeline, Refusal};
+use crate::engine::quorum::{self, Tally};
+use crate::members::script::FREE;
+use crate::shapes::lock::One;
+use crate::shapes::manager::{Budget, LockManager, Wait};
+
+/// The most permits a semaphore may have: the survey reads every slot key
+/// in one script.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// Up to this many permits, the survey answers a mask of every free slot
+/// (exact in a Lua number); beyond, the first free slot it sees.
+const MASK_PERMITS: u32 = 52;
+
+/// At most K holders at once across machines, over the same members as
+/// the lock; made by [`LockManager::semaphore`]. Each holder has a
+/// [`Permit`]. Cheap to clone (clones share the slot hint).
+///
+/// # Design: K slots, each a Redlock mutex
+///
+/// A semaphore named `S` with K permits is K ordinary locks, the *slots*
+/// `S:permit:0` … `S:permit:K-1` (each in `S`'s Redis Cluster slot, see
+/// [`fence_key`](crate::fence_key) for the naming rule). A permit is one
+/// slot taken with the lock's own acquisition round: `SET NX PX` on every
+/// member, granted by a majority within the TTL, with its own fencing
+/// counter, extend, keep-alive and release.
+///
+/// An attempt tries one slot first (a per-semaphore counter spreads a
+/// manager's threads over the slots), so an uncontended acquisition is one
+/// round trip, as a lock. When that slot is held by another owner on some
+/// member, one *survey* round asks every member which slots it sees free
+/// (one script over the K keys: a mask of them for K ≤ 52, else the first
+/// free one from a random start), and a slot free on a majority is tried
+/// at once. When no slot is free on a majority, every permit is in use:
+/// [`Error::Taken`].
+///
+/// # Why it is safe
+///
+/// Never more than K permits are valid at once.
+///
+/// Each slot is a Redlock mutex with a strict-majority quorum, so under the
+/// lock's own assumptions (bounded clock drift, restart safety, no
+/// eviction) at most one permit per slot is valid at any moment: two
+/// holders of one slot would need two majorities that share a member, and
+/// that member grants a key only while it holds none. There are K slots,
+/// hence at most K valid permits, whatever subset of members each client
+/// reaches. The survey only chooses which slot to try; it never grants.
+///
+/// Counting holders per member instead (as `redis-semaphore`'s
+/// `RedlockSemaphore` does) is not safe: with 3 members and 2 permits,
+/// three clients each cut off from a different member each count 2 of 3
+/// members with room, yet three hold a permit. Per-slot mutual exclusion
+/// has no such gap (a test reproduces exactly that partition).
+///
+/// # The count is stored with the semaphore
+///
+/// K slots bound the holders only if every client agrees on K: a client
+/// given K = 3 would take slot 1 or 2 beside a client given K = 1 holding
+/// slot 0. So each member stores the count at `S:redlock-permits` (in
+/// `S`'s slot), and every permit's acquisition checks it in the same write
+/// (one script ahead of the `SET NX`): where no count is stored it stores
+/// its own, where its own is stored it keeps it alive, and where another
+/// is stored the member grants nothing and the attempt fails with
+/// [`Error::InvalidArgument`] naming both counts. The count lives at least
+/// as long as every permit granted with it (each acquisition and renewal
+/// keeps it alive past the permit's TTL, like a fencing counter), so two
+/// clients with different counts cannot both hold permits: a member that
+/// granted one of them a permit still stores its count while that permit
+/// is valid, and any two majorities share a member. A semaphore's count
+/// can change once no permit has been taken or renewed for the fencing
+/// expiry ([`Builder::fencing_expiry`](crate::Builder::fencing_expiry),
+/// 10 minutes by default; the TTL with fencing off).
+///
+/// # Why a minority of dead members costs no permit
+///
+/// A slot is granted by any majority, so with a minority of members dead
+/// or unreachable every free slot is still acquirable, for any K.
+///
+/// # Waking
+///
+/// A permit's release announces on the semaphore's own release channel
+/// (`release_channel(S)`), and waiters queue on the semaphore's name: any
+/// permit released wakes the longest waiter of each manager.
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    manager: LockManager,
+    name: Box<[u8]>,
+    permits: u32,
+    /// Where the next attempt starts: spreads a manager's threads.
+    next: Arc<AtomicU32>,
+}
+
+impl Semaphore {
+    pub(crate) fn new(manager: LockManager, name: &[u8], permits: u32) -> Result<Semaphore> {
+        keys::check_resource(name)?;
+        if permits == 0 || permits > MAX_PERMITS {
+            return Err(Error::invalid_argument(format!(
+                "a semaphore has 1 to {MAX_PERMITS} permits, got {permits}"
+            )));
+        }
+        Ok(Semaphore {
+            manager,
+            name: name.into(),
+            permits,
+            next: Arc::new(AtomicU32::new(random_u32() % permits)),
+        })
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// How many permits it has.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Takes a permit for `ttl`, waiting as [`LockManager::lock`] does
+    /// (its retry budget; woken by any permit's release).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
+    /// when too many members failed, [`Error::InvalidArgument`] when the
+    /// members store another permit count for this name (see the module
+    /// docs), and the lock's other errors.
+    pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
+        self.acquire_with(ttl, Wait::Retries)
+    }
+
+    /// Takes a permit for `ttl` with one attempt (the first slot tried,
+    /// and the survey's choice if that was taken).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
+        self.acquire_with(ttl, Wait::No)
+    }
+
+    /// Takes a permit for `ttl`, trying until `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_for(&self, ttl: Duration, timeout: Duration) -> Result<Permit> {
+        self.acquire_with(ttl, Wait::For(timeout))
+    }
+
+    /// Takes a permit for `ttl`, trying until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn try_acquire_until(&self, ttl: Duration, deadline: Instant) -> Result<Permit> {
+        self.acquire_with(ttl, Wait::Until(deadline))
+    }
+
+    /// Takes a permit for `ttl`, waiting as `wait` says (see
+    /// [`LockManager::lock_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_with(&self, ttl: Duration, wait: Wait) -> Result<Permit> {
+        self.take(ttl, self.manager.budget(wait))
+    }
+
+    fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
+        let pipeline = self.manager.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        self.manager.permit_attempts(&self.name, budget, |token| {
+            let grant = |slot: u32| {
+                let key = keys::permit_key(&self.name, slot);
+                let shape = Arc::new(One::permit(&key, &self.name, self.permits));
+                let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
+                Ok(Permit::with_slot(
+                    pipeline.clone(),
+                    shape,
+                    token.clone(),
+                    Duration::from_millis(ttl_ms),
+                    granted,
+                    Some(slot),
+                ))
+            };
+            let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
+            match grant(first) {
+                Err(Error::Taken { .. }) if self.permits > 1 => {}
+                // Some member holds it for another owner, some failed.
+                Err(Error::NoQuorum {
+                    agreed,
+                    nodes,
+                    ref failures,
+                    ..
+                }) if self.permits > 1
+                    && nodes > agreed + failures.as_ref().map_or(0, |f| f.len()) => {}
+                other => return other,
+            }
+            // Taken: ask every member which slots it sees free.
+            let keys: Vec<Vec<u8>> = (0..self.permits)
+                .map(|i| keys::permit_key(&self.name, i))
+                .collect();
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let start = random_u32() % self.permits;
+            let masks = self.permits <= MASK_PERMITS;
+            let answers = survey(pipeline, &refs, (!masks).then_some(start as usize));
+            let mut votes = vec![0usize; self.permits as usize];
+            for answer in answers.iter().flatten() {
+                match answer {
+                    Ok(mask) if masks => {
+                        for (i, v) in votes.iter_mut().enumerate() {
+                            *v += usize::from(mask >> i & 1 == 1);
+                        }
+                    }
+                    Ok(i @ 1..) => {
+                        if let Some(v) = votes.get_mut((*i - 1) as usize) {
+                            *v += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let quorum = quorum::quorum(answers.len());
+            // The first slot free on a majority, from a random start.
+            let chosen = (0..self.permits)
+                .map(|j| (start + j) % self.permits)
+                .find(|&i| votes[i as usize] >= quorum);
+            match chosen {
+                Some(slot) => grant(slot),
+                None => Err(self.all_in_use(Tally::count(answers))),
+            }
+        })
+    }
+
+    /// The error when no slot is free on a majority.
+    fn all_in_use(&self, survey: Tally) -> Error {
+        let nodes = survey.yes + survey.no + survey.gone + survey.failures.len();
+        Error::Taken {
+            resource: crate::shapes::lock::semaphore_shown(&self.name, self.permits),
+            // Members that saw every permit held.
+            held_elsewhere: survey.no,
+            nodes,
+            quorum: quorum::quorum(nodes),
+            held_here: false,
+            holder: None,
+            failures: NodeFailures::some(survey.failures),
+        }
+    }
+}
+
+impl LockManager {
+    /// A semaphore named `name` with `permits` permits over this manager's
+    /// members: at most `permits` valid [`Permit`]s at once, across every
+    /// manager using the same name and count (see [`Semaphore`]).
+    /// Permits use this manager's settings (retry budget, fencing,
+    /// waking).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 permits, more than
+    /// [`MAX_PERMITS`], or a name a lock could not have.
+    pub fn semaphore(&self, name: impl AsRef<[u8]>, permits: u32) -> Result<Semaphore> {
+        Semaphore::new(self.clone(), name.as_ref(), permits)
+    }
+}
+
+fn random_u32() -> u32 {
+    getrandom::u32().unwrap_or(0)
+}
+
+/// A semaphore's survey on every member: with `start` `None` (at most 52
+/// keys), the mask of the free permits among `keys`; otherwise the first
+/// free permit from index `start` on, plus one (0: none free).
+fn survey(p: &Pipeline, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
+    let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
+    let mode = Mode {
+        count: true,
+        replicated: false,
+        decides: false,
+    };
+    p.script_then(&FREE, None, keys, &[arg.as_bytes()], None, mode)
+}

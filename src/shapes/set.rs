@@ -1,0 +1,569 @@
+//! The room of sets: [`LockManager::lock_all`] and its forms, the set's
+//! shape (one script per member, per slot group on a Redis Cluster) and
+//! its scripts. Its safety argument is on [`LockManager`] ("Sets").
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+
+use crate::base::error::{Error, Result};
+use crate::base::keys::{self, fence_key, release_channel};
+use crate::base::node_error::NodeError;
+use crate::engine::fair::{self, Fair};
+use crate::engine::guard::LockGuard;
+use crate::engine::pipeline::{
+    DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
+};
+use crate::engine::quorum::Tally;
+use crate::members::member::Member;
+use crate::members::script::{
+    BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM, UNLOCK_SET,
+};
+use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
+
+impl LockManager {
+    /// Locks every resource of `resources` for `ttl`, all or nothing,
+    /// with [`lock`](Self::lock)'s retries and waiting, and returns one
+    /// guard for the whole set: it extends, keeps alive and releases all
+    /// of them together. Each resource is locked as by `lock` (the key is
+    /// the resource's name), so it is [`Error::Taken`] for `lock` and for
+    /// other sets while the set is held. Sets that cross (`[a, b]` and
+    /// `[b, a]`) never deadlock: nothing is held while waiting.
+    ///
+    /// On a Redis Cluster member the set may span slots: one script per
+    /// slot, each master's scripts pipelined on one connection, so a round
+    /// still costs about one round trip; give the resources one hash tag
+    /// (`{order:42}:stock`, `{order:42}:payment`) for one script.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), for the set as a whole; `Taken` when some
+    /// resource of it is held by another owner.
+    /// [`Error::InvalidArgument`] for an empty set, one of more than
+    /// [`MAX_SET`](crate::MAX_SET) resources, a resource given twice, or a
+    /// resource or TTL that `lock` would reject.
+    pub fn lock_all<I, R>(&self, resources: I, ttl: Duration) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        self.lock_all_with(resources, ttl, Wait::Retries)
+    }
+
+    /// As [`lock_all`](Self::lock_all), with exactly one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the single attempt.
+    pub fn try_lock_all<I, R>(&self, resources: I, ttl: Duration) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        self.lock_all_with(resources, ttl, Wait::No)
+    }
+
+    /// As [`lock_all`](Self::lock_all), trying until `timeout` has passed
+    /// (as [`try_lock_for`](Self::try_lock_for) does).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the last attempt.
+    pub fn try_lock_all_for<I, R>(
+        &self,
+        resources: I,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        self.lock_all_with(resources, ttl, Wait::For(timeout))
+    }
+
+    /// As [`lock_all`](Self::lock_all), trying until `deadline` (as
+    /// [`try_lock_until`](Self::try_lock_until) does).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the last attempt.
+    pub fn try_lock_all_until<I, R>(
+        &self,
+        resources: I,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        self.lock_all_with(resources, ttl, Wait::Until(deadline))
+    }
+
+    /// As [`lock_all`](Self::lock_all), waiting as `wait` says (see
+    /// [`lock_with`](Self::lock_with)).
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), from the last attempt.
+    pub fn lock_all_with<I, R>(&self, resources: I, ttl: Duration, wait: Wait) -> Result<LockGuard>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        let budget = self.budget(wait);
+        let owned: Vec<Vec<u8>> = resources.into_iter().map(|r| r.as_ref().to_vec()).collect();
+        check_set(&owned)?;
+        let pipeline = self.pipeline();
+        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
+        let wait = WaitOn {
+            names: &names,
+            writer: None,
+            shared: false,
+            permit: false,
+        };
+        let waits = !matches!(budget, Budget::Once);
+        let shape = Arc::new(Set {
+            resources: owned.iter().map(|r| r[..].into()).collect(),
+            fair: Fair::waiting(pipeline, waits, names[0], self.retry().1),
+        });
+        let mut ours = None;
+        let result = self.attempts_on(wait, budget, |token, refusal| {
+            ours = Some(token.clone());
+            let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
+            Ok(LockGuard::new(
+                pipeline.clone(),
+                shape.clone(),
+                token.clone(),
+                Duration::from_millis(ttl_ms),
+                granted,
+            ))
+        });
+        // Given up: its places go at once.
+        if let (Err(_), Some(token)) = (&result, ours) {
+            fair::give_up(pipeline, &*shape, &token);
+        }
+        result
+    }
+}
+
+/// The most resources in one set: a member takes a set in one script,
+/// whose keys Lua handles on its stack.
+pub const MAX_SET: usize = 1000;
+
+/// Checks a set: not empty, not too large, no resource twice, each a
+/// valid resource.
+fn check_set(resources: &[Vec<u8>]) -> Result<()> {
+    if resources.is_empty() {
+        return Err(Error::invalid_argument("the set of resources is empty"));
+    }
+    if resources.len() > MAX_SET {
+        return Err(Error::invalid_argument(format!(
+            "a set of {} resources is more than the maximum of {MAX_SET}",
+            resources.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    for r in resources {
+        keys::check_resource(r)?;
+        if !seen.insert(&r[..]) {
+            return Err(Error::invalid_argument(format!(
+                "resource {:?} is given twice in the set",
+                String::from_utf8_lossy(r)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A set of resources, all or nothing: each an ordinary lock key holding
+/// the set's token.
+pub(crate) struct Set {
+    resources: Vec<Box<[u8]>>,
+    /// A set whose waiting is fair: its place in each resource's queues.
+    fair: Option<Fair>,
+}
+
+type Answer = Option<std::result::Result<u64, NodeError>>;
+
+/// The keys and arguments of a set script for a group of a set's
+/// indexes, on a Redis Cluster member or not.
+type SetCall<'a> = &'a (dyn Fn(&[usize], bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) + Sync);
+
+impl Set {
+    fn refs(&self) -> Vec<&[u8]> {
+        self.resources.iter().map(|r| &r[..]).collect()
+    }
+
+    /// The resources at the indexes of `group`.
+    fn pick(&self, group: &[usize]) -> Vec<&[u8]> {
+        group.iter().map(|&i| &self.resources[i][..]).collect()
+    }
+
+    /// Runs `lua` over the set: on nodes once with every key, on Redis
+    /// Cluster members once per slot group, each member's groups
+    /// pipelined (one connection per master). `call(group, cluster)`
+    /// gives the keys and arguments for the indexes of `group`. Each
+    /// member's groups are taken together as its vote.
+    fn round(
+        &self,
+        p: &Pipeline,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        call: SetCall<'_>,
+        mode: Mode,
+    ) -> Vec<Vote> {
+        let (groups, answers) = self.answers(p, lua, only, call, mode);
+        self.votes(p, &groups, answers)
+    }
+
+    /// As [`round`](Self::round), before the answers are taken together:
+    /// the slot groups, and each group's answers.
+    fn answers(
+        &self,
+        p: &Pipeline,
+        lua: &Lua,
+        only: Option<&[bool]>,
+        call: SetCall<'_>,
+        mode: Mode,
+    ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>) {
+        let resources = &self.refs()[..];
+        let all: Vec<usize> = (0..resources.len()).collect();
+        let groups = if p.has_clusters {
+            slot_groups(resources)
+        } else {
+            vec![all.clone()]
+        };
+        let (node_keys, node_args) = call(&all, false);
+        let (nk, na) = (refs(&node_keys), refs(&node_args));
+        let answers = if groups.len() == 1 {
+            // Without Redis Cluster members the cluster's call is unused.
+            let owned = p.has_clusters.then(|| call(&groups[0], true));
+            let (ck, ca) = match &owned {
+                Some((keys, args)) => (refs(keys), refs(args)),
+                None => (nk.clone(), na.clone()),
+            };
+            vec![p.script_split(lua, only, (&nk, &na), (&ck, &ca), mode)]
+        } else {
+            let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();
+            let calls: Vec<_> = owned
+                .iter()
+                .map(|(keys, args)| (refs(keys), refs(args)))
+                .collect();
+            p.script_groups(lua, only, (&nk, &na), &calls, mode)
+        };
+        (groups, answers)
+    }
+
+    /// Each member's groups taken together (see [`Vote`]; a member that
+    /// took part of the set and voted no is `partial`). `groups` maps
+    /// a cluster's group-local busy index back to the set; a node's
+    /// answer (group 0 covers the whole set on nodes) is its own.
+    fn votes(&self, p: &Pipeline, groups: &[Vec<usize>], answers: Vec<Vec<Answer>>) -> Vec<Vote> {
+        let n = p.members.len();
+        let mut per: Vec<Vec<(usize, std::result::Result<u64, NodeError>)>> =
+            (0..n).map(|_| Vec::new()).collect();
+        for (g, row) in answers.into_iter().enumerate() {
+            for (i, a) in row.into_iter().enumerate() {
+                if let Some(a) = a {
+                    per[i].push((g, a));
+                }
+            }
+        }
+        per.into_iter()
+            .enumerate()
+            .map(|(i, got)| {
+                let cluster = matches!(p.members[i], Member::Cluster(_));
+                if got.is_empty() {
+                    return Vote::of(None);
+                }
+                let mut vote = Vote {
+                    yes: Some(0),
+                    low: u64::MAX,
+                    busy: None,
+                    dirty: false,
+                    partial: false,
+                    readers: false,
+                    answer: None,
+                };
+                let mut failure = None;
+                let mut gone = false;
+                for (g, a) in got {
+                    match a {
+                        Ok(c) if c & BUSY != 0 && c != GONE => {
+                            let local = (c & !BUSY) as usize;
+                            let at = if cluster {
+                                groups[g].get(local).copied()
+                            } else {
+                                Some(local)
+                            };
+                            vote.busy = vote.busy.or(at).or(Some(0));
+                            vote.yes = None;
+                        }
+                        Ok(0) => {
+                            // Another owner's token (extend, release,
+                            // raise): a no that names no resource.
+                            vote.busy = vote.busy.or(Some(usize::MAX));
+                            vote.yes = None;
+                        }
+                        Ok(GONE) => {
+                            gone = true;
+                            vote.yes = None;
+                        }
+                        Ok(c) => {
+                            vote.dirty = true;
+                            vote.yes = vote.yes.map(|y| y.max(c));
+                            vote.low = vote.low.min(c);
+                        }
+                        Err(e) => {
+                            vote.dirty |= !e.settled;
+                            vote.yes = None;
+                            failure.get_or_insert(e);
+                        }
+                    }
+                }
+                vote.answer = Some(match (vote.yes, vote.busy, failure) {
+                    (Some(y), _, _) => Ok(y),
+                    (None, Some(_), _) => Ok(0),
+                    (None, None, Some(e)) => Err(e),
+                    (None, None, None) if gone => Ok(GONE),
+                    (None, None, None) => Ok(0),
+                });
+                // Took part of the set, and voted no: given back on a grant.
+                vote.partial = vote.dirty && vote.yes.is_none();
+                vote
+            })
+            .collect()
+    }
+}
+
+impl fair::Queued for Set {
+    fn place(&self) -> Option<&Fair> {
+        self.fair.as_ref()
+    }
+
+    /// Leaves every resource's queue, passing on each reservation it had
+    /// (see the leave script); best effort.
+    fn leave(&self, p: &Pipeline, _fair: &Fair, token: &[u8]) {
+        let message = fair::leave_message(p, token);
+        let call = |group: &[usize], cluster: bool| {
+            let locks = self.pick(group);
+            fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
+        };
+        self.round(p, &LEAVE, None, &call, RELEASE);
+    }
+}
+
+impl Shape for Set {
+    fn resources(&self) -> Vec<&[u8]> {
+        self.refs()
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    /// The set script on every member (see its docs); a queued fair
+    /// waiter's is the claim script, all or nothing as well.
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        let mode = Mode {
+            count: true,
+            ..DECIDE
+        };
+        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
+            let message = fair::ahead_message(p, token);
+            let call = |group: &[usize], cluster: bool| {
+                let locks = self.pick(group);
+                let wait_at = fair.wait_at(group);
+                let (keys, mut args) = fair.claim_call(p, &locks, token, ttl_ms, keep, &wait_at);
+                let fenced = keep.is_some();
+                fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
+                (keys, args)
+            };
+            let (groups, answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
+            fair.heed(p, answers.iter().flatten());
+            return self.votes(p, &groups, answers);
+        }
+        let resources = &self.refs()[..];
+        let px = ttl_ms.to_string();
+        let start_at = counter_start().to_string();
+        let call = |group: &[usize], _: bool| {
+            let mut args = vec![token.to_vec(), px.clone().into_bytes()];
+            if let Some(keep) = keep {
+                args.push(start_at.clone().into_bytes());
+                args.push(keep.as_bytes().to_vec());
+            }
+            (set_keys(resources, group, keep.is_some()), args)
+        };
+        self.round(p, &LOCK_SET, None, &call, mode)
+    }
+
+    /// Every counter of the set, on each member `only` selects.
+    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+        let resources = &self.refs()[..];
+        let to = to.to_string();
+        let call = |group: &[usize], _: bool| {
+            let keys = group.iter().map(|&i| fence_key(resources[i])).collect();
+            (
+                keys,
+                vec![to.clone().into_bytes(), keep.as_bytes().to_vec()],
+            )
+        };
+        let mode = Mode {
+            replicated: false,
+            ..DECIDE
+        };
+        Tally::count(
+            self.round(p, &RAISE, Some(only), &call, mode)
+                .into_iter()
+                .map(|v| v.answer),
+        )
+    }
+
+    /// Every key's expiry to `ttl_ms` on each member where all of them
+    /// hold `token` (see the extend-set script).
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        let resources = &self.refs()[..];
+        let ttl = ttl_ms.to_string();
+        let keep = p.counter_keep(ttl_ms);
+        let call = |group: &[usize], _: bool| {
+            let mut args = vec![token.to_vec(), ttl.clone().into_bytes()];
+            if let Some(keep) = &keep {
+                args.push(keep.clone().into_bytes());
+            }
+            (set_keys(resources, group, keep.is_some()), args)
+        };
+        Tally::count(
+            self.round(p, &EXTEND_SET, None, &call, DECIDE)
+                .into_iter()
+                .map(|v| v.answer),
+        )
+    }
+
+    /// Deletes each key holding `token` and announces each release, in
+    /// one script per member (per slot group on a Redis Cluster). A fair
+    /// manager's release hands each key to the first fair waiter queued
+    /// for it instead; the clean-up of a queued waiter's attempt puts
+    /// back the reservations it took (see `fair.rs`).
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally {
+        let queued = self.fair.as_ref().is_some_and(Fair::queued);
+        let handing = release && p.fair && !fair::refused_lately(p);
+        if handing || (!release && queued) {
+            let call = |group: &[usize], cluster: bool| {
+                let locks = self.pick(group);
+                match release {
+                    true => fair::handing_call(p, &locks, None, &locks, token, message, cluster),
+                    false => fair::unclaim_call(&locks, &locks, token, message, cluster),
+                }
+            };
+            let lua: &Lua = if release { &HANDOFF } else { &UNCLAIM };
+            let answers: Vec<_> = self
+                .round(p, lua, only, &call, RELEASE)
+                .into_iter()
+                .map(|v| v.answer)
+                .collect();
+            if !release {
+                return Tally::count(answers);
+            }
+            // A member that refused the queue is released as an unfair
+            // manager releases (see `lock.rs`).
+            return fair::release_or_unfair(p, answers, |refused| {
+                self.plain_unlock(p, Some(refused), token, message)
+            });
+        }
+        self.plain_unlock(p, only, token, message)
+    }
+}
+
+impl Set {
+    /// Deletes each key holding `token` and announces each release (the
+    /// unlock-set script), on the members `only` selects.
+    fn plain_unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+    ) -> Tally {
+        let resources = &self.refs()[..];
+        let call = |group: &[usize], cluster: bool| {
+            let keys: Vec<Vec<u8>> = group.iter().map(|&i| resources[i].to_vec()).collect();
+            let mut args = vec![token.to_vec()];
+            let announce = announce_args(message, cluster);
+            if !announce.is_empty() {
+                args.extend(announce.into_iter().map(<[u8]>::to_vec));
+                args.extend(group.iter().map(|&i| release_channel(resources[i])));
+            }
+            (keys, args)
+        };
+        Tally::count(
+            self.round(p, &UNLOCK_SET, only, &call, RELEASE)
+                .into_iter()
+                .map(|v| v.answer),
+        )
+    }
+}
+
+/// The indexes of `resources` grouped by hash slot, each group in the
+/// order given, groups in order of their first resource.
+fn slot_groups(resources: &[&[u8]]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, r) in resources.iter().enumerate() {
+        let slot = keys::slot(r);
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, group)) => group.push(i),
+            None => groups.push((slot, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
+fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+    v.iter().map(|k| &k[..]).collect()
+}
+
+/// The keys of a set script for the indexes of `group`: the resources,
+/// then, with fencing (`fenced`), their counters.
+fn set_keys(resources: &[&[u8]], group: &[usize], fenced: bool) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = group.iter().map(|&i| resources[i].to_vec()).collect();
+    if fenced {
+        keys.extend(group.iter().map(|&i| fence_key(resources[i])));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_group_by_slot_in_the_order_given() {
+        let rs: [&[u8]; 5] = [b"{a}1", b"{b}1", b"{a}2", b"{c}", b"{b}2"];
+        assert_eq!(slot_groups(&rs), vec![vec![0, 2], vec![1, 4], vec![3]]);
+        assert_eq!(slot_groups(&[b"x"]), vec![vec![0]]);
+    }
+
+    #[test]
+    fn sets_must_be_non_empty_and_without_repeats() {
+        let set = |rs: &[&str]| rs.iter().map(|r| r.as_bytes().to_vec()).collect::<Vec<_>>();
+        assert!(check_set(&set(&[])).is_err());
+        let twice = check_set(&set(&["a", "b", "a"])).unwrap_err().to_string();
+        assert!(twice.contains("\"a\" is given twice"), "{twice}");
+        assert!(check_set(&set(&["a", ""])).is_err());
+        assert!(check_set(&set(&["a", "b"])).is_ok());
+        let many: Vec<String> = (0..=MAX_SET).map(|i| i.to_string()).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(check_set(&set(&many)).is_err());
+        assert!(check_set(&set(&many[..MAX_SET])).is_ok());
+    }
+}
