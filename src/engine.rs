@@ -3,7 +3,9 @@
 //! safety rules; [`quorum`] fans a request out to every member and holds
 //! the arithmetic (quorum, drift, validity, retry delay); [`batch`] runs
 //! several requests in one round; [`guard`] is what a caller holds;
-//! [`wait`] queues one manager's waiters and hears releases; [`fair`]
+//! [`single`] is one key holding the token, what the lock, a permit and
+//! a leadership share; [`wait`] queues one manager's waiters and hears
+//! releases; [`fair`]
 //! is fair waiting across processes, a stage of the acquisition. A shape
 //! (in `shapes`) supplies only its keys, its scripts and how a member's
 //! answer reads.
@@ -13,4 +15,5 @@ pub(crate) mod fair;
 pub(crate) mod guard;
 pub(crate) mod pipeline;
 pub(crate) mod quorum;
+pub(crate) mod single;
 pub(crate) mod wait;

@@ -168,7 +168,23 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::Tally;
-use crate::members::script::{BUSY, CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, Lua, UNCLAIM};
+use crate::members::request::BUSY;
+use crate::members::script::{Lua, scripts};
+
+scripts! {
+    /// A fair manager's release of a lock, handing it to the first fair
+    /// waiter queued.
+    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua";
+    /// A queued fair waiter's attempt.
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua";
+    /// A fair waiter takes its place in the queue.
+    JOIN, "join-queue", "fair/join.lua";
+    /// A fair waiter gives up its place (never a token).
+    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua";
+    /// The clean-up of a queued fair waiter's failed attempt: puts back
+    /// the reservation it took.
+    UNCLAIM, "unclaim", "fair/unclaim.lua";
+}
 
 /// How long a reservation lasts, in ms: twice the node timeout (the
 /// waiter hears the release and claims in about one round trip), at least

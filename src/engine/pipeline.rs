@@ -130,8 +130,8 @@ impl Vote {
             (Some(n), ..) => format!("y{n}"),
             (None, Some(i), _) => format!("b{i}"),
             (None, None, _) if self.readers => "r".into(),
-            (None, None, Some(Ok(n))) if n & crate::members::script::BUSY != 0 => {
-                format!("B{}", n & !crate::members::script::BUSY)
+            (None, None, Some(Ok(n))) if n & crate::members::request::BUSY != 0 => {
+                format!("B{}", n & !crate::members::request::BUSY)
             }
             (None, None, Some(Ok(n))) => format!("{n}"),
             (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
@@ -424,11 +424,11 @@ impl Pipeline {
             .map(|expiry_ms| expiry_ms.max(ttl_ms).to_string())
     }
 
-    /// How long (in ms) a semaphore's stored count is kept after an
-    /// acquisition or renewal with `ttl_ms`: as a fencing counter, and
-    /// never less than the TTL, so that it outlives every permit granted
-    /// with it.
-    pub(crate) fn permits_keep(&self, ttl_ms: u64) -> u64 {
+    /// How long (in ms) a key kept alive with a lock key (its fencing
+    /// counter, a semaphore's stored count) lives after an acquisition or
+    /// renewal with `ttl_ms`: the fencing expiry, and never less than the
+    /// TTL, so that it outlives every holder granted with it.
+    pub(crate) fn companion_keep(&self, ttl_ms: u64) -> u64 {
         self.fencing_expiry_ms
             .map_or(ttl_ms, |expiry_ms| expiry_ms.max(ttl_ms))
     }

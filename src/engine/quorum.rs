@@ -15,8 +15,8 @@ use crate::base::keys;
 use crate::base::node_error::{NodeError, NodeFailures};
 use crate::members::member::Member;
 use crate::members::node::{Node, Received};
+use crate::members::request::GONE;
 use crate::members::request::{Pooled, Request};
-use crate::members::script::GONE;
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).

@@ -22,7 +22,7 @@ use crate::members::identities::Identities;
 use crate::members::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::members::resolve::{ResolveFn, Resolver};
 use crate::members::restart::{Identity, Policy, Quarantine, Seen, Watch};
-use crate::members::script::{EXTEND, PERMITS, RAISE, UNLOCK};
+use crate::members::script::Lua;
 use crate::members::url::{check_url, redact, tls_scheme};
 
 /// What every node of a manager is opened with (kept by Redis Cluster
@@ -36,6 +36,9 @@ pub(crate) struct Setup {
     pub(crate) tls: Arc<crate::members::tls::Configs>,
     /// When restarted servers vote again.
     pub(crate) restart: Arc<Policy>,
+    /// Scripts loaded with the handshake of every new connection: those
+    /// a round sends by hash without a reload (the shapes choose them).
+    pub(crate) preload: Vec<&'static Lua>,
 }
 
 /// A connection of its own, never pooled, that subscribes to channels and
@@ -172,7 +175,7 @@ impl Node {
         handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
         // Loading the scripts here saves a NOSCRIPT round trip at first use
         // after a restart, which a multiplexed round could not spare.
-        for lua in [&*UNLOCK, &*EXTEND, &*RAISE, &*PERMITS] {
+        for lua in &setup.preload {
             handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.source()]));
         }
         handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
@@ -772,6 +775,10 @@ fn write_all(
 mod tests {
     use super::*;
 
+    /// A script to preload.
+    static SCRIPT: std::sync::LazyLock<Lua> =
+        std::sync::LazyLock::new(|| Lua::new("test", "", "return 1"));
+
     fn setup() -> Setup {
         Setup {
             timeout: Duration::from_millis(50),
@@ -780,6 +787,7 @@ mod tests {
             #[cfg(feature = "tls")]
             tls: Default::default(),
             restart: Default::default(),
+            preload: Vec::new(),
         }
     }
 
@@ -803,10 +811,18 @@ mod tests {
         );
         assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
         assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        // AUTH, SELECT, INFO, 2 CONFIG GET, 4 SCRIPT LOAD, 2 CLIENT SETINFO.
-        assert_eq!(n.handshake.len(), 11);
+        // AUTH, SELECT, INFO, 2 CONFIG GET, 2 CLIENT SETINFO (no script
+        // to preload in this setup).
+        assert_eq!(n.handshake.len(), 7);
+        let preload = Setup {
+            preload: vec![&*SCRIPT, &*SCRIPT],
+            ..setup()
+        };
+        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", &preload).unwrap();
+        assert_eq!(n.handshake.len(), 9);
+        assert!(n.handshake[5].starts_with(b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"));
         let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
         assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 9);
+        assert_eq!(n.handshake.len(), 5);
     }
 }

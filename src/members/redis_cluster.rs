@@ -602,6 +602,7 @@ mod tests {
             #[cfg(feature = "tls")]
             tls: Default::default(),
             restart: Default::default(),
+            preload: Vec::new(),
         };
         let cluster = RedisCluster::open(
             &["redis://127.0.0.1:7000".to_owned()],

@@ -9,7 +9,24 @@ use redis::{RedisError, Value};
 use crate::base::keys::READERS_MARK;
 use crate::base::node_error::Cause;
 use crate::members::conn::{Conn, pack};
-use crate::members::script::{BUSY, GONE, MAYBE_READERS, MISMATCH, PERMITS};
+use crate::members::script::Lua;
+
+/// An answer of the set script that names the first busy key: this bit,
+/// plus the key's index (see [`Reply::Count`]).
+pub(crate) const BUSY: u64 = 1 << 62;
+
+/// The answer of a request whose [`check`](Request::check) found the
+/// member differs (a permit's count): this bit, plus the check's answer.
+pub(crate) const DIFFERS: u64 = 1 << 61;
+
+/// A lock acquisition's no, where the key may hold a read-write lock's
+/// readers: it holds their mark, or the server could not say (`SET NX`
+/// without `GET`). A waiting writer then asks readers to queue behind it.
+pub(crate) const MAYBE_READERS: u64 = 1 << 60;
+
+/// The answer of a node whose key is gone (expired or deleted), to an
+/// unlock or extend: the scripts' -1.
+pub(crate) const GONE: u64 = u64::MAX;
 
 /// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
 /// "no such key", anything else is yes.
@@ -76,9 +93,12 @@ pub(crate) struct Request<'a> {
     pub(crate) alt: Option<&'a Request<'a>>,
     /// `packed` starts with `ASKING`, whose `OK` is read first.
     pub(crate) asking: bool,
-    /// After any `ASKING`, `packed` starts with the semaphore count check
-    /// (see `PERMITS_SRC`), whose answer is read next.
-    pub(crate) permits: bool,
+    /// After any `ASKING`, `packed` starts with this script, sent by hash
+    /// (a check ahead of the request: a permit's count), whose answer is
+    /// read next: 0 passes, `n > 0` reads as [`DIFFERS`] plus `n` (the
+    /// request behind it ran anyway, and is cleaned up as a yes would
+    /// be).
+    pub(crate) check: Option<&'a Lua>,
     /// A Redis Cluster member may follow an `ASK` for it: it touches one
     /// key, or is a script (for which the servers themselves refuse keys
     /// split by a migration).
@@ -190,7 +210,7 @@ impl Pooled {
             self.asked(deadline)?;
         }
         // The count check's reply; the acquisition behind it ran anyway.
-        let check = if req.permits {
+        let check = if req.check.is_some() {
             match self.con.read(deadline) {
                 Ok(Value::Int(n)) if n >= 0 => Ok(n as u64),
                 Ok(other) => Err(unexpected(&other)),
@@ -201,15 +221,15 @@ impl Pooled {
             Ok(0)
         };
         let answer = self.replicated(req, deadline);
-        match (check, answer) {
-            (Ok(0), answer) => answer,
+        match (check, answer, req.check) {
+            (Ok(0), answer, _) => answer,
             // Not in step: that failure is the answer.
-            (_, Err(f)) if !f.keep => Err(f),
+            (_, Err(f), _) if !f.keep => Err(f),
             // The check is sent by hash (loaded with the handshake): after
             // a `SCRIPT FLUSH` this attempt gets no vote here, and the
             // script is loaded again on this connection for the next one.
-            (Err(error), _) if is_noscript(&error) => {
-                let load = pack(&[b"SCRIPT", b"LOAD", PERMITS.source()]);
+            (Err(error), _, Some(lua)) if is_noscript(&error) => {
+                let load = pack(&[b"SCRIPT", b"LOAD", lua.source()]);
                 self.con.write(&load, deadline)?;
                 self.con.read(deadline)?;
                 Err(Failure {
@@ -218,8 +238,8 @@ impl Pooled {
                     keep: true,
                 })
             }
-            (Ok(stored), _) => Ok(MISMATCH | stored),
-            (Err(error), _) => Err(Failure {
+            (Ok(n), _, _) => Ok(DIFFERS | n),
+            (Err(error), _, _) => Err(Failure {
                 error: error.into(),
                 at: 0,
                 keep: true,

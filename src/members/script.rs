@@ -1,11 +1,10 @@
-//! The Lua scripts every shape runs, each built once: its source (a file
-//! under `src/scripts/`, named for the shape it serves, whose header
-//! documents its `KEYS`, `ARGV` and answers) and its SHA1, so that
-//! rounds send `EVALSHA` and fall back to `EVAL` on `NOSCRIPT`. They live
-//! here, below the shapes, because the connection handshake loads some
-//! of them and `check` tries them all.
-
-use std::sync::LazyLock;
+//! A Lua script built once ([`Lua`]): its source (a file under
+//! `src/scripts/`, named for the room it serves, whose header documents
+//! its `KEYS`, `ARGV` and answers) and its SHA1, so that rounds send
+//! `EVALSHA` and fall back to `EVAL` on `NOSCRIPT`; and the `scripts!`
+//! macro with which each room declares its own (the lock's in
+//! `engine/single.rs`, fair waiting's in `engine/fair.rs`, each shape's
+//! in its room, the operator's in `ops/operator.rs`).
 
 use crate::members::conn::pack;
 
@@ -24,7 +23,7 @@ pub(crate) struct Lua {
 impl Lua {
     /// The script of the file `own`, after the functions of `prelude`
     /// (shared by several scripts; empty for most).
-    fn new(name: &'static str, prelude: &'static str, own: &'static str) -> Lua {
+    pub(crate) fn new(name: &'static str, prelude: &'static str, own: &'static str) -> Lua {
         let src = format!("{prelude}{own}");
         Lua {
             name,
@@ -65,127 +64,57 @@ impl Lua {
     }
 }
 
-/// Declares each script: its static, its name in messages, its file.
+/// Declares a room's scripts: each one's static, its name in messages,
+/// and its file under `src/scripts/` (after the files of its prelude, if
+/// any). Also declares `all()`, every script of the room, for tests.
 macro_rules! scripts {
     ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $($prelude:literal)+)?;)+) => {
         $(
             $(#[$doc])*
-            pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-                Lua::new(
-                    $shown,
-                    concat!("", $($(include_str!(concat!("../scripts/", $prelude)), "\n"),+)?),
-                    include_str!(concat!("../scripts/", $file)),
-                )
-            });
+            pub(crate) static $name: std::sync::LazyLock<$crate::members::script::Lua> =
+                std::sync::LazyLock::new(|| {
+                    $crate::members::script::Lua::new(
+                        $shown,
+                        concat!("", $($(include_str!(concat!(
+                            env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $prelude
+                        )), "\n"),+)?),
+                        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $file)),
+                    )
+                });
         )+
-        /// Every script, for tests.
+        /// Every script of this room, for tests.
         #[cfg(test)]
-        pub(crate) fn all() -> Vec<&'static Lua> {
+        pub(crate) fn all() -> Vec<&'static $crate::members::script::Lua> {
             vec![$(&*$name),+]
         }
     };
 }
+pub(crate) use scripts;
 
-scripts! {
-    /// Release and clean-up of a lock or permit (see `lock.rs`).
-    UNLOCK, "unlock", "lock/unlock.lua";
-    /// A fair manager's release of a lock, handing it to the first fair
-    /// waiter queued (see `fair.rs`).
-    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua";
-    /// A queued fair waiter's attempt.
-    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua";
-    /// A fair waiter takes its place in the queue.
-    JOIN, "join-queue", "fair/join.lua";
-    /// A fair waiter gives up its place (never a token).
-    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua";
-    /// The clean-up of a queued fair waiter's failed attempt: puts back
-    /// the reservation it took.
-    UNCLAIM, "unclaim", "fair/unclaim.lua";
-    /// Extend of a lock or permit.
-    EXTEND, "extend", "lock/extend.lua";
-    /// Raises fencing counters to a token (locks, permits, sets).
-    RAISE, "raise", "lock/raise.lua";
-    /// Raises a fencing counter's expiry, never lowers it: the
-    /// acquisition's `PEXPIRE ... GT` on servers before Redis 7.0.
-    KEEP, "keep-counter", "lock/keep.lua";
-    /// A semaphore's count check (see `semaphore.rs`).
-    PERMITS, "permit-count", "semaphore/permits.lua";
-    /// A semaphore's survey of its slots.
-    FREE, "free-permit", "semaphore/free.lua";
-    /// Acquisition of a set (see `set.rs`).
-    LOCK_SET, "lock-set", "set/lock.lua" after "lock/counter.lua";
-    /// Release and clean-up of a set.
-    UNLOCK_SET, "unlock-set", "set/unlock.lua";
-    /// Extend of a set.
-    EXTEND_SET, "extend-set", "set/extend.lua";
-    /// A writer waiting behind readers (see `rwlock.rs`).
-    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua";
-    /// Acquisition of a read lock.
-    READ, "read", "rwlock/read.lua";
-    /// Release and clean-up of a read lock.
-    UNREAD, "unread", "rwlock/unread.lua";
-    /// Extend of a read lock.
-    EXTEND_READ, "extend-read", "rwlock/extend_read.lua";
-    /// A leader's record: its term and value (see `election.rs`).
-    CLAIM, "claim", "election/claim.lua";
-    /// Renewal of a leadership.
-    EXTEND_LEADER, "extend-leader", "election/extend.lua";
-    /// Resignation of a leader, and clean-up of a failed campaign.
-    RESIGN, "resign", "election/resign.lua";
-    /// A member's view of an election, for `Election::leader`.
-    READ_LEADER, "read-leader", "election/read.lua";
-    /// A member's view of a lock, for `LockManager::inspect`.
-    INSPECT, "inspect", "operator/inspect.lua";
-    /// An operator's removal of a lock (`LockManager::force_unlock`).
-    FORCE, "force-unlock", "operator/force.lua" after "lock/counter.lua";
-}
-
-/// An answer of the set script that names the first busy key: this bit,
-/// plus the key's index (see `Reply::Count`).
-pub(crate) const BUSY: u64 = 1 << 62;
-
-/// An acquisition answer of a member that stores another permit count for
-/// the semaphore: this bit, plus the count stored there (the acquisition
-/// behind it may have written, so it is cleaned up as a yes would be).
-pub(crate) const MISMATCH: u64 = 1 << 61;
-
-/// A lock acquisition's no, where the key may hold a read-write lock's
-/// readers: it holds their mark, or the server could not say (`SET NX`
-/// without `GET`). A waiting writer then asks readers to queue behind it.
-pub(crate) const MAYBE_READERS: u64 = 1 << 60;
-
-/// The answer of a node whose key is gone (expired or deleted), to an
-/// unlock or extend: the scripts' -1.
-pub(crate) const GONE: u64 = u64::MAX;
-
+/// Checks the scripts of every room: each documents its keys, arguments
+/// and answers in its header, and no two are the same.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_script_documents_its_keys_and_arguments_and_is_distinct() {
-        let all = all();
-        for (i, lua) in all.iter().enumerate() {
-            let header: Vec<&str> = lua
-                .own
-                .lines()
-                .take_while(|l| l.starts_with("--"))
-                .collect();
-            assert!(
-                header.iter().any(|l| l.starts_with("-- KEYS")),
-                "{}",
-                lua.name
-            );
-            assert!(
-                header.iter().any(|l| l.starts_with("-- ARGV")),
-                "{}",
-                lua.name
-            );
-            assert!(header.iter().any(|l| l.contains("nswer")), "{}", lua.name);
-            assert_eq!(lua.sha.len(), 40);
-            for other in &all[i + 1..] {
-                assert_ne!(lua.sha, other.sha, "{} and {}", lua.name, other.name);
-            }
+pub(crate) fn check_all(all: &[&Lua]) {
+    for (i, lua) in all.iter().enumerate() {
+        let header: Vec<&str> = lua
+            .own
+            .lines()
+            .take_while(|l| l.starts_with("--"))
+            .collect();
+        assert!(
+            header.iter().any(|l| l.starts_with("-- KEYS")),
+            "{}",
+            lua.name
+        );
+        assert!(
+            header.iter().any(|l| l.starts_with("-- ARGV")),
+            "{}",
+            lua.name
+        );
+        assert!(header.iter().any(|l| l.contains("nswer")), "{}", lua.name);
+        assert_eq!(lua.sha.len(), 40);
+        for other in &all[i + 1..] {
+            assert_ne!(lua.sha, other.sha, "{} and {}", lua.name, other.name);
         }
     }
 }

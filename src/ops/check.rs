@@ -10,14 +10,16 @@ use crate::base::keys::{
     tickets_key, writer_key,
 };
 use crate::base::node_error::{NodeError, NodeErrorKind};
+use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE};
+use crate::engine::single::{EXTEND, KEEP, RAISE, UNLOCK};
 use crate::members::conn::pack;
 use crate::members::member::Member;
 use crate::members::node::Node;
 use crate::members::restart::{config_pairs, field, text};
-use crate::members::script::{
-    CLAIM, CLAIM_QUEUED, EXTEND, EXTEND_LEADER, EXTEND_READ, HANDOFF, JOIN, KEEP, LEAVE, LOCK_SET,
-    RAISE, READ, READ_LEADER, RESIGN, UNLOCK, UNLOCK_SET, UNREAD,
-};
+use crate::shapes::election::{CLAIM, EXTEND_LEADER, READ_LEADER, RESIGN};
+use crate::shapes::manager::LockManager;
+use crate::shapes::rwlock::{EXTEND_READ, READ, UNREAD};
+use crate::shapes::set::{LOCK_SET, UNLOCK_SET};
 
 /// How far a server can be trusted with locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -785,5 +787,57 @@ fn cause(e: &NodeError) -> String {
     match text.strip_prefix(e.node()) {
         Some(rest) => rest.trim_start_matches(':').trim().to_owned(),
         None => text,
+    }
+}
+
+/// The resource [`LockManager::check`] names its scratch keys after
+/// (`lockrun --check`'s default too).
+const CHECK_RESOURCE: &str = "redlock-check";
+
+impl LockManager {
+    /// Checks every server (each node, each master of a Redis Cluster
+    /// member) for what makes a lock server unsafe or weak, and says what
+    /// to change: reachable and its round trip; server, version, role and
+    /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
+    /// its policy; cluster mode; whether this user may run every command
+    /// the lock sends (tried on scratch keys named `redlock-check:redlock-check`,
+    /// which expire within seconds and are deleted; a
+    /// [fair](crate::Builder::fair) manager's queue scripts too); and
+    /// whether it is kept out of votes after a restart. A user whose ACL
+    /// allows only some keys checks with [`check_on`](Self::check_on)
+    /// and a resource name it may lock.
+    ///
+    /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
+    /// replica, set to evict keys (`maxmemory` with any policy but
+    /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
+    /// or refusing a command the lock needs (for a fair manager, the
+    /// release's look at the queue: its releases would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
+    /// persistence (restarts forget locks, so the restart quarantine
+    /// applies), `appendfsync everysec`, `INFO` refused, or channels
+    /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.
+    ///
+    /// Takes a few round trips per server, each bounded by twice the node
+    /// timeout; never use it on the hot path.
+    pub fn check(&self) -> Vec<NodeReport> {
+        self.check_on(CHECK_RESOURCE)
+    }
+
+    /// As [`check`](Self::check), trying the lock's commands on keys
+    /// named after `resource` (followed by `:redlock-check`): for a user
+    /// whose ACL allows only some keys (`~lock:*`), give a name it may
+    /// lock. (Before 0.4 this was `check(resource)`.)
+    pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
+        let trying = Trying {
+            fencing: self.fencing(),
+            wakes: self.pipeline().wake_on_release,
+            fair: self.pipeline().fair,
+        };
+        let mut reports = run(&self.pipeline().members, resource.as_ref(), trying);
+        // Two members found to be one server (or one cluster) while
+        // checking, or before: unsafe, on each report it names.
+        if let Some(why) = self.pipeline().identities.conflict.get() {
+            same_server(&mut reports, why);
+        }
+        reports
     }
 }

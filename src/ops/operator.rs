@@ -16,7 +16,14 @@ use crate::base::node_error::NodeError;
 use crate::engine::pipeline::{Answer, Mode, announce_args, counter_start};
 use crate::engine::quorum;
 use crate::members::request::unexpected;
-use crate::members::script::{FORCE, INSPECT};
+use crate::members::script::scripts;
+
+scripts! {
+    /// A member's view of a lock, for `LockManager::inspect`.
+    INSPECT, "inspect", "operator/inspect.lua";
+    /// An operator's removal of a lock (`LockManager::force_unlock`).
+    FORCE, "force-unlock", "operator/force.lua" after "lock/counter.lua";
+}
 use crate::shapes::manager::LockManager;
 
 /// An operator's rounds: every member answers, servers kept out after a

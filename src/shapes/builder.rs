@@ -563,6 +563,7 @@ impl Builder {
                 .unwrap_or_else(|| Arc::new(crate::members::resolve::system)),
             #[cfg(feature = "tls")]
             tls: Arc::new(tls),
+            preload: crate::shapes::preloaded(),
         };
         let identities = Arc::new(Identities::default());
         let mut members: Vec<Member> = Vec::with_capacity(self.members.len());

@@ -19,13 +19,110 @@ mod majority;
 
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
+use crate::engine::pipeline::{DECIDE, Shape, Vote};
 use crate::engine::pipeline::{Mode, Pipeline};
 use crate::engine::quorum::{self, Tally};
-use crate::members::script::{CLAIM, READ_LEADER};
-use crate::shapes::lock::One;
+use crate::engine::single::{Ending, OneKey, Record};
+use crate::members::script::scripts;
 use crate::shapes::manager::{LockManager, Wait, WaitOn};
 pub use majority::Leader;
 use majority::{majority, view};
+
+scripts! {
+    /// A leader's record: its term and value.
+    CLAIM, "claim", "election/claim.lua";
+    /// Renewal of a leadership, with its record.
+    EXTEND_LEADER, "extend-leader", "election/extend.lua";
+    /// Resignation of a leader, and clean-up of a failed campaign.
+    RESIGN, "resign", "election/resign.lua";
+    /// A member's view of an election, for `Election::leader`.
+    READ_LEADER, "read-leader", "election/read.lua";
+}
+
+/// A leadership's shape: the lock on the election's name, whose record
+/// is renewed and deleted with the key (its own extend and resign
+/// scripts), and whose fencing counter always counts (the terms).
+pub(crate) struct LeaderShape {
+    key: OneKey,
+    /// The key of the election's record.
+    record: Box<[u8]>,
+}
+
+impl LeaderShape {
+    /// The leadership of the election `name`, waiting fairly with `fair`.
+    fn new(name: &[u8], fair: Option<Fair>) -> LeaderShape {
+        LeaderShape {
+            key: OneKey::new(name, name).fair(fair),
+            record: keys::record_key(name).into(),
+        }
+    }
+
+    fn record(&self) -> Record<'_> {
+        Record {
+            key: &self.record,
+            unlock: &RESIGN,
+        }
+    }
+}
+
+impl Shape for LeaderShape {
+    fn resources(&self) -> Vec<&[u8]> {
+        vec![&self.key.key]
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    fn holder(&self) -> Option<Vec<u8>> {
+        self.key.holder()
+    }
+
+    /// Terms are counted whether fencing is on or not.
+    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+        Some(p.counter_expiry_ms.max(ttl_ms).to_string())
+    }
+
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        self.key.take(p, token, ttl_ms, keep, None)
+    }
+
+    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+        self.key.raise(p, only, to, keep)
+    }
+
+    /// The key, its counter and the record, renewed together where the
+    /// key holds our token.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        let ttl = ttl_ms.to_string();
+        let fence = keys::fence_key(&self.key.key);
+        let keep = self.keep(p, ttl_ms).unwrap_or_default();
+        let keys: [&[u8]; 3] = [&self.key.key, &fence, &self.record];
+        let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
+        Tally::count(p.script_then(&EXTEND_LEADER, None, &keys, &args, None, DECIDE))
+    }
+
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally {
+        let ending = Ending {
+            hands_off: true,
+            record: Some(self.record()),
+        };
+        self.key.unlock(p, only, token, message, release, ending)
+    }
+}
+
+impl crate::engine::fair::Queued for LeaderShape {
+    fn place(&self) -> Option<&Fair> {
+        self.key.fair.as_ref()
+    }
+}
 
 /// A watcher reads the election again at least this often while its
 /// manager hears releases: a backstop for a message lost while every
@@ -304,7 +401,7 @@ impl Election {
         let budget = self.manager.budget(wait);
         let waits = !matches!(wait, Wait::No);
         let fair = Fair::waiting(pipeline, waits, &self.name, self.manager.retry().1);
-        let shape = Arc::new(One::leader(&self.name).fair(fair));
+        let shape = Arc::new(LeaderShape::new(&self.name, fair));
         let mut ours = None;
         let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
             ours = Some(token.clone());

@@ -1,395 +1,64 @@
-//! The lock: one key per resource, taken with `SET NX PX` on every
-//! member. Its shape for the pipeline ([`One`]: the lock, a write lock,
-//! a semaphore's permit) and its entry points on [`LockManager`]. The
+//! The lock's room: one key per resource, taken with `SET NX PX` on
+//! every member ([`OneKey`], shared with permits and leaderships), its
+//! entry points on [`LockManager`], and the waiting writer: a lock is the
+//! write side of the read-write lock of its name (see `rwlock.rs`). The
 //! safety argument is on [`LockManager`] ("Why it is safe").
 
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
-use crate::base::error::{Error, Result};
-use crate::base::keys::{self, RESERVED_PREFIX, fence_key, release_channel};
+use crate::base::error::Result;
+use crate::base::keys::{self, READERS_MARK, writer_key};
 use crate::engine::fair::{self, Fair};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{
-    Answer, DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
-};
-use crate::engine::quorum::{self, Tally};
-use crate::members::conn::pack;
-use crate::members::request::{Reply, Request};
-use crate::members::script::{
-    EXTEND, EXTEND_LEADER, KEEP, Lua, MAYBE_READERS, MISMATCH, PERMITS, RAISE, RESIGN, UNLOCK,
-};
-use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
-use crate::shapes::rwlock::Writer;
+use crate::engine::pipeline::{Pipeline, RELEASE, Shape, Vote};
+use crate::engine::quorum::Tally;
+use crate::engine::single::{Ending, OneKey, UNLOCK};
+use crate::members::script::scripts;
+use crate::shapes::manager::{self, Budget, LockManager, Wait, WaitOn};
 
-/// One key holding the token: a lock, a write lock, a semaphore's permit
-/// (which also checks and keeps alive the semaphore's count), or an
-/// election's leadership (which also keeps its record, see
-/// `election.rs`).
-pub(crate) struct One {
-    key: Box<[u8]>,
-    /// The name whose waiters a release wakes: the key, or a permit's
-    /// semaphore.
-    wakes: Box<[u8]>,
-    /// A permit: the key of the semaphore's stored count, and the count
-    /// this client was made with.
-    permits: Option<(Box<[u8]>, u32)>,
-    /// A leadership: the key of the election's record, renewed and
-    /// deleted with the lock key.
-    record: Option<Box<[u8]>>,
-    /// A lock whose waiting is fair: its place in the queues.
-    fair: Option<Fair>,
-    /// The value a member that refused the last ordinary attempt said the
-    /// key holds (`SET ... NX GET`): who holds it, for the `Taken` error.
-    seen: parking_lot::Mutex<Option<Vec<u8>>>,
+scripts! {
+    /// A writer waiting behind readers: new readers queue behind it.
+    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua";
 }
 
-impl One {
-    /// The lock on `key`.
-    pub(crate) fn lock(key: &[u8]) -> One {
-        One {
-            key: key.into(),
-            wakes: key.into(),
-            permits: None,
-            record: None,
-            fair: None,
-            seen: Default::default(),
-        }
-    }
+/// The lock's shape: one key holding the token, handed to the first fair
+/// waiter on release (with fair waiting).
+pub(crate) struct LockShape(OneKey);
 
-    /// This lock or leadership, waiting fairly with `fair` (see
-    /// `fair.rs`): its release hands it to the first waiter queued.
-    pub(crate) fn fair(self, fair: Option<Fair>) -> One {
-        One { fair, ..self }
-    }
-
-    /// The leadership of the election `name`: the lock on `name`, whose
-    /// record goes with it, and whose fencing counter always counts (the
-    /// terms).
-    pub(crate) fn leader(name: &[u8]) -> One {
-        One {
-            record: Some(keys::record_key(name).into()),
-            ..One::lock(name)
-        }
-    }
-
-    /// A permit: the lock on the slot `key` of the semaphore `name`, made
-    /// with `count` permits.
-    pub(crate) fn permit(key: &[u8], name: &[u8], count: u32) -> One {
-        One {
-            key: key.into(),
-            wakes: name.into(),
-            permits: Some((keys::permits_key(name).into(), count)),
-            record: None,
-            fair: None,
-            seen: Default::default(),
-        }
-    }
-
-    /// The arguments of the unlock script after the token: the
-    /// announcement, and its channel.
-    fn unlock_args<'a>(
-        message: Option<&'a [u8]>,
-        cluster: bool,
-        channel: &'a [u8],
-    ) -> Vec<&'a [u8]> {
-        let mut args = announce_args(message, cluster);
-        if !args.is_empty() {
-            args.push(channel);
-        }
-        args
+impl LockShape {
+    /// The lock on `key`, waiting fairly with `fair` (see `fair.rs`).
+    pub(crate) fn new(key: &[u8], fair: Option<Fair>) -> LockShape {
+        LockShape(OneKey::new(key, key).fair(fair))
     }
 }
 
-impl Shape for One {
+impl Shape for LockShape {
     fn resources(&self) -> Vec<&[u8]> {
-        vec![&self.key]
-    }
-
-    fn shown(&self) -> String {
-        match &self.permits {
-            Some((_, count)) => semaphore_shown(&self.wakes, *count),
-            None => quorum::display(&self.key),
-        }
-    }
-
-    fn wakes(&self) -> Vec<&[u8]> {
-        vec![&self.wakes]
+        vec![&self.0.key]
     }
 
     fn hands_off(&self) -> bool {
-        self.permits.is_none()
+        true
     }
 
     fn holder(&self) -> Option<Vec<u8>> {
-        self.seen.lock().clone()
+        self.0.holder()
     }
 
-    /// A leadership counts terms whether fencing is on or not.
-    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
-        match self.record {
-            Some(_) => Some(p.counter_expiry_ms.max(ttl_ms).to_string()),
-            None => p.counter_keep(ttl_ms),
-        }
-    }
-
-    /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
-    /// a refusal answers the holder's value, so that a waiting writer
-    /// knows whether readers hold it; plain `NX` on servers before Redis
-    /// 7.0, see `Request::legacy`, and for permits).
-    ///
-    /// Fencing on: the same, pipelined in one write with three commands on
-    /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
-    /// created anew starts from the clock), `INCR counter` and `PEXPIRE
-    /// counter keep GT` (raised, never lowered; the keep script on servers
-    /// before Redis 7.0). A member's count is its counter's value.
-    ///
-    /// A permit puts the count check ahead of it in the same write: a
-    /// member that stores another count answers that, and grants nothing.
+    /// `SET key token NX GET PX ttl`, with the fencing counter's commands
+    /// behind it (see [`OneKey::take`]).
     fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        let key = &self.key[..];
-        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            return fair.claim(p, key, &self.wakes, token, ttl_ms, keep);
-        }
-        let px = ttl_ms.to_string();
-        // The count check goes by hash: the handshake loads it, and a
-        // `SCRIPT FLUSH` costs one attempt (see `Pooled::finish`).
-        let head = match &self.permits {
-            Some((count, k)) => {
-                let keep = p.permits_keep(ttl_ms).to_string();
-                PERMITS.evalsha(&[count], &[k.to_string().as_bytes(), keep.as_bytes()])
-            }
-            None => Vec::new(),
-        };
-        let fence = fence_key(key);
-        // The counter's commands: on servers before Redis 7.0 (`legacy`),
-        // the keep script stands for `PEXPIRE ... GT`.
-        let tail = |legacy: bool| {
-            let mut tail = Vec::new();
-            if let Some(keep) = keep {
-                // The counter is incremented on every member asked,
-                // whether or not it set the lock key: only the counts of
-                // members that set it make the token; the others' counts
-                // just grow, which keeps every counter monotonic. Its
-                // expiry is only ever raised: an attempt with a short keep
-                // never cuts the life of a counter a long-TTL holder
-                // relies on.
-                let start = counter_start().to_string();
-                let keep = keep.as_bytes();
-                tail.extend_from_slice(&pack(&[
-                    b"SET",
-                    &fence,
-                    start.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    keep,
-                ]));
-                tail.extend_from_slice(&pack(&[b"INCR", &fence]));
-                tail.extend_from_slice(&if legacy {
-                    KEEP.eval(&[&fence], &[keep])
-                } else {
-                    pack(&[b"PEXPIRE", &fence, keep, b"GT"])
-                });
-            }
-            tail.extend_from_slice(&p.wait_command());
-            tail
-        };
-        let set = |get: bool, legacy: bool| {
-            let mut set: Vec<&[u8]> = vec![b"SET", key, token, b"NX"];
-            if get {
-                set.push(b"GET");
-            }
-            set.extend([&b"PX"[..], px.as_bytes()]);
-            [&head[..], &pack(&set), &tail(legacy)].concat()
-        };
-        let fenced = keep.is_some();
-        // A refusal says who holds the key with `NX GET` (Redis 7.0+,
-        // Valkey), so that a waiting writer asks readers to queue only
-        // where readers hold it; older servers get plain `NX`, whose
-        // refusal may be readers. Permits never meet readers.
-        let readers_matter = self.permits.is_none();
-        let (packed, reply) = match (readers_matter, fenced) {
-            (true, true) => (set(true, false), Reply::SetGetCount),
-            (true, false) => (set(true, false), Reply::SetGet),
-            (false, true) => (set(false, false), Reply::SetCount),
-            (false, false) => (set(false, false), Reply::Set),
-        };
-        // Servers before Redis 7.0 take neither `SET ... NX GET` nor
-        // `PEXPIRE ... GT`.
-        let has_legacy = readers_matter || fenced;
-        let legacy_packed = if has_legacy {
-            set(false, true)
-        } else {
-            Vec::new()
-        };
-        let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
-        let describe = |at: usize| {
-            let (verb, key) = match at {
-                0 => ("SET", key),
-                1 => ("SET", &fence[..]),
-                2 => ("INCR", &fence[..]),
-                _ => ("PEXPIRE ... GT (or the keep script)", &fence[..]),
-            };
-            format!("{verb} {:?}", String::from_utf8_lossy(key))
-        };
-        // Queued behind an acquisition that times out: removes the key
-        // right after a late execution (and announces that only if it did).
-        let cleanup = |cluster: bool| {
-            let (message, channel) = (p.message(token), release_channel(&self.wakes));
-            let mut args = vec![token];
-            args.extend(Self::unlock_args(message.as_deref(), cluster, &channel));
-            UNLOCK.eval(&[key], &args)
-        };
-        let node_cleanup = || cleanup(false);
-        let cluster_cleanup = || cleanup(true);
-        // On a Redis Cluster member the same pipeline goes to the slot's
-        // master. An `ASK` is followed to the target only for a single-key
-        // request (see `redis_cluster.rs`, "Safety under slot
-        // migration"): a lock with a fencing counter or a permit count is
-        // no vote while its slot migrates.
-        let seen = parking_lot::Mutex::new(Vec::new());
-        let base = Request {
-            packed: &packed,
-            key,
-            alt: None,
-            asking: false,
-            permits: self.permits.is_some(),
-            follow_ask: keep.is_none() && self.permits.is_none(),
-            decides: true,
-            wait: p.replica_acks.as_ref().map(|(n, _)| *n),
-            reply,
-            describe: &describe,
-            legacy: None,
-            ifeq: None,
-            token: b"",
-            reload: None,
-            on_timeout: Some(&cluster_cleanup),
-            kept: Some(&seen),
-        };
-        let legacy = |on_timeout| Request {
-            packed: &legacy_packed,
-            reply: legacy_reply,
-            on_timeout,
-            ..base
-        };
-        let (cluster_legacy, node_legacy) =
-            (legacy(Some(&cluster_cleanup)), legacy(Some(&node_cleanup)));
-        let cluster_req = Request {
-            legacy: has_legacy.then_some(&cluster_legacy),
-            ..base
-        };
-        let req = Request {
-            alt: p.has_clusters.then_some(&cluster_req),
-            on_timeout: Some(&node_cleanup),
-            legacy: has_legacy.then_some(&node_legacy),
-            ..base
-        };
-        let votes = quorum::round(&p.members, None, &req);
-        // Who holds it, as this attempt's refusals said (a reservation
-        // names nobody); a fair waiter's claims, which do not say, leave
-        // what its last ordinary attempt found.
-        *self.seen.lock() = seen.into_inner().into_iter().find_map(|v| match v {
-            Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) => Some(v),
-            _ => None,
-        });
-        votes
-            .into_iter()
-            .map(|answer| match answer {
-                // Another permit count stored: no grant (the acquisition
-                // behind the check may have written: cleaned up as a yes).
-                Some(Ok(c)) if c & MISMATCH != 0 => Vote {
-                    yes: None,
-                    ..Vote::of(Some(Ok(c)))
-                },
-                // A no where readers may hold the key.
-                Some(Ok(c)) if c & MAYBE_READERS != 0 => Vote {
-                    readers: true,
-                    ..Vote::of(Some(Ok(0)))
-                },
-                answer => Vote::of(answer),
-            })
-            .collect()
-    }
-
-    fn refusal(&self, p: &Pipeline, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
-        let (_, k) = self.permits.as_ref()?;
-        let stored = votes.iter().find_map(|v| match v.answer {
-            Some(Ok(c)) if c & MISMATCH != 0 => Some(c & !MISMATCH),
-            _ => None,
-        })?;
-        Some(Error::invalid_argument(format!(
-            "this semaphore was made with {k} permits, but its members store {stored}: \
-             every client of one semaphore must give the same count (it may change once \
-             no permit has been held for {:?})",
-            Duration::from_millis(p.permits_keep(ttl_ms))
-        )))
+        self.0.take(p, token, ttl_ms, keep, None)
     }
 
     fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
-        let to = to.to_string();
-        let fence = fence_key(&self.key);
-        Tally::count(p.script(
-            &RAISE,
-            Some(only),
-            &[&fence],
-            &[to.as_bytes(), keep.as_bytes()],
-        ))
+        self.0.raise(p, only, to, keep)
     }
 
-    /// Sets the key's expiry to `ttl_ms` where it holds `token`; with
-    /// fencing on, also keeps the counter alive at least as long (raising
-    /// its expiry to the idle period when it has less than the TTL left);
-    /// a permit's semaphore count is kept alive with it.
     fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
-        let ttl = ttl_ms.to_string();
-        let fence = fence_key(&self.key);
-        if let Some(record) = &self.record {
-            let keep = self.keep(p, ttl_ms).unwrap_or_default();
-            let keys: [&[u8]; 3] = [&self.key, &fence, record];
-            let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
-            return Tally::count(p.script_then(&EXTEND_LEADER, None, &keys, &args, None, DECIDE));
-        }
-        let keep = p.permits_keep(ttl_ms).to_string();
-        let mut keys: Vec<&[u8]> = vec![&self.key];
-        if p.fencing_expiry_ms.is_some() {
-            keys.push(&fence);
-        }
-        if let Some((count, _)) = &self.permits {
-            keys.push(count);
-        }
-        let args: Vec<&[u8]> = if keys.len() > 1 {
-            vec![token, ttl.as_bytes(), keep.as_bytes()]
-        } else {
-            vec![token, ttl.as_bytes()]
-        };
-        // Servers that take `SET ... IFEQ` (Valkey 8.1+) get the script's
-        // work in plain commands: the key's expiry set where it holds our
-        // token (`GET`: the value it held says yes, another's, or gone),
-        // and the companions' expiry raised to `keep` (where the key is
-        // not ours too: a counter or a count that lives longer harms
-        // nobody).
-        let mut plain = pack(&[
-            b"SET",
-            &self.key,
-            token,
-            b"IFEQ",
-            token,
-            b"PX",
-            ttl.as_bytes(),
-            b"GET",
-        ]);
-        for companion in &keys[1..] {
-            plain.extend_from_slice(&pack(&[b"PEXPIRE", companion, keep.as_bytes(), b"GT"]));
-        }
-        Tally::count(p.script_or_ifeq(&EXTEND, &keys, &args, (&plain, keys.len(), token), DECIDE))
+        self.0.extend(p, token, ttl_ms, &[])
     }
 
-    /// A release: the unlock script with a `PUBLISH` (`SPUBLISH` on a
-    /// Redis Cluster) pipelined behind it in the same write, whose answer
-    /// is ignored (a server or user refusing it changes nothing). A
-    /// clean-up, and a leadership's release: the script announces only
-    /// where it deleted our key.
     fn unlock(
         &self,
         p: &Pipeline,
@@ -398,156 +67,41 @@ impl Shape for One {
         message: Option<&[u8]>,
         release: bool,
     ) -> Tally {
-        // A fair manager's release of a lock hands it to the first fair
-        // waiter queued (the others' releases delete it, as before: their
-        // users' ACL rules need not cover the queue's keys).
-        if release && p.fair && self.hands_off() && !fair::refused_lately(p) {
-            let answers = self.fair_release(p, only, token, message);
-            // A member that refused the queue (an ACL rule without the
-            // fair additions, a key pattern that misses the queue's keys)
-            // is released as an unfair manager releases.
-            return fair::release_or_unfair(p, answers, |refused| {
-                Tally::count(self.plain_unlock(p, Some(refused), token, message, release))
-            });
-        }
-        // The clean-up of a queued waiter's attempt puts back the
-        // reservation it took (see `fair.rs`).
-        if !release && self.fair.as_ref().is_some_and(Fair::queued) {
-            return fair::unclaim(p, only, &self.key, &self.wakes, token, message);
-        }
-        Tally::count(self.plain_unlock(p, only, token, message, release))
-    }
-}
-
-impl One {
-    /// A fair manager's release. One that knows of no waiter (it did not
-    /// queue, and its manager's threads did not wait for the name lately)
-    /// sends the plain unlock, which deletes nothing where a queue stands;
-    /// the hand-off follows there, in a second round (see `fair.rs`,
-    /// "What it costs"). One that knows of waiters hands off at once.
-    fn fair_release(
-        &self,
-        p: &Pipeline,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-    ) -> Vec<Answer> {
-        let record = self.record.as_deref();
-        let knows = self.fair.as_ref().is_some_and(Fair::queued) || p.waiters.lately(&self.wakes);
-        match (knows, record, message) {
-            (false, None, Some(message)) => self.unlock_unless_queued(p, only, token, message),
-            _ => fair::release(p, only, &self.key, record, &self.wakes, token, message),
-        }
-    }
-
-    /// The unlock (a leadership's: the resign script), announced: a
-    /// release pipelines its `PUBLISH` behind the script (or behind
-    /// `DELIFEQ`, where the server takes it); a clean-up and a
-    /// leadership's release have the script announce only where it
-    /// deleted our key.
-    fn plain_unlock(
-        &self,
-        p: &Pipeline,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Vec<Answer> {
-        let channel = release_channel(&self.wakes);
-        let (lua, keys): (&Lua, Vec<&[u8]>) = match &self.record {
-            Some(record) => (&RESIGN, vec![&self.key, record]),
-            None => (&UNLOCK, vec![&self.key]),
+        let ending = Ending {
+            hands_off: true,
+            record: None,
         };
-        let keys = &keys[..];
-        match message {
-            // Not for a leadership: its script is not loaded with the
-            // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
-            // `NOSCRIPT` would announce the release before the reload
-            // deletes anything, waking candidates too early (and counting
-            // every release twice).
-            Some(message) if release && self.record.is_none() => {
-                let node_tail = pack(&[b"PUBLISH", &channel, message]);
-                let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
-                // Servers that take `DELIFEQ` (Valkey 9+) release without
-                // the script: the same rule, one command.
-                p.script_or_delifeq(
-                    lua,
-                    only,
-                    (&self.key, &[token]),
-                    token,
-                    Some((&node_tail, &cluster_tail)),
-                    RELEASE,
-                )
-            }
-            // A release not announced (`wake_on_release(false)`).
-            None if release && self.record.is_none() => {
-                p.script_or_delifeq(lua, only, (&self.key, &[token]), token, None, RELEASE)
-            }
-            _ => {
-                let node: Vec<&[u8]> =
-                    [vec![token], Self::unlock_args(message, false, &channel)].concat();
-                let cluster: Vec<&[u8]> =
-                    [vec![token], Self::unlock_args(message, true, &channel)].concat();
-                p.script_then(lua, only, keys, &node, Some(&cluster), RELEASE)
-            }
-        }
+        self.0.unlock(p, only, token, message, release, ending)
     }
 }
 
-impl fair::Queued for One {
+impl fair::Queued for LockShape {
     fn place(&self) -> Option<&Fair> {
-        self.fair.as_ref()
+        self.0.fair.as_ref()
     }
 }
 
-impl One {
-    /// A fair manager's release of a lock that knows of no waiter: the
-    /// unlock script with the queue's key, and the release's `PUBLISH`
-    /// pipelined behind it, as an unfair release costs. A member where a
-    /// queue stands deletes nothing (it answers 2: a waiter came while it
-    /// was held); the hand-off release then runs there, and its answer is
-    /// that member's.
-    fn unlock_unless_queued(
-        &self,
-        p: &Pipeline,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: &[u8],
-    ) -> Vec<Answer> {
-        let channel = release_channel(&self.wakes);
-        let queue = keys::queue_key(&self.key);
-        let keys: [&[u8]; 2] = [&self.key, &queue];
-        let node_tail = pack(&[b"PUBLISH", &channel, message]);
-        let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
-        let mut answers = p.script_tailed(
-            &UNLOCK,
-            only,
-            (&keys, &[token]),
-            (&keys, &[token]),
-            Some((&node_tail, &cluster_tail)),
-            RELEASE,
-        );
-        let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
-        if queued.contains(&true) {
-            // A message of its own: listeners count a hand-off's messages
-            // apart from the release announced above.
-            let handing = p.message(token);
-            let handed = fair::release(
-                p,
-                Some(&queued),
-                &self.key,
-                None,
-                &self.wakes,
-                token,
-                handing.as_deref().or(Some(message)),
-            );
-            for (answer, handed) in answers.iter_mut().zip(handed) {
-                if matches!(answer, Some(Ok(2))) {
-                    *answer = handed;
-                }
-            }
-        }
-        answers
+/// A lock waiting as the writer of the read-write lock of its name (see
+/// "Writers are not starved" on [`RwLock`](crate::RwLock)).
+pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
+
+impl manager::Writer for Writer<'_> {
+    /// Where readers hold the name, sets the flag that makes new readers
+    /// queue behind the writer, for `ms`. True when some member set it.
+    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool {
+        let flag = writer_key(self.0);
+        let ms = ms.max(1).to_string();
+        let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
+        // Decides no holder, waits for no replica: as a release.
+        p.script_then(&WRITER_WAITS, None, &[self.0, &flag], &args, None, RELEASE)
+            .into_iter()
+            .any(|a| matches!(a, Some(Ok(1))))
+    }
+
+    /// Removes the writer's flag where it is still its own.
+    fn done(&self, p: &Pipeline, token: &[u8]) {
+        let flag = writer_key(self.0);
+        p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
     }
 }
 
@@ -570,7 +124,7 @@ impl LockManager {
     ///
     /// Locks are not re-entrant: a thread that calls `lock` on a resource
     /// it already holds waits for its own release, and gets
-    /// [`Error::Taken`] with `held_here` set.
+    /// [`Error::Taken`](crate::Error::Taken) with `held_here` set.
     ///
     /// `lock` is the write side of [`rwlock`](Self::rwlock)`(resource)`:
     /// it waits for readers to leave, and while it waits behind readers,
@@ -582,10 +136,10 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// The last attempt's error: [`Error::Taken`] when another owner holds
-    /// the resource, [`Error::NoQuorum`] when too many nodes failed,
-    /// [`Error::NoValidity`] when the round was too slow for the TTL.
-    /// [`Error::InvalidArgument`] for an empty resource or a TTL that is 0,
+    /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) when another owner holds
+    /// the resource, [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes failed,
+    /// [`Error::NoValidity`](crate::Error::NoValidity) when the round was too slow for the TTL.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty resource or a TTL that is 0,
     /// larger than [`MAX_TTL`](crate::MAX_TTL), or too small to leave any validity.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
         self.lock_with(resource, ttl, Wait::Retries)
@@ -673,7 +227,7 @@ impl LockManager {
         };
         let waits = !matches!(budget, Budget::Once);
         let fair = Fair::waiting(pipeline, waits, resource, self.retry().1);
-        let shape = std::sync::Arc::new(One::lock(resource).fair(fair));
+        let shape = std::sync::Arc::new(LockShape::new(resource, fair));
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
             ours = Some(token.clone());
@@ -692,14 +246,4 @@ impl LockManager {
         }
         result
     }
-}
-
-/// A semaphore as errors name it, whatever its count:
-/// `nightly (a semaphore of 3 permits)`.
-pub(crate) fn semaphore_shown(name: &[u8], count: u32) -> String {
-    let plural = if count == 1 { "" } else { "s" };
-    format!(
-        "{} (a semaphore of {count} permit{plural})",
-        quorum::display(name)
-    )
 }

@@ -12,7 +12,6 @@ use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{Pipeline, Refusal, Token, new_token};
 use crate::engine::quorum;
 use crate::members::member::Member;
-use crate::ops::check::NodeReport;
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,9 +30,6 @@ impl Retry {
         Ok(Retry { count, max_delay })
     }
 }
-
-/// The resource [`LockManager::check`] names its scratch keys after.
-const CHECK_RESOURCE: &str = "redlock-check";
 
 /// How long an acquisition may wait for a busy lock: the last argument of
 /// [`LockManager::lock_with`] and the other shapes' `_with` calls. Named
@@ -621,52 +617,6 @@ impl LockManager {
                 },
             }
         }
-    }
-
-    /// Checks every server (each node, each master of a Redis Cluster
-    /// member) for what makes a lock server unsafe or weak, and says what
-    /// to change: reachable and its round trip; server, version, role and
-    /// uptime; persistence (`aof_enabled`, `appendfsync`); `maxmemory` and
-    /// its policy; cluster mode; whether this user may run every command
-    /// the lock sends (tried on scratch keys named `redlock-check:redlock-check`,
-    /// which expire within seconds and are deleted; a
-    /// [fair](crate::Builder::fair) manager's queue scripts too); and
-    /// whether it is kept out of votes after a restart. A user whose ACL
-    /// allows only some keys checks with [`check_on`](Self::check_on)
-    /// and a resource name it may lock.
-    ///
-    /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
-    /// replica, set to evict keys (`maxmemory` with any policy but
-    /// `noeviction`: `volatile-*` evicts keys with a TTL first, lock keys),
-    /// or refusing a command the lock needs (for a fair manager, the
-    /// release's look at the queue: its releases would fail); [`Verdict::Warning`](crate::Verdict::Warning) for no
-    /// persistence (restarts forget locks, so the restart quarantine
-    /// applies), `appendfsync everysec`, `INFO` refused, or channels
-    /// refused; otherwise [`Verdict::Ok`](crate::Verdict::Ok). `lockrun --check` prints it.
-    ///
-    /// Takes a few round trips per server, each bounded by twice the node
-    /// timeout; never use it on the hot path.
-    pub fn check(&self) -> Vec<NodeReport> {
-        self.check_on(CHECK_RESOURCE)
-    }
-
-    /// As [`check`](Self::check), trying the lock's commands on keys
-    /// named after `resource` (followed by `:redlock-check`): for a user
-    /// whose ACL allows only some keys (`~lock:*`), give a name it may
-    /// lock. (Before 0.4 this was `check(resource)`.)
-    pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
-        let trying = crate::ops::check::Trying {
-            fencing: self.fencing(),
-            wakes: self.pipeline.wake_on_release,
-            fair: self.pipeline.fair,
-        };
-        let mut reports = crate::ops::check::run(&self.pipeline.members, resource.as_ref(), trying);
-        // Two members found to be one server (or one cluster) while
-        // checking, or before: unsafe, on each report it names.
-        if let Some(why) = self.pipeline.identities.conflict.get() {
-            crate::ops::check::same_server(&mut reports, why);
-        }
-        reports
     }
 
     /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive

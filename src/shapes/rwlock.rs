@@ -9,8 +9,17 @@ use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args};
 use crate::engine::quorum::Tally;
-use crate::members::script::{EXTEND_READ, READ, UNLOCK, UNREAD, WRITER_WAITS};
-use crate::shapes::manager::{self, Budget, LockManager, Wait, WaitOn};
+use crate::members::script::scripts;
+use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
+
+scripts! {
+    /// Acquisition of a read lock.
+    READ, "read", "rwlock/read.lua";
+    /// Release and clean-up of a read lock.
+    UNREAD, "unread", "rwlock/unread.lua";
+    /// Extend of a read lock.
+    EXTEND_READ, "extend-read", "rwlock/extend_read.lua";
+}
 
 /// A read-write lock over the same members as the lock, made by
 /// [`LockManager::rwlock`]. Many readers share it ([`ReadGuard`]); a
@@ -342,37 +351,4 @@ impl Shape for Read {
             RELEASE,
         ))
     }
-}
-
-/// A writer of the read-write lock of its name (any lock: the write side
-/// is the plain lock).
-pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
-
-impl manager::Writer for Writer<'_> {
-    /// Where readers hold the name, sets the flag that makes new readers
-    /// queue behind the writer, for `ms`. True when some member set it.
-    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool {
-        writer_waits(p, self.0, token, ms)
-    }
-
-    /// Removes the writer's flag where it is still its own.
-    fn done(&self, p: &Pipeline, token: &[u8]) {
-        writer_done(p, self.0, token)
-    }
-}
-
-fn writer_waits(p: &Pipeline, name: &[u8], token: &[u8], ms: u64) -> bool {
-    let flag = writer_key(name);
-    let ms = ms.max(1).to_string();
-    let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
-    let call = &args;
-    // Decides no holder, waits for no replica: as a release.
-    p.script_then(&WRITER_WAITS, None, &[name, &flag], call, None, RELEASE)
-        .into_iter()
-        .any(|a| matches!(a, Some(Ok(1))))
-}
-
-fn writer_done(p: &Pipeline, name: &[u8], token: &[u8]) {
-    let flag = writer_key(name);
-    p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
 }

@@ -1,6 +1,8 @@
-//! The semaphore's room: [`Semaphore`], whose permits are locks on its
-//! slots (the lock's shape with a count check), and its survey. Its
-//! safety argument is on [`Semaphore`].
+//! The semaphore's room: [`Semaphore`]; its permit's shape
+//! ([`PermitShape`]: one key per slot holding the token, as a lock, with
+//! the semaphore's count checked ahead of it and kept alive with it); the
+//! survey of free slots; and their scripts. Its safety argument is on
+//! [`Semaphore`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -10,11 +12,125 @@ use crate::base::error::{Error, Result};
 use crate::base::keys;
 use crate::base::node_error::NodeFailures;
 use crate::engine::guard::Permit;
-use crate::engine::pipeline::{Answer, Mode, Pipeline, Refusal};
+use crate::engine::pipeline::{Answer, Mode, Pipeline, Refusal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
-use crate::members::script::FREE;
-use crate::shapes::lock::One;
+use crate::engine::single::{Ahead, Ending, OneKey};
+use crate::members::script::scripts;
 use crate::shapes::manager::{Budget, LockManager, Wait};
+
+scripts! {
+    /// A semaphore's count check, ahead of a permit's acquisition.
+    PERMITS, "permit-count", "semaphore/permits.lua";
+    /// A semaphore's survey of its slots.
+    FREE, "free-permit", "semaphore/free.lua";
+}
+
+/// A permit's shape: the lock on the slot key of the semaphore, whose
+/// release wakes the semaphore's waiters (any slot will do) and hands
+/// nothing on; the stored count is checked ahead of the `SET` in the same
+/// write, and kept alive with the permit (see "The count is stored
+/// with the semaphore" on [`Semaphore`]).
+pub(crate) struct PermitShape {
+    slot: OneKey,
+    /// The semaphore's name.
+    name: Box<[u8]>,
+    /// The key of the semaphore's stored count.
+    count_key: Box<[u8]>,
+    /// The count this client was made with.
+    count: u32,
+}
+
+impl PermitShape {
+    /// The permit on the slot `key` of the semaphore `name`, made with
+    /// `count` permits.
+    fn new(key: &[u8], name: &[u8], count: u32) -> PermitShape {
+        PermitShape {
+            slot: OneKey::new(key, name),
+            name: name.into(),
+            count_key: keys::permits_key(name).into(),
+            count,
+        }
+    }
+}
+
+impl Shape for PermitShape {
+    fn resources(&self) -> Vec<&[u8]> {
+        vec![&self.slot.key]
+    }
+
+    fn shown(&self) -> String {
+        shown(&self.name, self.count)
+    }
+
+    fn wakes(&self) -> Vec<&[u8]> {
+        vec![&self.name]
+    }
+
+    fn holder(&self) -> Option<Vec<u8>> {
+        self.slot.holder()
+    }
+
+    /// The count check (`PERMITS`, by hash: the handshake loads it) ahead
+    /// of `SET slot token NX PX ttl`: a member that stores another count
+    /// answers that, and grants nothing.
+    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        let count = self.count.to_string();
+        let kept = p.companion_keep(ttl_ms).to_string();
+        let ahead = Ahead {
+            lua: &PERMITS,
+            keys: &[&self.count_key],
+            args: &[count.as_bytes(), kept.as_bytes()],
+        };
+        self.slot.take(p, token, ttl_ms, keep, Some(ahead))
+    }
+
+    /// Another count stored on some member: every client of one semaphore
+    /// must give the same count.
+    fn refusal(&self, p: &Pipeline, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
+        let stored = OneKey::differs(votes)?;
+        Some(Error::invalid_argument(format!(
+            "this semaphore was made with {} permits, but its members store {stored}: \
+             every client of one semaphore must give the same count (it may change once \
+             no permit has been held for {:?})",
+            self.count,
+            Duration::from_millis(p.companion_keep(ttl_ms))
+        )))
+    }
+
+    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+        self.slot.raise(p, only, to, keep)
+    }
+
+    /// The slot's extend, which keeps the stored count alive with it.
+    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+        self.slot.extend(p, token, ttl_ms, &[&self.count_key])
+    }
+
+    fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally {
+        let ending = Ending {
+            hands_off: false,
+            record: None,
+        };
+        self.slot.unlock(p, only, token, message, release, ending)
+    }
+}
+
+/// A semaphore as errors name it, whatever its count:
+/// `nightly (a semaphore of 3 permits)`.
+fn shown(name: &[u8], count: u32) -> String {
+    let plural = if count == 1 { "" } else { "s" };
+    format!(
+        "{} (a semaphore of {count} permit{plural})",
+        quorum::display(name)
+    )
+}
 
 /// The most permits a semaphore may have: the survey reads every slot key
 /// in one script.
@@ -185,7 +301,7 @@ impl Semaphore {
         self.manager.permit_attempts(&self.name, budget, |token| {
             let grant = |slot: u32| {
                 let key = keys::permit_key(&self.name, slot);
-                let shape = Arc::new(One::permit(&key, &self.name, self.permits));
+                let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
                 let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
                 Ok(Permit::with_slot(
                     pipeline.clone(),
@@ -249,7 +365,7 @@ impl Semaphore {
     fn all_in_use(&self, survey: Tally) -> Error {
         let nodes = survey.yes + survey.no + survey.gone + survey.failures.len();
         Error::Taken {
-            resource: crate::shapes::lock::semaphore_shown(&self.name, self.permits),
+            resource: shown(&self.name, self.permits),
             // Members that saw every permit held.
             held_elsewhere: survey.no,
             nodes,

@@ -11,15 +11,25 @@ use crate::base::error::{Error, Result};
 use crate::base::keys::{self, fence_key, release_channel};
 use crate::base::node_error::NodeError;
 use crate::engine::fair::{self, Fair};
+use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
     DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
+use crate::engine::single::RAISE;
 use crate::members::member::Member;
-use crate::members::script::{
-    BUSY, CLAIM_QUEUED, EXTEND_SET, GONE, HANDOFF, LEAVE, LOCK_SET, Lua, RAISE, UNCLAIM, UNLOCK_SET,
-};
+use crate::members::request::{BUSY, GONE};
+use crate::members::script::{Lua, scripts};
+
+scripts! {
+    /// Acquisition of a set.
+    LOCK_SET, "lock-set", "set/lock.lua" after "lock/counter.lua";
+    /// Release and clean-up of a set.
+    UNLOCK_SET, "unlock-set", "set/unlock.lua";
+    /// Extend of a set.
+    EXTEND_SET, "extend-set", "set/extend.lua";
+}
 use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
 
 impl LockManager {

@@ -411,7 +411,7 @@ fn scripted<'a>(
         key,
         alt: None,
         asking: false,
-        permits: false,
+        check: None,
         follow_ask: true,
         decides: mode.decides,
         wait,

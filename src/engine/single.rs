@@ -1,0 +1,533 @@
+//! One key holding the token: what the lock, a semaphore's permit and an
+//! election's leadership share ([`OneKey`]), and its scripts. Each of
+//! those shapes is a room of its own (`shapes/lock.rs`,
+//! `shapes/semaphore.rs`, `shapes/election.rs`) that says what it adds:
+//! a check ahead of the `SET` (a permit's count), companion keys kept
+//! alive with the key (a permit's count, a leadership's record), its own
+//! release script (a leadership's resignation), whether a release hands
+//! the key on to a fair waiter.
+//!
+//! The acquisition is `SET key token NX GET PX ttl` on every member (the
+//! safety argument is on [`LockManager`](crate::LockManager), "Why it is
+//! safe"), with the fencing counter's commands pipelined behind it.
+
+use parking_lot::Mutex;
+use redis::Value;
+
+use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
+use crate::engine::fair::{self, Fair};
+use crate::engine::pipeline::{
+    Answer, DECIDE, Pipeline, RELEASE, Vote, announce_args, counter_start,
+};
+use crate::engine::quorum::{self, Tally};
+use crate::members::conn::pack;
+use crate::members::request::{DIFFERS, MAYBE_READERS, Reply, Request};
+use crate::members::script::{Lua, scripts};
+
+scripts! {
+    /// Release and clean-up of one key holding the token (a lock, a
+    /// permit), and of a read lock's key.
+    UNLOCK, "unlock", "lock/unlock.lua";
+    /// Extend of one key holding the token, with its companions.
+    EXTEND, "extend", "lock/extend.lua";
+    /// Raises fencing counters to a token (every fenced shape).
+    RAISE, "raise", "lock/raise.lua";
+    /// Raises a fencing counter's expiry, never lowers it: the
+    /// acquisition's `PEXPIRE ... GT` on servers before Redis 7.0.
+    KEEP, "keep-counter", "lock/keep.lua";
+}
+
+/// A check a shape sends ahead of its `SET`, in the same write: a script
+/// sent by hash (loaded with the handshake), whose answer `n > 0` says
+/// the member differs (see [`Request::check`]); its vote is then no
+/// grant, and [`OneKey::differs`] finds the answer.
+pub(crate) struct Ahead<'a> {
+    pub(crate) lua: &'static Lua,
+    pub(crate) keys: &'a [&'a [u8]],
+    pub(crate) args: &'a [&'a [u8]],
+}
+
+/// A companion key deleted with the key by a release script of the
+/// shape's own (a leadership's record, with the resign script).
+#[derive(Clone, Copy)]
+pub(crate) struct Record<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) unlock: &'static Lua,
+}
+
+/// What a shape's release does beyond deleting its key.
+#[derive(Clone, Copy)]
+pub(crate) struct Ending<'a> {
+    /// A fair manager's release hands the key to the first fair waiter
+    /// queued (the lock, a leadership; not a permit).
+    pub(crate) hands_off: bool,
+    /// A companion key deleted with the key by the shape's own script.
+    pub(crate) record: Option<Record<'a>>,
+}
+
+/// One key holding the token, and the name whose waiters its release
+/// wakes.
+pub(crate) struct OneKey {
+    pub(crate) key: Box<[u8]>,
+    /// The name whose waiters a release wakes: the key, or a permit's
+    /// semaphore.
+    pub(crate) wakes: Box<[u8]>,
+    /// Waiting that is fair: its place in the queues.
+    pub(crate) fair: Option<Fair>,
+    /// The value a member that refused the last ordinary attempt said the
+    /// key holds (`SET ... NX GET`): who holds it, for the `Taken` error.
+    seen: Mutex<Option<Vec<u8>>>,
+}
+
+impl OneKey {
+    /// The key `key`, whose releases wake the waiters of `wakes`.
+    pub(crate) fn new(key: &[u8], wakes: &[u8]) -> OneKey {
+        OneKey {
+            key: key.into(),
+            wakes: wakes.into(),
+            fair: None,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Waiting fairly with `fair` (see `fair.rs`): its release hands the
+    /// key to the first waiter queued.
+    pub(crate) fn fair(self, fair: Option<Fair>) -> OneKey {
+        OneKey { fair, ..self }
+    }
+
+    /// Who holds the key, as the last ordinary attempt's refusals said.
+    pub(crate) fn holder(&self) -> Option<Vec<u8>> {
+        self.seen.lock().clone()
+    }
+
+    /// Whether this waiter is queued fairly.
+    fn queued(&self) -> bool {
+        self.fair.as_ref().is_some_and(Fair::queued)
+    }
+
+    /// The acquisition. A queued fair waiter claims from the queue (see
+    /// `fair.rs`). Otherwise:
+    ///
+    /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
+    /// a refusal answers the holder's value, so that a waiting writer
+    /// knows whether readers hold it; plain `NX` on servers before Redis
+    /// 7.0, see `Request::legacy`, and behind a check `ahead`).
+    ///
+    /// Fencing on: the same, pipelined in one write with three commands on
+    /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
+    /// created anew starts from the clock), `INCR counter` and `PEXPIRE
+    /// counter keep GT` (raised, never lowered; the keep script on servers
+    /// before Redis 7.0). A member's count is its counter's value.
+    ///
+    /// A check `ahead` goes first in the same write: a member where it
+    /// fails answers that, and grants nothing.
+    pub(crate) fn take(
+        &self,
+        p: &Pipeline,
+        token: &[u8],
+        ttl_ms: u64,
+        keep: Option<&str>,
+        ahead: Option<Ahead<'_>>,
+    ) -> Vec<Vote> {
+        let key = &self.key[..];
+        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
+            return fair.claim(p, key, &self.wakes, token, ttl_ms, keep);
+        }
+        let px = ttl_ms.to_string();
+        // The check goes by hash: the handshake loads it, and a `SCRIPT
+        // FLUSH` costs one attempt (see `Pooled::finish`).
+        let head = match &ahead {
+            Some(ahead) => ahead.lua.evalsha(ahead.keys, ahead.args),
+            None => Vec::new(),
+        };
+        let fence = fence_key(key);
+        // The counter's commands: on servers before Redis 7.0 (`legacy`),
+        // the keep script stands for `PEXPIRE ... GT`.
+        let tail = |legacy: bool| {
+            let mut tail = Vec::new();
+            if let Some(keep) = keep {
+                // The counter is incremented on every member asked,
+                // whether or not it set the lock key: only the counts of
+                // members that set it make the token; the others' counts
+                // just grow, which keeps every counter monotonic. Its
+                // expiry is only ever raised: an attempt with a short keep
+                // never cuts the life of a counter a long-TTL holder
+                // relies on.
+                let start = counter_start().to_string();
+                let keep = keep.as_bytes();
+                tail.extend_from_slice(&pack(&[
+                    b"SET",
+                    &fence,
+                    start.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    keep,
+                ]));
+                tail.extend_from_slice(&pack(&[b"INCR", &fence]));
+                tail.extend_from_slice(&if legacy {
+                    KEEP.eval(&[&fence], &[keep])
+                } else {
+                    pack(&[b"PEXPIRE", &fence, keep, b"GT"])
+                });
+            }
+            tail.extend_from_slice(&p.wait_command());
+            tail
+        };
+        let set = |get: bool, legacy: bool| {
+            let mut set: Vec<&[u8]> = vec![b"SET", key, token, b"NX"];
+            if get {
+                set.push(b"GET");
+            }
+            set.extend([&b"PX"[..], px.as_bytes()]);
+            [&head[..], &pack(&set), &tail(legacy)].concat()
+        };
+        let fenced = keep.is_some();
+        // A refusal says who holds the key with `NX GET` (Redis 7.0+,
+        // Valkey), so that a waiting writer asks readers to queue only
+        // where readers hold it; older servers get plain `NX`, whose
+        // refusal may be readers. A checked key (a permit) never meets
+        // readers.
+        let readers_matter = ahead.is_none();
+        let (packed, reply) = match (readers_matter, fenced) {
+            (true, true) => (set(true, false), Reply::SetGetCount),
+            (true, false) => (set(true, false), Reply::SetGet),
+            (false, true) => (set(false, false), Reply::SetCount),
+            (false, false) => (set(false, false), Reply::Set),
+        };
+        // Servers before Redis 7.0 take neither `SET ... NX GET` nor
+        // `PEXPIRE ... GT`.
+        let has_legacy = readers_matter || fenced;
+        let legacy_packed = if has_legacy {
+            set(false, true)
+        } else {
+            Vec::new()
+        };
+        let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
+        let describe = |at: usize| {
+            let (verb, key) = match at {
+                0 => ("SET", key),
+                1 => ("SET", &fence[..]),
+                2 => ("INCR", &fence[..]),
+                _ => ("PEXPIRE ... GT (or the keep script)", &fence[..]),
+            };
+            format!("{verb} {:?}", String::from_utf8_lossy(key))
+        };
+        // Queued behind an acquisition that times out: removes the key
+        // right after a late execution (and announces that only if it did).
+        let cleanup = |cluster: bool| {
+            let (message, channel) = (p.message(token), release_channel(&self.wakes));
+            let mut args = vec![token];
+            args.extend(unlock_args(message.as_deref(), cluster, &channel));
+            UNLOCK.eval(&[key], &args)
+        };
+        let node_cleanup = || cleanup(false);
+        let cluster_cleanup = || cleanup(true);
+        // On a Redis Cluster member the same pipeline goes to the slot's
+        // master. An `ASK` is followed to the target only for a single-key
+        // request (see `redis_cluster.rs`, "Safety under slot
+        // migration"): a key with a fencing counter or a check ahead is
+        // no vote while its slot migrates.
+        let seen = Mutex::new(Vec::new());
+        let base = Request {
+            packed: &packed,
+            key,
+            alt: None,
+            asking: false,
+            check: ahead.as_ref().map(|a| a.lua),
+            follow_ask: keep.is_none() && ahead.is_none(),
+            decides: true,
+            wait: p.replica_acks.as_ref().map(|(n, _)| *n),
+            reply,
+            describe: &describe,
+            legacy: None,
+            ifeq: None,
+            token: b"",
+            reload: None,
+            on_timeout: Some(&cluster_cleanup),
+            kept: Some(&seen),
+        };
+        let legacy = |on_timeout| Request {
+            packed: &legacy_packed,
+            reply: legacy_reply,
+            on_timeout,
+            ..base
+        };
+        let (cluster_legacy, node_legacy) =
+            (legacy(Some(&cluster_cleanup)), legacy(Some(&node_cleanup)));
+        let cluster_req = Request {
+            legacy: has_legacy.then_some(&cluster_legacy),
+            ..base
+        };
+        let req = Request {
+            alt: p.has_clusters.then_some(&cluster_req),
+            on_timeout: Some(&node_cleanup),
+            legacy: has_legacy.then_some(&node_legacy),
+            ..base
+        };
+        let votes = quorum::round(&p.members, None, &req);
+        // Who holds it, as this attempt's refusals said (a reservation
+        // names nobody); a fair waiter's claims, which do not say, leave
+        // what its last ordinary attempt found.
+        *self.seen.lock() = seen.into_inner().into_iter().find_map(|v| match v {
+            Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) => Some(v),
+            _ => None,
+        });
+        votes
+            .into_iter()
+            .map(|answer| match answer {
+                // The check ahead failed: no grant (the acquisition
+                // behind it may have written: cleaned up as a yes).
+                Some(Ok(c)) if c & DIFFERS != 0 => Vote {
+                    yes: None,
+                    ..Vote::of(Some(Ok(c)))
+                },
+                // A no where readers may hold the key.
+                Some(Ok(c)) if c & MAYBE_READERS != 0 => Vote {
+                    readers: true,
+                    ..Vote::of(Some(Ok(0)))
+                },
+                answer => Vote::of(answer),
+            })
+            .collect()
+    }
+
+    /// The answer of the first member whose check ahead failed (see
+    /// [`Ahead`]), if any.
+    pub(crate) fn differs(votes: &[Vote]) -> Option<u64> {
+        votes.iter().find_map(|v| match v.answer {
+            Some(Ok(c)) if c & DIFFERS != 0 => Some(c & !DIFFERS),
+            _ => None,
+        })
+    }
+
+    /// Raises the key's fencing counter to `to` on the members `only`
+    /// selects.
+    pub(crate) fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+        let to = to.to_string();
+        let fence = fence_key(&self.key);
+        Tally::count(p.script(
+            &RAISE,
+            Some(only),
+            &[&fence],
+            &[to.as_bytes(), keep.as_bytes()],
+        ))
+    }
+
+    /// Sets the key's expiry to `ttl_ms` where it holds `token`; with
+    /// fencing on, also keeps the counter alive at least as long (raising
+    /// its expiry to the idle period when it has less than the TTL left),
+    /// and the shape's `companions` (a permit's count) with it (see
+    /// [`Pipeline::companion_keep`]).
+    pub(crate) fn extend(
+        &self,
+        p: &Pipeline,
+        token: &[u8],
+        ttl_ms: u64,
+        companions: &[&[u8]],
+    ) -> Tally {
+        let ttl = ttl_ms.to_string();
+        let fence = fence_key(&self.key);
+        let keep = p.companion_keep(ttl_ms).to_string();
+        let mut keys: Vec<&[u8]> = vec![&self.key];
+        if p.fencing_expiry_ms.is_some() {
+            keys.push(&fence);
+        }
+        keys.extend_from_slice(companions);
+        let args: Vec<&[u8]> = if keys.len() > 1 {
+            vec![token, ttl.as_bytes(), keep.as_bytes()]
+        } else {
+            vec![token, ttl.as_bytes()]
+        };
+        // Servers that take `SET ... IFEQ` (Valkey 8.1+) get the script's
+        // work in plain commands: the key's expiry set where it holds our
+        // token (`GET`: the value it held says yes, another's, or gone),
+        // and the companions' expiry raised to `keep` (where the key is
+        // not ours too: a counter or a count that lives longer harms
+        // nobody).
+        let mut plain = pack(&[
+            b"SET",
+            &self.key,
+            token,
+            b"IFEQ",
+            token,
+            b"PX",
+            ttl.as_bytes(),
+            b"GET",
+        ]);
+        for companion in &keys[1..] {
+            plain.extend_from_slice(&pack(&[b"PEXPIRE", companion, keep.as_bytes(), b"GT"]));
+        }
+        Tally::count(p.script_or_ifeq(&EXTEND, &keys, &args, (&plain, keys.len(), token), DECIDE))
+    }
+
+    /// A release, or the clean-up of an attempt (`release` false). A
+    /// release pipelines a `PUBLISH` (`SPUBLISH` on a Redis Cluster)
+    /// behind the unlock script in the same write, whose answer is
+    /// ignored (a server or user refusing it changes nothing); a clean-up,
+    /// and the release of a key with a `record`, has the script announce
+    /// only where it deleted our key.
+    ///
+    /// A fair manager's release of a key that [hands off](Ending) hands it to the
+    /// first fair waiter queued (the others' releases delete it: their
+    /// users' ACL rules need not cover the queue's keys). The clean-up of
+    /// a queued waiter's attempt puts back the reservation it took.
+    pub(crate) fn unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+        ending: Ending<'_>,
+    ) -> Tally {
+        let record = ending.record;
+        if release && p.fair && ending.hands_off && !fair::refused_lately(p) {
+            let answers = self.fair_release(p, only, token, message, record);
+            // A member that refused the queue (an ACL rule without the
+            // fair additions, a key pattern that misses the queue's keys)
+            // is released as an unfair manager releases.
+            return fair::release_or_unfair(p, answers, |refused| {
+                Tally::count(self.plain_unlock(p, Some(refused), token, message, release, record))
+            });
+        }
+        if !release && self.queued() {
+            return fair::unclaim(p, only, &self.key, &self.wakes, token, message);
+        }
+        Tally::count(self.plain_unlock(p, only, token, message, release, record))
+    }
+
+    /// A fair manager's release. One that knows of no waiter (it did not
+    /// queue, and its manager's threads did not wait for the name lately)
+    /// sends the plain unlock, which deletes nothing where a queue stands;
+    /// the hand-off follows there, in a second round (see `fair.rs`,
+    /// "What it costs"). One that knows of waiters hands off at once.
+    fn fair_release(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        record: Option<Record<'_>>,
+    ) -> Vec<Answer> {
+        let knows = self.queued() || p.waiters.lately(&self.wakes);
+        let record = record.map(|r| r.key);
+        match (knows, record, message) {
+            (false, None, Some(message)) => self.unlock_unless_queued(p, only, token, message),
+            _ => fair::release(p, only, &self.key, record, &self.wakes, token, message),
+        }
+    }
+
+    /// The unlock (with a `record`: its own script), announced: a release
+    /// pipelines its `PUBLISH` behind the script (or behind `DELIFEQ`,
+    /// where the server takes it); a clean-up and the release of a key
+    /// with a record have the script announce only where it deleted our
+    /// key.
+    fn plain_unlock(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+        record: Option<Record<'_>>,
+    ) -> Vec<Answer> {
+        let channel = release_channel(&self.wakes);
+        let (lua, keys): (&Lua, Vec<&[u8]>) = match record {
+            Some(record) => (record.unlock, vec![&self.key, record.key]),
+            None => (&UNLOCK, vec![&self.key]),
+        };
+        let keys = &keys[..];
+        match message {
+            // Not with a record: its script is not loaded with the
+            // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
+            // `NOSCRIPT` would announce the release before the reload
+            // deletes anything, waking waiters too early (and counting
+            // every release twice).
+            Some(message) if release && record.is_none() => {
+                let node_tail = pack(&[b"PUBLISH", &channel, message]);
+                let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+                // Servers that take `DELIFEQ` (Valkey 9+) release without
+                // the script: the same rule, one command.
+                p.script_or_delifeq(
+                    lua,
+                    only,
+                    (&self.key, &[token]),
+                    token,
+                    Some((&node_tail, &cluster_tail)),
+                    RELEASE,
+                )
+            }
+            // A release not announced (`wake_on_release(false)`).
+            None if release && record.is_none() => {
+                p.script_or_delifeq(lua, only, (&self.key, &[token]), token, None, RELEASE)
+            }
+            _ => {
+                let node: Vec<&[u8]> =
+                    [vec![token], unlock_args(message, false, &channel)].concat();
+                let cluster: Vec<&[u8]> =
+                    [vec![token], unlock_args(message, true, &channel)].concat();
+                p.script_then(lua, only, keys, &node, Some(&cluster), RELEASE)
+            }
+        }
+    }
+
+    /// A fair manager's release of a key that knows of no waiter: the
+    /// unlock script with the queue's key, and the release's `PUBLISH`
+    /// pipelined behind it, as an unfair release costs. A member where a
+    /// queue stands deletes nothing (it answers 2: a waiter came while it
+    /// was held); the hand-off release then runs there, and its answer is
+    /// that member's.
+    fn unlock_unless_queued(
+        &self,
+        p: &Pipeline,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: &[u8],
+    ) -> Vec<Answer> {
+        let channel = release_channel(&self.wakes);
+        let queue = crate::base::keys::queue_key(&self.key);
+        let keys: [&[u8]; 2] = [&self.key, &queue];
+        let node_tail = pack(&[b"PUBLISH", &channel, message]);
+        let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+        let mut answers = p.script_tailed(
+            &UNLOCK,
+            only,
+            (&keys, &[token]),
+            (&keys, &[token]),
+            Some((&node_tail, &cluster_tail)),
+            RELEASE,
+        );
+        let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
+        if queued.contains(&true) {
+            // A message of its own: listeners count a hand-off's messages
+            // apart from the release announced above.
+            let handing = p.message(token);
+            let handed = fair::release(
+                p,
+                Some(&queued),
+                &self.key,
+                None,
+                &self.wakes,
+                token,
+                handing.as_deref().or(Some(message)),
+            );
+            for (answer, handed) in answers.iter_mut().zip(handed) {
+                if matches!(answer, Some(Ok(2))) {
+                    *answer = handed;
+                }
+            }
+        }
+        answers
+    }
+}
+
+/// The arguments of the unlock script after the token: the announcement,
+/// and its channel.
+fn unlock_args<'a>(message: Option<&'a [u8]>, cluster: bool, channel: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut args = announce_args(message, cluster);
+    if !args.is_empty() {
+        args.push(channel);
+    }
+    args
+}
