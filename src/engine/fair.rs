@@ -1,161 +1,22 @@
-//! Fair waiting across managers and processes (see
-//! [`Builder::fair`](crate::Builder::fair)): waiters of a lock, wherever
-//! they run, are served in the order they arrived.
+//! Fair waiting across managers and processes, a stage of the
+//! acquisition ([`attempt`] wraps [`Engine::acquire`] for every shape
+//! that queues): a waiter refused once takes a place in a queue kept
+//! beside the lock key on every member ([`Fair::join`]), claims from it
+//! ([`Fair::claim`], [`Fair::claim_call`] for a set's slot groups), steps
+//! out of line when cut off from a majority, leaves it when it gives up
+//! ([`give_up`]); a fair release hands the key to the first live waiter
+//! ([`release`], [`handing_call`]), and the clean-up of a failed claim
+//! puts back its reservations ([`unclaim`]). Its scripts are here too
+//! (`src/scripts/fair/`), and [`Queued`], what a shape that queues
+//! provides.
 //!
-//! A waiter refused by an ordinary attempt takes a place in a queue kept
-//! beside the lock key on every member: a sorted set of waiters' tokens
-//! scored by arrival (the waiter's clock, in microseconds, the same score
-//! on every member, so members order the same waiters the same way), and
-//! a hash of tickets, each waiter's deadline on the server's clock. A
-//! ticket lasts two retry delays unless refreshed, and at most twelve node
-//! timeouts (six of a queued waiter's longest pauses; 100 ms at least);
-//! every refused claim of a queued waiter refreshes it.
-//!
-//! A fair manager's release of a lock (an unfair one deletes the key,
-//! whatever is queued) deletes the key as before when no queue exists;
-//! when one does, it hands the key to the first waiter whose ticket is
-//! live: the key then holds a reservation for that waiter (`redlock:next:`
-//! and its token) for a short time (twice the node timeout), and the
-//! waiter keeps its place, offered the key: it is dropped from the queue
-//! only if it lets the offer lapse without asking again (dead or gone),
-//! and a waiter granted the lock keeps its place until its release drops
-//! it, so that a claim that reached a minority leaves the waiter first on
-//! every member alike. The hand-off is announced on the
-//! release channel followed by the waiter's manager's address (only that
-//! process hears it), and the waiter claims once a majority of members
-//! announced it. A
-//! newcomer's `SET NX` finds the key taken, as it would find a holder. A
-//! queued waiter's attempt is a script that sets the key to its token
-//! where the key holds its own reservation, or where it is free (or
-//! holds the reservation of a waiter no longer queued for it) and no
-//! waiter with a live ticket arrived before it; otherwise it keeps its
-//! place. A claim that fails (a minority: the release had not reached the
-//! other members yet) puts back its own reservations (one it took from a
-//! waiter no longer queued goes free), until the
-//! deadlines they had. A waiter that gives up leaves the queue at once,
-//! passing on a reservation it had.
-//!
-//! A key can also fall free with no release to say so: a holder that died
-//! and whose key expired, attempts that split the votes so that nobody
-//! holds it, a release message lost. The first waiter may then sleep
-//! through a whole pause (seconds, with long retry delays) while later
-//! ones are refused for its sake. So a claim (a lock's, or a set's at the
-//! first of its keys not its to take) that finds the key free but a live
-//! waiter ahead reserves the key for that waiter (an offer, as a release
-//! makes) and tells it, exactly as a release hands a key on; a lock's
-//! claimer asks again when that reservation lapses. And once a fair
-//! manager's listener has subscribed to its own channel for a name, each
-//! of its waiters with a place in the members' queues asks once: a
-//! hand-off announced before it listened would otherwise never reach a
-//! majority there.
-//!
-//! A set ([`LockManager::lock_all`](crate::LockManager::lock_all)) waits
-//! in line on one key at a time, the one its client names on every member
-//! (the key that refused it on a majority of members in an attempt: the
-//! first a holder keeps, or else the first it may not take; the first
-//! that refused it before that): the scripts take n lock keys
-//! (a lock is a set of one), a claim writes its token only where every
-//! key of the set is its to take, and otherwise keeps its place in the
-//! queue of the key named and leaves the others' queues (a granted claim
-//! keeps it there too, and only there); a set's release hands each key
-//! on. A set that a holder keeps from one of its keys gives on at once
-//! every reservation it was handed, where one script sees both keys (on
-//! nodes, or within a Redis Cluster slot group) and releases are
-//! announced ([`wake_on_release`](crate::Builder::wake_on_release)): the
-//! next live waiter is offered the key, and told (with none, the
-//! reservation stays); it cannot use them until that holder lets go.
-//!
-//! ## What it costs
-//!
-//! Nothing when nobody waits: an uncontended acquisition is the ordinary
-//! `SET NX`, and a release that knows of no waiter (it did not queue, and
-//! its manager's threads did not wait for the name lately) is the plain
-//! unlock with the queue's key beside it and its `PUBLISH` pipelined
-//! behind. A member where a queue stands (a waiter came while the lock
-//! was held) deletes nothing and says so (2), and the hand-off release
-//! follows on those members in a second round. A release that knows of
-//! waiters hands off in one round. Measured with `cargo bench --bench
-//! compare -- --fair-uncontended` (3 loopback nodes): 1.01x and 1.02x the
-//! unfair cycle, against 1.10x to 1.13x with the hand-off script on every
-//! release (its server time: 8 us against 4 us for the unlock and its
-//! `PUBLISH`, mostly its arguments and the `PUBLISH` run inside Lua).
-//!
-//! ## Why it is safe
-//!
-//! The queue only decides who may try. On each member the lock key still
-//! holds at most one token at a time: a token is written only where the
-//! key held no token (free, or a reservation, which is no one's token),
-//! and a release or a clean-up replaces only its own token (with nothing,
-//! or with its own reservation). A reservation is never a vote for
-//! anyone: its waiter must still set its token on a majority, within the
-//! validity, as any acquisition. So the safety argument of the lock
-//! ([`LockManager`](crate::LockManager), "Why it is safe") holds
-//! unchanged; a queue that is lost (a restart), partial or different on
-//! each member costs fairness, never safety.
-//!
-//! ## Why it cannot deadlock
-//!
-//! Everything the queue writes expires: a reservation at its deadline (a
-//! failed claim puts it back only until that deadline, so no waiter keeps
-//! one by failing), a ticket within twelve node timeouts without its waiter,
-//! the queue's keys with their last ticket. Members' queues may differ (a
-//! join that timed out, a restart), but a claim refused on a member adds
-//! the waiter's ticket there at the same arrival score as everywhere: after
-//! one round of claims the members agree on the first live waiter, the
-//! only one a free key accepts from the queue. What would make members
-//! disagree for good is kept out: a waiter handed the key, or granted it
-//! on some members only, stays in every queue (only a lapsed offer, a
-//! lapsed ticket or its release drops it), and a set waits in line at the
-//! key its client names, the same on every member (the key that refused
-//! it on a majority of members last), not at whichever key refused it on each
-//! member (its other keys' state differs between members, and so would
-//! its place). When members hand the key to different waiters, each finds
-//! a minority; their reservations lapse within twice the node timeout,
-//! and the free keys then go to the first live waiter, the same on every
-//! member. Waiters refused together ask again at random moments (a pause
-//! drawn as the retry delay is, and up to a quarter of a node timeout
-//! after a reservation's lapse), so that their claims do not keep
-//! splitting a free key's votes. A waiter that stops asking (dead, or cut
-//! off from a member) loses its ticket there within twelve node timeouts,
-//! or its place at the first offer it lets lapse, and the next is first.
-//! A waiter alive but cut off from so many members that its claim could
-//! not be granted (more did not answer than a quorum allows) steps out of
-//! line on the members that heard it, passing on what it was handed, and
-//! keeps its arrival: so the waiters behind it, which may reach a
-//! majority, are not kept from a free key by a place its owner cannot
-//! use, and its next claim that a member refuses puts it back in its
-//! place there (one that member grants adds no place: the key was free
-//! with nobody live ahead). While every waiter is cut off so (a majority
-//! of members paused), every waiter steps out, and the order of those
-//! waiters is lost until they are refused again. A
-//! dead waiter costs about one reservation (two node timeouts), never a
-//! pause: a lock's waiter whose claim finds another's reservation asks
-//! again when it lapses (the claim answers when; it adds up to a quarter
-//! of a node timeout), not at the end of its pause; every fair waiter
-//! asks at least every two node timeouts, a reservation's length, so
-//! while claim rounds are quick each live waiter has a claim within every
-//! reservation, which learns when it lapses (see `hand.lua`); a waiter
-//! that lets its offer lapse is dropped from the queue; and a dead waiter
-//! first in line when the key is free is handed a reservation by the next
-//! claim, not waited for until its ticket lapses. The limits of "about":
-//! a member that does not answer makes each claim round last a node
-//! timeout, so a waiter's claims can step over a whole reservation (up
-//! to three node timeouts then); a set learns no lapse from its claim and
-//! asks at its next capped pause (up to two node timeouts after the
-//! lapse); and a waiter that claimed just before it died (its claim
-//! reaching a minority clears its offer) or died holding the lock (a
-//! holder keeps its place until its release) is offered the key once
-//! more before it is dropped: two reservations. A reservation made by a claim is a reservation like
-//! any other (no token, lapsing at its deadline), so none of this changes
-//! the argument above.
-//!
-//! Sets cannot deadlock either, nor keep a holder from a free key: a set
-//! waits in line on one key only, so its place never keeps a free key it
-//! cannot use yet from anyone; and a reservation keeps a key only while
-//! its waiter is queued for it (a claim takes any other reserved key as
-//! it takes a free one), so a set that moved to another key's queue
-//! keeps no reservation it was handed from the others. The argument is the manual's ("Why sets
-//! cannot deadlock", in [the fair waiting section](crate::Builder::fair)).
+//! The design has one home, the crate docs' "Fair waiting across
+//! processes" (`src/manual.md`, linked from
+//! [`Builder::fair`](crate::Builder::fair)): the queue, hand-offs and
+//! reservations, arrival order and clocks, what it costs, why it is safe,
+//! why it cannot deadlock (sets included), what a dead waiter costs, and
+//! mixing clients. The scripts' headers say what each does on one
+//! member.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -164,7 +25,7 @@ use crate::base::error::{Error, Result};
 use crate::base::keys::{fence_key, queue_key, release_channel, tickets_key};
 use crate::base::node_error::NodeErrorKind;
 use crate::engine::pipeline::{
-    Answer, DECIDE, Granted, Mode, Pipeline, RELEASE, Refusal, Shape, Vote, announce_args,
+    Answer, DECIDE, Engine, Granted, Mode, RELEASE, Refusal, Shape, Vote, announce_args,
     counter_start,
 };
 use crate::engine::quorum::Tally;
@@ -189,7 +50,7 @@ scripts! {
 /// How long a reservation lasts, in ms: twice the node timeout (the
 /// waiter hears the release and claims in about one round trip), at least
 /// 20 ms.
-pub(crate) fn reserve_ms(p: &Pipeline) -> String {
+pub(crate) fn reserve_ms(p: &Engine) -> String {
     (p.node_timeout.as_millis() as u64 * 2).max(20).to_string()
 }
 
@@ -207,7 +68,7 @@ pub(crate) fn reserve_ms(p: &Pipeline) -> String {
 /// they cost 8 processes on one lock about a tenth of their rate, these
 /// claims (one per waiter per 1.5 node timeouts on average) nothing
 /// measurable.
-pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
+pub(crate) fn queued_pause(p: &Engine) -> Duration {
     (p.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
 }
 
@@ -217,7 +78,7 @@ pub(crate) fn queued_pause(p: &Pipeline) -> Duration {
 /// refused together do not ask again together (their claims would split
 /// the votes of a free key again: a set can take a key on the members
 /// where its other keys are free, a lock on the others).
-pub(crate) fn after_lapse(p: &Pipeline, lapse: Duration, random: u64) -> Duration {
+pub(crate) fn after_lapse(p: &Engine, lapse: Duration, random: u64) -> Duration {
     let spread = (p.node_timeout / 4).max(Duration::from_millis(2));
     // retry_delay draws from [spread, 2 × spread].
     lapse + crate::engine::quorum::retry_delay(spread * 2, random) - spread
@@ -229,7 +90,7 @@ pub(crate) fn after_lapse(p: &Pipeline, lapse: Duration, random: u64) -> Duratio
 const REFUSED_FOR: Duration = Duration::from_secs(60);
 
 /// Whether a server refused the queue's commands to this manager lately.
-pub(crate) fn refused_lately(p: &Pipeline) -> bool {
+pub(crate) fn refused_lately(p: &Engine) -> bool {
     p.fair_refused
         .lock()
         .is_some_and(|at| at.elapsed() < REFUSED_FOR)
@@ -261,7 +122,7 @@ pub(crate) struct Fair {
 impl Fair {
     /// A place for an acquisition that pauses at most `max_delay` between
     /// attempts.
-    pub(crate) fn new(p: &Pipeline, max_delay: Duration) -> Fair {
+    pub(crate) fn new(p: &Engine, max_delay: Duration) -> Fair {
         // A queued waiter asks at least every queued pause (and a claim
         // round); a ticket outlives several of those, and no more: a
         // waiter cut off from a member leaves no place there that keeps
@@ -286,7 +147,7 @@ impl Fair {
     /// `max_delay`. When the manager's threads waited for `name` lately,
     /// its attempts are claims from the first on (so it queues at once).
     pub(crate) fn waiting(
-        p: &Pipeline,
+        p: &Engine,
         waits: bool,
         name: &[u8],
         max_delay: Duration,
@@ -353,7 +214,7 @@ impl Fair {
     /// this acquisition waits unfairly from now on, and so do the
     /// manager's next ones for a while (see [`REFUSED_FOR`]). Fairness is
     /// a courtesy: a refused queue must not cost the lock.
-    pub(crate) fn heed<'a>(&self, p: &Pipeline, answers: impl IntoIterator<Item = &'a Answer>) {
+    pub(crate) fn heed<'a>(&self, p: &Engine, answers: impl IntoIterator<Item = &'a Answer>) {
         let refusal = answers.into_iter().find_map(|a| match a {
             Some(Err(e)) if e.kind() == NodeErrorKind::Permission => Some(e),
             _ => None,
@@ -379,7 +240,7 @@ impl Fair {
 
     /// Takes its place on every member, after an ordinary attempt was
     /// refused; best effort (a member that fails it keeps no place).
-    pub(crate) fn join(&self, p: &Pipeline, key: &[u8], token: &[u8]) {
+    pub(crate) fn join(&self, p: &Engine, key: &[u8], token: &[u8]) {
         let (keys, args) = self.join_call(p, &[key], token);
         let mode = Mode {
             decides: false,
@@ -391,7 +252,7 @@ impl Fair {
 
     /// The join script's keys and arguments for the lock keys `locks`
     /// (one lock, or a set's slot group); it arrives now if it had not.
-    pub(crate) fn join_call(&self, p: &Pipeline, locks: &[&[u8]], token: &[u8]) -> Call {
+    pub(crate) fn join_call(&self, p: &Engine, locks: &[&[u8]], token: &[u8]) -> Call {
         self.arrive();
         let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| queue_key(k)).collect();
         keys.extend(locks.iter().map(|k| tickets_key(k)));
@@ -415,7 +276,7 @@ impl Fair {
     /// [`handing_args`]).
     pub(crate) fn claim(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         key: &[u8],
         wakes: &[u8],
         token: &[u8],
@@ -470,7 +331,7 @@ impl Fair {
     /// waits in line (see [`Fair::wait_at`]).
     pub(crate) fn claim_call(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         locks: &[&[u8]],
         token: &[u8],
         ttl_ms: u64,
@@ -499,7 +360,7 @@ impl Fair {
 
     /// Leaves the queue on every member (it gives up), passing on a
     /// reservation it had; best effort.
-    pub(crate) fn leave(&self, p: &Pipeline, key: &[u8], wakes: &[u8], token: &[u8]) {
+    pub(crate) fn leave(&self, p: &Engine, key: &[u8], wakes: &[u8], token: &[u8]) {
         if self.queued() {
             let message = leave_message(p, token);
             let call = |cluster| {
@@ -527,7 +388,7 @@ pub(crate) trait Queued: Shape {
 
     /// Leaves every queue it is in, passing on a reservation it had; best
     /// effort. By default, a lock's.
-    fn leave(&self, p: &Pipeline, fair: &Fair, token: &[u8]) {
+    fn leave(&self, p: &Engine, fair: &Fair, token: &[u8]) {
         if let (Some(key), Some(wakes)) = (self.resources().first(), self.wakes().first()) {
             fair.leave(p, key, wakes, token);
         }
@@ -535,7 +396,7 @@ pub(crate) trait Queued: Shape {
 }
 
 /// Admission, the fair stage of every acquisition: one attempt through
-/// the pipeline ([`Pipeline::acquire`]), and what a fair waiter does
+/// the pipeline ([`Engine::acquire`]), and what a fair waiter does
 /// around it. Refused, it takes its place in the queue of the one
 /// resource that refused it (a set waits in line on one key at a time;
 /// see the manual's "Why sets cannot deadlock"), or, queued already,
@@ -544,7 +405,7 @@ pub(crate) trait Queued: Shape {
 /// hold a reservation). Every shape that waits fairly goes through here:
 /// locks, the write side, sets and election candidates.
 pub(crate) fn attempt<S: Queued>(
-    p: &Pipeline,
+    p: &Engine,
     shape: &S,
     token: &[u8],
     ttl_ms: u64,
@@ -607,7 +468,7 @@ pub(crate) fn attempt<S: Queued>(
 /// every waiter meets alike (a restart quarantine, `LOADING`, a `WAIT`
 /// short of replicas) do not count: all waiters stepping out of line
 /// would lose the order they arrived in.
-fn cut_off(p: &Pipeline, e: &Error) -> bool {
+fn cut_off(p: &Engine, e: &Error) -> bool {
     let members = p.members.len();
     let unreachable = e
         .failures()
@@ -627,7 +488,7 @@ fn cut_off(p: &Pipeline, e: &Error) -> bool {
 
 /// An acquisition of `shape` that gave up with `token`: a fair waiter
 /// leaves every queue at once.
-pub(crate) fn give_up<S: Queued>(p: &Pipeline, shape: &S, token: &[u8]) {
+pub(crate) fn give_up<S: Queued>(p: &Engine, shape: &S, token: &[u8]) {
     if let Some(fair) = shape.place().filter(|f| f.queued()) {
         shape.leave(p, fair, token);
     }
@@ -641,7 +502,7 @@ pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
 /// the leave as `left-by-<token>`, so that its own manager, which ignores
 /// messages naming its acquisitions under way, hears it too (the next
 /// waiter may be one of its threads).
-pub(crate) fn leave_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn leave_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
     p.message(&[b"left-by-", token].concat())
 }
 
@@ -650,7 +511,7 @@ pub(crate) fn leave_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
 /// waiters are not woken on release. It names the claim as
 /// `ahead-of-<token>`: a manager ignores messages naming its own waiting
 /// acquisitions (their clean-ups), and the waiter may be one of its own.
-pub(crate) fn ahead_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn ahead_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
     p.message(&[b"ahead-of-", token].concat())
 }
 
@@ -661,7 +522,7 @@ pub(crate) fn ahead_message(p: &Pipeline, token: &[u8]) -> Option<Vec<u8>> {
 /// in `wakes` (one per lock key of the call): the first waiter need not
 /// be awake for a free key to reach it. Nothing without a message.
 pub(crate) fn handing_args(
-    p: &Pipeline,
+    p: &Engine,
     args: &mut Vec<Vec<u8>>,
     fenced: bool,
     message: Option<&[u8]>,
@@ -692,7 +553,7 @@ fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
 /// members, and whose arguments `call(cluster)` gives (the cluster's are
 /// built only where a member is a Redis Cluster).
 fn run(
-    p: &Pipeline,
+    p: &Engine,
     lua: &Lua,
     only: Option<&[bool]>,
     call: impl Fn(bool) -> Call,
@@ -719,7 +580,7 @@ fn queued_keys(locks: &[&[u8]]) -> Vec<Vec<u8>> {
 /// `record` of ours deleted; with a `message`, the script announces it,
 /// naming the waiter it was handed to, so that only that waiter is woken.
 pub(crate) fn release(
-    p: &Pipeline,
+    p: &Engine,
     only: Option<&[bool]>,
     key: &[u8],
     record: Option<&[u8]>,
@@ -738,7 +599,7 @@ pub(crate) fn release(
 /// can refuse before it writes, so a refused member still holds the
 /// token for `unfair` to delete.
 pub(crate) fn release_or_unfair(
-    p: &Pipeline,
+    p: &Engine,
     answers: Vec<Answer>,
     unfair: impl FnOnce(&[bool]) -> Tally,
 ) -> Tally {
@@ -760,7 +621,7 @@ pub(crate) fn release_or_unfair(
 /// that misses the queue's keys), where a release must go again as an
 /// unfair one. A refusal is noted: this manager's waiters wait unfairly
 /// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
-fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
+fn refused(p: &Engine, answers: &[Answer]) -> Vec<bool> {
     let refused: Vec<bool> = answers
         .iter()
         .map(|a| matches!(a, Some(Err(e)) if e.kind() == NodeErrorKind::Permission))
@@ -778,7 +639,7 @@ fn refused(p: &Pipeline, answers: &[Answer]) -> Vec<bool> {
 
 /// Notes that a server refused the queue's commands to this manager (see
 /// [`refused_lately`]); warns once a [`REFUSED_FOR`].
-fn note_refusal(p: &Pipeline, e: &crate::base::node_error::NodeError) {
+fn note_refusal(p: &Engine, e: &crate::base::node_error::NodeError) {
     let before = p.fair_refused.lock().replace(Instant::now());
     if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
         crate::base::logging::log!(
@@ -798,7 +659,7 @@ fn note_refusal(p: &Pipeline, e: &crate::base::node_error::NodeError) {
 /// token) for the lock keys `locks` (one lock, or a set's slot group),
 /// each announced on the release channel of its name in `wakes`.
 pub(crate) fn handing_call(
-    p: &Pipeline,
+    p: &Engine,
     locks: &[&[u8]],
     record: Option<&[u8]>,
     wakes: &[&[u8]],
@@ -829,7 +690,7 @@ fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, cluster: bool, wake
 /// deleted where it holds `token`, and that is announced, as any clean-up
 /// does (see the unclaim script).
 pub(crate) fn unclaim(
-    p: &Pipeline,
+    p: &Engine,
     only: Option<&[bool]>,
     key: &[u8],
     wakes: &[u8],

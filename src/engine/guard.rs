@@ -13,12 +13,12 @@ use parking_lot::{Condvar, Mutex};
 use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
-use crate::engine::pipeline::{Granted, Pipeline, Shape, Token};
+use crate::engine::pipeline::{Engine, Granted, Shape, Token};
 use crate::engine::quorum;
 
 /// What a guard and its keep-alive thread share.
 struct State {
-    pipeline: Arc<Pipeline>,
+    engine: Arc<Engine>,
     /// What is held: its rounds (see `pipeline.rs`).
     shape: Arc<dyn Shape>,
     token: Token,
@@ -68,7 +68,7 @@ impl State {
             resource: self.shown(),
             lost_on,
             taken_over,
-            nodes: self.pipeline.members.len(),
+            nodes: self.engine.members.len(),
             renewal,
         }
     }
@@ -96,8 +96,8 @@ impl State {
     }
 
     fn extend_round(&self, ttl: Duration) -> Result<()> {
-        let pipeline = &*self.pipeline;
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = &*self.engine;
+        let ttl_ms = engine.check_ttl(ttl)?;
         let _one_at_a_time = self.extending.lock();
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
@@ -108,7 +108,7 @@ impl State {
         if lost.is_some() || start >= deadline {
             return Err(self.not_held(lost, None));
         }
-        let tally = pipeline.extend(&*self.shape, &self.token, ttl_ms);
+        let tally = engine.extend(&*self.shape, &self.token, ttl_ms);
         let end = Instant::now();
         // Whatever the round returns, nodes that applied the new TTL may
         // let go at `start + ttl - drift`: the validity never stays past
@@ -120,7 +120,7 @@ impl State {
                 status.valid_until,
                 start,
                 ttl,
-                pipeline.drift_factor,
+                engine.drift_factor,
                 confirmed,
             );
             self.changed.notify_all();
@@ -269,7 +269,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
     // left a 1 s TTL with a 400 ms node timeout 47 ms above lockrun's
     // kill margin: a loaded machine's late wake-up killed a healthy
     // command).
-    let spare = 2 * state.pipeline.node_timeout + state.ttl / 50;
+    let spare = 2 * state.engine.node_timeout + state.ttl / 50;
     let due = period.min(state.ttl.saturating_sub(spare));
     // The first renewal comes sooner when the guard was kept alive late,
     // with less than 2/3 of its validity left.
@@ -414,18 +414,18 @@ pub struct Guard<M: Mode> {
 impl<M: Mode> Guard<M> {
     /// The guard of what `shape` holds with `token`, as `granted`.
     pub(crate) fn new(
-        pipeline: Arc<Pipeline>,
+        engine: Arc<Engine>,
         shape: Arc<dyn Shape>,
         token: Token,
         ttl: Duration,
         granted: Granted,
     ) -> Guard<M> {
-        Guard::with_slot(pipeline, shape, token, ttl, granted, None)
+        Guard::with_slot(engine, shape, token, ttl, granted, None)
     }
 
     /// As [`new`](Self::new), for a semaphore's `slot`.
     pub(crate) fn with_slot(
-        pipeline: Arc<Pipeline>,
+        engine: Arc<Engine>,
         shape: Arc<dyn Shape>,
         token: Token,
         ttl: Duration,
@@ -433,11 +433,11 @@ impl<M: Mode> Guard<M> {
         slot: Option<u32>,
     ) -> Guard<M> {
         for r in shape.resources() {
-            pipeline.hold(r);
+            engine.hold(r);
         }
         Guard {
             state: Arc::new(State {
-                pipeline,
+                engine,
                 shape,
                 token,
                 ttl,
@@ -462,8 +462,8 @@ impl<M: Mode> Guard<M> {
     }
 
     /// The pipeline the guard's rounds run on.
-    pub(crate) fn pipeline(&self) -> &Arc<Pipeline> {
-        &self.state.pipeline
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.state.engine
     }
 
     /// The locked resource (the Redis key); for a set
@@ -514,7 +514,7 @@ impl<M: Mode> Guard<M> {
     pub fn margin(&self) -> usize {
         self.state
             .agreed
-            .saturating_sub(quorum::quorum(self.state.pipeline.members.len()))
+            .saturating_sub(quorum::quorum(self.state.engine.members.len()))
     }
 
     /// How long the lock is still safe to rely on, measured on this
@@ -691,7 +691,7 @@ impl<M: Mode> Guard<M> {
             keeper.signal();
         }
         let state = &self.state;
-        let pipeline = &state.pipeline;
+        let engine = &state.engine;
         let left = self
             .min_hold
             .and_then(|hold| hold.checked_sub(self.acquired.elapsed()))
@@ -700,7 +700,7 @@ impl<M: Mode> Guard<M> {
         let span = telemetry::Span::round(true, || state.shown());
         let (tally, hold_failed) = match left {
             Some(ms) => self.hold_or_release(ms, inline),
-            None => (pipeline.release(&*state.shape, &state.token), None),
+            None => (engine.release(&*state.shape, &state.token), None),
         };
         span.ended(
             if tally.reached() {
@@ -712,7 +712,7 @@ impl<M: Mode> Guard<M> {
         );
         telemetry::released(self.acquired.elapsed());
         for r in state.resources() {
-            pipeline.let_go(r);
+            engine.let_go(r);
         }
         if let Some(keeper) = keeper {
             let _ = keeper.thread.join();
@@ -728,19 +728,19 @@ impl<M: Mode> Guard<M> {
     /// still hold our token, and never extended (a lost guard's key on a
     /// minority, kept for the hold, would stand in everyone's way), and
     /// the error says so. The hold is not a TTL for the restart
-    /// quarantine (see `Pipeline::hold_for`).
+    /// quarantine (see `Engine::hold_for`).
     fn hold_or_release(&self, left_ms: u64, inline: bool) -> (quorum::Tally, Option<Error>) {
         let state = &self.state;
-        let pipeline = &state.pipeline;
+        let engine = &state.engine;
         let (deadline, lost) = {
             let status = state.status.lock();
             (status.valid_until, status.lost)
         };
         if lost.is_some() || Instant::now() >= deadline {
             let why = state.not_held(lost, None);
-            return (pipeline.release(&*state.shape, &state.token), Some(why));
+            return (engine.release(&*state.shape, &state.token), Some(why));
         }
-        let tally = pipeline.hold_for(&*state.shape, &state.token, left_ms);
+        let tally = engine.hold_for(&*state.shape, &state.token, left_ms);
         if tally.reached() && Instant::now() < deadline {
             return (tally, None);
         }
@@ -757,13 +757,13 @@ impl<M: Mode> Guard<M> {
             let spawned = thread::Builder::new()
                 .name("redlock-release".into())
                 .spawn(move || {
-                    state.pipeline.release(&*state.shape, &state.token);
+                    state.engine.release(&*state.shape, &state.token);
                 });
             if spawned.is_ok() {
                 return (quorum::Tally::default(), Some(why));
             }
         }
-        (pipeline.release(&*state.shape, &state.token), Some(why))
+        (engine.release(&*state.shape, &state.token), Some(why))
     }
 }
 

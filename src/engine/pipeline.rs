@@ -59,7 +59,7 @@ const TOKEN_BYTES: usize = 16;
 pub(crate) type Token = Vec<u8>;
 
 /// Draws a fresh token from the operating system's generator, followed by
-/// `name` (the manager's [`holder_name`](Pipeline::holder_name): empty,
+/// `name` (the manager's [`holder_name`](Engine::holder_name): empty,
 /// or `@host/pid[/label]`).
 pub(crate) fn new_token(name: &[u8]) -> Result<Token> {
     let mut raw = [0u8; TOKEN_BYTES];
@@ -223,19 +223,19 @@ pub(crate) trait Shape: Send + Sync {
     /// How long (ms, as a command argument) an acquisition with `ttl_ms`
     /// keeps its fencing counters; `None`: it counts none. By default the
     /// manager's fencing setting decides (see
-    /// [`Pipeline::counter_keep`]), for shapes that are
+    /// [`Engine::counter_keep`]), for shapes that are
     /// [`fenced`](Self::fenced).
-    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+    fn keep(&self, p: &Engine, ttl_ms: u64) -> Option<String> {
         p.counter_keep(ttl_ms).filter(|_| self.fenced())
     }
 
     /// One acquisition round on every member, with `token` for `ttl_ms`;
     /// `keep`: with fencing, how long (ms) the counters are kept.
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
 
     /// A reason of the shape's own to refuse what the votes grant (a
     /// semaphore's permit count that differs), checked before the raise.
-    fn refusal(&self, _p: &Pipeline, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
+    fn refusal(&self, _p: &Engine, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
         None
     }
 
@@ -243,10 +243,10 @@ pub(crate) trait Shape: Send + Sync {
     /// members `only` selects, keeping each counter's expiry (or creating
     /// it with `keep` ms if it expired meanwhile). Only called when
     /// [`fenced`](Self::fenced).
-    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally;
+    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally;
 
     /// One extend round: `ttl_ms` from now, where `token` still holds.
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally;
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally;
 
     /// Removes what `token` holds on the members `only` selects (every
     /// member: `None`), and announces each release it made with
@@ -257,7 +257,7 @@ pub(crate) trait Shape: Send + Sync {
     /// attempt, which announces only what it deleted.
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -277,9 +277,11 @@ pub(crate) struct Granted {
     pub(crate) failures: Vec<NodeError>,
 }
 
-/// A manager's members and settings, shared by its clones and its
-/// guards: what every round needs.
-pub(crate) struct Pipeline {
+/// One manager's engine: its members and settings, its waiters and the
+/// resources it holds, shared by its clones and its guards (what every
+/// round needs). Its methods are the pipeline's stages:
+/// [`acquire`](Self::acquire), extend and release, by the rules in the module docs.
+pub(crate) struct Engine {
     pub(crate) members: Arc<[Member]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
@@ -373,7 +375,7 @@ fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
     count.iter().position(|&c| c >= quorum)
 }
 
-impl Pipeline {
+impl Engine {
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
     pub(crate) fn wait_command(&self) -> Vec<u8> {

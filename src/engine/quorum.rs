@@ -2,9 +2,10 @@
 //! the pure arithmetic of the algorithm: quorum size, clock drift,
 //! validity and the random retry delay.
 //!
-//! Everything that decides *whether* a round succeeded lives here and is
-//! unit tested without a network; `round` is the only piece that knows
-//! how calls reach the nodes, so it can be replaced on its own.
+//! The arithmetic ([`Tally`], [`quorum`], validity, the extend's bound,
+//! the retry delay) is unit tested without a network; the verdict that
+//! uses it (is an attempt granted?) is the pipeline's, `pipeline.rs`.
+//! `round` is the only piece that knows how calls reach the members.
 
 use std::sync::Arc;
 use std::thread;

@@ -17,7 +17,7 @@ use redis::Value;
 use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
 use crate::engine::fair::{self, Fair};
 use crate::engine::pipeline::{
-    Answer, DECIDE, Pipeline, RELEASE, Vote, announce_args, counter_start,
+    Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack;
@@ -124,7 +124,7 @@ impl OneKey {
     /// fails answers that, and grants nothing.
     pub(crate) fn take(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         token: &[u8],
         ttl_ms: u64,
         keep: Option<&str>,
@@ -303,7 +303,7 @@ impl OneKey {
 
     /// Raises the key's fencing counter to `to` on the members `only`
     /// selects.
-    pub(crate) fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+    pub(crate) fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
         let to = to.to_string();
         let fence = fence_key(&self.key);
         Tally::count(p.script(
@@ -318,10 +318,10 @@ impl OneKey {
     /// fencing on, also keeps the counter alive at least as long (raising
     /// its expiry to the idle period when it has less than the TTL left),
     /// and the shape's `companions` (a permit's count) with it (see
-    /// [`Pipeline::companion_keep`]).
+    /// [`Engine::companion_keep`]).
     pub(crate) fn extend(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         token: &[u8],
         ttl_ms: u64,
         companions: &[&[u8]],
@@ -374,7 +374,7 @@ impl OneKey {
     /// a queued waiter's attempt puts back the reservation it took.
     pub(crate) fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -404,7 +404,7 @@ impl OneKey {
     /// "What it costs"). One that knows of waiters hands off at once.
     fn fair_release(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -425,7 +425,7 @@ impl OneKey {
     /// key.
     fn plain_unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -480,7 +480,7 @@ impl OneKey {
     /// that member's.
     fn unlock_unless_queued(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: &[u8],

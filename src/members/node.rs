@@ -585,7 +585,7 @@ impl Node {
         } else {
             RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
-                "no reply read: an earlier reply of the pipeline failed",
+                "no reply read: an earlier reply of the engine failed",
             ))
         };
         self.error(cause, false)

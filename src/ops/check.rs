@@ -829,13 +829,13 @@ impl LockManager {
     pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
         let trying = Trying {
             fencing: self.fencing(),
-            wakes: self.pipeline().wake_on_release,
-            fair: self.pipeline().fair,
+            wakes: self.engine().wake_on_release,
+            fair: self.engine().fair,
         };
-        let mut reports = run(&self.pipeline().members, resource.as_ref(), trying);
+        let mut reports = run(&self.engine().members, resource.as_ref(), trying);
         // Two members found to be one server (or one cluster) while
         // checking, or before: unsafe, on each report it names.
-        if let Some(why) = self.pipeline().identities.conflict.get() {
+        if let Some(why) = self.engine().identities.conflict.get() {
             same_server(&mut reports, why);
         }
         reports

@@ -184,7 +184,7 @@ impl LockManager {
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<LockInfo> {
         let resource = resource.as_ref();
         keys::check_resource(resource)?;
-        let p = self.pipeline();
+        let p = self.engine();
         p.check_members()?;
         let fence = fence_key(resource);
         let keys: [&[u8]; 2] = [resource, &fence];
@@ -256,7 +256,7 @@ impl LockManager {
     pub fn force_unlock(&self, resource: impl AsRef<[u8]>) -> Result<Forced> {
         let resource = resource.as_ref();
         keys::check_resource(resource)?;
-        let p = self.pipeline();
+        let p = self.engine();
         p.check_members()?;
         let (fence, readers) = (fence_key(resource), readers_key(resource));
         let (flag, record) = (keys::writer_key(resource), record_key(resource));
@@ -324,7 +324,7 @@ fn views(
     replies: &[Value],
     timed: bool,
 ) -> Vec<MemberView> {
-    let p = dlm.pipeline();
+    let p = dlm.engine();
     answers
         .into_iter()
         .zip(p.members.iter())

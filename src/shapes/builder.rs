@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::error::{Error, Result};
-use crate::engine::pipeline::{MAX_TTL, Pipeline};
+use crate::engine::pipeline::{Engine, MAX_TTL};
 use crate::engine::wait::Waiters;
 use crate::members::identities::Identities;
 use crate::members::member::Member;
@@ -329,41 +329,21 @@ impl Builder {
         self
     }
 
-    /// Sets whether this manager's lock waiters queue across managers and
-    /// processes. On, a [`lock`](LockManager::lock) or
-    /// [`try_lock_for`](LockManager::try_lock_for) that finds the lock
-    /// taken takes a place in a queue kept beside the lock key on every
-    /// member, and a release hands the lock to the first live waiter
-    /// queued there: waiters on different hosts are served in arrival
-    /// order instead of racing on every release. The queue decides only
-    /// who may try: mutual exclusion still comes from the majority of lock
-    /// keys, so a queue lost or different on some member costs fairness,
-    /// never safety. A waiter that dies costs the others at most twice the
-    /// node timeout; one that gives up leaves the queue at once. Nothing
-    /// is written when nobody waits. Applies to locks (and so to the write
-    /// side of read-write locks of the same name) and to election
-    /// candidates (a resignation hands the leadership to the first
-    /// candidate queued), and to sets ([`lock_all`](LockManager::lock_all):
-    /// a set waiter waits in line on the first of its resources that
-    /// refused it, and takes them all or none); readers share and permits wait as before. Releases by fair
-    /// managers hand the lock on; give every client of a resource the same
-    /// setting (an unfair manager's release deletes the key, and its
-    /// waiters race, as do other Redlock clients': fairness is lost for
-    /// those releases, never safety). The design and its proof:
-    /// "Fair waiting" in the manual. Needs, beside the minimal ACL rule,
-    /// `+time +zadd +zrem +zrange +hset +hget +hdel`, and a key pattern
-    /// that covers the queue's keys (`~lock:*` does). A server that
-    /// refuses the queue's commands costs fairness, not the lock: this
-    /// manager's waiters then wait unfairly for a minute before they try
-    /// the queue again (the `log` feature warns, and
-    /// [`check`](LockManager::check) says so).
+    /// Sets whether this manager's waiters queue across managers and
+    /// processes: a release hands the lock to the first live waiter
+    /// queued on the members, so that waiters on different hosts are
+    /// served in arrival order instead of racing on every release. The
+    /// queue decides only who may try; mutual exclusion still comes from
+    /// the majority of lock keys, so a queue lost or different on some
+    /// member costs fairness, never safety. Applies to locks (and the
+    /// write side of read-write locks), sets and election candidates;
+    /// readers and permits wait as before. Give every client of a
+    /// resource the same setting. Needs `+time +zadd +zrem +zrange +hset
+    /// +hget +hdel` beside the [minimal ACL rule](crate#permissions).
     ///
-    /// Nobody waiting, it costs nothing (an uncontended lock + release is
-    /// within 2% of an unfair one). Turn it off where one process's threads
-    /// are the only contenders for a hot lock (they are served in arrival
-    /// order within the manager anyway, and the queue costs them about 10%
-    /// of the rate), or to mix with Redlock clients that do not queue
-    /// (their waiters are refused while a reservation stands).
+    /// The design, why it is safe and deadlock-free, what a dead waiter
+    /// costs, what it costs when nobody waits, and when to turn it off:
+    /// [Fair waiting across processes](crate#fair-waiting-across-processes).
     ///
     /// Defaults to on.
     pub fn fair(mut self, on: bool) -> Builder {
@@ -600,7 +580,7 @@ impl Builder {
         }
         let members: Arc<[Member]> = members.into();
         Ok(LockManager::from_parts(
-            Pipeline {
+            Engine {
                 // Hand-offs to fair waiters go to the manager's own channel
                 // (without randomness, to the release channel).
                 waiters: Waiters::new(

@@ -20,7 +20,7 @@ mod majority;
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{DECIDE, Shape, Vote};
-use crate::engine::pipeline::{Mode, Pipeline};
+use crate::engine::pipeline::{Engine, Mode};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
 use crate::members::script::scripts;
@@ -79,21 +79,21 @@ impl Shape for LeaderShape {
     }
 
     /// Terms are counted whether fencing is on or not.
-    fn keep(&self, p: &Pipeline, ttl_ms: u64) -> Option<String> {
+    fn keep(&self, p: &Engine, ttl_ms: u64) -> Option<String> {
         Some(p.counter_expiry_ms.max(ttl_ms).to_string())
     }
 
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         self.key.take(p, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
         self.key.raise(p, only, to, keep)
     }
 
     /// The key, its counter and the record, renewed together where the
     /// key holds our token.
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
         let fence = keys::fence_key(&self.key.key);
         let keep = self.keep(p, ttl_ms).unwrap_or_default();
@@ -104,7 +104,7 @@ impl Shape for LeaderShape {
 
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -390,8 +390,8 @@ impl Election {
     /// and failing members are waited out while `wait` allows.
     pub fn campaign_with(&self, ttl: Duration, wait: Wait) -> Result<Leadership> {
         let value = &*self.value;
-        let pipeline = self.manager.pipeline();
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = self.manager.engine();
+        let ttl_ms = engine.check_ttl(ttl)?;
         let wait_on = WaitOn {
             names: &[&self.name],
             writer: None,
@@ -400,15 +400,15 @@ impl Election {
         };
         let budget = self.manager.budget(wait);
         let waits = !matches!(wait, Wait::No);
-        let fair = Fair::waiting(pipeline, waits, &self.name, self.manager.retry().1);
+        let fair = Fair::waiting(engine, waits, &self.name, self.manager.retry().1);
         let shape = Arc::new(LeaderShape::new(&self.name, fair));
         let mut ours = None;
         let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
             ours = Some(token.clone());
             let start = Instant::now();
-            let granted = crate::engine::fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
+            let granted = crate::engine::fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
             let guard = LockGuard::new(
-                pipeline.clone(),
+                engine.clone(),
                 shape.clone(),
                 token.clone(),
                 Duration::from_millis(ttl_ms),
@@ -426,7 +426,7 @@ impl Election {
                 },
                 e => e,
             };
-            self.claim(pipeline, token, term, 1, value)
+            self.claim(engine, token, term, 1, value)
                 .and_then(|()| guard.ensure_held())
                 .map_err(too_slow)?;
             Ok(Leadership {
@@ -438,7 +438,7 @@ impl Election {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            crate::engine::fair::give_up(pipeline, &*shape, &token);
+            crate::engine::fair::give_up(engine, &*shape, &token);
         }
         result
     }
@@ -446,7 +446,7 @@ impl Election {
     /// The claim round: writes the record (term, claim number `seq`,
     /// `value`) where the lock key holds `token`, and announces it on the
     /// record's channel.
-    fn claim(&self, p: &Pipeline, token: &[u8], term: u64, seq: u64, value: &[u8]) -> Result<()> {
+    fn claim(&self, p: &Engine, token: &[u8], term: u64, seq: u64, value: &[u8]) -> Result<()> {
         claim(p, &self.name, &self.record, token, term, seq, value)
     }
 
@@ -457,7 +457,7 @@ impl Election {
     ///
     /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too few members answered to tell.
     pub fn leader(&self) -> Result<Option<Leader>> {
-        let p = self.manager.pipeline();
+        let p = self.manager.engine();
         let keys: [&[u8]; 2] = [&self.name, &self.record];
         let (answers, replies) = p.read(&READ_LEADER, &keys, &[]);
         let views = answers
@@ -480,7 +480,7 @@ impl Election {
     /// wait.
     pub fn wait_change(&self, last: Option<&Leader>, timeout: Duration) -> Result<Option<Leader>> {
         let deadline = Instant::now().checked_add(timeout);
-        let p = self.manager.pipeline();
+        let p = self.manager.engine();
         let watch = p
             .wake_on_release
             .then(|| p.waiters.watch(&[&self.name, &self.record]));
@@ -526,7 +526,7 @@ impl Election {
 
 /// The claim round (see [`Election::claim`]).
 fn claim(
-    p: &Pipeline,
+    p: &Engine,
     name: &[u8],
     record: &[u8],
     token: &[u8],
@@ -666,7 +666,7 @@ impl Leadership {
         let mut seq = self.seq.lock();
         self.guard.ensure_held()?;
         *seq += 1;
-        let p = self.guard.pipeline();
+        let p = self.guard.engine();
         claim(
             p,
             self.guard.resource(),

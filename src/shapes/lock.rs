@@ -10,7 +10,7 @@ use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, writer_key};
 use crate::engine::fair::{self, Fair};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Pipeline, RELEASE, Shape, Vote};
+use crate::engine::pipeline::{Engine, RELEASE, Shape, Vote};
 use crate::engine::quorum::Tally;
 use crate::engine::single::{Ending, OneKey, UNLOCK};
 use crate::members::script::scripts;
@@ -47,21 +47,21 @@ impl Shape for LockShape {
 
     /// `SET key token NX GET PX ttl`, with the fencing counter's commands
     /// behind it (see [`OneKey::take`]).
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         self.0.take(p, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
         self.0.raise(p, only, to, keep)
     }
 
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
         self.0.extend(p, token, ttl_ms, &[])
     }
 
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -88,7 +88,7 @@ pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
 impl manager::Writer for Writer<'_> {
     /// Where readers hold the name, sets the flag that makes new readers
     /// queue behind the writer, for `ms`. True when some member set it.
-    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool {
+    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool {
         let flag = writer_key(self.0);
         let ms = ms.max(1).to_string();
         let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
@@ -99,7 +99,7 @@ impl manager::Writer for Writer<'_> {
     }
 
     /// Removes the writer's flag where it is still its own.
-    fn done(&self, p: &Pipeline, token: &[u8]) {
+    fn done(&self, p: &Engine, token: &[u8]) {
         let flag = writer_key(self.0);
         p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
     }
@@ -216,8 +216,8 @@ impl LockManager {
     /// lock of the same name.
     fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
         keys::check_resource(resource)?;
-        let pipeline = self.pipeline();
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = self.engine();
+        let ttl_ms = engine.check_ttl(ttl)?;
         let writer = Writer(resource);
         let wait = WaitOn {
             names: &[resource],
@@ -226,14 +226,14 @@ impl LockManager {
             permit: false,
         };
         let waits = !matches!(budget, Budget::Once);
-        let fair = Fair::waiting(pipeline, waits, resource, self.retry().1);
+        let fair = Fair::waiting(engine, waits, resource, self.retry().1);
         let shape = std::sync::Arc::new(LockShape::new(resource, fair));
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
             ours = Some(token.clone());
-            let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
+            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
-                pipeline.clone(),
+                engine.clone(),
                 shape.clone(),
                 token.clone(),
                 Duration::from_millis(ttl_ms),
@@ -242,7 +242,7 @@ impl LockManager {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            fair::give_up(pipeline, &*shape, &token);
+            fair::give_up(engine, &*shape, &token);
         }
         result
     }

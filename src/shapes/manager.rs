@@ -1,4 +1,8 @@
-//! [`LockManager`], its [`Builder`], and the acquisition loop.
+//! [`LockManager`], the handle every shape hangs off (its settings and
+//! its [`Engine`](crate::engine::pipeline::Engine)), and [`Wait`]: the
+//! waiting loop around any shape's attempt (`attempts_on`: the retry
+//! budget, pauses ended by releases heard, this manager's queue of
+//! waiters, a waiting writer's hook). The builder is in `builder.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,7 +13,7 @@ use crate::base::cancel::Cancel;
 use crate::base::error::{Error, Result};
 use crate::base::telemetry;
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Pipeline, Refusal, Token, new_token};
+use crate::engine::pipeline::{Engine, Refusal, Token, new_token};
 use crate::engine::quorum;
 use crate::members::member::Member;
 
@@ -148,10 +152,10 @@ pub(crate) trait Writer: Sync {
     /// Before a pause that follows a refusal: makes new readers queue
     /// behind this writer for `ms`, where readers hold the name. True
     /// when that wrote something [`done`](Self::done) must take down.
-    fn waits(&self, p: &Pipeline, token: &[u8], ms: u64) -> bool;
+    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool;
 
     /// The writer waits no more (it got the lock, or gave up).
-    fn done(&self, p: &Pipeline, token: &[u8]);
+    fn done(&self, p: &Engine, token: &[u8]);
 }
 
 /// Takes Redlock locks over a fixed set of independent Redis masters.
@@ -219,75 +223,12 @@ pub(crate) trait Writer: Sync {
 /// count), and counts it past `T`: its token is larger. Tokens of one
 /// resource therefore only grow, across every shape that locks it.
 ///
-/// ## Sets
-///
-/// ### Design
-///
-/// Each resource of a set is an ordinary lock key (the resource's name
-/// holding the set's token), so a resource held in a set is
-/// [`Error::Taken`] for `lock` and for other sets, and the other way
-/// round. A member takes a set in one script: when any of the keys exists
-/// it writes nothing and names the first busy key; otherwise it sets them
-/// all, with the same TTL. The set is held when a majority of members
-/// took all of it within the validity, as for one lock; on failure it is
-/// removed from every member that may have taken any of it.
-///
-/// A Redis Cluster member runs the script once per hash slot of the set
-/// (a script's keys must share a slot), all in one round: the scripts
-/// for one master are pipelined on one connection (so a release, in
-/// `Drop` too, still ends within one node timeout, and a set of a
-/// thousand slots costs a connection per master, not a thread and a
-/// connection per slot), and votes yes only when every group took its
-/// part; a member left with part of the set gives that part back at
-/// once. A set whose resources share a hash tag (`{account}:a`,
-/// `{account}:b`) is one group: one script, as on plain nodes.
-///
-/// ### Why a set is safe
-///
-/// Mutual exclusion holds per resource, by the mutex's own argument: a
-/// set that holds resource `r` is granted by a majority of members, each
-/// of which holds the key `r` with the set's token until the validity
-/// ends; any other holder of `r` (a lock or another set) needs a
-/// majority too, and the two majorities share a member, which grants `r`
-/// to one of them only while it holds no key `r`. On a Redis Cluster
-/// member, "holds the key" means the master of `r`'s slot holds it, and
-/// the member's yes means every slot's master took its part.
-///
-/// ### Why crossing sets never deadlock
-///
-/// Nothing is held while waiting: on each member a set is all or nothing,
-/// and an attempt that misses the quorum removes what it took before it
-/// pauses. So no attempt holds `a` while it waits for `b`; two threads
-/// locking `(a, b)` and `(b, a)` at worst both fail one attempt, and then
-/// pause for random times, like two contenders for one lock. The waiting
-/// thread queues on the resource that held it up (a release of it wakes
-/// the thread).
-///
-/// ### A set's fencing token
-///
-/// With fencing on, each member counts every resource's counter up as one
-/// lock does, then sets all of them to the highest (on a Redis Cluster
-/// member, each slot group to that group's highest: the groups run
-/// separate scripts). The set's token `T` is the highest answer among the
-/// granting members. Before the guard is returned, every granting member
-/// on which any counter of the set may be below `T` (a plain node whose
-/// answer is below it; a cluster member whose *lowest* group answer is
-/// below it) is raised to `T` on every counter of the set, so that on a
-/// quorum of members every counter of every resource is at least `T`.
-///
-/// Why that makes `T` below every later token of each resource `r`: a
-/// later acquisition of `r` (a lock or another set) is granted by a
-/// majority, which shares a member `m` with the set's quorum. On `m`, the
-/// counter of `r` was at least `T` when the set was granted, counters only
-/// grow (increments, raises that never lower; an expired counter starts
-/// again from the clock in microseconds, above every earlier count), and
-/// the later acquisition counts it up past that: its token, the highest
-/// among its granting members, is above `T`. And `T` is above every
-/// earlier token of each of its resources by the same argument run the
-/// other way. A raise that misses the quorum fails the attempt.
+/// Sets ([`lock_all`](Self::lock_all)) rest on the same argument, per
+/// resource; their design and proof are in the crate docs, "Several
+/// resources at once".
 #[derive(Clone)]
 pub struct LockManager {
-    pipeline: Arc<Pipeline>,
+    engine: Arc<Engine>,
     retry: Retry,
     /// The switch that stops this handle's waits (see `cancel_on`).
     cancel: Option<Cancel>,
@@ -295,9 +236,9 @@ pub struct LockManager {
 
 impl LockManager {
     /// The manager of `pipeline`, with `retry` (see the builder).
-    pub(crate) fn from_parts(pipeline: Pipeline, retry: Retry) -> LockManager {
+    pub(crate) fn from_parts(engine: Engine, retry: Retry) -> LockManager {
         LockManager {
-            pipeline: Arc::new(pipeline),
+            engine: Arc::new(engine),
             retry,
             cancel: None,
         }
@@ -335,8 +276,8 @@ impl LockManager {
     }
 
     /// The pipeline this manager runs (for the other shapes of lock).
-    pub(crate) fn pipeline(&self) -> &Arc<Pipeline> {
-        &self.pipeline
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 
     /// The retry settings: total attempts of [`lock`](Self::lock) and the
@@ -349,13 +290,13 @@ impl LockManager {
     /// (a node, or a whole Redis Cluster given with [`Builder::cluster`](crate::Builder::cluster),
     /// is one member).
     pub fn quorum(&self) -> usize {
-        quorum::quorum(self.pipeline.members.len())
+        quorum::quorum(self.engine.members.len())
     }
 
     /// Whether acquisitions carry a fencing token (see
     /// [`Builder::fencing`](crate::Builder::fencing)).
     pub fn fencing(&self) -> bool {
-        self.pipeline.fencing_expiry_ms.is_some()
+        self.engine.fencing_expiry_ms.is_some()
     }
 
     /// The members' names (`host:port`, `unix:path`, with `/db` when not
@@ -363,17 +304,17 @@ impl LockManager {
     /// in the order given. Errors name nodes the same way (for a cluster,
     /// the master that failed).
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = &str> {
-        self.pipeline.members.iter().map(Member::name)
+        self.engine.members.iter().map(Member::name)
     }
 
     /// The time each node gets to answer one call, connecting included.
     pub fn node_timeout(&self) -> Duration {
-        self.pipeline.node_timeout
+        self.engine.node_timeout
     }
 
     /// The clock drift factor.
     pub fn drift_factor(&self) -> f64 {
-        self.pipeline.drift_factor
+        self.engine.drift_factor
     }
 
     /// The pauses `wait` allows, with this handle's retry settings.
@@ -457,11 +398,11 @@ impl LockManager {
         mut budget: Budget,
         mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
-        let token = new_token(&self.pipeline.holder_name)?;
+        let token = new_token(&self.engine.holder_name)?;
         let names = wait_on.names;
-        let pipeline = &self.pipeline;
-        let waiters = &pipeline.waiters;
-        let wait = !matches!(budget, Budget::Once) && pipeline.wake_on_release;
+        let engine = &self.engine;
+        let waiters = &engine.waiters;
+        let wait = !matches!(budget, Budget::Once) && engine.wake_on_release;
         let (_own, busy) = match wait {
             true => {
                 let (own, busy) = waiters.start(names[0], &token);
@@ -482,7 +423,7 @@ impl LockManager {
         // queues in this order too (only the longest waiter asks; see
         // `fair.rs`). Not otherwise: queuing starts the listeners, which
         // would then hear every uncontended release.
-        let queue_first = busy || (wait && pipeline.fair && waiters.lately(names[0]));
+        let queue_first = busy || (wait && engine.fair && waiters.lately(names[0]));
         let mut place =
             queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
         let mut turn = place.as_ref().is_none_or(|p| p.is_first());
@@ -494,7 +435,7 @@ impl LockManager {
         // A writer's flag is taken down once it waits no more.
         let done = |flagged: bool| {
             if let (true, Some(writer)) = (flagged, wait_on.writer) {
-                writer.done(pipeline, &token);
+                writer.done(engine, &token);
             }
         };
         let cancel = self.cancel.as_ref();
@@ -546,10 +487,10 @@ impl LockManager {
                         // attempt (each pause after a refusal that found
                         // readers sets it again).
                         let cap = (self.retry.max_delay.saturating_mul(2))
-                            .saturating_add(pipeline.node_timeout)
+                            .saturating_add(engine.node_timeout)
                             .min(crate::engine::pipeline::MAX_TTL);
                         let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
-                        flagged |= writer.waits(pipeline, &token, ms);
+                        flagged |= writer.waits(engine, &token, ms);
                     }
                     // Reservations for another fair waiter lapse sooner:
                     // the rest of the pause is kept for later. A fair
@@ -561,20 +502,20 @@ impl LockManager {
                     // free key's votes) must not ask again together.
                     let pause = refusal.lapse.map_or(pause, |lapse| {
                         pause.min(crate::engine::fair::after_lapse(
-                            pipeline,
+                            engine,
                             lapse,
                             random_u64(),
                         ))
                     });
-                    let pause = match refusal.queued || (pipeline.fair && wait) {
+                    let pause = match refusal.queued || (engine.fair && wait) {
                         true => pause.min(quorum::retry_delay(
-                            crate::engine::fair::queued_pause(pipeline),
+                            crate::engine::fair::queued_pause(engine),
                             random_u64(),
                         )),
                         false => pause,
                     };
                     if wait {
-                        if pipeline.fair && names.len() > 1 && watch.is_none() {
+                        if engine.fair && names.len() > 1 && watch.is_none() {
                             watch = Some(waiters.watch(names));
                         }
                         let place = place.get_or_insert_with(|| {
@@ -654,10 +595,10 @@ impl fmt::Debug for LockManager {
         f.debug_struct("LockManager")
             .field("nodes", &self.nodes().collect::<Vec<_>>())
             .field("quorum", &self.quorum())
-            .field("node_timeout", &self.pipeline.node_timeout)
-            .field("drift_factor", &self.pipeline.drift_factor)
-            .field("fencing_expiry_ms", &self.pipeline.fencing_expiry_ms)
-            .field("wake_on_release", &self.pipeline.wake_on_release)
+            .field("node_timeout", &self.engine.node_timeout)
+            .field("drift_factor", &self.engine.drift_factor)
+            .field("fencing_expiry_ms", &self.engine.fencing_expiry_ms)
+            .field("wake_on_release", &self.engine.wake_on_release)
             .field("retry", &self.retry)
             .finish()
     }
@@ -689,7 +630,7 @@ mod tests {
     #[test]
     fn ttl_checks() {
         let m = manager(0.01);
-        let s = &m.pipeline;
+        let s = &m.engine;
         assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
         assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
         assert!(s.check_ttl(Duration::ZERO).is_err());
@@ -701,8 +642,8 @@ mod tests {
         assert!(s.check_ttl(Duration::MAX).is_err());
         // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
         let m = manager(0.5);
-        assert!(m.pipeline.check_ttl(Duration::from_millis(4)).is_err());
-        assert!(m.pipeline.check_ttl(Duration::from_millis(6)).is_ok());
+        assert!(m.engine.check_ttl(Duration::from_millis(4)).is_err());
+        assert!(m.engine.check_ttl(Duration::from_millis(6)).is_ok());
     }
 
     const MS: Duration = Duration::from_millis(1);

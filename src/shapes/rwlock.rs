@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
-use crate::engine::pipeline::{DECIDE, Pipeline, RELEASE, Shape, Vote, announce_args};
+use crate::engine::pipeline::{DECIDE, Engine, RELEASE, Shape, Vote, announce_args};
 use crate::engine::quorum::Tally;
 use crate::members::script::scripts;
 use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
@@ -230,8 +230,8 @@ impl RwLock {
     fn acquire_read(&self, ttl: Duration, budget: Budget) -> Result<ReadGuard> {
         let name = &self.name[..];
         keys::check_resource(name)?;
-        let pipeline = self.manager.pipeline();
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = self.manager.engine();
+        let ttl_ms = engine.check_ttl(ttl)?;
         let wait = WaitOn {
             names: &[name],
             writer: None,
@@ -240,9 +240,9 @@ impl RwLock {
         };
         let shape = Arc::new(Read { name: name.into() });
         self.manager.attempts_on(wait, budget, |token, refusal| {
-            let granted = pipeline.acquire(&*shape, token, ttl_ms, refusal)?;
+            let granted = engine.acquire(&*shape, token, ttl_ms, refusal)?;
             Ok(ReadGuard::new(
-                pipeline.clone(),
+                engine.clone(),
                 shape.clone(),
                 token.clone(),
                 Duration::from_millis(ttl_ms),
@@ -281,7 +281,7 @@ impl Shape for Read {
     }
 
     /// The read script on every member (see its docs).
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
         let px = ttl_ms.to_string();
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
@@ -300,12 +300,12 @@ impl Shape for Read {
     }
 
     /// Never called: readers have no counters.
-    fn raise(&self, _: &Pipeline, _: &[bool], _: u64, _: &str) -> Tally {
+    fn raise(&self, _: &Engine, _: &[bool], _: u64, _: &str) -> Tally {
         Tally::default()
     }
 
     /// This reader's expiry to `ttl_ms` from now.
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
         let ttl = ttl_ms.to_string();
         let readers = readers_key(&self.name);
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
@@ -324,7 +324,7 @@ impl Shape for Read {
     /// announces the release.
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,

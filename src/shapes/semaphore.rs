@@ -12,7 +12,7 @@ use crate::base::error::{Error, Result};
 use crate::base::keys;
 use crate::base::node_error::NodeFailures;
 use crate::engine::guard::Permit;
-use crate::engine::pipeline::{Answer, Mode, Pipeline, Refusal, Shape, Vote};
+use crate::engine::pipeline::{Answer, Engine, Mode, Refusal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ahead, Ending, OneKey};
 use crate::members::script::scripts;
@@ -73,7 +73,7 @@ impl Shape for PermitShape {
     /// The count check (`PERMITS`, by hash: the handshake loads it) ahead
     /// of `SET slot token NX PX ttl`: a member that stores another count
     /// answers that, and grants nothing.
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let count = self.count.to_string();
         let kept = p.companion_keep(ttl_ms).to_string();
         let ahead = Ahead {
@@ -86,7 +86,7 @@ impl Shape for PermitShape {
 
     /// Another count stored on some member: every client of one semaphore
     /// must give the same count.
-    fn refusal(&self, p: &Pipeline, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
+    fn refusal(&self, p: &Engine, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
         let stored = OneKey::differs(votes)?;
         Some(Error::invalid_argument(format!(
             "this semaphore was made with {} permits, but its members store {stored}: \
@@ -97,18 +97,18 @@ impl Shape for PermitShape {
         )))
     }
 
-    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
         self.slot.raise(p, only, to, keep)
     }
 
     /// The slot's extend, which keeps the stored count alive with it.
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
         self.slot.extend(p, token, ttl_ms, &[&self.count_key])
     }
 
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -296,15 +296,15 @@ impl Semaphore {
     }
 
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
-        let pipeline = self.manager.pipeline();
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = self.manager.engine();
+        let ttl_ms = engine.check_ttl(ttl)?;
         self.manager.permit_attempts(&self.name, budget, |token| {
             let grant = |slot: u32| {
                 let key = keys::permit_key(&self.name, slot);
                 let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
-                let granted = pipeline.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
+                let granted = engine.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
                 Ok(Permit::with_slot(
-                    pipeline.clone(),
+                    engine.clone(),
                     shape,
                     token.clone(),
                     Duration::from_millis(ttl_ms),
@@ -332,7 +332,7 @@ impl Semaphore {
             let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             let start = random_u32() % self.permits;
             let masks = self.permits <= MASK_PERMITS;
-            let answers = survey(pipeline, &refs, (!masks).then_some(start as usize));
+            let answers = survey(engine, &refs, (!masks).then_some(start as usize));
             let mut votes = vec![0usize; self.permits as usize];
             for answer in answers.iter().flatten() {
                 match answer {
@@ -400,7 +400,7 @@ fn random_u32() -> u32 {
 /// A semaphore's survey on every member: with `start` `None` (at most 52
 /// keys), the mask of the free permits among `keys`; otherwise the first
 /// free permit from index `start` on, plus one (0: none free).
-fn survey(p: &Pipeline, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
+fn survey(p: &Engine, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
     let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
     let mode = Mode {
         count: true,

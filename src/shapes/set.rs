@@ -1,6 +1,7 @@
 //! The room of sets: [`LockManager::lock_all`] and its forms, the set's
 //! shape (one script per member, per slot group on a Redis Cluster) and
-//! its scripts. Its safety argument is on [`LockManager`] ("Sets").
+//! its scripts. Its design and safety argument: the crate docs, "How sets work, and why
+//! they are safe".
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use crate::engine::fair::{self, Fair};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    DECIDE, Mode, Pipeline, RELEASE, Shape, Vote, announce_args, counter_start,
+    DECIDE, Engine, Mode, RELEASE, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
@@ -126,8 +127,8 @@ impl LockManager {
         let budget = self.budget(wait);
         let owned: Vec<Vec<u8>> = resources.into_iter().map(|r| r.as_ref().to_vec()).collect();
         check_set(&owned)?;
-        let pipeline = self.pipeline();
-        let ttl_ms = pipeline.check_ttl(ttl)?;
+        let engine = self.engine();
+        let ttl_ms = engine.check_ttl(ttl)?;
         let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
         let wait = WaitOn {
             names: &names,
@@ -138,14 +139,14 @@ impl LockManager {
         let waits = !matches!(budget, Budget::Once);
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
-            fair: Fair::waiting(pipeline, waits, names[0], self.retry().1),
+            fair: Fair::waiting(engine, waits, names[0], self.retry().1),
         });
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
             ours = Some(token.clone());
-            let granted = fair::attempt(pipeline, &*shape, token, ttl_ms, refusal)?;
+            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
             Ok(LockGuard::new(
-                pipeline.clone(),
+                engine.clone(),
                 shape.clone(),
                 token.clone(),
                 Duration::from_millis(ttl_ms),
@@ -154,7 +155,7 @@ impl LockManager {
         });
         // Given up: its places go at once.
         if let (Err(_), Some(token)) = (&result, ours) {
-            fair::give_up(pipeline, &*shape, &token);
+            fair::give_up(engine, &*shape, &token);
         }
         result
     }
@@ -220,7 +221,7 @@ impl Set {
     /// member's groups are taken together as its vote.
     fn round(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
@@ -234,7 +235,7 @@ impl Set {
     /// the slot groups, and each group's answers.
     fn answers(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
@@ -272,7 +273,7 @@ impl Set {
     /// took part of the set and voted no is `partial`). `groups` maps
     /// a cluster's group-local busy index back to the set; a node's
     /// answer (group 0 covers the whole set on nodes) is its own.
-    fn votes(&self, p: &Pipeline, groups: &[Vec<usize>], answers: Vec<Vec<Answer>>) -> Vec<Vote> {
+    fn votes(&self, p: &Engine, groups: &[Vec<usize>], answers: Vec<Vec<Answer>>) -> Vec<Vote> {
         let n = p.members.len();
         let mut per: Vec<Vec<(usize, std::result::Result<u64, NodeError>)>> =
             (0..n).map(|_| Vec::new()).collect();
@@ -357,7 +358,7 @@ impl fair::Queued for Set {
 
     /// Leaves every resource's queue, passing on each reservation it had
     /// (see the leave script); best effort.
-    fn leave(&self, p: &Pipeline, _fair: &Fair, token: &[u8]) {
+    fn leave(&self, p: &Engine, _fair: &Fair, token: &[u8]) {
         let message = fair::leave_message(p, token);
         let call = |group: &[usize], cluster: bool| {
             let locks = self.pick(group);
@@ -378,7 +379,7 @@ impl Shape for Set {
 
     /// The set script on every member (see its docs); a queued fair
     /// waiter's is the claim script, all or nothing as well.
-    fn take(&self, p: &Pipeline, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let mode = Mode {
             count: true,
             ..DECIDE
@@ -412,7 +413,7 @@ impl Shape for Set {
     }
 
     /// Every counter of the set, on each member `only` selects.
-    fn raise(&self, p: &Pipeline, only: &[bool], to: u64, keep: &str) -> Tally {
+    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
         let resources = &self.refs()[..];
         let to = to.to_string();
         let call = |group: &[usize], _: bool| {
@@ -435,7 +436,7 @@ impl Shape for Set {
 
     /// Every key's expiry to `ttl_ms` on each member where all of them
     /// hold `token` (see the extend-set script).
-    fn extend(&self, p: &Pipeline, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
         let resources = &self.refs()[..];
         let ttl = ttl_ms.to_string();
         let keep = p.counter_keep(ttl_ms);
@@ -460,7 +461,7 @@ impl Shape for Set {
     /// back the reservations it took (see `fair.rs`).
     fn unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -500,7 +501,7 @@ impl Set {
     /// unlock-set script), on the members `only` selects.
     fn plain_unlock(
         &self,
-        p: &Pipeline,
+        p: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,

@@ -1,12 +1,12 @@
 //! The pipeline's scripted rounds: a script on every member (sent by
 //! hash, its source once more after `NOSCRIPT`), with arguments of its own
 //! for Redis Cluster members, a command behind it, replies kept whole, or
-//! one request per slot group ([`script_groups`](Pipeline::script_groups)).
+//! one request per slot group ([`script_groups`](Engine::script_groups)).
 
 use parking_lot::Mutex;
 use redis::Value;
 
-use super::{Answer, Args, Mode, Pipeline};
+use super::{Answer, Args, Engine, Mode};
 use crate::engine::batch;
 use crate::engine::quorum;
 use crate::members::conn::pack;
@@ -34,7 +34,7 @@ struct Plain<'a> {
     describe: &'a (dyn Fn(usize) -> String + Sync),
 }
 
-impl Pipeline {
+impl Engine {
     /// Runs a script that answers 1 or 0 on the members `only` selects,
     /// to decide a holder.
     pub(crate) fn script(
