@@ -392,55 +392,37 @@ impl Election {
         let value = &*self.value;
         let engine = self.manager.engine();
         let ttl_ms = engine.check_ttl(ttl)?;
-        let wait_on = WaitOn {
-            names: &[&self.name],
-            writer: None,
-            shared: false,
-            permit: false,
-        };
+        let names = [&self.name[..]];
+        let wait_on = WaitOn::names(&names);
         let budget = self.manager.budget(wait);
         let waits = !matches!(wait, Wait::No);
         let fair = Fair::waiting(engine, waits, &self.name, self.manager.retry().1);
         let shape = Arc::new(LeaderShape::new(&self.name, fair));
-        let mut ours = None;
-        let result = self.manager.attempts_on(wait_on, budget, |token, refusal| {
-            ours = Some(token.clone());
-            let start = Instant::now();
-            let granted = crate::engine::fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
-            let guard = LockGuard::new(
-                engine.clone(),
-                shape.clone(),
-                token.clone(),
-                Duration::from_millis(ttl_ms),
-                granted,
-            );
-            let term = guard.fencing_token().unwrap_or(0);
-            // Dropped on failure: the lock is released, candidates woken.
-            // A leadership that ran out before its claim was done is an
-            // attempt too slow for its TTL, which waiting may cure.
-            let too_slow = |e: Error| match e {
-                Error::NotHeld { .. } => Error::NoValidity {
-                    resource: quorum::display(&self.name),
-                    elapsed: start.elapsed(),
-                    ttl,
-                },
-                e => e,
-            };
-            self.claim(engine, token, term, 1, value)
-                .and_then(|()| guard.ensure_held())
-                .map_err(too_slow)?;
-            Ok(Leadership {
-                guard: guard.keep_alive(),
-                record: self.record.clone(),
-                term,
-                seq: Mutex::new(1),
+        self.manager
+            .acquire_shape(shape, wait_on, budget, ttl_ms, |guard: LockGuard, start| {
+                let term = guard.fencing_token().unwrap_or(0);
+                // Dropped on failure: the lock is released, candidates
+                // woken. A leadership that ran out before its claim was
+                // done is an attempt too slow for its TTL, which waiting
+                // may cure.
+                let too_slow = |e: Error| match e {
+                    Error::NotHeld { .. } => Error::NoValidity {
+                        resource: quorum::display(&self.name),
+                        elapsed: start.elapsed(),
+                        ttl,
+                    },
+                    e => e,
+                };
+                self.claim(engine, guard.token(), term, 1, value)
+                    .and_then(|()| guard.ensure_held())
+                    .map_err(too_slow)?;
+                Ok(Leadership {
+                    guard: guard.keep_alive(),
+                    record: self.record.clone(),
+                    term,
+                    seq: Mutex::new(1),
+                })
             })
-        });
-        // Given up: its places go at once.
-        if let (Err(_), Some(token)) = (&result, ours) {
-            crate::engine::fair::give_up(engine, &*shape, &token);
-        }
-        result
     }
 
     /// The claim round: writes the record (term, claim number `seq`,

@@ -219,31 +219,14 @@ impl LockManager {
         let engine = self.engine();
         let ttl_ms = engine.check_ttl(ttl)?;
         let writer = Writer(resource);
+        let names = [resource];
         let wait = WaitOn {
-            names: &[resource],
             writer: Some(&writer),
-            shared: false,
-            permit: false,
+            ..WaitOn::names(&names)
         };
         let waits = !matches!(budget, Budget::Once);
         let fair = Fair::waiting(engine, waits, resource, self.retry().1);
         let shape = std::sync::Arc::new(LockShape::new(resource, fair));
-        let mut ours = None;
-        let result = self.attempts_on(wait, budget, |token, refusal| {
-            ours = Some(token.clone());
-            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
-            Ok(LockGuard::new(
-                engine.clone(),
-                shape.clone(),
-                token.clone(),
-                Duration::from_millis(ttl_ms),
-                granted,
-            ))
-        });
-        // Given up: its places go at once.
-        if let (Err(_), Some(token)) = (&result, ours) {
-            fair::give_up(engine, &*shape, &token);
-        }
-        result
+        self.acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }
 }

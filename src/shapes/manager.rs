@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use crate::base::cancel::Cancel;
 use crate::base::error::{Error, Result};
 use crate::base::telemetry;
-use crate::engine::guard::LockGuard;
+use crate::engine::fair::{self, Queued};
+use crate::engine::guard::{Guard, LockGuard, mode::Mode};
 use crate::engine::pipeline::{Engine, Refusal, Token, new_token};
 use crate::engine::quorum;
 use crate::members::member::Member;
@@ -147,7 +148,20 @@ pub(crate) struct WaitOn<'a> {
     pub(crate) permit: bool,
 }
 
-/// What a waiting writer does (see `rwlock.rs`).
+impl<'a> WaitOn<'a> {
+    /// An exclusive waiter woken by releases of `names`: not a writer of
+    /// a read-write lock, not shared, not a permit.
+    pub(crate) fn names(names: &'a [&'a [u8]]) -> WaitOn<'a> {
+        WaitOn {
+            names,
+            writer: None,
+            shared: false,
+            permit: false,
+        }
+    }
+}
+
+/// What a waiting writer does (see `lock.rs`).
 pub(crate) trait Writer: Sync {
     /// Before a pause that follows a refusal: makes new readers queue
     /// behind this writer for `ms`, where readers hold the name. True
@@ -340,17 +354,60 @@ impl LockManager {
         budget: Budget,
         mut attempt: impl FnMut(&Token) -> Result<T>,
     ) -> Result<T> {
+        let names = [resource];
         let wait = WaitOn {
-            names: &[resource],
-            writer: None,
-            shared: false,
             permit: true,
+            ..WaitOn::names(&names)
         };
         self.attempts_on(wait, budget, |token, _| attempt(token))
     }
 
-    /// The acquisition loop for any shape: attempts, with pauses as
-    /// `budget` allows.
+    /// The acquisition every shape shares around the pipeline: attempts
+    /// in the waiting loop ([`attempts_on`](Self::attempts_on)), each
+    /// through fair waiting where the shape queues (`fair::attempt`); a
+    /// granted attempt becomes a guard of mode `M`, which `then` (given
+    /// it and the attempt's start) turns into the caller's value (a
+    /// leadership's claim; most return the guard, whose drop releases it
+    /// if `then` fails); and once the wait
+    /// is given up, the shape's places in the queues go at once.
+    ///
+    pub(crate) fn acquire_shape<S, M, T>(
+        &self,
+        shape: Arc<S>,
+        wait: WaitOn<'_>,
+        budget: Budget,
+        ttl_ms: u64,
+        mut then: impl FnMut(Guard<M>, Instant) -> Result<T>,
+    ) -> Result<T>
+    where
+        S: Queued + 'static,
+        M: Mode,
+    {
+        let engine = self.engine();
+        let mut ours = None;
+        let result = self.attempts_on(wait, budget, |token, refusal| {
+            ours = Some(token.clone());
+            let start = Instant::now();
+            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
+            let guard = Guard::new(
+                engine.clone(),
+                shape.clone(),
+                token.clone(),
+                Duration::from_millis(ttl_ms),
+                granted,
+            );
+            then(guard, start)
+        });
+        // Given up: its places go at once.
+        if let (Err(_), Some(token)) = (&result, ours) {
+            fair::give_up(engine, &*shape, &token);
+        }
+        result
+    }
+
+    /// The waiting loop around any `attempt` (given the acquisition's
+    /// token), with pauses as `budget` allows; most shapes use it through
+    /// [`acquire_shape`](Self::acquire_shape).
     ///
     /// When waiting is on, a pause is spent in the resource's queue of
     /// this manager's waiters (see `wait.rs`): it ends early when a release

@@ -232,23 +232,14 @@ impl RwLock {
         keys::check_resource(name)?;
         let engine = self.manager.engine();
         let ttl_ms = engine.check_ttl(ttl)?;
+        let names = [name];
         let wait = WaitOn {
-            names: &[name],
-            writer: None,
             shared: true,
-            permit: false,
+            ..WaitOn::names(&names)
         };
         let shape = Arc::new(Read { name: name.into() });
-        self.manager.attempts_on(wait, budget, |token, refusal| {
-            let granted = engine.acquire(&*shape, token, ttl_ms, refusal)?;
-            Ok(ReadGuard::new(
-                engine.clone(),
-                shape.clone(),
-                token.clone(),
-                Duration::from_millis(ttl_ms),
-                granted,
-            ))
-        })
+        self.manager
+            .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }
 }
 
@@ -264,6 +255,13 @@ impl std::fmt::Debug for RwLock {
 /// holds the readers' mark.
 struct Read {
     name: Box<[u8]>,
+}
+
+/// Readers never queue across managers: they share.
+impl crate::engine::fair::Queued for Read {
+    fn place(&self) -> Option<&crate::engine::fair::Fair> {
+        None
+    }
 }
 
 impl Shape for Read {

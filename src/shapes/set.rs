@@ -130,34 +130,14 @@ impl LockManager {
         let engine = self.engine();
         let ttl_ms = engine.check_ttl(ttl)?;
         let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
-        let wait = WaitOn {
-            names: &names,
-            writer: None,
-            shared: false,
-            permit: false,
-        };
         let waits = !matches!(budget, Budget::Once);
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
             fair: Fair::waiting(engine, waits, names[0], self.retry().1),
         });
-        let mut ours = None;
-        let result = self.attempts_on(wait, budget, |token, refusal| {
-            ours = Some(token.clone());
-            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
-            Ok(LockGuard::new(
-                engine.clone(),
-                shape.clone(),
-                token.clone(),
-                Duration::from_millis(ttl_ms),
-                granted,
-            ))
-        });
-        // Given up: its places go at once.
-        if let (Err(_), Some(token)) = (&result, ours) {
-            fair::give_up(engine, &*shape, &token);
-        }
-        result
+        self.acquire_shape(shape, WaitOn::names(&names), budget, ttl_ms, |guard, _| {
+            Ok(guard)
+        })
     }
 }
 
