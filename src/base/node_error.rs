@@ -1,49 +1,17 @@
 //! One node's failure: [`NodeError`], its [`NodeErrorKind`], the
-//! failures of a round ([`NodeFailures`]), and the crate-internal cause
-//! each carries (the Redis client's error, or one of the crate's own).
+//! failures of a round ([`NodeFailures`]), and the cause each carries
+//! ([`Cause`]: the crate's own type, from the socket up).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// A TLS failure (handshake, certificate, alert), carried inside an
-/// `io::Error` from the TLS stream to the connection layer.
-#[derive(Debug)]
+/// `io::Error` from the TLS stream (whose `Read` and `Write` speak
+/// `io::Error`) to the connection layer, which makes it [`Cause::Tls`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(crate) struct TlsFailure(pub(crate) String);
-
-impl fmt::Display for TlsFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for TlsFailure {}
-
-/// A reply no Redis server sends (see `resp.rs`), carried inside an
-/// `io::Error` from the reply reader: what was wrong and what came.
-#[derive(Debug)]
-pub(crate) struct Malformed(pub(crate) String);
-
-impl fmt::Display for Malformed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Malformed {}
-
-/// A host name that did not resolve, carried inside an `io::Error` from
-/// the connection layer.
-#[derive(Debug)]
-pub(crate) struct ResolveFailure(pub(crate) String);
-
-impl fmt::Display for ResolveFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ResolveFailure {}
 
 /// How far a call got before it failed: for messages that point the right
 /// way (a silent peer after a TCP connect is not a network problem).
@@ -60,55 +28,141 @@ pub(crate) enum Stage {
     Call,
 }
 
-/// What one node's failure came from: the Redis client's error, or one of
-/// the crate's own causes (which carry their detail).
-#[derive(Debug)]
+/// What one node's failure came from: the crate's own cause type, which
+/// the transport (connection, reply reader, request) returns from the
+/// socket up, and a [`NodeError`] carries. Nothing is wrapped into another
+/// crate's error type on the way.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Cause {
-    /// The Redis client's error: I/O, an error reply, a reply the protocol
-    /// does not allow here.
-    Redis(redis::RedisError),
+    /// The socket failed: refused, reset, closed by the peer
+    /// (`UnexpectedEof`), or out of time (`TimedOut`, `WouldBlock`: the
+    /// node timeout).
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// An error reply, read whole: the server's code and its words after
+    /// the code.
+    #[error("{code} {detail}")]
+    Reply { code: String, detail: String },
+    /// A reply of a type the request does not read: what came.
+    #[error("{0}")]
+    Unexpected(String),
     /// The host name did not resolve.
+    #[error("{0}")]
     Resolve(String),
     /// TLS failed.
+    #[error("{0}")]
     Tls(String),
     /// The server restarted and does not vote yet.
+    #[error("{0}")]
     Restarted(String),
     /// Too few replicas acknowledged the write.
+    #[error("{0}")]
     Replication(String),
     /// A Redis Cluster member could not route the request.
+    #[error("{0}")]
     Cluster(String),
     /// The peer answered, but not in RESP: its first bytes, as text.
+    #[error("{0}")]
     Foreign(String),
     /// A reply no Redis server sends: what was wrong with it.
+    #[error("{0}")]
     Malformed(String),
+    /// The address is of a kind this build cannot connect to.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The call to this node panicked (a bug).
+    #[error("the call to this node panicked")]
+    Panicked,
 }
 
 impl Cause {
-    /// The Redis client's error, when it is one.
-    pub(crate) fn redis(&self) -> Option<&redis::RedisError> {
+    /// The node timeout elapsed.
+    pub(crate) fn timed_out() -> Cause {
+        Cause::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "node timeout elapsed",
+        ))
+    }
+
+    /// An error reply's code (`NOSCRIPT`, `MOVED`, `NOPERM`, ...).
+    pub(crate) fn code(&self) -> Option<&str> {
         match self {
-            Cause::Redis(e) => Some(e),
+            Cause::Reply { code, .. } => Some(code),
             _ => None,
         }
     }
+
+    /// An error reply's words after the code.
+    pub(crate) fn detail(&self) -> Option<&str> {
+        match self {
+            Cause::Reply { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// The socket's failure, if this is one.
+    fn io(&self) -> Option<&std::io::Error> {
+        match self {
+            Cause::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The node sent a complete error reply: the connection is still in
+    /// step.
+    pub(crate) fn is_reply(&self) -> bool {
+        matches!(self, Cause::Reply { .. })
+    }
+
+    /// The node timeout elapsed.
+    pub(crate) fn is_timeout(&self) -> bool {
+        self.io().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            )
+        })
+    }
+
+    /// The connection was refused (or, for a Unix socket, the file is
+    /// not there).
+    fn is_refusal(&self) -> bool {
+        self.io().is_some_and(|e| {
+            e.kind() == std::io::ErrorKind::ConnectionRefused
+                || (cfg!(unix) && e.kind() == std::io::ErrorKind::NotFound)
+        })
+    }
+
+    /// The connection is gone: closed, reset, refused, aborted.
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.io().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::NotConnected
+                    | std::io::ErrorKind::NotFound
+            )
+        })
+    }
+
+    /// The connection was found closed by the peer: nothing was answered.
+    pub(crate) fn is_stale(&self) -> bool {
+        self.is_dropped() && !self.is_timeout()
+    }
 }
 
-impl From<redis::RedisError> for Cause {
-    /// A Redis client error; an I/O error that carries a TLS or name
-    /// resolution failure becomes that cause.
-    fn from(e: redis::RedisError) -> Cause {
-        if let Some(inner) = io_error(&e).and_then(|io| io.get_ref()) {
-            if let Some(TlsFailure(why)) = inner.downcast_ref::<TlsFailure>() {
-                return Cause::Tls(why.clone());
-            }
-            if let Some(ResolveFailure(why)) = inner.downcast_ref::<ResolveFailure>() {
-                return Cause::Resolve(why.clone());
-            }
-            if let Some(Malformed(why)) = inner.downcast_ref::<Malformed>() {
-                return Cause::Malformed(why.clone());
-            }
+impl From<std::io::Error> for Cause {
+    /// A socket's failure; one that carries a TLS failure (from the TLS
+    /// stream) becomes that cause.
+    fn from(e: std::io::Error) -> Cause {
+        if let Some(TlsFailure(why)) = e.get_ref().and_then(|i| i.downcast_ref::<TlsFailure>()) {
+            return Cause::Tls(why.clone());
         }
-        Cause::Redis(e)
+        Cause::Io(e)
     }
 }
 
@@ -254,28 +308,20 @@ impl NodeError {
             Cause::Replication(_) => NodeErrorKind::Replication,
             Cause::Cluster(_) => NodeErrorKind::Cluster,
             Cause::Foreign(_) | Cause::Malformed(_) => NodeErrorKind::Protocol,
-            Cause::Redis(source) if source.is_timeout() => NodeErrorKind::Timeout,
-            Cause::Redis(source) if is_permission(source) => NodeErrorKind::Permission,
-            Cause::Redis(source)
-                if source.kind() == redis::ErrorKind::AuthenticationFailed
-                    || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
-                    || is_auth_without_password(source) =>
+            cause if cause.is_timeout() => NodeErrorKind::Timeout,
+            cause if is_permission(cause) => NodeErrorKind::Permission,
+            cause
+                if matches!(cause.code(), Some("NOAUTH" | "WRONGPASS"))
+                    || is_auth_without_password(cause) =>
             {
                 NodeErrorKind::Auth
             }
-            Cause::Redis(source)
-                if matches!(
-                    source.kind(),
-                    redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-                ) =>
-            {
-                NodeErrorKind::Server
+            Cause::Reply { .. } => NodeErrorKind::Server,
+            _ if connecting => NodeErrorKind::Connect,
+            Cause::Io(_) => NodeErrorKind::Disconnected,
+            Cause::Unexpected(_) | Cause::Unsupported(_) | Cause::Panicked => {
+                NodeErrorKind::Protocol
             }
-            Cause::Redis(_) if connecting => NodeErrorKind::Connect,
-            Cause::Redis(source) if source.is_io_error() || source.is_connection_dropped() => {
-                NodeErrorKind::Disconnected
-            }
-            Cause::Redis(_) => NodeErrorKind::Protocol,
         };
         NodeError {
             node,
@@ -314,9 +360,9 @@ impl NodeError {
         }
     }
 
-    /// The Redis client's error, when it reported this failure.
-    pub(crate) fn redis(&self) -> Option<&redis::RedisError> {
-        self.cause.redis()
+    /// What this failure came from.
+    pub(crate) fn cause(&self) -> &Cause {
+        &self.cause
     }
 
     /// The connection could not be opened or was lost (a server gone).
@@ -354,7 +400,7 @@ impl NodeError {
     /// The error code of a server error reply (`"OOM"`, `"READONLY"`,
     /// `"LOADING"`, `"WRONGTYPE"`, ...), if the node sent one.
     pub fn code(&self) -> Option<&str> {
-        self.redis()?.code()
+        self.cause.code()
     }
 
     /// Whether the same call may succeed on this node later without a
@@ -395,21 +441,15 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let node = &self.node;
         match self.kind {
-            NodeErrorKind::Connect if self.redis().is_some_and(|e| e.is_connection_refusal()) => {
+            NodeErrorKind::Connect if self.cause.is_refusal() => {
                 write!(f, "{node}: connection refused")
             }
             // The peer accepted the connection (a proxy whose server is
             // down, a server at its limit) but closed it unanswered.
-            NodeErrorKind::Connect
-                if self.stage == Stage::Hello
-                    && self.redis().is_some_and(|e| {
-                        io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof)
-                            || e.is_connection_dropped()
-                    }) =>
-            {
+            NodeErrorKind::Connect if self.stage == Stage::Hello && self.cause.is_dropped() => {
                 write!(f, "{node}: connected, then closed without an answer")
             }
-            NodeErrorKind::Connect => match self.redis().and_then(io_detail) {
+            NodeErrorKind::Connect => match self.cause.io() {
                 Some(detail) => write!(f, "{node}: could not connect ({detail})"),
                 None => write!(f, "{node}: could not connect ({})", self.cause),
             },
@@ -456,7 +496,7 @@ impl fmt::Display for NodeError {
                 if let Some(command) = &self.command {
                     write!(f, " to {command}")?;
                 }
-                if let Some(detail) = self.redis().and_then(|e| e.detail()) {
+                if let Some(detail) = self.cause.detail() {
                     write!(f, ": {detail}")?;
                 }
                 if matches!(self.code(), Some("MOVED" | "ASK" | "CROSSSLOT")) {
@@ -501,12 +541,12 @@ impl NodeError {
 
     /// The server's error text, if any.
     fn detail(&self) -> &str {
-        self.redis().and_then(|e| e.detail()).unwrap_or("")
+        self.cause.detail().unwrap_or("")
     }
 
     /// ` (CODE detail)`: the server's own words.
     fn write_reply(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code(), self.redis().and_then(|e| e.detail())) {
+        match (self.code(), self.cause.detail()) {
             (Some(code), Some(detail)) => write!(f, " ({code} {detail})"),
             (Some(code), None) => write!(f, " ({code})"),
             (None, Some(detail)) => write!(f, " ({detail})"),
@@ -528,37 +568,10 @@ impl fmt::Debug for NodeError {
     }
 }
 
-/// The operating system's words for an I/O failure, if this is one.
-fn io_detail(e: &redis::RedisError) -> Option<String> {
-    match io_error(e) {
-        Some(io) => Some(io.to_string()),
-        None => e.is_io_error().then(|| e.to_string()),
-    }
-}
-
-/// The I/O error inside a Redis client error, if it carries one. The
-/// client keeps it behind an `Arc<dyn Error>` (a unit test below holds it
-/// to that).
-fn io_error(e: &redis::RedisError) -> Option<&std::io::Error> {
-    use std::error::Error as _;
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
-            c.downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()
-                .and_then(|a| a.downcast_ref::<std::io::Error>())
-        });
-        if io.is_some() {
-            return io;
-        }
-        cause = c.source();
-    }
-    None
-}
-
 /// `AUTH` with a password sent to a server that has none ("ERR AUTH
 /// <password> called without any password configured for the default
 /// user").
-fn is_auth_without_password(e: &redis::RedisError) -> bool {
+fn is_auth_without_password(e: &Cause) -> bool {
     e.code() == Some("ERR")
         && e.detail()
             .is_some_and(|d| d.contains("without any password configured"))
@@ -568,7 +581,7 @@ fn is_auth_without_password(e: &redis::RedisError) -> bool {
 /// script's user cannot run a command or access a key ("The user
 /// executing the script can't ..." on Redis 6.2 and 7.0, "ACL failure in
 /// script: ..." on Redis 7.2+ and Valkey).
-fn is_permission(e: &redis::RedisError) -> bool {
+fn is_permission(e: &Cause) -> bool {
     match e.code() {
         Some("NOPERM") => true,
         Some("ERR") => e.detail().is_some_and(|d| {
@@ -581,22 +594,7 @@ fn is_permission(e: &redis::RedisError) -> bool {
 
 impl std::error::Error for NodeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.redis().map(|e| e as _)
-    }
-}
-
-impl fmt::Display for Cause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Cause::Redis(e) => fmt::Display::fmt(e, f),
-            Cause::Resolve(why)
-            | Cause::Tls(why)
-            | Cause::Restarted(why)
-            | Cause::Replication(why)
-            | Cause::Cluster(why)
-            | Cause::Foreign(why)
-            | Cause::Malformed(why) => f.write_str(why),
-        }
+        self.cause.io().map(|e| e as _)
     }
 }
 
@@ -606,12 +604,9 @@ mod tests {
 
     #[test]
     fn tls_and_resolve_failures_are_causes_of_their_own() {
-        let io = |inner: Box<dyn std::error::Error + Send + Sync>| {
-            redis::RedisError::from(std::io::Error::other(inner))
-        };
         let tls = NodeError::classify(
             "n:1".into(),
-            io(Box::new(TlsFailure("bad certificate".into()))),
+            std::io::Error::other(TlsFailure("bad certificate".into())),
             true,
             Duration::from_millis(50),
         );
@@ -620,7 +615,7 @@ mod tests {
         assert!(std::error::Error::source(&tls).is_none());
         let resolve = NodeError::classify(
             "n:1".into(),
-            io(Box::new(ResolveFailure("db.local has no address".into()))),
+            Cause::Resolve("db.local has no address".into()),
             true,
             Duration::from_millis(50),
         );
@@ -631,13 +626,51 @@ mod tests {
         );
         let refused = NodeError::classify(
             "n:1".into(),
-            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
             true,
             Duration::from_millis(50),
         );
         assert_eq!(refused.kind(), NodeErrorKind::Connect);
+        assert_eq!(refused.to_string(), "n:1: connection refused");
         assert!(refused.is_transient());
         assert!(std::error::Error::source(&refused).is_some());
         assert!(!tls.is_transient() && !resolve.is_transient());
+    }
+
+    /// Error replies by their code: an ACL refusal, a wrong password, any
+    /// other reply; a timeout and a lost connection by the socket's words.
+    #[test]
+    fn causes_are_classified_by_what_they_say() {
+        let kind = |cause: Cause| {
+            NodeError::classify("n:1".into(), cause, false, Duration::from_millis(50)).kind()
+        };
+        let reply = |code: &str, detail: &str| Cause::Reply {
+            code: code.into(),
+            detail: detail.into(),
+        };
+        assert_eq!(kind(reply("NOPERM", "no")), NodeErrorKind::Permission);
+        assert_eq!(
+            kind(reply("ERR", "ACL failure in script: no")),
+            NodeErrorKind::Permission
+        );
+        assert_eq!(kind(reply("WRONGPASS", "bad")), NodeErrorKind::Auth);
+        assert_eq!(kind(reply("LOADING", "wait")), NodeErrorKind::Server);
+        assert_eq!(kind(Cause::timed_out()), NodeErrorKind::Timeout);
+        assert_eq!(
+            kind(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+            NodeErrorKind::Disconnected
+        );
+        assert_eq!(
+            kind(Cause::Unexpected("Int(7)".into())),
+            NodeErrorKind::Protocol
+        );
+        let e = NodeError::classify(
+            "n:1".into(),
+            reply("LOADING", "Redis is loading"),
+            false,
+            Duration::from_millis(50),
+        );
+        assert_eq!(e.code(), Some("LOADING"));
+        assert_eq!(e.to_string(), "n:1: error reply LOADING: Redis is loading");
     }
 }

@@ -428,9 +428,7 @@ mod tests {
             failures: Vec::new(),
         };
         for i in 0..failed {
-            let e = redis::RedisError::from(std::io::Error::from(
-                std::io::ErrorKind::ConnectionRefused,
-            ));
+            let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
             t.failures.push(NodeError::classify(
                 format!("n{i}").into(),
                 e,

@@ -13,9 +13,9 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, RedisError, RedisResult, Value};
+use redis::{ConnectionAddr, Value};
 
-use crate::base::node_error::{ResolveFailure, Stage};
+use crate::base::node_error::{Cause, Stage};
 use crate::members::resolve::Resolver;
 use crate::members::resp::Reader;
 
@@ -157,7 +157,7 @@ impl Conn {
         tls: Option<&Tls>,
         deadline: Instant,
         node_timeout: Duration,
-    ) -> Result<Conn, (Stage, RedisError)> {
+    ) -> Result<Conn, (Stage, Cause)> {
         let at = |stage| move |e| (stage, e);
         let stream = match (addr, resolver) {
             (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
@@ -221,10 +221,7 @@ impl Conn {
             _ => {
                 return Err((
                     Stage::Connect,
-                    RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "address type not supported",
-                    )),
+                    Cause::Unsupported("address type not supported".to_owned()),
                 ));
             }
         };
@@ -253,7 +250,7 @@ impl Conn {
     }
 
     /// Lowers the socket timeouts to what is left until `deadline`.
-    fn by(&mut self, deadline: Instant) -> RedisResult<()> {
+    fn by(&mut self, deadline: Instant) -> Result<(), Cause> {
         let left = left(deadline).ok_or_else(timed_out)?;
         Ok(self.cap_timeout(left, TIMEOUT_SLACK)?)
     }
@@ -269,21 +266,21 @@ impl Conn {
     }
 
     /// Writes a packed command by `deadline`.
-    pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> RedisResult<()> {
+    pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> Result<(), Cause> {
         self.answered = false;
         self.by(deadline)?;
         self.stream.write_all(packed).map_err(from_io)
     }
 
     /// Writes a packed command within the socket's current timeout.
-    pub(crate) fn write_now(&mut self, packed: &[u8]) -> RedisResult<()> {
+    pub(crate) fn write_now(&mut self, packed: &[u8]) -> Result<(), Cause> {
         self.stream.write_all(packed).map_err(from_io)
     }
 
     /// Reads one reply by `deadline`; an error reply becomes an error.
     /// Past the deadline, takes only a reply already received, without
     /// waiting.
-    pub(crate) fn read(&mut self, deadline: Instant) -> RedisResult<Value> {
+    pub(crate) fn read(&mut self, deadline: Instant) -> Result<Value, Cause> {
         loop {
             if let Some(reply) = self.take_parsed()? {
                 return reply;
@@ -296,7 +293,7 @@ impl Conn {
     /// blocking read, no polling: for a connection that mostly waits, such
     /// as a subscriber's); `None` if nothing complete came. A partial reply
     /// stays buffered for the next call.
-    pub(crate) fn read_within(&mut self, wait: Duration) -> RedisResult<Option<Value>> {
+    pub(crate) fn read_within(&mut self, wait: Duration) -> Result<Option<Value>, Cause> {
         if let Some(reply) = self.take_parsed()? {
             return reply.map(Some);
         }
@@ -319,7 +316,7 @@ impl Conn {
     /// The next complete reply in the input buffer, if any. What the
     /// reader consumed of an incomplete one is dropped from the buffer
     /// (it keeps its own state), so nothing is read twice.
-    fn take_parsed(&mut self) -> RedisResult<Option<RedisResult<Value>>> {
+    fn take_parsed(&mut self) -> Result<Option<Result<Value, Cause>>, Cause> {
         let (used, reply) = self.reader.read(&self.input[self.start..])?;
         self.start += used;
         if self.start == self.input.len() {
@@ -335,7 +332,7 @@ impl Conn {
     /// Receives more bytes: waiting until `deadline`, or past it only
     /// taking what has arrived. Blocks in the socket until the tail before
     /// the deadline, then polls (see `TAIL_MAX`).
-    fn fill(&mut self, deadline: Instant) -> RedisResult<()> {
+    fn fill(&mut self, deadline: Instant) -> Result<(), Cause> {
         let mut chunk = [0u8; 512];
         // Past the deadline, what has arrived is taken only for a moment:
         // a peer that keeps sending cannot hold the reader.
@@ -406,7 +403,7 @@ impl Conn {
         chunk: &mut [u8],
         deadline: Instant,
         wait: bool,
-    ) -> RedisResult<usize> {
+    ) -> Result<usize, Cause> {
         loop {
             match self.stream.read(chunk) {
                 Err(e) if is_would_block(&e) => match left(deadline).filter(|_| wait) {
@@ -426,15 +423,15 @@ fn is_would_block(e: &io::Error) -> bool {
     )
 }
 
-/// An I/O error as a Redis error (a TLS failure rides inside it, as
-/// `error::Cause` reads it).
-fn from_io(e: io::Error) -> RedisError {
+/// A socket's failure as the crate's cause (a TLS failure rides inside
+/// the TLS stream's `io::Error`, and becomes [`Cause::Tls`]).
+fn from_io(e: io::Error) -> Cause {
     e.into()
 }
 
-/// A name that did not resolve, as a Redis error that carries it.
-fn resolve_failure(why: String) -> RedisError {
-    io::Error::new(io::ErrorKind::NotFound, ResolveFailure(why)).into()
+/// A name that did not resolve.
+fn resolve_failure(why: String) -> Cause {
+    Cause::Resolve(why)
 }
 
 /// Connects to a Unix socket by `deadline`. The standard library's
@@ -444,7 +441,7 @@ fn resolve_failure(why: String) -> RedisError {
 /// it got) when the deadline passes first. Connects are rare: a pooled
 /// connection serves many pipeline.
 #[cfg(unix)]
-fn unix_connect(path: &std::path::Path, deadline: Instant) -> RedisResult<UnixStream> {
+fn unix_connect(path: &std::path::Path, deadline: Instant) -> Result<UnixStream, Cause> {
     let left = left(deadline).ok_or_else(timed_out)?;
     let (sent, got) = std::sync::mpsc::sync_channel(1);
     let path = path.to_owned();
@@ -464,11 +461,8 @@ fn left(deadline: Instant) -> Option<Duration> {
     Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
 }
 
-pub(crate) fn timed_out() -> RedisError {
-    RedisError::from(io::Error::new(
-        io::ErrorKind::TimedOut,
-        "node timeout elapsed",
-    ))
+pub(crate) fn timed_out() -> Cause {
+    Cause::timed_out()
 }
 
 /// Encodes one command in RESP.

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
+use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::base::error::Error;
 use crate::base::node_error::{Cause, NodeError, NodeErrorKind, Stage};
@@ -68,7 +68,7 @@ impl Listener {
         self.error(crate::members::conn::timed_out())
     }
 
-    fn error(&self, e: RedisError) -> NodeError {
+    fn error(&self, e: Cause) -> NodeError {
         NodeError::classify(self.node.clone(), e, false, self.timeout)
     }
 }
@@ -433,14 +433,14 @@ impl Node {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if f.error.redis().is_some_and(is_reply) => {
+            Err(f) if is_reply(&f.error) => {
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             // Closed before any reply: the server restarted since the
             // connection was last used, and never ran the request. (One
             // that answered part of a pipeline and then broke ran it: a
             // failure of this node, cleaned up as one, never sent again.)
-            Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
+            Err(f) if is_stale(&f.error) && !pooled.con.answered() => {
                 self.idle.lock().clear();
                 crate::base::logging::log!(
                     debug,
@@ -472,9 +472,7 @@ impl Node {
                 self.vote(req, Err(self.refused(f, req)))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if f.error.redis().is_some_and(is_reply) => {
-                self.vote(req, Err(self.refused(f, req)))
-            }
+            Err(f) if is_reply(&f.error) => self.vote(req, Err(self.refused(f, req))),
             Err(f) => Err(self.failed(pooled, f.error, req)),
         }
     }
@@ -513,12 +511,12 @@ impl Node {
             let answer = match pooled.finish(req, deadline) {
                 Ok(v) => self.vote(req, Ok(v)),
                 Err(f) if f.keep => self.vote(req, Err(self.refused(f, req))),
-                Err(f) if f.error.redis().is_some_and(is_stale) && !pooled.con.answered() => {
+                Err(f) if is_stale(&f.error) && !pooled.con.answered() => {
                     self.idle.lock().clear();
                     return None;
                 }
                 Err(f) => {
-                    let answer = if f.error.redis().is_some_and(is_reply) {
+                    let answer = if is_reply(&f.error) {
                         self.vote(req, Err(self.refused(f, req)))
                     } else {
                         Err(self.failed(pooled, f.error, req))
@@ -564,7 +562,7 @@ impl Node {
                     let e = std::io::Error::new(std::io::ErrorKind::NotConnected, why);
                     Err(NodeError::opening(
                         self.name.clone(),
-                        RedisError::from(e),
+                        e,
                         Stage::Connect,
                         self.timeout,
                     ))
@@ -583,9 +581,9 @@ impl Node {
         let cause = if timed_out {
             crate::members::conn::timed_out()
         } else {
-            RedisError::from(std::io::Error::new(
+            Cause::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
-                "no reply read: an earlier reply of the engine failed",
+                "no reply read: an earlier reply of the pipeline failed",
             ))
         };
         self.error(cause, false)
@@ -652,7 +650,7 @@ impl Node {
             }
             let e = NodeError::opening(self.name.clone(), f.error, Stage::Hello, self.timeout);
             match self.required_names.get(f.at) {
-                Some(name) if e.redis().is_some_and(is_reply) => e.about((*name).to_owned()),
+                Some(name) if is_reply(e.cause()) => e.about((*name).to_owned()),
                 _ => e,
             }
         })?;
@@ -742,7 +740,7 @@ impl Node {
     /// The failure reported for a node whose call panicked (a bug, never
     /// expected): counted as a failed node instead of unwinding.
     pub(crate) fn panicked(&self) -> NodeError {
-        let e = RedisError::from((redis::ErrorKind::Client, "the call to this node panicked"));
+        let e = Cause::Panicked;
         self.error(e, false)
     }
 
@@ -758,11 +756,7 @@ impl Node {
 }
 
 /// Writes `reqs` back to back on `pooled`, each as its server takes it.
-fn write_all(
-    pooled: &mut Pooled,
-    reqs: &[&Request<'_>],
-    deadline: Instant,
-) -> redis::RedisResult<()> {
+fn write_all(pooled: &mut Pooled, reqs: &[&Request<'_>], deadline: Instant) -> Result<(), Cause> {
     let packed: Vec<u8> = reqs
         .iter()
         .flat_map(|r| r.on(pooled).packed)

@@ -27,7 +27,7 @@ use redis::Value;
 
 use crate::base::error::Error;
 use crate::base::keys::SLOTS;
-use crate::base::node_error::NodeError;
+use crate::base::node_error::{Cause, NodeError};
 use crate::members::conn::pack;
 use crate::members::identities::Identities;
 use crate::members::node::{Node, Setup};
@@ -255,7 +255,7 @@ impl RedisCluster {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<u64, NodeError> {
-        let Some((slot, host, port)) = e.redis().and_then(parse_redirect) else {
+        let Some((slot, host, port)) = parse_redirect(e.cause()) else {
             return Err(e);
         };
         let Ok(node) = self.node_at(&host, port) else {
@@ -307,7 +307,7 @@ impl RedisCluster {
         if e.code() != Some("MOVED") {
             return false;
         }
-        let Some((slot, host, port)) = e.redis().and_then(parse_redirect) else {
+        let Some((slot, host, port)) = parse_redirect(e.cause()) else {
             return false;
         };
         let Ok(node) = self.node_at(&host, port) else {
@@ -526,7 +526,7 @@ fn is_redirect(e: &NodeError) -> bool {
 }
 
 /// `MOVED 3999 127.0.0.1:6381` / `ASK ...`: the slot and the target.
-fn parse_redirect(e: &redis::RedisError) -> Option<(u16, String, u16)> {
+fn parse_redirect(e: &Cause) -> Option<(u16, String, u16)> {
     let detail = e.detail()?;
     let mut parts = detail.split_whitespace();
     // A slot past the map is no redirect we can follow (the error stays
@@ -548,11 +548,10 @@ mod tests {
 
     #[test]
     fn redirects_are_read() {
-        let e = redis::RedisError::from((
-            redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
-            "An error was signalled by the server",
-            "3999 127.0.0.1:6381".to_owned(),
-        ));
+        let e = Cause::Reply {
+            code: "MOVED".into(),
+            detail: "3999 127.0.0.1:6381".into(),
+        };
         assert_eq!(parse_redirect(&e), Some((3999, "127.0.0.1".into(), 6381)));
         // A slot of 16384 or more (before: an index past the slot map, a
         // panic) is no redirect.
@@ -561,11 +560,10 @@ mod tests {
             "65535 127.0.0.1:6381",
             "-1 127.0.0.1:6381",
         ] {
-            let e = redis::RedisError::from((
-                redis::ErrorKind::Server(redis::ServerErrorKind::Moved),
-                "An error was signalled by the server",
-                detail.to_owned(),
-            ));
+            let e = Cause::Reply {
+                code: "MOVED".into(),
+                detail: detail.to_owned(),
+            };
             assert_eq!(parse_redirect(&e), None, "{detail}");
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use redis::{RedisError, Value};
+use redis::Value;
 
 use crate::base::keys::READERS_MARK;
 use crate::base::node_error::Cause;
@@ -159,16 +159,12 @@ pub(crate) struct Failure {
     pub(crate) keep: bool,
 }
 
-impl From<RedisError> for Failure {
+impl From<Cause> for Failure {
     /// The failure of one read: an error reply was read whole (the
     /// connection is in step so far); anything else breaks it.
-    fn from(error: RedisError) -> Failure {
-        let keep = is_reply(&error);
-        Failure {
-            error: error.into(),
-            at: 0,
-            keep,
-        }
+    fn from(error: Cause) -> Failure {
+        let keep = error.is_reply();
+        Failure { error, at: 0, keep }
     }
 }
 
@@ -233,14 +229,14 @@ impl Pooled {
                 self.con.write(&load, deadline)?;
                 self.con.read(deadline)?;
                 Err(Failure {
-                    error: error.into(),
+                    error,
                     at: 0,
                     keep: true,
                 })
             }
             (Ok(n), _, _) => Ok(DIFFERS | n),
             (Err(error), _, _) => Err(Failure {
-                error: error.into(),
+                error,
                 at: 0,
                 keep: true,
             }),
@@ -409,7 +405,7 @@ impl Pooled {
             Err(e) => e,
         };
         Err(Failure {
-            error: error.into(),
+            error,
             at: 0,
             keep: false,
         })
@@ -422,7 +418,7 @@ impl Pooled {
         &mut self,
         then_any: bool,
         deadline: Instant,
-    ) -> Result<Result<Value, RedisError>, RedisError> {
+    ) -> Result<Result<Value, Cause>, Cause> {
         let first = match self.con.read(deadline) {
             Err(e) if !is_reply(&e) => return Err(e),
             first => first,
@@ -452,9 +448,7 @@ impl Pooled {
             // without `GET` finds (its slot keeps the placeholder `OK`,
             // read below as taken).
             Some(refused)
-                if get
-                    && refused.at == 0
-                    && refused.error.redis().and_then(RedisError::code) == Some("WRONGTYPE") =>
+                if get && refused.at == 0 && refused.error.code() == Some("WRONGTYPE") =>
             {
                 replies[0] = Value::Int(0);
             }
@@ -488,14 +482,14 @@ impl Pooled {
                 Ok(value) => *slot = value,
                 Err(error) if is_reply(&error) => {
                     refused.get_or_insert(Failure {
-                        error: error.into(),
+                        error,
                         at,
                         keep: true,
                     });
                 }
                 Err(error) => {
                     return Err(Failure {
-                        error: error.into(),
+                        error,
                         at,
                         keep: false,
                     });
@@ -523,20 +517,17 @@ fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Resul
 }
 
 /// The node sent a complete error reply: the connection is still in step.
-pub(crate) fn is_reply(e: &RedisError) -> bool {
-    matches!(
-        e.kind(),
-        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-    )
+pub(crate) fn is_reply(e: &Cause) -> bool {
+    e.is_reply()
 }
 
-pub(crate) fn is_noscript(e: &RedisError) -> bool {
+pub(crate) fn is_noscript(e: &Cause) -> bool {
     e.code() == Some("NOSCRIPT")
 }
 
 /// The connection was found closed by the peer: nothing was answered.
-pub(crate) fn is_stale(e: &RedisError) -> bool {
-    e.is_connection_dropped() && !e.is_timeout()
+pub(crate) fn is_stale(e: &Cause) -> bool {
+    e.is_stale()
 }
 
 /// A script's number answer (see [`Reply::One`]).
@@ -549,10 +540,6 @@ fn one(value: Value) -> Result<u64, Failure> {
     }
 }
 
-pub(crate) fn unexpected(value: &Value) -> RedisError {
-    RedisError::from((
-        redis::ErrorKind::UnexpectedReturnType,
-        "unexpected reply",
-        format!("{value:?}"),
-    ))
+pub(crate) fn unexpected(value: &Value) -> Cause {
+    Cause::Unexpected(format!("{value:?}"))
 }

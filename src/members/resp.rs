@@ -17,9 +17,9 @@
 //! kept script reply (an election's record, `inspect`) a resource name
 //! and a value.
 
-use redis::{RedisError, RedisResult, Value};
+use redis::Value;
 
-use crate::base::node_error::Malformed;
+use crate::base::node_error::Cause;
 
 /// The largest reply accepted, in bytes: 8 MiB.
 pub(crate) const MAX_REPLY: usize = 8 << 20;
@@ -48,7 +48,7 @@ pub(crate) struct Reader {
 }
 
 /// One reply read: a value, or the error reply the server sent.
-pub(crate) type Reply = RedisResult<Value>;
+pub(crate) type Reply = Result<Value, Cause>;
 
 impl Reader {
     /// Reads from `input` (bytes received and not consumed yet): how many
@@ -56,7 +56,7 @@ impl Reader {
     /// incomplete reply are consumed as far as whole lines and bulk
     /// strings go; the rest waits for more. An `Err` is a reply no Redis
     /// server sends: the connection is unusable.
-    pub(crate) fn read(&mut self, input: &[u8]) -> RedisResult<(usize, Option<Reply>)> {
+    pub(crate) fn read(&mut self, input: &[u8]) -> Result<(usize, Option<Reply>), Cause> {
         let mut at = 0;
         loop {
             let rest = &input[at..];
@@ -82,10 +82,10 @@ impl Reader {
                 b'-' => {
                     let text = text(line);
                     let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
-                    Err(redis::make_extension_error(
-                        code.to_owned(),
-                        Some(detail.to_owned()),
-                    ))
+                    Err(Cause::Reply {
+                        code: code.to_owned(),
+                        detail: detail.to_owned(),
+                    })
                 }
                 b':' => Ok(Value::Int(number(line)?)),
                 b'$' => match number(line)? {
@@ -194,7 +194,7 @@ fn text(line: &[u8]) -> String {
     String::from_utf8_lossy(line).into_owned()
 }
 
-fn number(line: &[u8]) -> RedisResult<i64> {
+fn number(line: &[u8]) -> Result<i64, Cause> {
     std::str::from_utf8(line)
         .ok()
         .and_then(|s| s.parse().ok())
@@ -203,13 +203,12 @@ fn number(line: &[u8]) -> RedisResult<i64> {
 
 /// A reply no Redis server sends: what was wrong, and the start of what
 /// came (at most 40 bytes, as text).
-fn bad(what: &'static str, came: &[u8]) -> RedisError {
+fn bad(what: &'static str, came: &[u8]) -> Cause {
     let shown: String = String::from_utf8_lossy(&came[..came.len().min(40)])
         .chars()
         .map(|c| if c.is_control() { '.' } else { c })
         .collect();
-    let why = Malformed(format!("{what} (it sent {shown:?})"));
-    std::io::Error::new(std::io::ErrorKind::InvalidData, why).into()
+    Cause::Malformed(format!("{what} (it sent {shown:?})"))
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@ use super::*;
 use proptest::prelude::*;
 
 /// Reads one reply from `input` in one go.
-fn one(input: &[u8]) -> RedisResult<(usize, Option<Reply>)> {
+fn one(input: &[u8]) -> Result<(usize, Option<Reply>), Cause> {
     Reader::default().read(input)
 }
 
 /// Feeds `input` in the pieces `cuts` makes, as a connection would
 /// (unconsumed bytes carried over): the replies, or the first error.
-fn fed(input: &[u8], cuts: &[usize]) -> RedisResult<Vec<Reply>> {
+fn fed(input: &[u8], cuts: &[usize]) -> Result<Vec<Reply>, Cause> {
     let mut reader = Reader::default();
     let (mut buffer, mut replies) = (Vec::new(), Vec::new());
     let mut last = 0;
