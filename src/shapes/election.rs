@@ -593,7 +593,7 @@ impl Leadership {
 
     /// The members that failed while this leadership was won, each with
     /// its cause (see [`Guard::failures`](crate::Guard::failures)).
-    pub fn failures(&self) -> &[crate::NodeError] {
+    pub fn failures(&self) -> &[crate::base::node_error::NodeError] {
         self.guard.failures()
     }
 

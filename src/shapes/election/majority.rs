@@ -315,7 +315,7 @@ mod tests {
         assert!(
             matches!(
                 err,
-                crate::Error::NoQuorum {
+                crate::base::error::Error::NoQuorum {
                     agreed: 1,
                     nodes: 3,
                     quorum: 2,
