@@ -24,6 +24,10 @@ pub(crate) const DIFFERS: u64 = 1 << 61;
 /// without `GET`). A waiting writer then asks readers to queue behind it.
 pub(crate) const MAYBE_READERS: u64 = 1 << 60;
 
+/// The index a [`Failure`] of a plain command's fallback script (see
+/// [`Reply::DelIfEq`]) gives its request's `describe`.
+pub(crate) const FALLBACK: usize = usize::MAX;
+
 /// The answer of a node whose key is gone (expired or deleted), to an
 /// unlock or extend: the scripts' -1.
 pub(crate) const GONE: u64 = u64::MAX;
@@ -388,7 +392,15 @@ impl Pooled {
                 self.delifeq_refused = true;
                 let script = req.reload.map(|reload| reload()).unwrap_or_default();
                 self.con.write(&script, deadline)?;
-                one(self.read_then(tail, deadline)??)
+                // The script's own failure is the script's, for messages.
+                match self.read_then(tail, deadline)? {
+                    Ok(value) => one(value),
+                    Err(error) => Err(Failure {
+                        keep: error.is_reply(),
+                        error,
+                        at: FALLBACK,
+                    }),
+                }
             }
             Ok(other) => Err(unexpected(&other).into()),
             Err(e) => Err(e.into()),

@@ -377,6 +377,35 @@ fn a_user_refused_delifeq_releases_by_script() {
             3 * per_cycle
         );
     }
+    // Refused the scripts too, a release's failure names the script (the
+    // command that failed), not the `DELIFEQ` refused before it.
+    grant(&cluster, &["-eval", "-evalsha"]);
+    let fresh = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .build()
+        .unwrap();
+    let err = fresh
+        .lock("lock:refused-delifeq", Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap_err();
+    for f in err.failures() {
+        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+        assert_eq!(
+            f.command(),
+            Some("the unlock script on \"lock:refused-delifeq\""),
+            "{f}"
+        );
+    }
+    assert_eq!(err.failures().len(), 3, "{err}");
 }
 
 #[test]

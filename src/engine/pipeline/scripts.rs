@@ -11,7 +11,7 @@ use crate::engine::batch;
 use crate::engine::quorum;
 use crate::members::conn::pack;
 use crate::members::member::Member;
-use crate::members::request::{Reply, Request};
+use crate::members::request::{FALLBACK, Reply, Request};
 use crate::members::script::Lua;
 
 /// One slot group's keys and arguments.
@@ -161,7 +161,10 @@ impl Engine {
         debug_assert!(!mode.replicated, "DELIFEQ with a WAIT");
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
         let delete = pack(&[b"DELIFEQ", key, token]);
-        let describe = |_: usize| format!("DELIFEQ {:?}", String::from_utf8_lossy(key));
+        let describe = |at: usize| match at {
+            FALLBACK => lua.describe(key),
+            _ => format!("DELIFEQ {:?}", String::from_utf8_lossy(key)),
+        };
         // Redis Cluster members' form only when there are some: a
         // release is on the hot path.
         let cluster = if self.has_clusters {
