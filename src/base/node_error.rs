@@ -44,7 +44,7 @@ pub(crate) enum Cause {
     #[error("{code} {detail}")]
     Reply { code: String, detail: String },
     /// A reply of a type the request does not read: what came.
-    #[error("{0}")]
+    #[error("unexpected reply {0}")]
     Unexpected(String),
     /// The host name did not resolve.
     #[error("{0}")]
@@ -274,10 +274,11 @@ pub enum NodeErrorKind {
 /// One node's failure: which node, what kind of failure, and its cause.
 ///
 /// Its `Display` is one line naming the node and the cause. Its
-/// `source()`, when the Redis client reported the failure, is that error,
-/// as an opaque [`std::error::Error`]; the crate's own causes (a restart,
-/// too few replicas, a name that did not resolve, TLS, Redis Cluster
-/// routing) are in the message and [`kind`](Self::kind).
+/// `source()`, where the socket failed (or the node timeout elapsed), is
+/// that [`std::io::Error`]; every other cause (an error reply, whose code
+/// is [`code`](Self::code), a reply no server sends, a restart, too few
+/// replicas, a name that did not resolve, TLS, Redis Cluster routing) is
+/// in the message and [`kind`](Self::kind), and has no source.
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
@@ -512,7 +513,8 @@ impl fmt::Display for NodeError {
                     write!(f, "{node}: not a Redis server: it answered {said:?}")
                 }
                 Cause::Malformed(why) => write!(f, "{node}: bad reply: {why}"),
-                cause => write!(f, "{node}: unexpected reply ({cause})"),
+                Cause::Panicked => write!(f, "{node}: the call to this node panicked (a bug)"),
+                cause => write!(f, "{node}: {cause}"),
             },
             NodeErrorKind::Cluster | NodeErrorKind::Restarted | NodeErrorKind::Replication => {
                 write!(f, "{node}: {}", self.cause)
@@ -555,8 +557,8 @@ impl NodeError {
     }
 }
 
-/// The node, the kind, what the error reply answered and the client's
-/// error: no bookkeeping.
+/// The node, the kind, what the error reply answered and the cause: no
+/// bookkeeping.
 impl fmt::Debug for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("NodeError");

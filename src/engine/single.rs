@@ -225,9 +225,9 @@ impl OneKey {
         let cluster_cleanup = || cleanup(true);
         // On a Redis Cluster member the same pipeline goes to the slot's
         // master. An `ASK` is followed to the target only for a single-key
-        // request (see `redis_cluster.rs`, "Safety under slot
-        // migration"): a key with a fencing counter or a check ahead is
-        // no vote while its slot migrates.
+        // request (see the crate docs, "Why slot migrations are safe"): a
+        // key with a fencing counter or a check ahead is no vote while
+        // its slot migrates.
         let seen = Mutex::new(Vec::new());
         let base = Request {
             packed: &packed,

@@ -222,7 +222,8 @@ impl Builder {
         self
     }
 
-    /// Sets how long [`LockManager::lock`] waits for a busy lock: `count`
+    /// Sets how long [`LockManager::lock`] (and every bare verb: `lock_all`,
+    /// `read`, `write`, `acquire`, `campaign`) waits for a busy lock: `count`
     /// attempts' worth (at least 1), that is `count - 1` pauses, each drawn
     /// uniformly from `[max_delay / 2, max_delay]`. Being woken by a
     /// release never shortens that wait (see

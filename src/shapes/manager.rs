@@ -40,7 +40,7 @@ impl Retry {
 /// [`LockManager::lock_with`] and the other shapes' `_with` calls. Named
 /// so that a wait cannot be passed where the TTL goes (both would be
 /// `Duration`s); `lock`, `try_lock`, `try_lock_for` and `try_lock_until`
-/// are these four.
+/// are the first four, and [`Wait::Forever`] has no call of its own.
 ///
 /// ```no_run
 /// # use std::time::Duration;

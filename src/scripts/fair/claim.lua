@@ -10,7 +10,8 @@
 -- writes no key of ours and keeps our place in the queue of one key (our
 -- ticket there is added, at our arrival, or refreshed): the one the
 -- client names (ARGV[6]), or else the first not ours to take here; a set
--- leaves the other keys' queues (see fair.rs, "Why it cannot deadlock").
+-- leaves the other keys' queues (see the crate docs' fair waiting
+-- section, "Why sets cannot deadlock").
 --
 -- KEYS     the n lock keys, then their n queues (waiters' tokens, scored
 --          by arrival), their n tickets hashes (each waiter's token,
