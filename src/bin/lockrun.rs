@@ -152,7 +152,7 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
         Err(e) => return usage_error(e.to_string()),
     };
     if args.check {
-        return ops::check(&dlm, &args.resources[0]);
+        return ops::check(&dlm, args.resources.first());
     }
     if args.leader_of {
         return ops::leader_of(&dlm, &args.resources[0]);

@@ -163,14 +163,6 @@ impl State {
         self.shape.resources()
     }
 
-    /// [`ensure_held`](Self::ensure_held) without building the reason.
-    fn is_held(&self) -> bool {
-        let status = self.status.lock();
-        status.lost.is_none()
-            && Instant::now() < status.valid_until
-            && status.renewal_error.is_none()
-    }
-
     fn ensure_held(&self) -> Result<()> {
         let status = self.status.lock();
         if status.lost.is_some() || Instant::now() >= status.valid_until {
@@ -533,7 +525,7 @@ impl<M: Mode> Guard<M> {
     /// [`Leadership::is_leader`](crate::Leadership::is_leader) does. No
     /// network call. [`validity`](Self::validity) is the clock alone.
     pub fn is_valid(&self) -> bool {
-        self.state.is_held()
+        self.state.ensure_held().is_ok()
     }
 
     /// Fails closed: `Ok` only while the lock is known to be held, that is

@@ -31,9 +31,8 @@ scripts! {
 /// write, and kept alive with the permit (see "The count is stored
 /// with the semaphore" on [`Semaphore`]).
 pub(crate) struct PermitShape {
+    /// The slot's key; its releases wake the semaphore's name.
     slot: OneKey,
-    /// The semaphore's name.
-    name: Box<[u8]>,
     /// The key of the semaphore's stored count.
     count_key: Box<[u8]>,
     /// The count this client was made with.
@@ -46,7 +45,6 @@ impl PermitShape {
     fn new(key: &[u8], name: &[u8], count: u32) -> PermitShape {
         PermitShape {
             slot: OneKey::new(key, name),
-            name: name.into(),
             count_key: keys::permits_key(name).into(),
             count,
         }
@@ -59,11 +57,11 @@ impl Shape for PermitShape {
     }
 
     fn shown(&self) -> String {
-        shown(&self.name, self.count)
+        shown(&self.slot.wakes, self.count)
     }
 
     fn wakes(&self) -> Vec<&[u8]> {
-        vec![&self.name]
+        vec![&self.slot.wakes]
     }
 
     fn holder(&self) -> Option<Vec<u8>> {

@@ -467,7 +467,7 @@ impl Shape for Set {
                 return Tally::count(answers);
             }
             // A member that refused the queue is released as an unfair
-            // manager releases (see `lock.rs`).
+            // manager releases (see `single.rs`).
             return fair::release_or_unfair(p, answers, |refused| {
                 self.plain_unlock(p, Some(refused), token, message)
             });

@@ -311,9 +311,6 @@ pub(crate) fn parse() -> Result<Parsed, String> {
         if resources.len() > 1 {
             return Err("--check takes at most one RESOURCE".into());
         }
-        if resources.is_empty() {
-            resources.push("redlock-check".to_owned());
-        }
     } else {
         if resources.is_empty() {
             return Err("missing RESOURCE (lockrun [OPTIONS] RESOURCE... -- COMMAND)".into());

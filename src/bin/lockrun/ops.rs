@@ -32,9 +32,13 @@ pub(crate) fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
     }
 }
 
-/// `--check`: one line per server on stdout; 1 if any is unsafe.
-pub(crate) fn check(dlm: &LockManager, resource: &str) -> ExitCode {
-    let reports = dlm.check_on(resource);
+/// `--check`: one line per server on stdout; 1 if any is unsafe. Without
+/// a RESOURCE, the library's own scratch keys (`check()`).
+pub(crate) fn check(dlm: &LockManager, resource: Option<&String>) -> ExitCode {
+    let reports = match resource {
+        Some(resource) => dlm.check_on(resource),
+        None => dlm.check(),
+    };
     for report in &reports {
         if VERBOSITY.load(Ordering::Relaxed) >= INFO {
             println!("{report:#}");
