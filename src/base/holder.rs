@@ -59,6 +59,45 @@ fn clean(s: &str, max: usize) -> String {
         .collect()
 }
 
+/// What separates an acquisition's token from its attempt's number in the
+/// value an attempt writes. Holder names never hold it (see [`clean`]).
+pub(crate) const ATTEMPT_MARK: u8 = b'#';
+
+/// The value the `n`-th attempt of the acquisition whose token is
+/// `waiter` writes: the token, [`ATTEMPT_MARK`], and `n`.
+///
+/// Each attempt writes a value of its own, so that the clean-up of a
+/// failed attempt, which deletes only what holds that attempt's value,
+/// can never delete a later attempt's grant: a clean-up the network
+/// holds back past the client's timeout (sent on a connection then
+/// dropped, it still reaches the server) may be executed after a later
+/// attempt of the same acquisition, sent on another connection, was
+/// granted there. With one value for every attempt it deleted that
+/// grant, and the holder counted a vote that was gone (the schedule
+/// checker's cross-process run found two holders so; the test
+/// `safety::a_clean_up_delivered_late_deletes_no_later_grant_of_a_lock`
+/// replays it). The acquisition keeps its token as the waiter's name in
+/// the members' queues (the fair scripts read it back with
+/// [`waiter_of`]) and in this manager's own bookkeeping.
+pub(crate) fn attempt_token(waiter: &[u8], n: u32) -> Vec<u8> {
+    let n = n.to_string();
+    let mut token = Vec::with_capacity(waiter.len() + 1 + n.len());
+    token.extend_from_slice(waiter);
+    token.push(ATTEMPT_MARK);
+    token.extend_from_slice(n.as_bytes());
+    token
+}
+
+/// The acquisition's token in an attempt's value (see [`attempt_token`]):
+/// everything before [`ATTEMPT_MARK`], or the whole value when it has
+/// none.
+pub(crate) fn waiter_of(value: &[u8]) -> &[u8] {
+    match value.iter().position(|&b| b == ATTEMPT_MARK) {
+        Some(at) => &value[..at],
+        None => value,
+    }
+}
+
 /// Who holds a lock, as its token names it (see the [module docs](self)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HolderName {
@@ -78,6 +117,8 @@ impl HolderName {
     /// off, and other Redlock clients' values, carry none).
     pub fn parse(token: &[u8]) -> Option<HolderName> {
         let token = std::str::from_utf8(token).ok()?;
+        // An attempt's value: the token, `#` and the attempt's number.
+        let token = token.split_once('#').map_or(token, |(token, _)| token);
         let (random, name) = token.split_once('@')?;
         if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
@@ -132,6 +173,18 @@ mod tests {
         assert!(describe(&token).contains(&format!("pid {}", std::process::id())));
         let plain = [&b"0123456789abcdef0123456789abcdef"[..], &suffix(None)].concat();
         assert_eq!(HolderName::parse(&plain).unwrap().label, None);
+    }
+
+    #[test]
+    fn each_attempt_writes_its_own_value_naming_its_waiter() {
+        let waiter = [&b"0123456789abcdef0123456789abcdef"[..], b"@host/7/job"].concat();
+        let (first, second) = (attempt_token(&waiter, 1), attempt_token(&waiter, 2));
+        assert_ne!(first, second);
+        assert_eq!(waiter_of(&first), &waiter[..]);
+        assert_eq!(waiter_of(&second), &waiter[..]);
+        assert_eq!(&first[waiter.len()..], b"#1");
+        // Another client's value, without the mark, is its own waiter.
+        assert_eq!(waiter_of(b"someone-else"), b"someone-else");
     }
 
     #[test]

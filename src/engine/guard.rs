@@ -480,7 +480,10 @@ impl<M: Mode> Guard<M> {
     /// The token stored as the key's value, new for every acquisition:
     /// 32 lowercase hex characters (128 random bits), then, unless the
     /// manager's [`name_holders`](crate::Builder::name_holders) is off,
-    /// `@host/pid` and `/label` (see [`HolderName`](crate::HolderName)).
+    /// `@host/pid` and `/label` (see [`HolderName`](crate::HolderName));
+    /// then `#` and the number of the attempt that was granted (each
+    /// attempt writes a value of its own: see the manual's "How it
+    /// works").
     pub fn token(&self) -> &[u8] {
         &self.state.token
     }

@@ -98,7 +98,11 @@ impl Shared {
             entry.news(&self.news);
         }
         let (token, next) = split_message(message);
-        if !local && reg.own.contains_key(unlock_token(token)) {
+        if !local
+            && reg
+                .own
+                .contains_key(crate::base::holder::waiter_of(unlock_token(token)))
+        {
             return;
         }
         // A notice to the waiter next after a hand-off is no release.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::cancel::Cancel;
 use crate::base::error::{Error, Result};
+use crate::base::holder::attempt_token;
 use crate::base::telemetry;
 use crate::engine::fair::{self, Queued};
 use crate::engine::guard::{Guard, LockGuard, mode::Mode};
@@ -485,6 +486,7 @@ impl LockManager {
             queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
         let mut turn = place.as_ref().is_none_or(|p| p.is_first());
         let (mut last, mut owed, mut flagged) = (None, false, false);
+        let mut tries = 0;
         // A fair set waits in the queue of the name that refused it last,
         // and watches the others: a hand-off of any of them wakes it.
         let mut watch = None;
@@ -505,7 +507,11 @@ impl LockManager {
                     seen = Some(seen_all());
                 }
                 refusal = Refusal::default();
-                match attempt(&token, &mut refusal) {
+                // Each attempt writes a value of its own (see
+                // `attempt_token`); the token names the waiter.
+                tries += 1;
+                let value = attempt_token(&token, tries);
+                match attempt(&value, &mut refusal) {
                     Ok(acquired) => {
                         if let Some(place) = place {
                             place.acquired(wait_on.shared, wait_on.permit);

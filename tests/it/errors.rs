@@ -196,7 +196,15 @@ fn a_taken_lock_names_its_holder_unless_naming_is_off() {
         .build()
         .unwrap();
     let guard = anonymous.lock(&r, TTL).unwrap();
-    assert_eq!(guard.token().len(), 32);
+    // 32 random hex digits, then `#` and the attempt's number (each
+    // attempt writes a value of its own).
+    let (random, attempt) = guard.token().split_at(32);
+    assert!(
+        random.iter().all(u8::is_ascii_hexdigit),
+        "{:?}",
+        guard.token()
+    );
+    assert_eq!(attempt, b"#1");
     assert_eq!(HolderName::parse(guard.token()), None);
     let err = manager(&cluster.urls()).try_lock(&r, TTL).unwrap_err();
     let token = String::from_utf8(guard.token().to_vec()).unwrap();

@@ -303,3 +303,93 @@ fn a_semaphore_given_another_count_is_refused_naming_both() {
         held.release().unwrap();
     }
 }
+
+/// A clean-up that the network delays past the holder's next attempts
+/// (CI of stop 49: the cross-process schedule run saw "two holders
+/// of a" with tokens in order, on a loaded machine where a forwarder
+/// held a write back): an acquisition's first attempt is refused on two
+/// of three nodes and granted on the third, whose clean-up is held back
+/// in the network until after a later attempt of the same acquisition
+/// was granted there. That late clean-up must not delete the later
+/// grant: a second client then takes the lock on the node it freed and
+/// another, while the first still holds it.
+fn a_clean_up_delivered_late_deletes_no_later_grant(fair: bool) {
+    use support::proxy::{Mode as Net, Proxy};
+    let ttl = Duration::from_millis(3000);
+    let nodes = Nodes::start(3).unwrap();
+    let late = Proxy::start(
+        format!("127.0.0.1:{}", nodes.servers[2].port())
+            .parse()
+            .unwrap(),
+    )
+    .unwrap();
+    let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
+    // Fencing off: an attempt is a plain SET NX, and the clean-up the
+    // only script the forwarder sees.
+    let manager = |urls: Vec<String>| {
+        LockManager::builder()
+            .nodes(urls)
+            .node_timeout(Duration::from_millis(100))
+            .retry(1, Duration::from_millis(100))
+            .fencing(false)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (manager(urls.clone()), manager(urls));
+    let key = resource(if fair {
+        "late-clean-up-fair"
+    } else {
+        "late-clean-up"
+    });
+    // Connections made (and scripts loaded) before the delay.
+    a.try_lock(resource("late-warmup"), ttl)
+        .unwrap()
+        .release()
+        .unwrap();
+    let other = |node: usize, ms: u64| {
+        redis::cmd("SET")
+            .arg(&key)
+            .arg("another-holder")
+            .arg("PX")
+            .arg(ms)
+            .query::<()>(&mut support::admin(&nodes.servers[node]))
+            .unwrap();
+    };
+    // Node 0 is held past the end of A's wait; node 1 until 1 s.
+    other(0, 4500);
+    other(1, 1000);
+    late.set(Net::DelayScriptOnce(Duration::from_millis(3800)));
+    let start = std::time::Instant::now();
+    // A's first attempt: refused on nodes 0 and 1, granted on node 2,
+    // whose clean-up is held back 3.8 s. That grant lapses at 3 s; A's
+    // attempt after that is granted by nodes 1 and 2.
+    let held = a
+        .try_lock_for(&key, ttl, Duration::from_millis(4000))
+        .unwrap();
+    let taken_at = start.elapsed();
+    // The late clean-up reaches node 2 (3.8 s), and node 0 is free (4.5 s).
+    std::thread::sleep(Duration::from_millis(4600).saturating_sub(start.elapsed()));
+    let left = held.validity();
+    assert!(
+        left > Duration::from_millis(300),
+        "A's guard, taken at {taken_at:?}, should still be valid: {left:?} left"
+    );
+    let b_has_it = b.try_lock_for(&key, ttl, left.saturating_sub(Duration::from_millis(200)));
+    assert!(
+        !(b_has_it.is_ok() && held.ensure_held().is_ok()),
+        "two holders: A's first attempt's clean-up, delivered late, deleted its later grant \
+         on node 2 (A taken at {taken_at:?})"
+    );
+    assert!(b_has_it.is_err());
+}
+
+#[test]
+fn a_clean_up_delivered_late_deletes_no_later_grant_of_a_lock() {
+    a_clean_up_delivered_late_deletes_no_later_grant(false);
+}
+
+#[test]
+fn a_clean_up_delivered_late_deletes_no_later_grant_of_a_fair_waiter() {
+    a_clean_up_delivered_late_deletes_no_later_grant(true);
+}

@@ -14,10 +14,12 @@
 -- Answers 1 when the record holds this claim (or a later one of ours, so
 -- that a claim delayed in the network never overwrites a newer value), 0
 -- when the lock key holds another token, -1 when there is no lock key.
--- Claims of one token are ordered by term, then sequence number: every
--- attempt of a campaign uses the campaign's token, so a failed attempt's
--- claim (an older term) may have been left here, and the elected
--- attempt's claim replaces it. The record gets the lock key's expiry: it
+-- Claims of one token are ordered by term, then sequence number (a
+-- leader's proclaims). Every attempt of a campaign writes a value of its
+-- own (the campaign's token, "#", the attempt's number), so a record a
+-- failed attempt left here names another value, and the elected
+-- attempt's claim replaces it; a failed attempt's claim that comes late
+-- finds the lock key holding another value, and writes nothing. The record gets the lock key's expiry: it
 -- never outlives the leadership it describes.
 local held = redis.call("GET", KEYS[1])
 if held ~= ARGV[1] then

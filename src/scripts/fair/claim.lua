@@ -55,6 +55,11 @@
 -- line once a majority named it (the set goes where it is kept longest;
 -- a reservation whose waiter has left the key's queue keeps the key from
 -- nobody: see ours_to_take).
+-- The waiter's name in the queues: our token without the attempt's
+-- number ("#" and digits: each attempt writes a value of its own, see
+-- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
+-- writes or holds.
+local waiter = string.match(ARGV[1], "^[^#]*")
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -63,7 +68,7 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local arrival = tonumber(ARGV[3])
-local mine = "redlock:next:" .. ARGV[1]
+local mine = "redlock:next:" .. waiter
 -- Where we wait in line (see ARGV[6]); nil: the first key refused here,
 -- or, granted, the one key of a lock.
 local named = nil
@@ -76,7 +81,7 @@ end
 -- so that two waiters that arrived in the same microsecond are ordered
 -- too (each refused for the other, they would wait for each other).
 local function before(score, token)
-    return score ~= nil and (score < arrival or (score == arrival and token < ARGV[1]))
+    return score ~= nil and (score < arrival or (score == arrival and token < waiter))
 end
 
 -- Whether the key i is ours to take, and what it holds.
@@ -110,7 +115,7 @@ local function ours_to_take(i)
     end
     while true do
         local head = redis.call("ZRANGE", queue, 0, 0, "WITHSCORES")
-        if not head[1] or head[1] == ARGV[1] or not before(tonumber(head[2]), head[1]) then
+        if not head[1] or head[1] == waiter or not before(tonumber(head[2]), head[1]) then
             return true, held
         end
         if live_at(tickets, head[1], now) then
@@ -134,7 +139,8 @@ for i = 1, n do
         if not refused then
             refused, refused_held = i, held
         end
-        if not blocker and held and held ~= ARGV[1] and string.sub(held, 1, 13) ~= "redlock:next:" then
+        if not blocker and held and string.match(held, "^[^#]*") ~= waiter
+            and string.sub(held, 1, 13) ~= "redlock:next:" then
             blocker = i
         end
         if not is_set then
@@ -151,7 +157,7 @@ if not refused then
             -- should it fail (unclaim.lua puts the reservation back).
             local left = redis.call("PTTL", KEYS[i])
             if left > 0 then
-                redis.call("HSET", tickets, "next:" .. ARGV[1], now + left)
+                redis.call("HSET", tickets, "next:" .. waiter, now + left)
                 if redis.call("PTTL", tickets) < left then
                     redis.call("PEXPIRE", tickets, left)
                 end
@@ -165,9 +171,9 @@ if not refused then
         -- Cluster's slot group that does not hold the key it waits at
         -- must not stay first in a queue it no longer waits in).
         if i == (named or 1) then
-            redis.call("HDEL", tickets, "offer:" .. ARGV[1])
+            redis.call("HDEL", tickets, "offer:" .. waiter)
         else
-            drop(KEYS[n + i], tickets, ARGV[1])
+            drop(KEYS[n + i], tickets, waiter)
         end
     end
     if not fencing then
@@ -198,17 +204,17 @@ local wait_at = named or refused
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     if i == wait_at then
-        redis.call("ZADD", queue, "NX", ARGV[3], ARGV[1])
-        redis.call("HSET", tickets, ARGV[1], (now + ticket) .. ":" .. ARGV[5])
+        redis.call("ZADD", queue, "NX", ARGV[3], waiter)
+        redis.call("HSET", tickets, waiter, (now + ticket) .. ":" .. ARGV[5])
         -- We asked: live again, should an offer of ours have lapsed.
-        redis.call("HDEL", tickets, "offer:" .. ARGV[1])
+        redis.call("HDEL", tickets, "offer:" .. waiter)
         for _, key in ipairs({ queue, tickets }) do
             if redis.call("PTTL", key) < ticket then
                 redis.call("PEXPIRE", key, ticket)
             end
         end
     else
-        drop(queue, tickets, ARGV[1])
+        drop(queue, tickets, waiter)
     end
 end
 -- A set that a holder keeps from one of its keys gives on at once every
@@ -229,9 +235,9 @@ end
 -- deadlines too.
 if is_set and blocker and ARGV[9] then
     for i = 1, n do
-        if reserved[i] and first_live(KEYS[n + i], KEYS[2 * n + i], now, nil, ARGV[1]) then
+        if reserved[i] and first_live(KEYS[n + i], KEYS[2 * n + i], now, nil, waiter) then
             hand_off(KEYS[i], KEYS[n + i], KEYS[2 * n + i], now, ARGV[9], ARGV[10], ARGV[11],
-                ARGV[11 + i], nil, ARGV[1])
+                ARGV[11 + i], nil, waiter)
         end
     end
 end
@@ -251,7 +257,7 @@ if not refused_held and ARGV[9] then
         if not is_set then
             return -(3 + offer - now)
         end
-    elseif head and head ~= ARGV[1] then
+    elseif head and head ~= waiter then
         local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
             ARGV[9], ARGV[10], ARGV[11], ARGV[11 + refused])
         if first and not is_set then

@@ -12,13 +12,18 @@
 --          a lock announces it on its release channel, ":", and this
 --
 -- Answers 1. Every key lasts at least as long as the ticket.
+-- The waiter's name in the queues: our token without the attempt's
+-- number ("#" and digits: each attempt writes a value of its own, see
+-- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
+-- writes or holds.
+local waiter = string.match(ARGV[1], "^[^#]*")
 local n = #KEYS / 2
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ticket = tonumber(ARGV[3])
 for i = 1, n do
-    redis.call("ZADD", KEYS[i], "NX", ARGV[2], ARGV[1])
-    redis.call("HSET", KEYS[n + i], ARGV[1], (now + ticket) .. ":" .. ARGV[4])
+    redis.call("ZADD", KEYS[i], "NX", ARGV[2], waiter)
+    redis.call("HSET", KEYS[n + i], waiter, (now + ticket) .. ":" .. ARGV[4])
 end
 for i = 1, 2 * n do
     if redis.call("PTTL", KEYS[i]) < ticket then

@@ -17,16 +17,21 @@
 --
 -- Answers 1 when it gave up a reservation, 0 otherwise. The announcement
 -- names the next waiter, as a release's does.
+-- The waiter's name in the queues: our token without the attempt's
+-- number ("#" and digits: each attempt writes a value of its own, see
+-- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
+-- writes or holds.
+local waiter = string.match(ARGV[1], "^[^#]*")
 local n = #KEYS / 3
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local gave = 0
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
-    drop(queue, tickets, ARGV[1])
-    if redis.call("GET", KEYS[i]) == "redlock:next:" .. ARGV[1] then
+    drop(queue, tickets, waiter)
+    if redis.call("GET", KEYS[i]) == "redlock:next:" .. waiter then
         gave = 1
-        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], ARGV[1])
+        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], waiter)
     end
 end
 return gave

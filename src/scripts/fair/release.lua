@@ -27,6 +27,11 @@
 -- the release channel too, for observers), and may be refused without
 -- failing the release. (A waiter giving up its place
 -- runs `leave.lua`, which must never give up a token.)
+-- The waiter's name in the queues: our token without the attempt's
+-- number ("#" and digits: each attempt writes a value of its own, see
+-- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
+-- writes or holds.
+local waiter = string.match(ARGV[1], "^[^#]*")
 local n = math.floor(#KEYS / 3)
 local record = KEYS[3 * n + 1]
 local now = nil
@@ -45,12 +50,12 @@ local function let_go(i)
     end
     -- The reservation we took the key from, if any, is spent (without a
     -- queue, its note in the tickets expires with them).
-    redis.call("HDEL", tickets, "next:" .. ARGV[1])
+    redis.call("HDEL", tickets, "next:" .. waiter)
     if not now then
         local t = redis.call("TIME")
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], ARGV[1])
+    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], waiter)
 end
 
 local mine, other, handed = 0, 0, false

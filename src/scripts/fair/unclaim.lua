@@ -17,10 +17,15 @@
 -- Answers 1 when it put back or deleted keys of ours and no key holds
 -- another token, 0 when some key holds another token, -1 when no key was
 -- there.
+-- The waiter's name in the queues: our token without the attempt's
+-- number ("#" and digits: each attempt writes a value of its own, see
+-- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
+-- writes or holds.
+local waiter = string.match(ARGV[1], "^[^#]*")
 local n = #KEYS / 2
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local field = "next:" .. ARGV[1]
+local field = "next:" .. waiter
 local mine, other = 0, 0
 for i = 1, n do
     local held = redis.call("GET", KEYS[i])
@@ -30,7 +35,7 @@ for i = 1, n do
         local deadline = tonumber(redis.call("HGET", tickets, field) or "")
         redis.call("HDEL", tickets, field)
         if deadline and deadline > now then
-            redis.call("SET", KEYS[i], "redlock:next:" .. ARGV[1], "PX", deadline - now)
+            redis.call("SET", KEYS[i], "redlock:next:" .. waiter, "PX", deadline - now)
         else
             redis.call("DEL", KEYS[i])
             if ARGV[2] then

@@ -41,6 +41,12 @@ pub enum Mode {
     /// of it, then close that connection (the client reads some replies
     /// of a pipeline, then the end). Then as `Pass`.
     CutOnce(usize),
+    /// Once, on the next request of any connection that runs a script
+    /// (`EVAL`, `EVALSHA`) or `DELIFEQ`: hold it back this long, then
+    /// forward it, whatever the client did meanwhile (a request that the
+    /// network delays past the client's timeout, executed after the
+    /// client's later requests on other connections). Then as `Pass`.
+    DelayScriptOnce(Duration),
 }
 
 const POLL: Duration = Duration::from_millis(2);
@@ -302,6 +308,15 @@ impl Conn {
                     break;
                 }
                 Mode::CutOnce(_) => &buf[..n],
+                Mode::DelayScriptOnce(d)
+                    if up
+                        && runs_script(&buf[..n])
+                        && !state.cut_done.swap(true, Ordering::SeqCst) =>
+                {
+                    thread::sleep(d);
+                    &buf[..n]
+                }
+                Mode::DelayScriptOnce(_) => &buf[..n],
             };
             if to.write_all(out).is_err() {
                 self.end(false);
@@ -321,6 +336,13 @@ impl Conn {
             let _ = self.server.shutdown(std::net::Shutdown::Both);
         }
     }
+}
+
+/// Whether a chunk of requests runs a script or `DELIFEQ`.
+fn runs_script(chunk: &[u8]) -> bool {
+    [&b"EVAL"[..], b"DELIFEQ"]
+        .iter()
+        .any(|p| chunk.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)))
 }
 
 /// Makes the kernel answer with RST: linger 0, then shut the socket.
