@@ -614,17 +614,20 @@ impl<M: Mode> Guard<M> {
 
     /// Extends the lock so that it lasts `ttl` from now.
     ///
-    /// Sets the expiry of every node's key that still holds our token. The
-    /// extension counts only if a quorum confirms it before the current
-    /// validity runs out; the validity is then `ttl` less the round's
-    /// duration and the drift allowance.
+    /// Raises the expiry of every node's key that still holds our token to
+    /// `ttl` from now; it never lowers it. The extension counts only if a
+    /// quorum confirms it before the current validity runs out; the
+    /// validity is then `ttl` less the round's duration and the drift
+    /// allowance.
     ///
     /// Whatever the outcome, the validity afterwards is at most `ttl` less
-    /// the drift allowance, counted from the round's start: the nodes that
-    /// applied the new TTL may let the key go that early even when too few
-    /// of them answered in time. So a failed extend to a shorter TTL
-    /// shortens the validity too; a failed extend to a longer one leaves it
-    /// as it was.
+    /// the drift allowance, counted from the round's start. So an extend
+    /// to a shorter TTL shortens the validity, failed or not; the nodes
+    /// keep the longer expiry (should this holder die, the key outlives
+    /// it by that much). An extend that lowered the expiry could, delayed
+    /// in the network past its round, cut a later, longer extend on its
+    /// node. A failed extend to a longer TTL leaves the validity as it
+    /// was.
     ///
     /// With [`keep_alive`](Self::keep_alive) on, waits for a renewal under
     /// way (at most about one node timeout), so that the two never overlap;

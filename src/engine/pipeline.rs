@@ -245,8 +245,9 @@ pub(crate) trait Shape: Send + Sync {
     /// [`fenced`](Self::fenced).
     fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally;
 
-    /// One extend round: `ttl_ms` from now, where `token` still holds.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally;
+    /// One extend round: `ttl_ms` from now, where `token` still holds
+    /// (see [`ttl_arg`] for `last`).
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally;
 
     /// Removes what `token` holds on the members `only` selects (every
     /// member: `None`), and announces each release it made with
@@ -335,6 +336,24 @@ pub(crate) const RELEASE: Mode = Mode {
     replicated: false,
     decides: false,
 };
+
+/// An extend script's TTL argument: `ttl_ms`, which the script sets only
+/// where it raises the key's expiry; with `last`, `-ttl_ms`, which it sets
+/// exactly, lowering it.
+///
+/// An extend never lowers an expiry: one delivered late (sent on a
+/// connection that then timed out) would cut a later, longer extend on
+/// its node while the holder counts that node's vote. Only a guard's
+/// last request lowers it (the end of an at-least hold, see
+/// [`Engine::hold_for`]): no later extend of that guard follows for it to
+/// cut.
+pub(crate) fn ttl_arg(ttl_ms: u64, last: bool) -> String {
+    if last {
+        format!("-{ttl_ms}")
+    } else {
+        ttl_ms.to_string()
+    }
+}
 
 /// Acquisitions and extends decide a holder, and wait for replicas.
 pub(crate) const DECIDE: Mode = Mode {
@@ -566,7 +585,7 @@ impl Engine {
     /// the validity rule to its tally).
     pub(crate) fn extend(&self, shape: &dyn Shape, token: &[u8], ttl_ms: u64) -> Tally {
         self.restart.note_ttl(ttl_ms);
-        shape.extend(self, token, ttl_ms)
+        shape.extend(self, token, ttl_ms, false)
     }
 
     /// An at-least hold of what `token` holds of `shape`: an extend round
@@ -575,8 +594,10 @@ impl Engine {
     /// votes for an hour; see [`LockGuard::set_min_hold`]).
     ///
     /// [`LockGuard::set_min_hold`]: crate::LockGuard::set_min_hold
+    /// It is the guard's last request: it sets the expiry to `ms` exactly,
+    /// lowering it (see [`ttl_arg`]).
     pub(crate) fn hold_for(&self, shape: &dyn Shape, token: &[u8], ms: u64) -> Tally {
-        shape.extend(self, token, ms)
+        shape.extend(self, token, ms, true)
     }
 
     /// Releases what `token` holds of `shape` on every member, and once

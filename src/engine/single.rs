@@ -242,7 +242,6 @@ impl OneKey {
             describe: &describe,
             legacy: None,
             ifeq: None,
-            token: b"",
             reload: None,
             on_timeout: Some(&cluster_cleanup),
             kept: Some(&seen),
@@ -314,7 +313,8 @@ impl OneKey {
         ))
     }
 
-    /// Sets the key's expiry to `ttl_ms` where it holds `token`; with
+    /// Raises the key's expiry to `ttl_ms` where it holds `token` (sets it
+    /// exactly when `last`: see [`ttl_arg`](crate::engine::pipeline::ttl_arg)); with
     /// fencing on, also keeps the counter alive at least as long (raising
     /// its expiry to the idle period when it has less than the TTL left),
     /// and the shape's `companions` (a permit's count) with it (see
@@ -324,9 +324,10 @@ impl OneKey {
         p: &Engine,
         token: &[u8],
         ttl_ms: u64,
+        last: bool,
         companions: &[&[u8]],
     ) -> Tally {
-        let ttl = ttl_ms.to_string();
+        let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let fence = fence_key(&self.key);
         let keep = p.companion_keep(ttl_ms).to_string();
         let mut keys: Vec<&[u8]> = vec![&self.key];
@@ -339,26 +340,11 @@ impl OneKey {
         } else {
             vec![token, ttl.as_bytes()]
         };
-        // Servers that take `SET ... IFEQ` (Valkey 8.1+) get the script's
-        // work in plain commands: the key's expiry set where it holds our
-        // token (`GET`: the value it held says yes, another's, or gone),
-        // and the companions' expiry raised to `keep` (where the key is
-        // not ours too: a counter or a count that lives longer harms
-        // nobody).
-        let mut plain = pack(&[
-            b"SET",
-            &self.key,
-            token,
-            b"IFEQ",
-            token,
-            b"PX",
-            ttl.as_bytes(),
-            b"GET",
-        ]);
-        for companion in &keys[1..] {
-            plain.extend_from_slice(&pack(&[b"PEXPIRE", companion, keep.as_bytes(), b"GT"]));
-        }
-        Tally::count(p.script_or_ifeq(&EXTEND, &keys, &args, (&plain, keys.len(), token), DECIDE))
+        // Always the script, on Valkey 8.1+ too (not `SET ... IFEQ ... PX`):
+        // it raises the expiry and never lowers it, so that an extend
+        // delivered late (sent on a connection that timed out) cannot cut
+        // a later, longer one (see the manual's "How it works").
+        Tally::count(p.script_then(&EXTEND, None, &keys, &args, None, DECIDE))
     }
 
     /// A release, or the clean-up of an attempt (`release` false). A

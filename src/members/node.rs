@@ -633,7 +633,6 @@ impl Node {
         .map(|con| Pooled {
             con,
             legacy: true,
-            ifeq: false,
             delifeq: false,
             delifeq_refused: false,
         })
@@ -674,7 +673,6 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
-        pooled.ifeq = identity.set_ifeq;
         pooled.delifeq = identity.del_ifeq && !self.delifeq_refused.load(Ordering::Relaxed);
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);

@@ -36,13 +36,6 @@ pub(crate) const GONE: u64 = u64::MAX;
 /// "no such key", anything else is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
-    /// The replies of `n` commands: `SET key token IFEQ token PX ttl GET`,
-    /// then any more (companions' `PEXPIRE ... GT`), read and ignored
-    /// unless an error. The first answers the value the key held: our
-    /// token ([`Request::token`]) is yes (1: the `SET` matched, so it
-    /// ran), another value no (0), nil gone ([`GONE`]). Any error reply
-    /// fails it.
-    IfEq(usize),
     /// `DELIFEQ key token` (a release without a script, Valkey 9+), with a
     /// second reply behind it (the release's `PUBLISH`, read and ignored)
     /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
@@ -122,12 +115,10 @@ pub(crate) struct Request<'a> {
     /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
     /// when it differs; chosen per connection (see [`on`](Self::on)).
     pub(crate) legacy: Option<&'a Request<'a>>,
-    /// The request as a server that takes `SET ... IFEQ` takes it, when it
-    /// has such a form (a script's work in plain commands); chosen per
+    /// The request as a server that takes its plain form takes it, when it
+    /// has one (`DELIFEQ`: a script's work in a plain command); chosen per
     /// connection (see [`on`](Self::on)).
     pub(crate) ifeq: Option<&'a Request<'a>>,
-    /// Our token, for a [`Reply::IfEq`] (empty otherwise).
-    pub(crate) token: &'a [u8],
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
@@ -178,8 +169,6 @@ pub(crate) struct Pooled {
     /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
     /// did not say (see [`Request::on`]).
     pub(crate) legacy: bool,
-    /// Its server takes `SET ... IFEQ` (see [`Request::ifeq`]).
-    pub(crate) ifeq: bool,
     /// Its server takes `DELIFEQ`, and this connection's user was not
     /// refused it (see [`Reply::DelIfEq`]).
     pub(crate) delifeq: bool,
@@ -194,7 +183,7 @@ impl Pooled {
     fn takes(&self, reply: Reply) -> bool {
         match reply {
             Reply::DelIfEq(_) => self.delifeq,
-            _ => self.ifeq,
+            _ => false,
         }
     }
 
@@ -310,18 +299,6 @@ impl Pooled {
                     Ok(held) => held_by(&held, req.kept),
                     Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
                     Err(e) => Err(e.into()),
-                };
-            }
-            Reply::IfEq(n) => {
-                let mut replies = vec![Value::Nil; n];
-                if let Some(refused) = self.read_replies(&mut replies, deadline)? {
-                    return Err(refused);
-                }
-                return match &replies[0] {
-                    Value::BulkString(held) if held[..] == *req.token => Ok(1),
-                    Value::BulkString(_) => Ok(0),
-                    Value::Nil => Ok(GONE),
-                    other => Err(unexpected(other).into()),
                 };
             }
             Reply::DelIfEq(tail) => return self.finish_delifeq(req, tail, deadline),

@@ -91,9 +91,6 @@ pub(crate) struct Identity {
     /// The server takes `SET ... NX GET` (Redis 7.0 and later; Valkey
     /// reports a `redis_version` of 7.2): false when unknown.
     pub(crate) set_nx_get: bool,
-    /// The server takes `SET ... IFEQ` (Valkey 8.1 and later; `valkey_version`
-    /// in `INFO server`): an extend without a script. False when unknown.
-    pub(crate) set_ifeq: bool,
     /// The server takes `DELIFEQ` (Valkey 9.0 and later): a release
     /// without a script. False when unknown.
     pub(crate) del_ifeq: bool,
@@ -147,7 +144,6 @@ impl Identity {
                 .and_then(|s| field(s, "redis_version"))
                 .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
                 .is_some_and(|major| major >= 7),
-            set_ifeq: valkey.is_some_and(|version| version >= (8, 1)),
             del_ifeq: valkey.is_some_and(|version| version >= (9, 0)),
         }
     }
@@ -500,20 +496,6 @@ mod tests {
         let i = Identity::read(Some(&server), None, None);
         assert!(!i.info_refused && !i.durable());
         assert!(Identity::read(None, None, None).info_refused);
-    }
-
-    #[test]
-    fn set_ifeq_is_valkey_8_1_and_later_and_unknown_is_without() {
-        let info = |text: &str| Value::BulkString(text.as_bytes().to_vec());
-        let ifeq = |text: &str| Identity::read(Some(&info(text)), None, None).set_ifeq;
-        let redis = "# Server\r\nredis_version:7.2.4\r\n";
-        assert!(!ifeq(redis), "Redis (or Valkey before it said its version)");
-        assert!(!ifeq(&format!("{redis}valkey_version:8.0.2\r\n")));
-        assert!(ifeq(&format!("{redis}valkey_version:8.1.1\r\n")));
-        assert!(ifeq(&format!("{redis}valkey_version:9.1.2\r\n")));
-        assert!(ifeq(&format!("{redis}valkey_version:10.0.0\r\n")));
-        assert!(!ifeq(&format!("{redis}valkey_version:garbage\r\n")));
-        assert!(!Identity::read(None, None, None).set_ifeq);
     }
 
     #[test]

@@ -512,11 +512,11 @@ fn command_path(identity: &crate::members::restart::Identity) -> String {
     } else {
         "acquire by SET NX and the keep script (before Redis 7.0, or its version unknown)"
     };
-    let extend = if identity.set_ifeq {
-        "extend by SET IFEQ (no script)"
-    } else {
-        "extend by script"
-    };
+    // Every extend runs its script, which raises the expiry and never
+    // lowers it (`SET ... IFEQ ... PX` sets it exactly: delivered late,
+    // a shorter one cut a later longer one; see the manual's "How it
+    // works").
+    let extend = "extend by script";
     let release = if identity.del_ifeq {
         "release by DELIFEQ (no script) where nothing is handed on (fair(false), permits)"
     } else {

@@ -93,8 +93,8 @@ impl Shape for LeaderShape {
 
     /// The key, its counter and the record, renewed together where the
     /// key holds our token.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
-        let ttl = ttl_ms.to_string();
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let fence = keys::fence_key(&self.key.key);
         let keep = self.keep(p, ttl_ms).unwrap_or_default();
         let keys: [&[u8]; 3] = [&self.key.key, &fence, &self.record];

@@ -55,8 +55,8 @@ impl Shape for LockShape {
         self.0.raise(p, only, to, keep)
     }
 
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
-        self.0.extend(p, token, ttl_ms, &[])
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        self.0.extend(p, token, ttl_ms, last, &[])
     }
 
     fn unlock(

@@ -303,8 +303,8 @@ impl Shape for Read {
     }
 
     /// This reader's expiry to `ttl_ms` from now.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
-        let ttl = ttl_ms.to_string();
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let readers = readers_key(&self.name);
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
         let call = &args;

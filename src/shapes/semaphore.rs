@@ -100,8 +100,8 @@ impl Shape for PermitShape {
     }
 
     /// The slot's extend, which keeps the stored count alive with it.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
-        self.slot.extend(p, token, ttl_ms, &[&self.count_key])
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        self.slot.extend(p, token, ttl_ms, last, &[&self.count_key])
     }
 
     fn unlock(

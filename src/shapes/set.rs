@@ -416,9 +416,9 @@ impl Shape for Set {
 
     /// Every key's expiry to `ttl_ms` on each member where all of them
     /// hold `token` (see the extend-set script).
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64) -> Tally {
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let resources = &self.refs()[..];
-        let ttl = ttl_ms.to_string();
+        let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let keep = p.counter_keep(ttl_ms);
         let call = |group: &[usize], _: bool| {
             let mut args = vec![token.to_vec(), ttl.clone().into_bytes()];

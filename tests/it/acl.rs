@@ -298,13 +298,7 @@ fn a_script_command_refused_by_the_acl_is_a_permission_error() {
         return;
     }
     let mut guard = dlm.lock("lock:x", Duration::from_secs(5)).unwrap();
-    let (name, version) = support::server::server_version();
-    if name == "Valkey" && *version >= (8, 1) {
-        // There the extend is plain commands (`SET ... IFEQ`): no script,
-        // and no PTTL needed.
-        guard.extend(Duration::from_secs(10)).unwrap();
-        return;
-    }
+    // Every server runs the extend script (it never lowers the expiry).
     let err = guard.extend(Duration::from_secs(10)).unwrap_err();
     let f = &err.failures()[0];
     assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");

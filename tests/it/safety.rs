@@ -393,3 +393,67 @@ fn a_clean_up_delivered_late_deletes_no_later_grant_of_a_lock() {
 fn a_clean_up_delivered_late_deletes_no_later_grant_of_a_fair_waiter() {
     a_clean_up_delivered_late_deletes_no_later_grant(true);
 }
+
+/// An extend that the network delays past the holder's next extend: a
+/// holder granted by two nodes of three extends to a short TTL, and the
+/// round's request to one of its two nodes is held back in the network
+/// (the round fails there, and the validity is bounded by the short TTL,
+/// as [`a_failed_shorter_extend_bounds_the_validity`] requires); it then
+/// extends to a long TTL, granted by both. The first round's request,
+/// delivered late, must not cut the second's expiry on that node: a
+/// second client would take the lock there and on the third node while
+/// the holder's validity still runs.
+#[test]
+fn an_extend_delivered_late_cuts_no_later_extend() {
+    use support::proxy::{Mode as Net, Proxy};
+    let nodes = Nodes::start(3).unwrap();
+    let late = Proxy::start(
+        format!("127.0.0.1:{}", nodes.servers[2].port())
+            .parse()
+            .unwrap(),
+    )
+    .unwrap();
+    let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
+    let manager = |urls: Vec<String>| {
+        LockManager::builder()
+            .nodes(urls)
+            .node_timeout(Duration::from_millis(100))
+            .retry(1, Duration::from_millis(100))
+            .fencing(false)
+            .fair(false)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (manager(urls.clone()), manager(urls));
+    let key = resource("late-extend");
+    // Node 0 is another's until 1.5 s: A holds nodes 1 and 2.
+    redis::cmd("SET")
+        .arg(&key)
+        .arg("another-holder")
+        .arg("PX")
+        .arg(1500)
+        .query::<()>(&mut support::admin(&nodes.servers[0]))
+        .unwrap();
+    let start = std::time::Instant::now();
+    let mut held = a.try_lock(&key, Duration::from_secs(3)).unwrap();
+    assert_eq!(held.agreed(), 2);
+    late.set(Net::DelayScriptOnce(Duration::from_millis(1000)));
+    // Node 2's request is held back 1 s: the round fails there.
+    let _ = held.extend(Duration::from_millis(300));
+    // Then a long extend, granted by nodes 1 and 2.
+    held.extend(Duration::from_secs(4)).unwrap();
+    // The first extend reaches node 2 (1 s after it was sent), and node
+    // 0 is free (1.5 s).
+    std::thread::sleep(Duration::from_millis(1900).saturating_sub(start.elapsed()));
+    let left = held.validity();
+    assert!(
+        left > Duration::from_millis(1500),
+        "A's guard should still be valid: {left:?} left"
+    );
+    let b_has_it = b.try_lock_for(&key, Duration::from_secs(3), Duration::from_millis(1000));
+    assert!(
+        !(b_has_it.is_ok() && held.ensure_held().is_ok()),
+        "two holders: A's short extend, delivered late, cut its long extend's expiry on node 2"
+    );
+    assert!(b_has_it.is_err());
+}

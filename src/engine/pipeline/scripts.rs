@@ -28,8 +28,6 @@ struct Plain<'a> {
     reply: Reply,
     /// They touch one key: a Redis Cluster member may follow an `ASK`.
     one_key: bool,
-    /// Our token, for the reply.
-    token: &'a [u8],
     /// Names command `at` and its key, for messages.
     describe: &'a (dyn Fn(usize) -> String + Sync),
 }
@@ -104,46 +102,6 @@ impl Engine {
         self.script_kept(lua, only, node, cluster, tails, mode, None, None)
     }
 
-    /// As [`script_then`](Self::script_then) (nodes and Redis Cluster
-    /// members get the same keys), and on servers that take `SET ...
-    /// IFEQ` the plain commands `ifeq` in its place: `count` commands read
-    /// as [`Reply::IfEq`] with our `token`, the first on the script's
-    /// first key.
-    pub(crate) fn script_or_ifeq(
-        &self,
-        lua: &Lua,
-        keys: &[&[u8]],
-        args: Args<'_>,
-        (ifeq, count, token): (&[u8], usize, &[u8]),
-        mode: Mode,
-    ) -> Vec<Answer> {
-        let describe = |at: usize| match at {
-            0 => format!("SET ... IFEQ {:?}", String::from_utf8_lossy(keys[0])),
-            _ => format!(
-                "PEXPIRE ... GT on a companion of {:?}",
-                String::from_utf8_lossy(keys[0])
-            ),
-        };
-        let plain = Plain {
-            node: ifeq,
-            cluster: ifeq,
-            reply: Reply::IfEq(count),
-            one_key: keys.len() == 1,
-            token,
-            describe: &describe,
-        };
-        self.script_kept(
-            lua,
-            None,
-            (keys, args),
-            (keys, args),
-            None,
-            mode,
-            None,
-            Some(&plain),
-        )
-    }
-
     /// As [`script_tailed`](Self::script_tailed) (one key, the same on
     /// nodes and Redis Cluster members), and on servers that take
     /// `DELIFEQ` that command in the script's place, with the same tail:
@@ -177,7 +135,6 @@ impl Engine {
             cluster: &cluster,
             reply: Reply::DelIfEq(tails.is_some()),
             one_key: true,
-            token,
             describe: &describe,
         };
         self.script_kept(
@@ -391,7 +348,6 @@ fn plain_request<'a>(
 ) -> Request<'a> {
     Request {
         follow_ask: p.one_key,
-        token: p.token,
         ..scripted(packed, key, (mode, acks, p.reply), p.describe, reload)
     }
 }
@@ -422,7 +378,6 @@ fn scripted<'a>(
         describe,
         legacy: None,
         ifeq: None,
-        token: b"",
         reload: Some(reload),
         on_timeout: None,
         kept: None,

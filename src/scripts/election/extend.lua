@@ -1,4 +1,4 @@
--- extend-leader: renews a leadership: resets the lock key's expiry only
+-- extend-leader: renews a leadership: raises the lock key's expiry only
 -- while it holds our token, keeps the term counter alive at least as
 -- long, and gives the record the lock key's new expiry.
 --
@@ -12,15 +12,29 @@
 -- Answers 1 when done, 0 when the key holds another token, -1 when there
 -- is no key. The counter, when it has less than the new TTL left, gets
 -- ARGV[3]; the record is touched only when it is ours.
+-- ARGV[2] is negative for a guard's last request (the end of an
+-- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
+-- if need be. Otherwise it is raised, never lowered: an extend delivered
+-- late must not cut a later, longer one (see lock/extend.lua). The
+-- record alike.
+local ttl = tonumber(ARGV[2])
+local exact = ttl < 0
+if exact then
+    ttl = -ttl
+end
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
-    local done = redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    if exact or redis.call("PTTL", KEYS[1]) < ttl then
+        redis.call("PEXPIRE", KEYS[1], ttl)
+    end
+    local done = 1
     local left = redis.call("PTTL", KEYS[2])
-    if left >= 0 and left < tonumber(ARGV[2]) then
+    if left >= 0 and left < ttl then
         redis.call("PEXPIRE", KEYS[2], ARGV[3])
     end
-    if redis.call("HGET", KEYS[3], "token") == ARGV[1] then
-        redis.call("PEXPIRE", KEYS[3], ARGV[2])
+    if redis.call("HGET", KEYS[3], "token") == ARGV[1]
+        and (exact or redis.call("PTTL", KEYS[3]) < ttl) then
+        redis.call("PEXPIRE", KEYS[3], ttl)
     end
     return done
 elseif held then

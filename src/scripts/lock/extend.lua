@@ -1,5 +1,6 @@
--- extend: resets the lock key's expiry only while it holds our token,
--- and keeps its companions alive at least as long.
+-- extend: raises the lock key's expiry to the new TTL (never lowers it)
+-- only while it holds our token, and keeps its companions alive at
+-- least as long.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2…] optional: its fencing counter, a permit's semaphore count
@@ -12,12 +13,25 @@
 -- ARGV[3] (one with no expiry, or none at all, is left alone). The lock's
 -- expiry is set first, so that on a server whose clock moves during a
 -- script the companions' end no earlier.
+-- ARGV[2] is negative for a guard's last request (the end of an
+-- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
+-- if need be. Otherwise it is raised, never lowered: an extend delivered
+-- late (sent on a connection that timed out) must not cut a later,
+-- longer one; a shorter TTL shortens the holder's validity only.
+local ttl = tonumber(ARGV[2])
+local exact = ttl < 0
+if exact then
+    ttl = -ttl
+end
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
-    local done = redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    if exact or redis.call("PTTL", KEYS[1]) < ttl then
+        redis.call("PEXPIRE", KEYS[1], ttl)
+    end
+    local done = 1
     for i = 2, #KEYS do
         local left = redis.call("PTTL", KEYS[i])
-        if left >= 0 and left < tonumber(ARGV[2]) then
+        if left >= 0 and left < ttl then
             redis.call("PEXPIRE", KEYS[i], ARGV[3])
         end
     end

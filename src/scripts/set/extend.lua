@@ -5,11 +5,20 @@
 -- ARGV[2]  the new TTL in ms
 -- ARGV[3]  optional (fencing on): the counters' expiry in ms
 --
--- Only when every key holds our token, sets their expiry to ARGV[2] ms
+-- Only when every key holds our token, raises their expiry to ARGV[2] ms
 -- and keeps each counter alive as the extend script does (expiry ARGV[3]
 -- when it has less than the TTL left); answers 1. Otherwise changes
 -- nothing and answers 0 when a key holds another token, -1 when one is
 -- gone.
+-- ARGV[2] is negative for a guard's last request (the end of an
+-- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
+-- if need be. Otherwise it is raised, never lowered: an extend delivered
+-- late must not cut a later, longer one (see lock/extend.lua).
+local ttl = tonumber(ARGV[2])
+local exact = ttl < 0
+if exact then
+    ttl = -ttl
+end
 local n = #KEYS
 if ARGV[3] then
     n = n / 2
@@ -24,10 +33,12 @@ for i = 1, n do
     end
 end
 for i = 1, n do
-    redis.call("PEXPIRE", KEYS[i], ARGV[2])
+    if exact or redis.call("PTTL", KEYS[i]) < ttl then
+        redis.call("PEXPIRE", KEYS[i], ttl)
+    end
     if ARGV[3] then
         local left = redis.call("PTTL", KEYS[n + i])
-        if left >= 0 and left < tonumber(ARGV[2]) then
+        if left >= 0 and left < ttl then
             redis.call("PEXPIRE", KEYS[n + i], ARGV[3])
         end
     end

@@ -42,7 +42,7 @@ pub enum Mode {
     /// of a pipeline, then the end). Then as `Pass`.
     CutOnce(usize),
     /// Once, on the next request of any connection that runs a script
-    /// (`EVAL`, `EVALSHA`) or `DELIFEQ`: hold it back this long, then
+    /// (`EVAL`, `EVALSHA`), `DELIFEQ` or `SET ... IFEQ`: hold it back this long, then
     /// forward it, whatever the client did meanwhile (a request that the
     /// network delays past the client's timeout, executed after the
     /// client's later requests on other connections). Then as `Pass`.
@@ -338,9 +338,10 @@ impl Conn {
     }
 }
 
-/// Whether a chunk of requests runs a script or `DELIFEQ`.
+/// Whether a chunk of requests runs a script, `DELIFEQ` or `SET ...
+/// IFEQ` (the commands that stand for scripts on Valkey).
 fn runs_script(chunk: &[u8]) -> bool {
-    [&b"EVAL"[..], b"DELIFEQ"]
+    [&b"EVAL"[..], b"DELIFEQ", b"IFEQ"]
         .iter()
         .any(|p| chunk.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p)))
 }
