@@ -79,7 +79,7 @@ pub(crate) const ATTEMPT_MARK: u8 = b'#';
 /// replays it). The acquisition keeps its token as the waiter's name in
 /// the members' queues (the fair scripts read it back with
 /// [`waiter_of`]) and in this manager's own bookkeeping.
-pub(crate) fn attempt_token(waiter: &[u8], n: u32) -> Vec<u8> {
+pub(crate) fn attempt_token(waiter: &[u8], n: u64) -> Vec<u8> {
     let n = n.to_string();
     let mut token = Vec::with_capacity(waiter.len() + 1 + n.len());
     token.extend_from_slice(waiter);

@@ -486,7 +486,7 @@ impl LockManager {
             queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
         let mut turn = place.as_ref().is_none_or(|p| p.is_first());
         let (mut last, mut owed, mut flagged) = (None, false, false);
-        let mut tries = 0;
+        let mut tries: u64 = 0;
         // A fair set waits in the queue of the name that refused it last,
         // and watches the others: a hand-off of any of them wakes it.
         let mut watch = None;

@@ -297,7 +297,12 @@ impl Semaphore {
         let engine = self.manager.engine();
         let ttl_ms = engine.check_ttl(ttl)?;
         self.manager.permit_attempts(&self.name, budget, |token| {
-            let grant = |slot: u32| {
+            // The attempt's second try (after the survey) writes a value
+            // of its own, as every attempt does: it may pick the slot the
+            // first tried, whose clean-up, delivered late, must not
+            // delete it (see `attempt_token`).
+            let second = [&token[..], b".2"].concat();
+            let grant = |slot: u32, token: &Vec<u8>| {
                 let key = keys::permit_key(&self.name, slot);
                 let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
                 let granted = engine.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
@@ -311,7 +316,7 @@ impl Semaphore {
                 ))
             };
             let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
-            match grant(first) {
+            match grant(first, token) {
                 Err(Error::Taken { .. }) if self.permits > 1 => {}
                 // Some member holds it for another owner, some failed.
                 Err(Error::NoQuorum {
@@ -353,7 +358,7 @@ impl Semaphore {
                 .map(|j| (start + j) % self.permits)
                 .find(|&i| votes[i as usize] >= quorum);
             match chosen {
-                Some(slot) => grant(slot),
+                Some(slot) => grant(slot, &second),
                 None => Err(self.all_in_use(Tally::count(answers))),
             }
         })
