@@ -757,3 +757,36 @@ fn check_needs_no_resource_and_names_the_key_an_acl_refused() {
         assert!(ttl > 0, "the check left {k} without an expiry");
     }
 }
+
+/// `check()` finds a user refused `PEXPIRE` (the lock's extend cannot
+/// work), though the extend script calls it only where it raises an
+/// expiry: the check raises its scratch keys (set for 5 s) to 6 s, so the
+/// script reaches the command the rule refuses. (Probed at the TTL it set,
+/// the script never called `PEXPIRE` and the check passed the lock.)
+#[test]
+fn check_finds_a_user_refused_pexpire() {
+    let cluster = Nodes::start(1).unwrap();
+    let server = &cluster.servers[0];
+    create_user(server, "nopexpire", "*");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nopexpire")
+        .arg("-pexpire")
+        .query(&mut admin(server))
+        .unwrap();
+    let url = format!("redis://nopexpire:s3cret@127.0.0.1:{}", server.port());
+    let dlm = LockManager::builder()
+        .node(url)
+        .fencing(false)
+        .build()
+        .unwrap();
+    let report = &dlm.check()[0];
+    assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report:#}");
+    assert!(
+        report
+            .missing_permissions
+            .iter()
+            .any(|m| m.starts_with("EVAL (extend)")),
+        "{report:#}"
+    );
+}
