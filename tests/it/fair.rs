@@ -820,3 +820,48 @@ fn a_waiter_cut_off_from_a_majority_keeps_nobody_from_a_free_key() {
         );
     });
 }
+
+/// A value of a fair waiter's own earlier attempt, left on a member (its
+/// clean-up was lost), keeps nobody out, the waiter included: its next
+/// claim there takes the key as free. Node 1 is down and node 0 another
+/// client's for 1 s; the first attempt is granted by node 2 only, and its
+/// clean-up there is lost, leaving that attempt's value for the TTL (10
+/// s). The waiter's claims after 1 s need nodes 0 and 2: taken at once.
+/// (Refused on node 2 as another's key, it waited out the TTL.)
+#[test]
+fn a_waiters_own_leftover_value_keeps_it_out_of_nothing() {
+    use support::proxy::{Mode as Net, Proxy};
+    let nodes = Nodes::start(2).unwrap();
+    let at =
+        |s: &Server| -> std::net::SocketAddr { format!("127.0.0.1:{}", s.port()).parse().unwrap() };
+    let down = Proxy::start(at(&nodes.servers[1])).unwrap();
+    down.set(Net::Refuse);
+    let lossy = Proxy::start(at(&nodes.servers[1])).unwrap();
+    let dlm = LockManager::builder()
+        .nodes([nodes.servers[0].url(), down.url(), lossy.url()])
+        .node_timeout(Duration::from_millis(100))
+        .retry(1, Duration::from_millis(100))
+        .fencing(false)
+        .build()
+        .unwrap();
+    let name = resource("fair-own-leftover");
+    let _: () = redis::cmd("SET")
+        .arg(&name)
+        .arg("another-holder")
+        .arg("PX")
+        .arg(1000)
+        .query(&mut admin(&nodes.servers[0]))
+        .unwrap();
+    lossy.set(Net::DropScriptOnce);
+    let started = Instant::now();
+    let guard = dlm
+        .try_lock_for(&name, Duration::from_secs(10), Duration::from_secs(5))
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "taken after {took:?}: the waiter's own leftover kept it out"
+    );
+    assert_eq!(guard.agreed(), 2);
+    guard.release().unwrap();
+}

@@ -364,10 +364,15 @@ fn a_clean_up_delivered_late_deletes_no_later_grant(fair: bool) {
     // A's first attempt: refused on nodes 0 and 1, granted on node 2,
     // whose clean-up is held back 3.8 s. That grant lapses at 3 s; A's
     // attempt after that is granted by nodes 1 and 2.
-    let held = a
+    let mut held = a
         .try_lock_for(&key, ttl, Duration::from_millis(4000))
         .unwrap();
     let taken_at = start.elapsed();
+    // Held past the late clean-up and B's try. (A fair waiter's claim takes
+    // node 2 at once, its first attempt's value there being its own: it
+    // is granted after about 1 s, not 3 s, and its first TTL ends before
+    // B tries.)
+    held.extend(Duration::from_secs(5)).unwrap();
     // The late clean-up reaches node 2 (3.8 s), and node 0 is free (4.5 s).
     std::thread::sleep(Duration::from_millis(4600).saturating_sub(start.elapsed()));
     let left = held.validity();

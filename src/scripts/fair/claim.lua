@@ -95,6 +95,14 @@ local function ours_to_take(i)
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     if held == mine then
         return true, held
+    elseif held and string.match(held, "^[^#]*") == waiter then
+        -- A value of one of our earlier attempts, all of which failed (a
+        -- claim delivered after its own clean-up, or a clean-up that
+        -- missed this member): nobody holds it. Taken as a free key, so
+        -- that it keeps nobody out for its TTL, us included; the late
+        -- clean-up of that attempt then finds our new value, and leaves
+        -- it.
+        held = nil
     elseif held then
         -- Another waiter's reservation keeps the key from us only while
         -- that waiter is queued for the key: a set waits in line at one

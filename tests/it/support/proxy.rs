@@ -47,6 +47,11 @@ pub enum Mode {
     /// network delays past the client's timeout, executed after the
     /// client's later requests on other connections). Then as `Pass`.
     DelayScriptOnce(Duration),
+    /// Once, on the next request of any connection that runs a script
+    /// (as [`DelayScriptOnce`](Self::DelayScriptOnce) finds them): drop
+    /// it (the client's read times out; the server never runs it). Then
+    /// as `Pass`.
+    DropScriptOnce,
 }
 
 const POLL: Duration = Duration::from_millis(2);
@@ -317,6 +322,14 @@ impl Conn {
                     &buf[..n]
                 }
                 Mode::DelayScriptOnce(_) => &buf[..n],
+                Mode::DropScriptOnce
+                    if up
+                        && runs_script(&buf[..n])
+                        && !state.cut_done.swap(true, Ordering::SeqCst) =>
+                {
+                    continue;
+                }
+                Mode::DropScriptOnce => &buf[..n],
             };
             if to.write_all(out).is_err() {
                 self.end(false);
