@@ -110,9 +110,10 @@ impl State {
         }
         let tally = engine.extend(&*self.shape, &self.token, ttl_ms);
         let end = Instant::now();
-        // Whatever the round returns, nodes that applied the new TTL may
-        // let go at `start + ttl - drift`: the validity never stays past
-        // that (see `quorum::after_extend`).
+        // Whatever the round returns, the validity never stays past
+        // `start + ttl - drift` (see `quorum::after_extend`): the TTL asked
+        // for bounds it, shorter ones included. (The nodes keep a longer
+        // expiry, which extends never lower: the bound is conservative.)
         let confirmed = tally.reached() && end < deadline;
         let valid_until = {
             let mut status = self.status.lock();
@@ -590,7 +591,9 @@ impl<M: Mode> Guard<M> {
 
     /// As [`keep_alive`](Self::keep_alive), but renewals stop once `limit`
     /// has passed, so that a stuck worker cannot hold the lock forever: the
-    /// lock then expires within one TTL and `ensure_held` fails.
+    /// lock then expires within one TTL (or within the longest TTL an
+    /// [`extend`](Self::extend) asked for lately: extends never lower a
+    /// key's expiry) and `ensure_held` fails.
     #[must_use = "keep_alive_for returns the guard: bind it (`let guard = guard.keep_alive_for(limit);`); dropped, it releases the lock at once"]
     pub fn keep_alive_for(self, limit: Duration) -> Self {
         self.keep_alive_with(Some(limit))
@@ -809,8 +812,10 @@ impl Guard<mode::Lock> {
     /// token, to what is left of `hold` (measured on this process's
     /// monotonic clock), and announces nothing: waiters find the lock free
     /// after their pause. A `hold` longer than the TTL keeps the keys past
-    /// it. If a keep-alive renewal is under way at the release, its
-    /// expiry may land after ours: the keys then last up to one TTL. A
+    /// it. If a keep-alive renewal is under way at the release, or an
+    /// earlier extend is delivered late, its expiry may land after ours
+    /// (extends only raise it): the keys then last up to that extend's
+    /// TTL. A
     /// release after `hold` has passed deletes the keys as usual.
     ///
     /// The hold acts only where the guard still holds: a guard whose lock

@@ -345,8 +345,9 @@ pub(crate) const RELEASE: Mode = Mode {
 /// connection that then timed out) would cut a later, longer extend on
 /// its node while the holder counts that node's vote. Only a guard's
 /// last request lowers it (the end of an at-least hold, see
-/// [`Engine::hold_for`]): no later extend of that guard follows for it to
-/// cut.
+/// [`Engine::hold_for`]): nobody counts on the guard's keys after it (a
+/// renewal already under way may still raise them: the keys then last
+/// longer, never shorter).
 pub(crate) fn ttl_arg(ttl_ms: u64, last: bool) -> String {
     if last {
         format!("-{ttl_ms}")

@@ -461,12 +461,14 @@ fn an_election_on_a_redis_cluster_member() {
     }
 }
 
-/// Issue 39: every attempt of a campaign uses the campaign's token, so a
-/// failed attempt's claim (its term) may be left on a member. The claim
-/// script orders one token's claims by term, then sequence number: the
-/// elected attempt's claim replaces an earlier attempt's, and a claim
-/// delayed in the network never replaces a later one. Run on a real
-/// server, as the library sends it.
+/// Issue 39: the claim script orders one value's claims by term, then
+/// sequence number: a later claim replaces an earlier one, and a claim
+/// delayed in the network never replaces a later one. (Every attempt of
+/// a campaign used the campaign's token then, so a failed attempt's claim
+/// could be left under the same value; each attempt now writes a value of
+/// its own, whose record another attempt's claim replaces whatever its
+/// term, and the ordering still holds a leader's proclaims.) Run on a
+/// real server, as the library sends it.
 #[test]
 fn the_claim_of_the_elected_attempt_replaces_a_failed_attempts_record() {
     let nodes = Nodes::start(1).unwrap();

@@ -168,9 +168,9 @@ pub(crate) fn majority(
             .iter()
             .filter_map(|v| v.record.as_ref())
             .filter(|(t, ..)| t[..] == *token)
-            // Claims of one token go by term, then sequence number: a
-            // failed attempt of the campaign (same token, an older term)
-            // may have left its claim on a member.
+            // Claims of one value go by term, then sequence number (a
+            // leader's proclaims; a failed attempt of the campaign wrote
+            // a value of its own, which this filter leaves out).
             .max_by_key(|(_, term, seq, _)| (*term, *seq));
         // Held, but with no claim on these members: the campaign is under
         // way (or failed and is being undone); nobody leads yet.
@@ -243,6 +243,9 @@ mod tests {
     fn a_failed_attempts_claim_of_the_same_token_never_names_the_term() {
         // Issue 39: the campaign's first attempt (term 7) claimed on one
         // member and failed; the elected attempt fences with term 9.
+        // (Each attempt now writes a value of its own, so the two claims
+        // name different values; the rule for one value's claims, highest
+        // term then sequence number, still holds a leader's proclaims.)
         let failed = Some(("t", 7, 1, "a"));
         let elected = Some(("t", 9, 1, "a"));
         for order in [[elected, failed], [failed, elected]] {
