@@ -953,6 +953,19 @@ fn run_processes(seed: u64, length: Duration) -> (Vec<Span>, Vec<String>, Instan
     let t0 = Instant::now();
     let mut log = Vec::new();
     nemesis(&mut rig, seed, length, t0, &mut log);
+    // The nemesis counts from `t0`, the spans from `base`: each entry says
+    // both, so that a violation's spans can be set beside the faults.
+    let offset = t0.duration_since(base).as_secs_f64() * 1000.0;
+    for entry in &mut log {
+        if let Some((ms, rest)) = entry.split_once("ms: ")
+            && let Ok(ms) = ms.parse::<f64>()
+        {
+            *entry = format!(
+                "{ms:.0}ms ({:.0}ms on the spans' clock): {rest}",
+                ms + offset
+            );
+        }
+    }
     let at = |ns: u64| base + Duration::from_nanos(ns.saturating_sub(base_ns));
     let mut spans = Vec::new();
     for (mut child, out) in children {
