@@ -35,16 +35,16 @@ use crate::members::script::{Lua, scripts};
 scripts! {
     /// A fair manager's release of a lock, handing it to the first fair
     /// waiter queued.
-    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua";
+    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua" "fair/waiter.lua";
     /// A queued fair waiter's attempt.
-    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua";
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua" "fair/waiter.lua";
     /// A fair waiter takes its place in the queue.
-    JOIN, "join-queue", "fair/join.lua";
+    JOIN, "join-queue", "fair/join.lua" after "fair/waiter.lua";
     /// A fair waiter gives up its place (never a token).
-    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua";
+    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua" "fair/waiter.lua";
     /// The clean-up of a queued fair waiter's failed attempt: puts back
     /// the reservation it took.
-    UNCLAIM, "unclaim", "fair/unclaim.lua";
+    UNCLAIM, "unclaim", "fair/unclaim.lua" after "fair/waiter.lua";
 }
 
 /// How long a reservation lasts, in ms: twice the node timeout (the

@@ -29,7 +29,7 @@ scripts! {
     /// permit), and of a read lock's key.
     UNLOCK, "unlock", "lock/unlock.lua";
     /// Extend of one key holding the token, with its companions.
-    EXTEND, "extend", "lock/extend.lua";
+    EXTEND, "extend", "lock/extend.lua" after "lock/expiry.lua";
     /// Raises fencing counters to a token (every fenced shape).
     RAISE, "raise", "lock/raise.lua";
     /// Raises a fencing counter's expiry, never lowers it: the

@@ -179,12 +179,9 @@ pub(crate) struct Pooled {
 
 impl Pooled {
     /// Whether its server takes the plain commands read as `reply` (see
-    /// [`Request::ifeq`]).
+    /// [`Request::ifeq`]): `DELIFEQ`, the only such form.
     fn takes(&self, reply: Reply) -> bool {
-        match reply {
-            Reply::DelIfEq(_) => self.delifeq,
-            _ => false,
-        }
+        matches!(reply, Reply::DelIfEq(_)) && self.delifeq
     }
 
     /// Reads the reply to `req` (already written), sending the script's

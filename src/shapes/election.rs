@@ -32,7 +32,7 @@ scripts! {
     /// A leader's record: its term and value.
     CLAIM, "claim", "election/claim.lua";
     /// Renewal of a leadership, with its record.
-    EXTEND_LEADER, "extend-leader", "election/extend.lua";
+    EXTEND_LEADER, "extend-leader", "election/extend.lua" after "lock/expiry.lua";
     /// Resignation of a leader, and clean-up of a failed campaign.
     RESIGN, "resign", "election/resign.lua";
     /// A member's view of an election, for `Election::leader`.

@@ -18,7 +18,7 @@ scripts! {
     /// Release and clean-up of a read lock.
     UNREAD, "unread", "rwlock/unread.lua";
     /// Extend of a read lock.
-    EXTEND_READ, "extend-read", "rwlock/extend_read.lua";
+    EXTEND_READ, "extend-read", "rwlock/extend_read.lua" after "lock/expiry.lua";
 }
 
 /// A read-write lock over the same members as the lock, made by

@@ -29,7 +29,7 @@ scripts! {
     /// Release and clean-up of a set.
     UNLOCK_SET, "unlock-set", "set/unlock.lua";
     /// Extend of a set.
-    EXTEND_SET, "extend-set", "set/extend.lua";
+    EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua";
 }
 use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
 

@@ -830,13 +830,11 @@ fn a_waiter_cut_off_from_a_majority_keeps_nobody_from_a_free_key() {
 /// (Refused on node 2 as another's key, it waited out the TTL.)
 #[test]
 fn a_waiters_own_leftover_value_keeps_it_out_of_nothing() {
-    use support::proxy::{Mode as Net, Proxy};
     let nodes = Nodes::start(2).unwrap();
-    let at =
-        |s: &Server| -> std::net::SocketAddr { format!("127.0.0.1:{}", s.port()).parse().unwrap() };
-    let down = Proxy::start(at(&nodes.servers[1])).unwrap();
-    down.set(Net::Refuse);
-    let lossy = Proxy::start(at(&nodes.servers[1])).unwrap();
+    let at = SocketAddr::from(([127, 0, 0, 1], nodes.servers[1].port()));
+    let down = Proxy::start(at).unwrap();
+    down.set(proxy::Mode::Refuse);
+    let lossy = Proxy::start(at).unwrap();
     let dlm = LockManager::builder()
         .nodes([nodes.servers[0].url(), down.url(), lossy.url()])
         .node_timeout(Duration::from_millis(100))
@@ -852,7 +850,7 @@ fn a_waiters_own_leftover_value_keeps_it_out_of_nothing() {
         .arg(1000)
         .query(&mut admin(&nodes.servers[0]))
         .unwrap();
-    lossy.set(Net::DropScriptOnce);
+    lossy.set(proxy::Mode::DropScriptOnce);
     let started = Instant::now();
     let guard = dlm
         .try_lock_for(&name, Duration::from_secs(10), Duration::from_secs(5))

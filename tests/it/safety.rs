@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redlock_sync::mode::Mode;
 use redlock_sync::{Error, Guard, LockManager};
+use support::proxy::{Mode as Net, Proxy};
 use support::{Nodes, resource};
 
 const TIMEOUT: Duration = Duration::from_millis(50);
@@ -304,6 +305,43 @@ fn a_semaphore_given_another_count_is_refused_naming_both() {
     }
 }
 
+/// Three nodes, the third behind a forwarder (to hold a request back),
+/// and two managers over them: a node timeout of 100 ms, and fencing off,
+/// so that an attempt is a plain `SET NX` and the scripts the forwarder
+/// sees are the clean-ups and the extends.
+fn late_rig(fair: bool) -> (Nodes, Proxy, LockManager, LockManager) {
+    let nodes = Nodes::start(3).unwrap();
+    let late = Proxy::start(std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        nodes.servers[2].port(),
+    )))
+    .unwrap();
+    let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
+    let manager = || {
+        LockManager::builder()
+            .nodes(urls.clone())
+            .node_timeout(Duration::from_millis(100))
+            .retry(1, Duration::from_millis(100))
+            .fencing(false)
+            .fair(fair)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (manager(), manager());
+    (nodes, late, a, b)
+}
+
+/// Another client's value at `key` on `server`, for `ms`.
+fn held_by_another(server: &support::Server, key: &str, ms: u64) {
+    redis::cmd("SET")
+        .arg(key)
+        .arg("another-holder")
+        .arg("PX")
+        .arg(ms)
+        .query::<()>(&mut support::admin(server))
+        .unwrap();
+}
+
 /// A clean-up that the network delays past the holder's next attempts
 /// (CI of stop 49: the cross-process schedule run saw "two holders
 /// of a" with tokens in order, on a loaded machine where a forwarder
@@ -314,29 +352,8 @@ fn a_semaphore_given_another_count_is_refused_naming_both() {
 /// grant: a second client then takes the lock on the node it freed and
 /// another, while the first still holds it.
 fn a_clean_up_delivered_late_deletes_no_later_grant(fair: bool) {
-    use support::proxy::{Mode as Net, Proxy};
     let ttl = Duration::from_millis(3000);
-    let nodes = Nodes::start(3).unwrap();
-    let late = Proxy::start(
-        format!("127.0.0.1:{}", nodes.servers[2].port())
-            .parse()
-            .unwrap(),
-    )
-    .unwrap();
-    let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
-    // Fencing off: an attempt is a plain SET NX, and the clean-up the
-    // only script the forwarder sees.
-    let manager = |urls: Vec<String>| {
-        LockManager::builder()
-            .nodes(urls)
-            .node_timeout(Duration::from_millis(100))
-            .retry(1, Duration::from_millis(100))
-            .fencing(false)
-            .fair(fair)
-            .build()
-            .unwrap()
-    };
-    let (a, b) = (manager(urls.clone()), manager(urls));
+    let (nodes, late, a, b) = late_rig(fair);
     let key = resource(if fair {
         "late-clean-up-fair"
     } else {
@@ -347,18 +364,9 @@ fn a_clean_up_delivered_late_deletes_no_later_grant(fair: bool) {
         .unwrap()
         .release()
         .unwrap();
-    let other = |node: usize, ms: u64| {
-        redis::cmd("SET")
-            .arg(&key)
-            .arg("another-holder")
-            .arg("PX")
-            .arg(ms)
-            .query::<()>(&mut support::admin(&nodes.servers[node]))
-            .unwrap();
-    };
     // Node 0 is held past the end of A's wait; node 1 until 1 s.
-    other(0, 4500);
-    other(1, 1000);
+    held_by_another(&nodes.servers[0], &key, 4500);
+    held_by_another(&nodes.servers[1], &key, 1000);
     late.set(Net::DelayScriptOnce(Duration::from_millis(3800)));
     let start = std::time::Instant::now();
     // A's first attempt: refused on nodes 0 and 1, granted on node 2,
@@ -410,35 +418,10 @@ fn a_clean_up_delivered_late_deletes_no_later_grant_of_a_fair_waiter() {
 /// the holder's validity still runs.
 #[test]
 fn an_extend_delivered_late_cuts_no_later_extend() {
-    use support::proxy::{Mode as Net, Proxy};
-    let nodes = Nodes::start(3).unwrap();
-    let late = Proxy::start(
-        format!("127.0.0.1:{}", nodes.servers[2].port())
-            .parse()
-            .unwrap(),
-    )
-    .unwrap();
-    let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
-    let manager = |urls: Vec<String>| {
-        LockManager::builder()
-            .nodes(urls)
-            .node_timeout(Duration::from_millis(100))
-            .retry(1, Duration::from_millis(100))
-            .fencing(false)
-            .fair(false)
-            .build()
-            .unwrap()
-    };
-    let (a, b) = (manager(urls.clone()), manager(urls));
+    let (nodes, late, a, b) = late_rig(false);
     let key = resource("late-extend");
     // Node 0 is another's until 1.5 s: A holds nodes 1 and 2.
-    redis::cmd("SET")
-        .arg(&key)
-        .arg("another-holder")
-        .arg("PX")
-        .arg(1500)
-        .query::<()>(&mut support::admin(&nodes.servers[0]))
-        .unwrap();
+    held_by_another(&nodes.servers[0], &key, 1500);
     let start = std::time::Instant::now();
     let mut held = a.try_lock(&key, Duration::from_secs(3)).unwrap();
     assert_eq!(held.agreed(), 2);

@@ -6,35 +6,24 @@
 -- KEYS[2]  its term counter (the lock key's fencing counter)
 -- KEYS[3]  its record (see claim.lua)
 -- ARGV[1]  our token
--- ARGV[2]  the new TTL in ms
+-- ARGV[2]  the new TTL in ms (negative: a last request, see expiry.lua)
 -- ARGV[3]  the counter's expiry in ms (at least ARGV[2])
 --
 -- Answers 1 when done, 0 when the key holds another token, -1 when there
 -- is no key. The counter, when it has less than the new TTL left, gets
 -- ARGV[3]; the record is touched only when it is ours.
--- ARGV[2] is negative for a guard's last request (the end of an
--- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
--- if need be. Otherwise it is raised, never lowered: an extend delivered
--- late must not cut a later, longer one (see lock/extend.lua). The
--- record alike.
-local ttl = tonumber(ARGV[2])
-local exact = ttl < 0
-if exact then
-    ttl = -ttl
-end
+-- Raised, never lowered, unless a last request (see expiry.lua).
+local ttl, exact = asked_ttl(ARGV[2])
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
-    if exact or redis.call("PTTL", KEYS[1]) < ttl then
-        redis.call("PEXPIRE", KEYS[1], ttl)
-    end
+    expire(KEYS[1], ttl, exact)
     local done = 1
     local left = redis.call("PTTL", KEYS[2])
     if left >= 0 and left < ttl then
         redis.call("PEXPIRE", KEYS[2], ARGV[3])
     end
-    if redis.call("HGET", KEYS[3], "token") == ARGV[1]
-        and (exact or redis.call("PTTL", KEYS[3]) < ttl) then
-        redis.call("PEXPIRE", KEYS[3], ttl)
+    if redis.call("HGET", KEYS[3], "token") == ARGV[1] then
+        expire(KEYS[3], ttl, exact)
     end
     return done
 elseif held then

@@ -55,11 +55,9 @@
 -- line once a majority named it (the set goes where it is kept longest;
 -- a reservation whose waiter has left the key's queue keeps the key from
 -- nobody: see ours_to_take).
--- The waiter's name in the queues: our token without the attempt's
--- number ("#" and digits: each attempt writes a value of its own, see
--- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
--- writes or holds.
-local waiter = string.match(ARGV[1], "^[^#]*")
+-- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
+-- this attempt writes or holds.
+local waiter = waiter_of(ARGV[1])
 local fencing = ARGV[7] ~= nil and ARGV[7] ~= ""
 local n = #KEYS / 3
 if fencing then
@@ -95,7 +93,7 @@ local function ours_to_take(i)
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     if held == mine then
         return true, held
-    elseif held and string.match(held, "^[^#]*") == waiter then
+    elseif held and waiter_of(held) == waiter then
         -- A value of one of our earlier attempts, all of which failed (a
         -- claim delivered after its own clean-up, or a clean-up that
         -- missed this member): nobody holds it. Taken as a free key, so
@@ -147,7 +145,7 @@ for i = 1, n do
         if not refused then
             refused, refused_held = i, held
         end
-        if not blocker and held and string.match(held, "^[^#]*") ~= waiter
+        if not blocker and held and waiter_of(held) ~= waiter
             and string.sub(held, 1, 13) ~= "redlock:next:" then
             blocker = i
         end

@@ -12,11 +12,9 @@
 --          a lock announces it on its release channel, ":", and this
 --
 -- Answers 1. Every key lasts at least as long as the ticket.
--- The waiter's name in the queues: our token without the attempt's
--- number ("#" and digits: each attempt writes a value of its own, see
--- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
--- writes or holds.
-local waiter = string.match(ARGV[1], "^[^#]*")
+-- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
+-- this attempt writes or holds.
+local waiter = waiter_of(ARGV[1])
 local n = #KEYS / 2
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

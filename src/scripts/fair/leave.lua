@@ -17,11 +17,9 @@
 --
 -- Answers 1 when it gave up a reservation, 0 otherwise. The announcement
 -- names the next waiter, as a release's does.
--- The waiter's name in the queues: our token without the attempt's
--- number ("#" and digits: each attempt writes a value of its own, see
--- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
--- writes or holds.
-local waiter = string.match(ARGV[1], "^[^#]*")
+-- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
+-- this attempt writes or holds.
+local waiter = waiter_of(ARGV[1])
 local n = #KEYS / 3
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -27,11 +27,9 @@
 -- the release channel too, for observers), and may be refused without
 -- failing the release. (A waiter giving up its place
 -- runs `leave.lua`, which must never give up a token.)
--- The waiter's name in the queues: our token without the attempt's
--- number ("#" and digits: each attempt writes a value of its own, see
--- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
--- writes or holds.
-local waiter = string.match(ARGV[1], "^[^#]*")
+-- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
+-- this attempt writes or holds.
+local waiter = waiter_of(ARGV[1])
 local n = math.floor(#KEYS / 3)
 local record = KEYS[3 * n + 1]
 local now = nil

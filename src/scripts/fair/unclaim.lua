@@ -17,11 +17,9 @@
 -- Answers 1 when it put back or deleted keys of ours and no key holds
 -- another token, 0 when some key holds another token, -1 when no key was
 -- there.
--- The waiter's name in the queues: our token without the attempt's
--- number ("#" and digits: each attempt writes a value of its own, see
--- holder.rs, attempt_token). ARGV[1] whole is the value this attempt
--- writes or holds.
-local waiter = string.match(ARGV[1], "^[^#]*")
+-- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
+-- this attempt writes or holds.
+local waiter = waiter_of(ARGV[1])
 local n = #KEYS / 2
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

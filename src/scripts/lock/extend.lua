@@ -5,7 +5,7 @@
 -- KEYS[1]  the lock key
 -- KEYS[2…] optional: its fencing counter, a permit's semaphore count
 -- ARGV[1]  our token
--- ARGV[2]  the new TTL in ms
+-- ARGV[2]  the new TTL in ms (negative: a last request, see expiry.lua)
 -- ARGV[3]  with companions: their expiry in ms (at least ARGV[2])
 --
 -- Answers 1 when done, 0 when the key holds another token, -1 when there
@@ -13,21 +13,11 @@
 -- ARGV[3] (one with no expiry, or none at all, is left alone). The lock's
 -- expiry is set first, so that on a server whose clock moves during a
 -- script the companions' end no earlier.
--- ARGV[2] is negative for a guard's last request (the end of an
--- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
--- if need be. Otherwise it is raised, never lowered: an extend delivered
--- late (sent on a connection that timed out) must not cut a later,
--- longer one; a shorter TTL shortens the holder's validity only.
-local ttl = tonumber(ARGV[2])
-local exact = ttl < 0
-if exact then
-    ttl = -ttl
-end
+-- Raised, never lowered, unless a last request (see expiry.lua).
+local ttl, exact = asked_ttl(ARGV[2])
 local held = redis.call("GET", KEYS[1])
 if held == ARGV[1] then
-    if exact or redis.call("PTTL", KEYS[1]) < ttl then
-        redis.call("PEXPIRE", KEYS[1], ttl)
-    end
+    expire(KEYS[1], ttl, exact)
     local done = 1
     for i = 2, #KEYS do
         local left = redis.call("PTTL", KEYS[i])

@@ -3,12 +3,12 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the readers
 -- ARGV[1]  the reader's token
--- ARGV[2]  the new TTL in ms
+-- ARGV[2]  the new TTL in ms (negative: a last request, see expiry.lua)
 -- ARGV[3]  the readers' mark
 --
 -- Only while the reader is there and not expired, raises its expiry to
--- ARGV[2] ms from now (never lowers it) and makes sure the lock key (and the readers' set)
--- lives at least as long; answers 1. Otherwise answers 0 when a writer
+-- ARGV[2] ms from now (never lowers it, but for a last request) and makes
+-- sure the lock key (and the readers' set) lives at least as long; answers 1. Otherwise answers 0 when a writer
 -- holds the key, -1 when the reader is gone.
 -- The server's clock in ms.
 local t = redis.call("TIME")
@@ -21,16 +21,11 @@ if not mine or tonumber(mine) <= now or held ~= ARGV[3] then
     end
     return -1
 end
--- ARGV[2] negative: a guard's last request (the end of an at-least
--- hold), whose deadline is set exactly, lowered if need be; otherwise
--- raised, never lowered (see lock/extend.lua): a reader's deadline that a
--- late extend lowered would let a writer in while the reader holds. The
--- lock key, shared by every reader, is only ever raised.
-local ttl = tonumber(ARGV[2])
-local exact = ttl < 0
-if exact then
-    ttl = -ttl
-end
+-- The reader's deadline is raised, never lowered, unless a last request
+-- (see expiry.lua): a deadline that a late extend lowered would let a
+-- writer in while the reader holds. The lock key, shared by every
+-- reader, is only ever raised.
+local ttl, exact = asked_ttl(ARGV[2])
 if exact or now + ttl > tonumber(mine) then
     redis.call("ZADD", KEYS[2], now + ttl, ARGV[1])
 end

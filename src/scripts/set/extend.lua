@@ -2,7 +2,7 @@
 --
 -- KEYS     the n lock keys, then (with ARGV[3]) their n fencing counters
 -- ARGV[1]  our token
--- ARGV[2]  the new TTL in ms
+-- ARGV[2]  the new TTL in ms (negative: a last request, see expiry.lua)
 -- ARGV[3]  optional (fencing on): the counters' expiry in ms
 --
 -- Only when every key holds our token, raises their expiry to ARGV[2] ms
@@ -10,15 +10,8 @@
 -- when it has less than the TTL left); answers 1. Otherwise changes
 -- nothing and answers 0 when a key holds another token, -1 when one is
 -- gone.
--- ARGV[2] is negative for a guard's last request (the end of an
--- at-least hold): the expiry is then set to -ARGV[2] exactly, lowered
--- if need be. Otherwise it is raised, never lowered: an extend delivered
--- late must not cut a later, longer one (see lock/extend.lua).
-local ttl = tonumber(ARGV[2])
-local exact = ttl < 0
-if exact then
-    ttl = -ttl
-end
+-- Raised, never lowered, unless a last request (see expiry.lua).
+local ttl, exact = asked_ttl(ARGV[2])
 local n = #KEYS
 if ARGV[3] then
     n = n / 2
@@ -33,9 +26,7 @@ for i = 1, n do
     end
 end
 for i = 1, n do
-    if exact or redis.call("PTTL", KEYS[i]) < ttl then
-        redis.call("PEXPIRE", KEYS[i], ttl)
-    end
+    expire(KEYS[i], ttl, exact)
     if ARGV[3] then
         local left = redis.call("PTTL", KEYS[n + i])
         if left >= 0 and left < ttl then
