@@ -320,6 +320,9 @@ fn main() {
     if let Some(at) = args.iter().position(|a| a == "--queue-child") {
         return queue_child(&args[at + 1..]);
     }
+    if let Some(at) = args.iter().position(|a| a == "--probe") {
+        return probe(&args[at + 1..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let only_contention = args.iter().any(|a| a == "--contention");
     let only_cycles = args.iter().any(|a| a == "--cycles");
@@ -1523,5 +1526,62 @@ fn wake_cost(report: &mut Report, urls: &[String], n: usize) {
             us(on),
             us(off)
         );
+    }
+}
+
+/// `--probe <impl> <cycles>`: one node, `cycles` lock + release cycles of
+/// one implementation and nothing else, for an instruction count of the
+/// client's own work (`valgrind --tool=callgrind` counts the bench
+/// process only; the server is a child it does not follow). `impl` is
+/// `library` (fencing and fair waiting off: the same commands as the
+/// floor), `default` (default settings) or `floor` (the same commands on
+/// one raw `redis` connection, written once and reused).
+fn probe(args: &[String]) {
+    let which = args.first().map(String::as_str).unwrap_or("library");
+    let cycles: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let node = server::Server::start().expect("redis-server");
+    let urls = [node.url()];
+    let key = "bench:probe";
+    match which {
+        "floor" => {
+            let mut con = admin(&node);
+            let token = "0123456789abcdef0123456789abcdef";
+            let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+            script.load(&mut con).unwrap();
+            let set = redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("GET")
+                .arg("PX")
+                .arg(TTL.as_millis() as u64)
+                .get_packed_command();
+            let release = redis::pipe()
+                .cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .cmd("PUBLISH")
+                .arg(redlock_sync::release_channel(key))
+                .arg(format!("{token}:1"))
+                .get_packed_pipeline();
+            for _ in 0..cycles {
+                assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
+                let replies = con.req_packed_commands(&release, 0, 2).unwrap();
+                assert_eq!(replies[0], Value::Int(1));
+            }
+        }
+        "library" | "default" => {
+            let mut builder = LockManager::builder().nodes(&urls);
+            if which == "library" {
+                builder = builder.fencing(false).fair(false);
+            }
+            let dlm = builder.build().unwrap();
+            for _ in 0..cycles {
+                dlm.lock(key, TTL).unwrap().release().unwrap();
+            }
+        }
+        other => panic!("--probe: no implementation {other:?} (library, default, floor)"),
     }
 }

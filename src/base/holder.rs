@@ -80,11 +80,12 @@ pub(crate) const ATTEMPT_MARK: u8 = b'#';
 /// the members' queues (the fair scripts read it back with
 /// [`waiter_of`]) and in this manager's own bookkeeping.
 pub(crate) fn attempt_token(waiter: &[u8], n: u64) -> Vec<u8> {
-    let n = n.to_string();
+    let n = crate::base::text::Decimal::of(n);
+    let n = n.as_bytes();
     let mut token = Vec::with_capacity(waiter.len() + 1 + n.len());
     token.extend_from_slice(waiter);
     token.push(ATTEMPT_MARK);
-    token.extend_from_slice(n.as_bytes());
+    token.extend_from_slice(n);
     token
 }
 

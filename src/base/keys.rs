@@ -41,6 +41,7 @@
 use std::sync::OnceLock;
 
 use crate::base::error::{Error, Result};
+use crate::base::text::Decimal;
 
 /// Suffix of the fencing counter keys: the counter of resource `R` is
 /// `R` followed by this suffix, so that an ACL key pattern that covers the
@@ -260,12 +261,14 @@ pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
     if hash_tag(resource).is_some() {
         return [resource, suffix].concat();
     }
-    let tag = tag_for(slot(resource)).to_string();
-    if resource.contains(&b'{') {
-        [b"{", tag.as_bytes(), b"}", resource, suffix].concat()
+    let tag = Decimal::of(u64::from(tag_for(slot(resource))));
+    let tag = tag.as_bytes();
+    let parts: [&[u8]; 5] = if resource.contains(&b'{') {
+        [b"{", tag, b"}", resource, suffix]
     } else {
-        [resource, suffix, b"{", tag.as_bytes(), b"}"].concat()
-    }
+        [resource, suffix, b"{", tag, b"}"]
+    };
+    parts.concat()
 }
 
 /// Whether `name` could be the companion of some resource with `suffix`

@@ -25,9 +25,59 @@ pub(crate) fn token_prefix(token: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(&token[..token.len().min(8)])
 }
 
+/// A number's decimal digits, written on the stack: what a command's
+/// numbers (lengths, TTLs, counts) are sent as, without the allocation
+/// of `to_string`.
+#[derive(Clone, Copy)]
+pub(crate) struct Decimal {
+    digits: [u8; 20],
+    start: u8,
+}
+
+impl Decimal {
+    /// `n`'s digits (`u64::MAX` has 20).
+    pub(crate) fn of(mut n: u64) -> Decimal {
+        let mut digits = [0; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        Decimal {
+            digits,
+            start: start as u8,
+        }
+    }
+
+    /// The digits.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.digits[usize::from(self.start)..]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_read_as_to_string_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 4_294_967_296, u64::MAX - 1, u64::MAX] {
+            assert_eq!(Decimal::of(n).as_bytes(), n.to_string().as_bytes());
+        }
+        let mut n = 1u64;
+        while let Some(next) = n.checked_mul(7) {
+            assert_eq!(Decimal::of(n).as_bytes(), n.to_string().as_bytes());
+            assert_eq!(
+                Decimal::of(n - 1).as_bytes(),
+                (n - 1).to_string().as_bytes()
+            );
+            n = next;
+        }
+    }
 
     #[test]
     fn short_names_are_whole_and_long_ones_cut_with_their_length() {

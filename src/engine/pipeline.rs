@@ -38,6 +38,7 @@ use parking_lot::Mutex;
 use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
+use crate::base::text::Decimal;
 use crate::engine::quorum::{self, Tally};
 use crate::engine::wait::Waiters;
 use crate::members::conn::pack;
@@ -396,6 +397,16 @@ fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
 }
 
 impl Engine {
+    /// `SPUBLISH channel message`, what a release announces on Redis
+    /// Cluster members; nothing when there are none (a release is on the
+    /// hot path).
+    pub(crate) fn spublish(&self, channel: &[u8], message: &[u8]) -> Vec<u8> {
+        match self.has_clusters {
+            true => pack(&[b"SPUBLISH", channel, message]),
+            false => Vec::new(),
+        }
+    }
+
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
     pub(crate) fn wait_command(&self) -> Vec<u8> {
@@ -651,7 +662,7 @@ impl Engine {
     pub(crate) fn message(&self, token: &[u8]) -> Option<Vec<u8>> {
         static UNLOCKS: AtomicU64 = AtomicU64::new(0);
         self.wake_on_release.then(|| {
-            let n = UNLOCKS.fetch_add(1, Ordering::Relaxed).to_string();
+            let n = Decimal::of(UNLOCKS.fetch_add(1, Ordering::Relaxed));
             [token, b":", n.as_bytes()].concat()
         })
     }

@@ -15,12 +15,13 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
+use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair};
 use crate::engine::pipeline::{
     Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
-use crate::members::conn::pack;
+use crate::members::conn::{pack, pack_into};
 use crate::members::request::{DIFFERS, MAYBE_READERS, Reply, Request};
 use crate::members::script::{Lua, scripts};
 
@@ -134,18 +135,25 @@ impl OneKey {
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
             return fair.claim(p, key, &self.wakes, token, ttl_ms, keep);
         }
-        let px = ttl_ms.to_string();
-        // The check goes by hash: the handshake loads it, and a `SCRIPT
-        // FLUSH` costs one attempt (see `Pooled::finish`).
-        let head = match &ahead {
-            Some(ahead) => ahead.lua.evalsha(ahead.keys, ahead.args),
-            None => Vec::new(),
-        };
-        let fence = fence_key(key);
-        // The counter's commands: on servers before Redis 7.0 (`legacy`),
-        // the keep script stands for `PEXPIRE ... GT`.
-        let tail = |legacy: bool| {
-            let mut tail = Vec::new();
+        let px = Decimal::of(ttl_ms);
+        let fenced = keep.is_some();
+        let fence = if fenced { fence_key(key) } else { Vec::new() };
+        let wait = p.wait_command();
+        // The whole write, in one buffer: the check ahead (by hash: the
+        // handshake loads it, and a `SCRIPT FLUSH` costs one attempt, see
+        // `Pooled::finish`), the acquisition, the counter's commands; on
+        // servers before Redis 7.0 (`legacy`), the keep script stands for
+        // `PEXPIRE ... GT`.
+        let set = |get: bool, legacy: bool| {
+            let mut out = Vec::with_capacity(256);
+            if let Some(ahead) = &ahead {
+                ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
+            }
+            let get: &[&[u8]] = if get { &[b"GET"] } else { &[] };
+            pack_into(
+                &mut out,
+                &[&[b"SET", key, token, b"NX"], get, &[b"PX", px.as_bytes()]],
+            );
             if let Some(keep) = keep {
                 // The counter is incremented on every member asked,
                 // whether or not it set the lock key: only the counts of
@@ -154,35 +162,22 @@ impl OneKey {
                 // expiry is only ever raised: an attempt with a short keep
                 // never cuts the life of a counter a long-TTL holder
                 // relies on.
-                let start = counter_start().to_string();
+                let start = Decimal::of(counter_start());
                 let keep = keep.as_bytes();
-                tail.extend_from_slice(&pack(&[
-                    b"SET",
-                    &fence,
-                    start.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    keep,
-                ]));
-                tail.extend_from_slice(&pack(&[b"INCR", &fence]));
-                tail.extend_from_slice(&if legacy {
-                    KEEP.eval(&[&fence], &[keep])
+                pack_into(
+                    &mut out,
+                    &[&[b"SET", &fence, start.as_bytes(), b"NX", b"PX", keep]],
+                );
+                pack_into(&mut out, &[&[b"INCR", &fence]]);
+                if legacy {
+                    KEEP.eval_into(&mut out, &[&fence], &[keep]);
                 } else {
-                    pack(&[b"PEXPIRE", &fence, keep, b"GT"])
-                });
+                    pack_into(&mut out, &[&[b"PEXPIRE", &fence, keep, b"GT"]]);
+                }
             }
-            tail.extend_from_slice(&p.wait_command());
-            tail
+            out.extend_from_slice(&wait);
+            out
         };
-        let set = |get: bool, legacy: bool| {
-            let mut set: Vec<&[u8]> = vec![b"SET", key, token, b"NX"];
-            if get {
-                set.push(b"GET");
-            }
-            set.extend([&b"PX"[..], px.as_bytes()]);
-            [&head[..], &pack(&set), &tail(legacy)].concat()
-        };
-        let fenced = keep.is_some();
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
         // Valkey), so that a waiting writer asks readers to queue only
         // where readers hold it; older servers get plain `NX`, whose
@@ -432,7 +427,7 @@ impl OneKey {
             // every release twice).
             Some(message) if release && record.is_none() => {
                 let node_tail = pack(&[b"PUBLISH", &channel, message]);
-                let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+                let cluster_tail = p.spublish(&channel, message);
                 // Servers that take `DELIFEQ` (Valkey 9+) release without
                 // the script: the same rule, one command.
                 p.script_or_delifeq(
@@ -475,7 +470,7 @@ impl OneKey {
         let queue = crate::base::keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
         let node_tail = pack(&[b"PUBLISH", &channel, message]);
-        let cluster_tail = pack(&[b"SPUBLISH", &channel, message]);
+        let cluster_tail = p.spublish(&channel, message);
         let mut answers = p.script_tailed(
             &UNLOCK,
             only,

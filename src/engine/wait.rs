@@ -15,7 +15,7 @@
 //! subscriptions of connections that are open.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -165,8 +165,8 @@ impl Shared {
     }
 
     fn counter(&self, resource: &[u8]) -> &AtomicU64 {
-        let mut h = DefaultHasher::new();
-        resource.hash(&mut h);
+        let mut h = Fnv::default();
+        h.write(resource);
         &self.releases[(h.finish() % COUNTERS as u64) as usize]
     }
 }
@@ -186,7 +186,32 @@ struct Registry {
     listening: Vec<bool>,
     /// The lock tokens of this manager's acquisitions under way that may
     /// wait (see [`Waiters::start`]), with how many use each.
-    own: HashMap<Vec<u8>, usize>,
+    own: HashMap<Vec<u8>, usize, BuildHasherDefault<Fnv>>,
+}
+
+/// FNV-1a, a hash cheaper than the standard maps' for what it hashes on
+/// every acquisition and release: a resource name only to pick one of
+/// the release counters (a collision shares a counter, which costs a
+/// spurious wake), and this manager's own random tokens (which no one
+/// else chooses, so no one can make them collide).
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// A release message's parts: the release (`token:count`), and the

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionAddr, Value};
 
 use crate::base::node_error::{Cause, Stage};
+use crate::base::text::Decimal;
 use crate::members::resolve::Resolver;
 use crate::members::resp::Reader;
 
@@ -467,19 +468,42 @@ pub(crate) fn timed_out() -> Cause {
 
 /// Encodes one command in RESP.
 pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
-    let len = args.iter().map(|a| a.len() + 16).sum::<usize>() + 16;
-    let mut out = Vec::with_capacity(len);
-    out.push(b'*');
-    out.extend_from_slice(args.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for arg in args {
-        out.push(b'$');
-        out.extend_from_slice(arg.len().to_string().as_bytes());
-        out.extend_from_slice(b"\r\n");
+    let mut out = Vec::new();
+    pack_into(&mut out, &[args]);
+    out
+}
+
+/// Appends one command to `out`, in RESP: its arguments are those of
+/// `parts` in turn (a script's head, its keys, its arguments), so that no
+/// caller joins them first. Reserves the whole length at once; allocates
+/// nothing else.
+pub(crate) fn pack_into(out: &mut Vec<u8>, parts: &[&[&[u8]]]) {
+    let args = || parts.iter().flat_map(|p| p.iter());
+    let count = parts.iter().map(|p| p.len()).sum::<usize>();
+    // Each argument's `$<len>\r\n` and `\r\n`: at most 26 bytes.
+    out.reserve(args().map(|a| a.len() + 26).sum::<usize>() + 24);
+    length(out, b'*', count);
+    for arg in args() {
+        length(out, b'$', arg.len());
         out.extend_from_slice(arg);
         out.extend_from_slice(b"\r\n");
     }
-    out
+}
+
+/// A RESP length line: `mark`, `n` in decimal, CRLF.
+fn length(out: &mut Vec<u8>, mark: u8, n: usize) {
+    // Most arguments are shorter than 100 bytes: their lines are written
+    // whole.
+    let digit = |d: usize| b'0' + d as u8;
+    match n {
+        0..10 => out.extend_from_slice(&[mark, digit(n), b'\r', b'\n']),
+        10..100 => out.extend_from_slice(&[mark, digit(n / 10), digit(n % 10), b'\r', b'\n']),
+        _ => {
+            out.push(mark);
+            out.extend_from_slice(Decimal::of(n as u64).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -491,6 +515,24 @@ mod tests {
         assert_eq!(
             pack(&[b"SET", b"k", b"", b"NX"]),
             b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$2\r\nNX\r\n"
+        );
+        // Parts are one command's arguments in turn, appended.
+        let mut out = b"x".to_vec();
+        let long = vec![b'v'; 1234];
+        pack_into(&mut out, &[&[b"EVALSHA", b"f00"], &[], &[b"k", &long]]);
+        let mut want = b"x*4\r\n$7\r\nEVALSHA\r\n$3\r\nf00\r\n$1\r\nk\r\n$1234\r\n".to_vec();
+        want.extend_from_slice(&long);
+        want.extend_from_slice(b"\r\n");
+        assert_eq!(out, want);
+        // The same bytes as redis-rs packs.
+        let mut cmd = redis::cmd("SET");
+        cmd.arg("key")
+            .arg(&long[..10])
+            .arg("PX")
+            .arg(1_000_000_007u64);
+        assert_eq!(
+            pack(&[b"SET", b"key", &long[..10], b"PX", b"1000000007"]),
+            cmd.get_packed_command()
         );
     }
 

@@ -6,7 +6,8 @@
 //! `engine/single.rs`, fair waiting's in `engine/fair.rs`, each shape's
 //! in its room, the operator's in `ops/operator.rs`).
 
-use crate::members::conn::pack;
+use crate::base::text::Decimal;
+use crate::members::conn::pack_into;
 
 /// A Lua script: its name for messages, its source, and its SHA1 computed
 /// once by `redis::Script`.
@@ -58,9 +59,31 @@ impl Lua {
     }
 
     fn command(&self, verb: &[u8], script: &[u8], keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
-        let numkeys = keys.len().to_string();
-        let head: [&[u8]; 3] = [verb, script, numkeys.as_bytes()];
-        pack(&[&head[..], keys, args].concat())
+        let mut out = Vec::new();
+        self.command_into(&mut out, verb, script, keys, args);
+        out
+    }
+
+    /// `EVALSHA sha numkeys keys... args...`, appended to `out`.
+    pub(crate) fn evalsha_into(&self, out: &mut Vec<u8>, keys: &[&[u8]], args: &[&[u8]]) {
+        self.command_into(out, b"EVALSHA", self.sha.as_bytes(), keys, args);
+    }
+
+    /// `EVAL source numkeys keys... args...`, appended to `out`.
+    pub(crate) fn eval_into(&self, out: &mut Vec<u8>, keys: &[&[u8]], args: &[&[u8]]) {
+        self.command_into(out, b"EVAL", self.src.as_bytes(), keys, args);
+    }
+
+    fn command_into(
+        &self,
+        out: &mut Vec<u8>,
+        verb: &[u8],
+        script: &[u8],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) {
+        let numkeys = Decimal::of(keys.len() as u64);
+        pack_into(out, &[&[verb, script, numkeys.as_bytes()], keys, args]);
     }
 }
 

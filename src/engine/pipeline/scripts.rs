@@ -9,7 +9,7 @@ use redis::Value;
 use super::{Answer, Args, Engine, Mode};
 use crate::engine::batch;
 use crate::engine::quorum;
-use crate::members::conn::pack;
+use crate::members::conn::pack_into;
 use crate::members::member::Member;
 use crate::members::request::{FALLBACK, Reply, Request};
 use crate::members::script::Lua;
@@ -118,7 +118,12 @@ impl Engine {
         // `Reply::DelIfEq` reads no `WAIT` reply: a release waits for none.
         debug_assert!(!mode.replicated, "DELIFEQ with a WAIT");
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
-        let delete = pack(&[b"DELIFEQ", key, token]);
+        let delete = |tail: &[u8]| {
+            let mut out = Vec::with_capacity(128 + tail.len());
+            pack_into(&mut out, &[&[b"DELIFEQ", key, token]]);
+            out.extend_from_slice(tail);
+            out
+        };
         let describe = |at: usize| match at {
             FALLBACK => lua.describe(key),
             _ => format!("DELIFEQ {:?}", String::from_utf8_lossy(key)),
@@ -126,12 +131,12 @@ impl Engine {
         // Redis Cluster members' form only when there are some: a
         // release is on the hot path.
         let cluster = if self.has_clusters {
-            [&delete[..], cluster_tail].concat()
+            delete(cluster_tail)
         } else {
             Vec::new()
         };
         let plain = Plain {
-            node: &[&delete[..], node_tail].concat(),
+            node: &delete(node_tail),
             cluster: &cluster,
             reply: Reply::DelIfEq(tails.is_some()),
             one_key: true,
@@ -209,7 +214,18 @@ impl Engine {
             .filter(|_| replicated)
             .map(|(n, _)| *n);
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
-        let packed = |script: Vec<u8>, tail: &[u8]| [&script[..], &wait, tail].concat();
+        // A script sent by hash (or by its source, `eval`), then any
+        // `WAIT`, then the tail, in one buffer.
+        let packed = |eval: bool, keys: &[&[u8]], args: Args<'_>, tail: &[u8]| {
+            let mut out = Vec::with_capacity(256 + tail.len());
+            match eval {
+                true => lua.eval_into(&mut out, keys, args),
+                false => lua.evalsha_into(&mut out, keys, args),
+            }
+            out.extend_from_slice(&wait);
+            out.extend_from_slice(tail);
+            out
+        };
         let reply = match tails {
             _ if kept.is_some() => Reply::Kept,
             _ if mode.count => Reply::Count,
@@ -219,20 +235,20 @@ impl Engine {
         let describe_node = |_: usize| lua.describe(node_keys[0]);
         let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
         let cluster_packed = if self.has_clusters {
-            packed(lua.evalsha(cluster_keys, cluster), cluster_tail)
+            packed(false, cluster_keys, cluster, cluster_tail)
         } else {
             Vec::new()
         };
-        let cluster_reload = || packed(lua.eval(cluster_keys, cluster), cluster_tail);
-        let node_reload = || packed(lua.eval(node_keys, node), node_tail);
+        let cluster_reload = || packed(true, cluster_keys, cluster, cluster_tail);
+        let node_reload = || packed(true, node_keys, node, node_tail);
         // The plain commands, on nodes and on Redis Cluster members; the
         // script's source is their fallback (see `Reply::DelIfEq`).
-        let plain_packed = plain.map(|p| {
-            (
-                [p.node, &wait[..]].concat(),
-                [p.cluster, &wait[..]].concat(),
-            )
-        });
+        // They read no `WAIT` reply: they go where no write waits.
+        debug_assert!(
+            plain.is_none() || wait.is_empty(),
+            "plain commands with a WAIT"
+        );
+        let plain_packed = plain.map(|p| (p.node, p.cluster));
         let plain_node = plain.zip(plain_packed.as_ref()).map(|(p, (node, _))| {
             plain_request(p, node, cluster_keys[0], (mode, acks), &node_reload)
         });
@@ -250,7 +266,7 @@ impl Engine {
                 &cluster_reload,
             )
         };
-        let node_packed = packed(lua.evalsha(node_keys, node), node_tail);
+        let node_packed = packed(false, node_keys, node, node_tail);
         // The slot routes the round to each cluster's master.
         let req = Request {
             alt: self.has_clusters.then_some(&cluster_req),
