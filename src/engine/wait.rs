@@ -424,7 +424,7 @@ impl Waiters {
     /// announced under `token` (its failed attempts' clean-ups) wake
     /// nobody of this manager. Also says whether threads of this manager
     /// already wait for `resource`.
-    pub(crate) fn start(&self, resource: &[u8], token: &[u8]) -> (Own<'_>, bool) {
+    pub(crate) fn start<'a>(&'a self, resource: &[u8], token: &'a [u8]) -> (Own<'a>, bool) {
         let mut reg = self.shared.reg.lock();
         *reg.own.entry(token.to_vec()).or_insert(0) += 1;
         let busy = reg
@@ -433,7 +433,7 @@ impl Waiters {
             .is_some_and(|e| !e.queue.is_empty());
         let own = Own {
             waiters: self,
-            token: token.to_vec(),
+            token,
         };
         (own, busy)
     }
@@ -553,16 +553,16 @@ impl Waiters {
 /// An acquisition under way (see [`Waiters::start`]).
 pub(crate) struct Own<'a> {
     waiters: &'a Waiters,
-    token: Vec<u8>,
+    token: &'a [u8],
 }
 
 impl Drop for Own<'_> {
     fn drop(&mut self) {
         let mut reg = self.waiters.shared.reg.lock();
-        if let Some(n) = reg.own.get_mut(&self.token) {
+        if let Some(n) = reg.own.get_mut(self.token) {
             *n -= 1;
             if *n == 0 {
-                reg.own.remove(&self.token);
+                reg.own.remove(self.token);
             }
         }
     }

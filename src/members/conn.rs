@@ -337,11 +337,16 @@ impl Conn {
         let mut chunk = [0u8; 512];
         // Past the deadline, what has arrived is taken only for a moment:
         // a peer that keeps sending cannot hold the reader.
-        if left(deadline).is_none() && Instant::now() > deadline + LATE_GRACE {
+        let now = Instant::now();
+        if now > deadline + LATE_GRACE {
             return Err(timed_out());
         }
+        // The first turn uses the time just read (one clock read per
+        // wait: reads are on the hot path).
+        let mut first =
+            Some(Some(deadline.saturating_duration_since(now)).filter(|d| !d.is_zero()));
         let n = loop {
-            match left(deadline) {
+            match first.take().unwrap_or_else(|| left(deadline)) {
                 Some(left) if left > self.tail => {
                     self.cap_timeout(left - self.tail, Duration::ZERO)?;
                     match self.stream.read(&mut chunk) {
