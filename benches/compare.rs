@@ -8,8 +8,8 @@
 //! cargo bench --bench compare            # full run, a few minutes
 //! cargo bench --bench compare -- --quick # fewer samples
 //! cargo bench --bench compare --features tls # adds TLS against plain
-//! cargo bench --bench compare -- --release   # release by DELIFEQ or script
-//! cargo bench --bench compare -- --extend    # extend by SET IFEQ or script
+//! cargo bench --bench compare -- --release   # release by DELIFEQ, DELEX or script
+//! cargo bench --bench compare -- --extend    # extend by script (SET IFEQ raced)
 //! ```
 //!
 //! Loopback figures depend on where the scheduler puts the processes;
@@ -1181,18 +1181,19 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
     script.load(&mut con).unwrap();
     let mut message = 0u64;
-    let mut raw = |delifeq: bool| {
+    // 0: the script; 1: DELIFEQ (Valkey 9+); 2: DELEX ... IFEQ (Redis 8.4+).
+    let mut raw = |form: u8| {
         assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
         message += 1;
-        let release = if delifeq {
-            redis::cmd("DELIFEQ").arg(key).arg(token).clone()
-        } else {
-            redis::cmd("EVALSHA")
+        let release = match form {
+            1 => redis::cmd("DELIFEQ").arg(key).arg(token).clone(),
+            2 => redis::cmd("DELEX").arg(key).arg("IFEQ").arg(token).clone(),
+            _ => redis::cmd("EVALSHA")
                 .arg(script.get_hash())
                 .arg(1)
                 .arg(key)
                 .arg(token)
-                .clone()
+                .clone(),
         };
         let (deleted, _): (i64, i64) = redis::pipe()
             .add_command(release)
@@ -1203,14 +1204,39 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
             .unwrap();
         assert_eq!(deleted, 1);
     };
-    let delifeq_works = redis::cmd("DELIFEQ")
-        .arg("bench:release-probe")
-        .arg(token)
-        .query::<i64>(&mut client.get_connection().unwrap())
-        .is_ok();
+    // The server's own compare-and-delete, if it has one.
+    let plain = [
+        (
+            1,
+            redis::cmd("DELIFEQ")
+                .arg("bench:release-probe")
+                .arg(token)
+                .clone(),
+        ),
+        (
+            2,
+            redis::cmd("DELEX")
+                .arg("bench:release-probe")
+                .arg("IFEQ")
+                .arg(token)
+                .clone(),
+        ),
+    ]
+    .into_iter()
+    .find(|(_, cmd)| {
+        cmd.query::<i64>(&mut client.get_connection().unwrap())
+            .is_ok()
+    })
+    .map(|(form, _)| form);
+    let delifeq_works = plain.is_some();
+    let plain_name = if plain == Some(2) {
+        "raw DELEX IFEQ"
+    } else {
+        "raw DELIFEQ"
+    };
     let raw = std::cell::RefCell::new(&mut raw);
-    let mut by_script = || (raw.borrow_mut())(false);
-    let mut by_delifeq = || (raw.borrow_mut())(true);
+    let mut by_script = || (raw.borrow_mut())(0);
+    let mut by_delifeq = || (raw.borrow_mut())(plain.unwrap_or(0));
     let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
     let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
@@ -1218,14 +1244,14 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         ("library, fair(false)", &mut library),
     ];
     if delifeq_works {
-        impls.push(("raw DELIFEQ", &mut by_delifeq));
+        impls.push((plain_name, &mut by_delifeq));
     }
     impls.push(("library, fair (default)", &mut library_fair));
     let results = race(n, &mut impls);
     shape_rows(report, &results, 23, "\"kind\":\"release\"");
     if delifeq_works {
         let ratio = results[1].1.median.as_secs_f64() / results[2].1.median.as_secs_f64();
-        report.line(format!("library fair(false) / raw DELIFEQ: {ratio:.3}"));
+        report.line(format!("library fair(false) / {plain_name}: {ratio:.3}"));
     }
 }
 
@@ -1535,7 +1561,9 @@ fn wake_cost(report: &mut Report, urls: &[String], n: usize) {
 /// process only; the server is a child it does not follow). `impl` is
 /// `library` (fencing and fair waiting off: the same commands as the
 /// floor), `default` (default settings) or `floor` (the same commands on
-/// one raw `redis` connection, written once and reused).
+/// one raw `redis` connection, written once and reused: `SET ... NX GET
+/// PX`, then the server's compare-and-delete or the unlock script, with
+/// the `PUBLISH` behind it). Give the server with `REDIS_SERVER_BIN`.
 fn probe(args: &[String]) {
     let which = args.first().map(String::as_str).unwrap_or("library");
     let cycles: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
@@ -1556,12 +1584,26 @@ fn probe(args: &[String]) {
                 .arg("PX")
                 .arg(TTL.as_millis() as u64)
                 .get_packed_command();
-            let release = redis::pipe()
-                .cmd("EVALSHA")
-                .arg(script.get_hash())
-                .arg(1)
-                .arg(key)
-                .arg(token)
+            // The release the library sends: the server's own
+            // compare-and-delete where it has one, else the script.
+            let mut release = redis::pipe();
+            let delifeq = redis::cmd("DELIFEQ").arg(key).arg(token).clone();
+            let delex = redis::cmd("DELEX").arg(key).arg("IFEQ").arg(token).clone();
+            let takes =
+                |cmd: &redis::Cmd, con: &mut redis::Connection| cmd.query::<i64>(con).is_ok();
+            if takes(&delifeq, &mut con) {
+                release.add_command(delifeq);
+            } else if takes(&delex, &mut con) {
+                release.add_command(delex);
+            } else {
+                release
+                    .cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(1)
+                    .arg(key)
+                    .arg(token);
+            }
+            let release = release
                 .cmd("PUBLISH")
                 .arg(redlock_sync::release_channel(key))
                 .arg(format!("{token}:1"))

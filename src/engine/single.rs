@@ -237,6 +237,7 @@ impl OneKey {
             describe: &describe,
             legacy: None,
             ifeq: None,
+            delex: None,
             reload: None,
             on_timeout: Some(&cluster_cleanup),
             kept: Some(&seen),
@@ -430,7 +431,7 @@ impl OneKey {
                 let cluster_tail = p.spublish(&channel, message);
                 // Servers that take `DELIFEQ` (Valkey 9+) release without
                 // the script: the same rule, one command.
-                p.script_or_delifeq(
+                p.script_or_plain_delete(
                     lua,
                     only,
                     (&self.key, &[token]),
@@ -441,7 +442,7 @@ impl OneKey {
             }
             // A release not announced (`wake_on_release(false)`).
             None if release && record.is_none() => {
-                p.script_or_delifeq(lua, only, (&self.key, &[token]), token, None, RELEASE)
+                p.script_or_plain_delete(lua, only, (&self.key, &[token]), token, None, RELEASE)
             }
             _ => {
                 let node: Vec<&[u8]> =

@@ -27,6 +27,16 @@ impl Member {
         }
     }
 
+    /// The compare-and-delete forms its servers were seen to take (bits
+    /// of `PlainDelete::bit`); a Redis Cluster member's, all of them (its
+    /// masters change with the slot).
+    pub(crate) fn plain_deletes(&self) -> u8 {
+        match self {
+            Member::Node(node) => node.plain_deletes(),
+            Member::Cluster(_) => u8::MAX,
+        }
+    }
+
     /// The node timeout.
     pub(crate) fn timeout(&self) -> Duration {
         match self {

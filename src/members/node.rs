@@ -111,9 +111,13 @@ pub(crate) struct Node {
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
-    /// A connection's user was refused `DELIFEQ`: releases send the
-    /// script on every connection (see `Reply::DelIfEq`).
-    delifeq_refused: std::sync::atomic::AtomicBool,
+    /// A connection's user was refused the server's own
+    /// compare-and-delete: releases send the script on every connection
+    /// (see `Reply::DelIfEq`).
+    plain_delete_refused: std::sync::atomic::AtomicBool,
+    /// The compare-and-delete forms its handshakes found (bits of
+    /// `PlainDelete::bit`): a release packs only those.
+    plain_deletes: std::sync::atomic::AtomicU8,
 }
 
 impl Node {
@@ -223,7 +227,8 @@ impl Node {
             identity_at,
             watch: Watch::default(),
             plain: std::sync::atomic::AtomicBool::new(false),
-            delifeq_refused: std::sync::atomic::AtomicBool::new(false),
+            plain_delete_refused: std::sync::atomic::AtomicBool::new(false),
+            plain_deletes: std::sync::atomic::AtomicU8::new(0),
             member: std::sync::OnceLock::new(),
             restart: setup.restart.clone(),
             timeout,
@@ -337,6 +342,15 @@ impl Node {
         }
         self.checkin(pooled);
         Ok(replies)
+    }
+
+    /// The compare-and-delete forms this node's servers were seen to take
+    /// (bits of `PlainDelete::bit`), unless its user was refused them.
+    pub(crate) fn plain_deletes(&self) -> u8 {
+        match self.plain_delete_refused.load(Ordering::Relaxed) {
+            true => 0,
+            false => self.plain_deletes.load(Ordering::Relaxed),
+        }
     }
 
     /// The node timeout.
@@ -633,8 +647,8 @@ impl Node {
         .map(|con| Pooled {
             con,
             legacy: true,
-            delifeq: false,
-            delifeq_refused: false,
+            plain_delete: None,
+            plain_delete_refused: false,
         })
         .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
@@ -673,7 +687,12 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
-        pooled.delifeq = identity.del_ifeq && !self.delifeq_refused.load(Ordering::Relaxed);
+        pooled.plain_delete = identity
+            .plain_delete
+            .filter(|_| !self.plain_delete_refused.load(Ordering::Relaxed));
+        if let Some(form) = identity.plain_delete {
+            self.plain_deletes.fetch_or(form.bit(), Ordering::Relaxed);
+        }
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);
         }
@@ -714,8 +733,8 @@ impl Node {
     /// since it was pooled.
     fn checkout(&self) -> Option<Pooled> {
         let mut pooled = self.idle.lock().pop()?;
-        if self.delifeq_refused.load(Ordering::Relaxed) {
-            pooled.delifeq = false;
+        if self.plain_delete_refused.load(Ordering::Relaxed) {
+            pooled.plain_delete = None;
         }
         Some(pooled)
     }
@@ -723,8 +742,8 @@ impl Node {
     /// Returns a healthy connection to the pool, its socket timeouts reset
     /// to their resting value.
     fn checkin(&self, mut pooled: Pooled) {
-        if pooled.delifeq_refused {
-            self.delifeq_refused.store(true, Ordering::Relaxed);
+        if pooled.plain_delete_refused {
+            self.plain_delete_refused.store(true, Ordering::Relaxed);
         }
         if pooled.con.rest().is_err() {
             return;

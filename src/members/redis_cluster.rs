@@ -295,6 +295,7 @@ impl RedisCluster {
             asking: true,
             legacy: legacy.as_ref(),
             ifeq: None,
+            delex: None,
             ..*req
         };
         node.run(&asked, deadline)

@@ -8,7 +8,7 @@ use redis::Value;
 
 use crate::base::keys::READERS_MARK;
 use crate::base::node_error::Cause;
-use crate::members::conn::{Conn, pack};
+use crate::members::conn::{Conn, pack, pack_into};
 use crate::members::script::Lua;
 
 /// An answer of the set script that names the first busy key: this bit,
@@ -36,8 +36,9 @@ pub(crate) const GONE: u64 = u64::MAX;
 /// "no such key", anything else is yes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
-    /// `DELIFEQ key token` (a release without a script, Valkey 9+), with a
-    /// second reply behind it (the release's `PUBLISH`, read and ignored)
+    /// The server's own compare-and-delete ([`PlainDelete`]: `DELIFEQ key
+    /// token` on Valkey 9+, `DELEX key IFEQ token` on Redis 8.4+: a
+    /// release without a script), with a second reply behind it (the release's `PUBLISH`, read and ignored)
     /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
     /// by an `EXISTS key` sent then, on the same connection: a key is no
     /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`),
@@ -79,6 +80,44 @@ pub(crate) enum Reply {
     Kept,
 }
 
+/// A server's own compare-and-delete, which a release sends in place of
+/// the unlock script where the server has one (read as
+/// [`Reply::DelIfEq`]): the same rule, delete the key only if it holds
+/// the token, in one command. Detected at the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PlainDelete {
+    /// `DELIFEQ key value` (Valkey 9.0 and later).
+    DelIfEq,
+    /// `DELEX key IFEQ value` (Redis 8.4 and later).
+    DelEx,
+}
+
+impl PlainDelete {
+    /// Its bit in a set of forms (see `Node::plain_deletes`).
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            PlainDelete::DelIfEq => 1,
+            PlainDelete::DelEx => 2,
+        }
+    }
+
+    /// Appends the command deleting `key` if it holds `value`.
+    pub(crate) fn pack_into(self, out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+        match self {
+            PlainDelete::DelIfEq => pack_into(out, &[&[b"DELIFEQ", key, value]]),
+            PlainDelete::DelEx => pack_into(out, &[&[b"DELEX", key, b"IFEQ", value]]),
+        }
+    }
+
+    /// The command, for messages and reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            PlainDelete::DelIfEq => "DELIFEQ",
+            PlainDelete::DelEx => "DELEX ... IFEQ",
+        }
+    }
+}
+
 /// One request, the same for every node of a round.
 pub(crate) struct Request<'a> {
     /// The command(s), packed.
@@ -115,10 +154,12 @@ pub(crate) struct Request<'a> {
     /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
     /// when it differs; chosen per connection (see [`on`](Self::on)).
     pub(crate) legacy: Option<&'a Request<'a>>,
-    /// The request as a server that takes its plain form takes it, when it
-    /// has one (`DELIFEQ`: a script's work in a plain command); chosen per
+    /// The request as a server that takes `DELIFEQ` takes it, when it has
+    /// that plain form (a script's work in a plain command); chosen per
     /// connection (see [`on`](Self::on)).
     pub(crate) ifeq: Option<&'a Request<'a>>,
+    /// The same for a server that takes `DELEX ... IFEQ`.
+    pub(crate) delex: Option<&'a Request<'a>>,
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
@@ -137,8 +178,16 @@ impl<'a> Request<'a> {
     /// is unknown). Decided per connection, so that the reply is read as
     /// the request was written even while a restart changes the server.
     pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
-        match (self.ifeq, self.legacy) {
-            (Some(plain), _) if pooled.takes(plain.reply) => plain,
+        // A plain form is packed only where some member was seen to take
+        // it: one not packed (a server seen for the first time) gets the
+        // script.
+        let plain = match pooled.plain_delete {
+            Some(PlainDelete::DelIfEq) => self.ifeq,
+            Some(PlainDelete::DelEx) => self.delex,
+            None => None,
+        };
+        match (plain, self.legacy) {
+            (Some(plain), _) if matches!(plain.reply, Reply::DelIfEq(_)) => plain,
             (_, Some(legacy)) if pooled.legacy => legacy,
             _ => self,
         }
@@ -169,21 +218,15 @@ pub(crate) struct Pooled {
     /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
     /// did not say (see [`Request::on`]).
     pub(crate) legacy: bool,
-    /// Its server takes `DELIFEQ`, and this connection's user was not
-    /// refused it (see [`Reply::DelIfEq`]).
-    pub(crate) delifeq: bool,
-    /// Its user was refused `DELIFEQ` (`NOPERM`): its node sends the
+    /// Its server's own compare-and-delete, if it has one and this
+    /// connection's user was not refused it (see [`Reply::DelIfEq`]).
+    pub(crate) plain_delete: Option<PlainDelete>,
+    /// Its user was refused that command (`NOPERM`): its node sends the
     /// script on every connection from then on.
-    pub(crate) delifeq_refused: bool,
+    pub(crate) plain_delete_refused: bool,
 }
 
 impl Pooled {
-    /// Whether its server takes the plain commands read as `reply` (see
-    /// [`Request::ifeq`]): `DELIFEQ`, the only such form.
-    fn takes(&self, reply: Reply) -> bool {
-        matches!(reply, Reply::DelIfEq(_)) && self.delifeq
-    }
-
     /// Reads the reply to `req` (already written), sending the script's
     /// source once more after `NOSCRIPT` (`SCRIPT FLUSH`).
     ///
@@ -336,7 +379,7 @@ impl Pooled {
         }
     }
 
-    /// Reads a `DELIFEQ` (see [`Reply::DelIfEq`]). Never sent with
+    /// Reads a `DELIFEQ` or `DELEX ... IFEQ` (see [`Reply::DelIfEq`]). Never sent with
     /// `ASKING` (an ASK retry sends the script) nor with a `WAIT` (a
     /// release waits for no replica).
     fn finish_delifeq(
@@ -362,8 +405,8 @@ impl Pooled {
                 }
             }
             Err(e) if e.code() == Some("NOPERM") && req.reload.is_some() => {
-                self.delifeq = false;
-                self.delifeq_refused = true;
+                self.plain_delete = None;
+                self.plain_delete_refused = true;
                 let script = req.reload.map(|reload| reload()).unwrap_or_default();
                 self.con.write(&script, deadline)?;
                 // The script's own failure is the script's, for messages.

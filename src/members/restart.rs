@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::Value;
 
+use crate::members::request::PlainDelete;
+
 /// The settings every server of a manager shares.
 #[derive(Debug, Default)]
 pub(crate) struct Policy {
@@ -91,9 +93,10 @@ pub(crate) struct Identity {
     /// The server takes `SET ... NX GET` (Redis 7.0 and later; Valkey
     /// reports a `redis_version` of 7.2): false when unknown.
     pub(crate) set_nx_get: bool,
-    /// The server takes `DELIFEQ` (Valkey 9.0 and later): a release
-    /// without a script. False when unknown.
-    pub(crate) del_ifeq: bool,
+    /// The server's own compare-and-delete (`DELIFEQ` on Valkey 9.0 and
+    /// later, `DELEX ... IFEQ` on Redis 8.4 and later): a release without
+    /// a script. `None` when unknown.
+    pub(crate) plain_delete: Option<PlainDelete>,
 }
 
 impl Identity {
@@ -113,14 +116,15 @@ impl Identity {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
-        // Valkey's own version (major, minor); Redis says none.
-        let valkey = server
-            .as_deref()
-            .and_then(|s| field(s, "valkey_version"))
-            .and_then(|v| {
-                let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
-                Some((parts.next()??, parts.next()??))
-            });
+        // A version field's (major, minor).
+        let version = |name: &str| {
+            let v = field(server.as_deref()?, name)?;
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+            Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
+        };
+        // Valkey's own version; Redis says none.
+        let valkey = version("valkey_version");
+        let redis = version("redis_version");
         Identity {
             run_id: server
                 .as_deref()
@@ -139,12 +143,13 @@ impl Identity {
             cluster_mode: server.as_deref().is_some_and(|s| {
                 field(s, "redis_mode").or_else(|| field(s, "server_mode")) == Some("cluster")
             }),
-            set_nx_get: server
-                .as_deref()
-                .and_then(|s| field(s, "redis_version"))
-                .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-                .is_some_and(|major| major >= 7),
-            del_ifeq: valkey.is_some_and(|version| version >= (9, 0)),
+            set_nx_get: redis.is_some_and(|(major, _)| major >= 7),
+            // Valkey says a `redis_version` of 7.2 (what it forked from).
+            plain_delete: match (valkey, redis) {
+                (Some(version), _) if version >= (9, 0) => Some(PlainDelete::DelIfEq),
+                (None, Some(version)) if version >= (8, 4) => Some(PlainDelete::DelEx),
+                _ => None,
+            },
         }
     }
 
@@ -499,16 +504,31 @@ mod tests {
     }
 
     #[test]
-    fn del_ifeq_is_valkey_9_and_later_and_unknown_is_without() {
+    fn plain_delete_is_valkey_9_or_redis_8_4_and_later_and_unknown_is_without() {
         let info = |text: &str| Value::BulkString(text.as_bytes().to_vec());
-        let del = |text: &str| Identity::read(Some(&info(text)), None, None).del_ifeq;
+        let del = |text: &str| Identity::read(Some(&info(text)), None, None).plain_delete;
+        let ifeq = Some(PlainDelete::DelIfEq);
+        let delex = Some(PlainDelete::DelEx);
         let redis = "# Server\r\nredis_version:7.2.4\r\n";
-        assert!(!del(redis));
-        assert!(!del(&format!("{redis}valkey_version:8.1.1\r\n")));
-        assert!(del(&format!("{redis}valkey_version:9.0.0\r\n")));
-        assert!(del(&format!("{redis}valkey_version:9.1.2\r\n")));
-        assert!(del(&format!("{redis}valkey_version:10.0.0\r\n")));
-        assert!(!del(&format!("{redis}valkey_version:9\r\n")));
-        assert!(!Identity::read(None, None, None).del_ifeq);
+        assert_eq!(del(redis), None);
+        assert_eq!(del(&format!("{redis}valkey_version:8.1.1\r\n")), None);
+        assert_eq!(del(&format!("{redis}valkey_version:9.0.0\r\n")), ifeq);
+        assert_eq!(del(&format!("{redis}valkey_version:9.1.2\r\n")), ifeq);
+        assert_eq!(del(&format!("{redis}valkey_version:10.0.0\r\n")), ifeq);
+        assert_eq!(del(&format!("{redis}valkey_version:9\r\n")), ifeq);
+        // Redis: DELEX from 8.4; a Valkey never gets it, whatever its
+        // redis_version says.
+        let redis_at = |v: &str| del(&format!("# Server\r\nredis_version:{v}\r\n"));
+        assert_eq!(redis_at("8.2.3"), None);
+        assert_eq!(redis_at("8.4.0"), delex);
+        assert_eq!(redis_at("8.6.3"), delex);
+        assert_eq!(redis_at("9.0.0"), delex);
+        assert_eq!(redis_at("8"), None);
+        assert_eq!(redis_at("eight"), None);
+        assert_eq!(
+            del("# Server\r\nredis_version:8.4.0\r\nvalkey_version:8.1.1\r\n"),
+            None
+        );
+        assert_eq!(Identity::read(None, None, None).plain_delete, None);
     }
 }

@@ -517,10 +517,12 @@ fn command_path(identity: &crate::members::restart::Identity) -> String {
     // a shorter one cut a later longer one; see the manual's "How it
     // works").
     let extend = "extend by script";
-    let release = if identity.del_ifeq {
-        "release by DELIFEQ (no script) where nothing is handed on (fair(false), permits)"
-    } else {
-        "release by script"
+    let release = match identity.plain_delete {
+        Some(form) => format!(
+            "release by {} (no script) where nothing is handed on (fair(false), permits)",
+            form.name()
+        ),
+        None => "release by script".to_owned(),
     };
     format!("{acquire}; {extend}; {release}")
 }

@@ -224,19 +224,24 @@ fn a_server_kept_out_after_a_restart_says_for_how_long() {
 
 /// Issue 43: the report says which forms of the lock's commands each
 /// server gets (and `{:#}` prints it): `DELIFEQ` releases on Valkey 9,
-/// the script elsewhere; extends by script everywhere (one that never
-/// lowers the expiry); `NX GET` from Redis 7.0.
+/// `DELEX ... IFEQ` on Redis 8.4, the script elsewhere; extends by script
+/// everywhere (one that never lowers the expiry); `NX GET` from Redis 7.0.
 #[test]
 fn the_report_says_which_commands_a_server_gets() {
     let cluster = Nodes::start(1).unwrap();
     let dlm = manager(cluster.urls());
     let reports = dlm.check_on("lock:check");
-    let (name, version) = support::server::server_version();
     let path = reports[0].path.clone().expect("asked");
     assert!(path.contains("extend by script"), "{path}");
-    let del = name == "Valkey" && *version >= (9, 0);
-    assert_eq!(path.contains("release by DELIFEQ"), del, "{path}");
-    assert_eq!(path.contains("release by script"), !del, "{path}");
+    let plain = support::server::plain_delete();
+    let says = |form: &str| path.contains(&format!("release by {form} (no script)"));
+    assert_eq!(says("DELIFEQ"), plain == Some("delifeq"), "{path}");
+    assert_eq!(says("DELEX ... IFEQ"), plain == Some("delex"), "{path}");
+    assert_eq!(
+        path.contains("release by script"),
+        plain.is_none(),
+        "{path}"
+    );
     assert_eq!(
         path.contains("SET NX GET"),
         support::server::server_at_least(7, 0),

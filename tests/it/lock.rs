@@ -712,15 +712,17 @@ fn max_idle_per_node_bounds_the_connections_kept_after_a_burst() {
     }
 }
 
-/// Issue 43: where the server takes `DELIFEQ` (Valkey 9.0 and later),
+/// Issue 43: where the server has its own compare-and-delete (`DELIFEQ`
+/// on Valkey 9.0 and later, `DELEX ... IFEQ` on Redis 8.4 and later),
 /// the release of a lock that hands nothing on (fairness off, or a
 /// permit) is that command, no script; elsewhere the unlock script runs.
 /// Either way a release deletes only our token, wakes a waiter, and says
 /// what it found: taken over (another token) apart from expired (none).
 #[test]
-fn release_runs_without_a_script_where_the_server_takes_delifeq() {
+fn release_runs_without_a_script_where_the_server_has_compare_and_delete() {
     let (name, version) = support::server::server_version();
-    let del = name == "Valkey" && *version >= (9, 0);
+    let plain = support::server::plain_delete();
+    let del = plain.is_some();
     let cluster = Nodes::start(3).unwrap();
     let unfair = || {
         LockManager::builder()
@@ -739,10 +741,12 @@ fn release_runs_without_a_script_where_the_server_takes_delifeq() {
         .release()
         .unwrap();
     let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
+    // Either compare-and-delete (none may run where the server has none).
+    let dels = |s: &Server| calls(s, "delifeq") + calls(s, "delex");
     let before: Vec<(u64, u64)> = cluster
         .servers
         .iter()
-        .map(|s| (scripts(s), calls(s, "delifeq")))
+        .map(|s| (scripts(s), dels(s)))
         .collect();
     for _ in 0..5 {
         dlm.lock(&key, Duration::from_secs(5))
@@ -757,16 +761,16 @@ fn release_runs_without_a_script_where_the_server_takes_delifeq() {
         5
     };
     for (server, (scripts_before, dels_before)) in cluster.servers.iter().zip(&before) {
-        let ran = (
-            scripts(server) - scripts_before,
-            calls(server, "delifeq") - dels_before,
-        );
+        let ran = (scripts(server) - scripts_before, dels(server) - dels_before);
         let expected = if del {
             (acquiring, 5)
         } else {
             (acquiring + 5, 0)
         };
-        assert_eq!(ran, expected, "{name} {version:?}: (scripts, DELIFEQ) run");
+        assert_eq!(
+            ran, expected,
+            "{name} {version:?}: (scripts, {plain:?}) run"
+        );
         assert_eq!(get(server, key.as_bytes()), None, "released");
     }
     // A waiter of another manager is woken by the release, well before

@@ -9,25 +9,33 @@ use redis::Value;
 use super::{Answer, Args, Engine, Mode};
 use crate::engine::batch;
 use crate::engine::quorum;
-use crate::members::conn::pack_into;
 use crate::members::member::Member;
-use crate::members::request::{FALLBACK, Reply, Request};
+use crate::members::request::{FALLBACK, PlainDelete, Reply, Request};
 use crate::members::script::Lua;
 
 /// One slot group's keys and arguments.
 pub(crate) type Group<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
 
 /// Plain commands that servers taking them get in a script's place
-/// (see [`Request::ifeq`]).
+/// (see [`Request::ifeq`]): each form's, where some member takes it.
 struct Plain<'a> {
-    /// On nodes.
-    node: &'a [u8],
-    /// On Redis Cluster members.
-    cluster: &'a [u8],
+    /// `DELIFEQ`'s.
+    ifeq: Option<Form<'a>>,
+    /// `DELEX ... IFEQ`'s.
+    delex: Option<Form<'a>>,
     /// How their replies read.
     reply: Reply,
     /// They touch one key: a Redis Cluster member may follow an `ASK`.
     one_key: bool,
+}
+
+/// One form of plain commands.
+#[derive(Clone, Copy)]
+struct Form<'a> {
+    /// Packed, for nodes.
+    node: &'a [u8],
+    /// Packed, for Redis Cluster members.
+    cluster: &'a [u8],
     /// Names command `at` and its key, for messages.
     describe: &'a (dyn Fn(usize) -> String + Sync),
 }
@@ -103,10 +111,11 @@ impl Engine {
     }
 
     /// As [`script_tailed`](Self::script_tailed) (one key, the same on
-    /// nodes and Redis Cluster members), and on servers that take
-    /// `DELIFEQ` that command in the script's place, with the same tail:
-    /// a release without a script (see [`Reply::DelIfEq`]).
-    pub(crate) fn script_or_delifeq(
+    /// nodes and Redis Cluster members), and on servers that have their
+    /// own compare-and-delete ([`PlainDelete`]: `DELIFEQ`, `DELEX ...
+    /// IFEQ`) that command in the script's place, with the same tail: a
+    /// release without a script (see [`Reply::DelIfEq`]).
+    pub(crate) fn script_or_plain_delete(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
@@ -116,31 +125,42 @@ impl Engine {
         mode: Mode,
     ) -> Vec<Answer> {
         // `Reply::DelIfEq` reads no `WAIT` reply: a release waits for none.
-        debug_assert!(!mode.replicated, "DELIFEQ with a WAIT");
+        debug_assert!(!mode.replicated, "a plain delete with a WAIT");
         let (node_tail, cluster_tail) = tails.unwrap_or_default();
-        let delete = |tail: &[u8]| {
+        // Only the forms some member was seen to take, and Redis Cluster
+        // members' only when there are some: a release is on the hot
+        // path.
+        let seen = self
+            .members
+            .iter()
+            .fold(0, |seen, m| seen | m.plain_deletes());
+        let delete = |form: PlainDelete, tail: &[u8]| {
             let mut out = Vec::with_capacity(128 + tail.len());
-            pack_into(&mut out, &[&[b"DELIFEQ", key, token]]);
+            form.pack_into(&mut out, key, token);
             out.extend_from_slice(tail);
             out
         };
-        let describe = |at: usize| match at {
+        let forms = |form: PlainDelete| {
+            (seen & form.bit() != 0).then(|| {
+                let cluster = match self.has_clusters {
+                    true => delete(form, cluster_tail),
+                    false => Vec::new(),
+                };
+                (delete(form, node_tail), cluster)
+            })
+        };
+        let (ifeq, delex) = (forms(PlainDelete::DelIfEq), forms(PlainDelete::DelEx));
+        let describe = |form: PlainDelete, at: usize| match at {
             FALLBACK => lua.describe(key),
-            _ => format!("DELIFEQ {:?}", String::from_utf8_lossy(key)),
+            _ => format!("{} {:?}", form.name(), String::from_utf8_lossy(key)),
         };
-        // Redis Cluster members' form only when there are some: a
-        // release is on the hot path.
-        let cluster = if self.has_clusters {
-            delete(cluster_tail)
-        } else {
-            Vec::new()
-        };
+        let describe_ifeq = |at: usize| describe(PlainDelete::DelIfEq, at);
+        let describe_delex = |at: usize| describe(PlainDelete::DelEx, at);
         let plain = Plain {
-            node: &delete(node_tail),
-            cluster: &cluster,
+            ifeq: form(&ifeq, &describe_ifeq),
+            delex: form(&delex, &describe_delex),
             reply: Reply::DelIfEq(tails.is_some()),
             one_key: true,
-            describe: &describe,
         };
         self.script_kept(
             lua,
@@ -191,7 +211,7 @@ impl Engine {
     /// reply is kept whole there ([`Reply::Kept`]); with `plain`, servers
     /// that take those commands get them in place of the script.
     #[allow(clippy::too_many_arguments)]
-    fn script_kept(
+    fn script_kept<'a>(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
@@ -200,7 +220,7 @@ impl Engine {
         tails: Option<(&[u8], &[u8])>,
         mode: Mode,
         kept: Option<&Mutex<Vec<Value>>>,
-        plain: Option<&Plain<'_>>,
+        plain: Option<&Plain<'a>>,
     ) -> Vec<Answer> {
         let replicated = mode.replicated;
         let wait = if replicated {
@@ -248,16 +268,21 @@ impl Engine {
             plain.is_none() || wait.is_empty(),
             "plain commands with a WAIT"
         );
-        let plain_packed = plain.map(|p| (p.node, p.cluster));
-        let plain_node = plain.zip(plain_packed.as_ref()).map(|(p, (node, _))| {
-            plain_request(p, node, cluster_keys[0], (mode, acks), &node_reload)
-        });
-        let plain_cluster = plain.zip(plain_packed.as_ref()).map(|(p, (_, cluster))| {
-            plain_request(p, cluster, cluster_keys[0], (mode, acks), &cluster_reload)
-        });
+        let key = cluster_keys[0];
+        let (ifeq, delex) = (plain.and_then(|p| p.ifeq), plain.and_then(|p| p.delex));
+        let on = |form: Option<Form<'a>>, cluster: bool| {
+            let (p, form) = plain.zip(form)?;
+            Some(match cluster {
+                true => plain_request(p, form, true, key, (mode, acks), &cluster_reload),
+                false => plain_request(p, form, false, key, (mode, acks), &node_reload),
+            })
+        };
+        let (ifeq_node, ifeq_cluster) = (on(ifeq, false), on(ifeq, true));
+        let (delex_node, delex_cluster) = (on(delex, false), on(delex, true));
         let cluster_req = Request {
             kept,
-            ifeq: plain_cluster.as_ref(),
+            ifeq: ifeq_cluster.as_ref(),
+            delex: delex_cluster.as_ref(),
             ..scripted(
                 &cluster_packed,
                 cluster_keys[0],
@@ -271,7 +296,8 @@ impl Engine {
         let req = Request {
             alt: self.has_clusters.then_some(&cluster_req),
             kept,
-            ifeq: plain_node.as_ref(),
+            ifeq: ifeq_node.as_ref(),
+            delex: delex_node.as_ref(),
             ..scripted(
                 &node_packed,
                 cluster_keys[0],
@@ -353,18 +379,33 @@ impl Engine {
     }
 }
 
-/// The request of plain commands `p` (`packed`, with any `WAIT`),
-/// routed by `key`, the script's source its fallback (`reload`).
+/// A form of plain commands, where it was packed.
+fn form<'a>(
+    packed: &'a Option<(Vec<u8>, Vec<u8>)>,
+    describe: &'a (dyn Fn(usize) -> String + Sync),
+) -> Option<Form<'a>> {
+    packed.as_ref().map(|(node, cluster)| Form {
+        node,
+        cluster,
+        describe,
+    })
+}
+
+/// The request of plain commands `p` in `form` (as Redis Cluster
+/// members take them when `cluster`), routed by `key`, the script's
+/// source its fallback (`reload`).
 fn plain_request<'a>(
-    p: &'a Plain<'a>,
-    packed: &'a [u8],
+    p: &Plain<'a>,
+    form: Form<'a>,
+    cluster: bool,
     key: &'a [u8],
     (mode, acks): (Mode, Option<u32>),
     reload: &'a (dyn Fn() -> Vec<u8> + Sync),
 ) -> Request<'a> {
+    let packed = if cluster { form.cluster } else { form.node };
     Request {
         follow_ask: p.one_key,
-        ..scripted(packed, key, (mode, acks, p.reply), p.describe, reload)
+        ..scripted(packed, key, (mode, acks, p.reply), form.describe, reload)
     }
 }
 
@@ -394,6 +435,7 @@ fn scripted<'a>(
         describe,
         legacy: None,
         ifeq: None,
+        delex: None,
         reload: Some(reload),
         on_timeout: None,
         kept: None,

@@ -59,6 +59,17 @@ pub fn server_at_least(major: u32, minor: u32) -> bool {
     server_version().1 >= (major, minor)
 }
 
+/// The server's own compare-and-delete, as `INFO commandstats` names
+/// it, where the library releases with it: `delifeq` on Valkey 9.0 and
+/// later, `delex` on Redis 8.4 and later; `None` elsewhere.
+pub fn plain_delete() -> Option<&'static str> {
+    match server_version() {
+        (name, version) if name == "Valkey" && *version >= (9, 0) => Some("delifeq"),
+        (name, version) if name == "Redis" && *version >= (8, 4) => Some("delex"),
+        _ => None,
+    }
+}
+
 /// One `redis-server` process on 127.0.0.1, killed when dropped.
 pub struct Server {
     port: u16,
