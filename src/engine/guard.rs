@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
-use crate::engine::pipeline::{Engine, Granted, Shape, Token};
+use crate::engine::pipeline::{Engine, Granted, Names, Shape, Token};
 use crate::engine::quorum;
 
 /// What a guard and its keep-alive thread share.
@@ -160,7 +160,7 @@ impl State {
     }
 
     /// Every resource held.
-    fn resources(&self) -> Vec<&[u8]> {
+    fn resources(&self) -> Names<'_> {
         self.shape.resources()
     }
 
@@ -425,7 +425,7 @@ impl<M: Mode> Guard<M> {
         granted: Granted,
         slot: Option<u32>,
     ) -> Guard<M> {
-        for r in shape.resources() {
+        for &r in shape.resources().iter() {
             engine.hold(r);
         }
         Guard {
@@ -469,7 +469,7 @@ impl<M: Mode> Guard<M> {
     /// Every locked resource: the one of a lock, or the whole of a set in
     /// the order given.
     pub fn resources(&self) -> impl ExactSizeIterator<Item = &[u8]> {
-        self.state.resources().into_iter()
+        self.state.resources().to_vec().into_iter()
     }
 
     /// Whether this is a read lock ([`RwLock::read`](crate::RwLock::read)),
@@ -712,7 +712,7 @@ impl<M: Mode> Guard<M> {
             Some(tally.yes),
         );
         telemetry::released(self.acquired.elapsed());
-        for r in state.resources() {
+        for &r in state.resources().iter() {
             engine.let_go(r);
         }
         if let Some(keeper) = keeper {

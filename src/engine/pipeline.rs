@@ -180,10 +180,30 @@ pub(crate) struct Refusal {
 
 /// What a shape supplies to the pipeline: its rounds on the members. The
 /// pipeline decides what they add up to.
+/// A shape's names (see [`Shape::resources`]): one, borrowed, for every
+/// shape but a set (no allocation on the hot path), or several.
+pub(crate) enum Names<'a> {
+    /// One name.
+    One(&'a [u8]),
+    /// Several (a set's).
+    Many(Vec<&'a [u8]>),
+}
+
+impl<'a> std::ops::Deref for Names<'a> {
+    type Target = [&'a [u8]];
+
+    fn deref(&self) -> &[&'a [u8]] {
+        match self {
+            Names::One(name) => std::slice::from_ref(name),
+            Names::Many(names) => names,
+        }
+    }
+}
+
 pub(crate) trait Shape: Send + Sync {
     /// Every resource held, as errors name them and as `held_here` counts
     /// them (a set's all, in the order given).
-    fn resources(&self) -> Vec<&[u8]>;
+    fn resources(&self) -> Names<'_>;
 
     /// What errors and logs name: the resource, or a set's resources
     /// joined with `, `; a permit names its semaphore and its count the
@@ -206,7 +226,7 @@ pub(crate) trait Shape: Send + Sync {
 
     /// The names whose waiters a release wakes (a permit's: the
     /// semaphore's name).
-    fn wakes(&self) -> Vec<&[u8]> {
+    fn wakes(&self) -> Names<'_> {
         self.resources()
     }
 
@@ -636,7 +656,7 @@ impl Engine {
         // then asks, and learns whose the reservation is.
         let handed = self.fair && shape.hands_off();
         if let (true, Some(message)) = (tally.yes > 0, &message) {
-            for name in shape.wakes() {
+            for &name in shape.wakes().iter() {
                 if !handed || !self.waiters.hears(name) {
                     self.waiters.released(name, message);
                 }

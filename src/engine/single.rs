@@ -191,13 +191,9 @@ impl OneKey {
             (false, false) => (set(false, false), Reply::Set),
         };
         // Servers before Redis 7.0 take neither `SET ... NX GET` nor
-        // `PEXPIRE ... GT`.
+        // `PEXPIRE ... GT`: their form is packed only for them.
         let has_legacy = readers_matter || fenced;
-        let legacy_packed = if has_legacy {
-            set(false, true)
-        } else {
-            Vec::new()
-        };
+        let legacy_packed = || set(false, true);
         let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
         let describe = |at: usize| {
             let (verb, key) = match at {
@@ -226,6 +222,7 @@ impl OneKey {
         let seen = Mutex::new(Vec::new());
         let base = Request {
             packed: &packed,
+            lazy: None,
             key,
             alt: None,
             asking: false,
@@ -243,7 +240,8 @@ impl OneKey {
             kept: Some(&seen),
         };
         let legacy = |on_timeout| Request {
-            packed: &legacy_packed,
+            packed: &[],
+            lazy: Some(&legacy_packed),
             reply: legacy_reply,
             on_timeout,
             ..base

@@ -93,6 +93,17 @@ impl Shared {
     /// manager's other waiters queue behind that thread anyway.
     fn heard(&self, resource: &[u8], message: &[u8], local: bool) {
         let mut reg = self.reg.lock();
+        // This manager's own release of a name none of its threads waits
+        // for or watches: only the release count moves (what follows
+        // would find no entry to wake, and a release's own message is
+        // never a notice). Every uncontended release comes here. The
+        // count moves under the lock, as below: a thread joining the
+        // queue reads it under the lock, and so sees the release either
+        // in the count or by being woken.
+        if local && !reg.resources.contains_key(resource) {
+            self.counter(resource).fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         // Watchers hear everything, their own manager's news included.
         if let Some(entry) = reg.resources.get_mut(resource) {
             entry.news(&self.news);

@@ -362,7 +362,7 @@ impl Node {
     /// connection or it was found broken: then use [`call`](Self::call).
     pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
         let mut pooled = self.checkout()?;
-        match pooled.con.write(req.on(&pooled).packed, deadline) {
+        match pooled.con.write(&req.on(&pooled).bytes(), deadline) {
             Ok(()) => Some(pooled),
             Err(_) => {
                 // A write fails on a connection the server has closed; the
@@ -472,7 +472,7 @@ impl Node {
     pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
         let mut pooled = self.connect(deadline)?;
         let req = req.on(&pooled);
-        let result = match pooled.con.write(req.packed, deadline) {
+        let result = match pooled.con.write(&req.bytes(), deadline) {
             Ok(()) => pooled.finish(req, deadline),
             Err(e) => Err(e.into()),
         };
@@ -776,8 +776,7 @@ impl Node {
 fn write_all(pooled: &mut Pooled, reqs: &[&Request<'_>], deadline: Instant) -> Result<(), Cause> {
     let packed: Vec<u8> = reqs
         .iter()
-        .flat_map(|r| r.on(pooled).packed)
-        .copied()
+        .flat_map(|r| r.on(pooled).bytes().to_vec())
         .collect();
     pooled.con.write(&packed, deadline)
 }

@@ -276,10 +276,10 @@ impl RedisCluster {
                 self.timeout,
             ));
         }
-        let asking = [&pack(&[b"ASKING"])[..], req.packed].concat();
+        let asking = [&pack(&[b"ASKING"])[..], &req.bytes()].concat();
         let legacy_asking = req
             .legacy
-            .map(|l| [&pack(&[b"ASKING"])[..], l.packed].concat());
+            .map(|l| [&pack(&[b"ASKING"])[..], &l.bytes()].concat());
         let legacy = req
             .legacy
             .zip(legacy_asking.as_ref())

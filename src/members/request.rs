@@ -120,8 +120,12 @@ impl PlainDelete {
 
 /// One request, the same for every node of a round.
 pub(crate) struct Request<'a> {
-    /// The command(s), packed.
+    /// The command(s), packed; empty when they are packed only if used
+    /// (see [`lazy`](Self::lazy)).
     pub(crate) packed: &'a [u8],
+    /// Packs the command(s) when `packed` is empty: a variant few servers
+    /// take (before Redis 7.0), not packed for every round.
+    pub(crate) lazy: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// The key whose hash slot routes the request on a Redis Cluster
     /// member (the resource).
     pub(crate) key: &'a [u8],
@@ -173,6 +177,14 @@ pub(crate) struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// The bytes to write: `packed`, or what `lazy` packs.
+    pub(crate) fn bytes(&self) -> std::borrow::Cow<'a, [u8]> {
+        match self.lazy {
+            Some(pack) if self.packed.is_empty() => std::borrow::Cow::Owned(pack()),
+            _ => std::borrow::Cow::Borrowed(self.packed),
+        }
+    }
+
     /// The request as the server of `pooled` takes it: its `legacy`
     /// variant on a server without `SET ... NX GET` (or one whose version
     /// is unknown). Decided per connection, so that the reply is read as

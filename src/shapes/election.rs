@@ -19,7 +19,7 @@ mod majority;
 
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{DECIDE, Shape, Vote};
+use crate::engine::pipeline::{DECIDE, Names, Shape, Vote};
 use crate::engine::pipeline::{Engine, Mode};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
@@ -66,8 +66,8 @@ impl LeaderShape {
 }
 
 impl Shape for LeaderShape {
-    fn resources(&self) -> Vec<&[u8]> {
-        vec![&self.key.key]
+    fn resources(&self) -> Names<'_> {
+        Names::One(&self.key.key)
     }
 
     fn hands_off(&self) -> bool {

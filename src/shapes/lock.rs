@@ -10,7 +10,7 @@ use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, writer_key};
 use crate::engine::fair::{self, Fair};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Engine, RELEASE, Shape, Vote};
+use crate::engine::pipeline::{Engine, Names, RELEASE, Shape, Vote};
 use crate::engine::quorum::Tally;
 use crate::engine::single::{Ending, OneKey, UNLOCK};
 use crate::members::script::scripts;
@@ -33,8 +33,8 @@ impl LockShape {
 }
 
 impl Shape for LockShape {
-    fn resources(&self) -> Vec<&[u8]> {
-        vec![&self.0.key]
+    fn resources(&self) -> Names<'_> {
+        Names::One(&self.0.key)
     }
 
     fn hands_off(&self) -> bool {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
-use crate::engine::pipeline::{DECIDE, Engine, RELEASE, Shape, Vote, announce_args};
+use crate::engine::pipeline::{DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args};
 use crate::engine::quorum::Tally;
 use crate::members::script::scripts;
 use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
@@ -265,8 +265,8 @@ impl crate::engine::fair::Queued for Read {
 }
 
 impl Shape for Read {
-    fn resources(&self) -> Vec<&[u8]> {
-        vec![&self.name]
+    fn resources(&self) -> Names<'_> {
+        Names::One(&self.name)
     }
 
     /// Readers do not write: no fencing token.

@@ -12,7 +12,7 @@ use crate::base::error::{Error, Result};
 use crate::base::keys;
 use crate::base::node_error::NodeFailures;
 use crate::engine::guard::Permit;
-use crate::engine::pipeline::{Answer, Engine, Mode, Refusal, Shape, Vote};
+use crate::engine::pipeline::{Answer, Engine, Mode, Names, Refusal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ahead, Ending, OneKey};
 use crate::members::script::scripts;
@@ -52,16 +52,16 @@ impl PermitShape {
 }
 
 impl Shape for PermitShape {
-    fn resources(&self) -> Vec<&[u8]> {
-        vec![&self.slot.key]
+    fn resources(&self) -> Names<'_> {
+        Names::One(&self.slot.key)
     }
 
     fn shown(&self) -> String {
         shown(&self.slot.wakes, self.count)
     }
 
-    fn wakes(&self) -> Vec<&[u8]> {
-        vec![&self.slot.wakes]
+    fn wakes(&self) -> Names<'_> {
+        Names::One(&self.slot.wakes)
     }
 
     fn holder(&self) -> Option<Vec<u8>> {

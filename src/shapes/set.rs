@@ -15,7 +15,7 @@ use crate::engine::fair::{self, Fair};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    DECIDE, Engine, Mode, RELEASE, Shape, Vote, announce_args, counter_start,
+    DECIDE, Engine, Mode, Names, RELEASE, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
@@ -349,8 +349,8 @@ impl fair::Queued for Set {
 }
 
 impl Shape for Set {
-    fn resources(&self) -> Vec<&[u8]> {
-        self.refs()
+    fn resources(&self) -> Names<'_> {
+        Names::Many(self.refs())
     }
 
     fn hands_off(&self) -> bool {

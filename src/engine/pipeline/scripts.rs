@@ -424,6 +424,7 @@ fn scripted<'a>(
 ) -> Request<'a> {
     Request {
         packed,
+        lazy: None,
         key,
         alt: None,
         asking: false,
