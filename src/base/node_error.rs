@@ -84,6 +84,13 @@ impl Cause {
         ))
     }
 
+    /// An error reply saying the server has no such command (`ERR
+    /// unknown command ...`): renamed away, or a server that claims a
+    /// version it is not.
+    pub(crate) fn is_unknown_command(&self) -> bool {
+        matches!(self, Cause::Reply { code, detail } if code == "ERR" && detail.starts_with("unknown command"))
+    }
+
     /// An error reply's code (`NOSCRIPT`, `MOVED`, `NOPERM`, ...).
     pub(crate) fn code(&self) -> Option<&str> {
         match self {

@@ -178,8 +178,6 @@ pub(crate) struct Refusal {
     pub(crate) queued: bool,
 }
 
-/// What a shape supplies to the pipeline: its rounds on the members. The
-/// pipeline decides what they add up to.
 /// A shape's names (see [`Shape::resources`]): one, borrowed, for every
 /// shape but a set (no allocation on the hot path), or several.
 pub(crate) enum Names<'a> {
@@ -200,6 +198,8 @@ impl<'a> std::ops::Deref for Names<'a> {
     }
 }
 
+/// What a shape supplies to the pipeline: its rounds on the members. The
+/// pipeline decides what they add up to.
 pub(crate) trait Shape: Send + Sync {
     /// Every resource held, as errors name them and as `held_here` counts
     /// them (a set's all, in the order given).
@@ -696,11 +696,11 @@ impl Engine {
     /// A guard of this manager for `resource` is gone.
     pub(crate) fn let_go(&self, resource: &[u8]) {
         let mut held = self.held.lock();
-        if let Some(n) = held.get_mut(resource) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(resource);
-            }
+        // One lookup when it was the last guard for it (the usual case).
+        if let Some((name, n)) = held.remove_entry(resource)
+            && n > 1
+        {
+            held.insert(name, n - 1);
         }
     }
 

@@ -84,19 +84,16 @@ pub(crate) fn round(
     } else {
         0
     };
-    let sent: Vec<Option<(Arc<Node>, Pooled)>> = members
-        .iter()
-        .enumerate()
-        .map(|(i, member)| {
-            let node = member.target(slot).filter(|_| selected(i))?;
-            let pooled = node.send(member.request(req), deadline)?;
-            Some((node, pooled))
-        })
-        .collect();
+    let send = |i: usize, member: &Member| {
+        let node = member.target(slot).filter(|_| selected(i))?;
+        let pooled = node.send(member.request(req), deadline)?;
+        Some((node, pooled))
+    };
     let mut answers: Vec<Option<Result<u64, NodeError>>> = members.iter().map(|_| None).collect();
+    // One member: in this thread, nothing to collect.
     if members.len() == 1 {
         if selected(0) {
-            let answer = match sent.into_iter().next().flatten() {
+            let answer = match send(0, first) {
                 Some((node, pooled)) => match node.receive(pooled, first.request(req), deadline) {
                     Received::Done(answer) => answer,
                     Received::Stale => first.call(req, slot, deadline),
@@ -112,6 +109,11 @@ pub(crate) fn round(
         log_failures(members, &answers);
         return answers;
     }
+    let sent: Vec<Option<(Arc<Node>, Pooled)>> = members
+        .iter()
+        .enumerate()
+        .map(|(i, member)| send(i, member))
+        .collect();
     thread::scope(|scope| {
         let connect = |i: usize| {
             let member = &members[i];

@@ -399,8 +399,9 @@ impl OneKey {
     }
 
     /// The unlock (with a `record`: its own script), announced: a release
-    /// pipelines its `PUBLISH` behind the script (or behind `DELIFEQ`,
-    /// where the server takes it); a clean-up and the release of a key
+    /// pipelines its `PUBLISH` behind the script (or behind the server's
+    /// own compare-and-delete, `DELIFEQ` or `DELEX ... IFEQ`, where it
+    /// has one); a clean-up and the release of a key
     /// with a record have the script announce only where it deleted our
     /// key.
     fn plain_unlock(
@@ -427,8 +428,9 @@ impl OneKey {
             Some(message) if release && record.is_none() => {
                 let node_tail = pack(&[b"PUBLISH", &channel, message]);
                 let cluster_tail = p.spublish(&channel, message);
-                // Servers that take `DELIFEQ` (Valkey 9+) release without
-                // the script: the same rule, one command.
+                // Servers with their own compare-and-delete (`DELIFEQ` on
+                // Valkey 9+, `DELEX ... IFEQ` on Redis 8.4+) release
+                // without the script: the same rule, one command.
                 p.script_or_plain_delete(
                     lua,
                     only,

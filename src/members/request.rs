@@ -41,8 +41,8 @@ pub(crate) enum Reply {
     /// release without a script), with a second reply behind it (the release's `PUBLISH`, read and ignored)
     /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
     /// by an `EXISTS key` sent then, on the same connection: a key is no
-    /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`),
-    /// the script ([`Request::reload`]) runs in its place, read as
+    /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`) or
+    /// unknown to the server (`ERR unknown command`), the script ([`Request::reload`]) runs in its place, read as
     /// [`One`](Self::One) or [`OneThenAny`](Self::OneThenAny), and the
     /// connection sends the script from then on.
     DelIfEq(bool),
@@ -106,6 +106,15 @@ impl PlainDelete {
         match self {
             PlainDelete::DelIfEq => pack_into(out, &[&[b"DELIFEQ", key, value]]),
             PlainDelete::DelEx => pack_into(out, &[&[b"DELEX", key, b"IFEQ", value]]),
+        }
+    }
+
+    /// The command on `key`, for messages.
+    pub(crate) fn describe(self, key: &[u8]) -> String {
+        let key = String::from_utf8_lossy(key);
+        match self {
+            PlainDelete::DelIfEq => format!("DELIFEQ {key:?}"),
+            PlainDelete::DelEx => format!("DELEX {key:?} IFEQ"),
         }
     }
 
@@ -416,7 +425,13 @@ impl Pooled {
                     Err(e) => Err(e.into()),
                 }
             }
-            Err(e) if e.code() == Some("NOPERM") && req.reload.is_some() => {
+            // Refused by an ACL rule, or unknown after all (renamed away,
+            // or a server claiming a version it is not): the script, here
+            // and on this node from now on.
+            Err(e)
+                if (e.code() == Some("NOPERM") || e.is_unknown_command())
+                    && req.reload.is_some() =>
+            {
                 self.plain_delete = None;
                 self.plain_delete_refused = true;
                 let script = req.reload.map(|reload| reload()).unwrap_or_default();

@@ -122,8 +122,12 @@ impl Identity {
             let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
             Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
         };
-        // Valkey's own version; Redis says none.
+        // Valkey's own version; Redis says none. A Valkey whose version
+        // does not read is still no Redis (it never gets `DELEX`).
         let valkey = version("valkey_version");
+        let is_valkey = server.as_deref().is_some_and(|s| {
+            field(s, "valkey_version").is_some() || field(s, "server_name") == Some("valkey")
+        });
         let redis = version("redis_version");
         Identity {
             run_id: server
@@ -147,7 +151,7 @@ impl Identity {
             // Valkey says a `redis_version` of 7.2 (what it forked from).
             plain_delete: match (valkey, redis) {
                 (Some(version), _) if version >= (9, 0) => Some(PlainDelete::DelIfEq),
-                (None, Some(version)) if version >= (8, 4) => Some(PlainDelete::DelEx),
+                (_, Some(version)) if !is_valkey && version >= (8, 4) => Some(PlainDelete::DelEx),
                 _ => None,
             },
         }
@@ -527,6 +531,14 @@ mod tests {
         assert_eq!(redis_at("eight"), None);
         assert_eq!(
             del("# Server\r\nredis_version:8.4.0\r\nvalkey_version:8.1.1\r\n"),
+            None
+        );
+        assert_eq!(
+            del("# Server\r\nredis_version:8.4.0\r\nvalkey_version:x\r\n"),
+            None
+        );
+        assert_eq!(
+            del("# Server\r\nredis_version:8.4.0\r\nserver_name:valkey\r\n"),
             None
         );
         assert_eq!(Identity::read(None, None, None).plain_delete, None);

@@ -86,8 +86,8 @@ pub struct NodeReport {
     /// version: `SET ... NX GET` or plain `NX` with the keep script
     /// (before Redis 7.0, or unknown), extends by script (every server:
     /// it never lowers an expiry), releases that hand nothing on by
-    /// `DELIFEQ` (Valkey 9+) or by script. `None` when it could not be
-    /// asked.
+    /// `DELIFEQ` (Valkey 9+), `DELEX ... IFEQ` (Redis 8.4+) or by script.
+    /// `None` when it could not be asked.
     pub path: Option<String>,
     /// Everything found, worst first.
     pub problems: Vec<Problem>,

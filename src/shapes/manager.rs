@@ -360,7 +360,7 @@ impl LockManager {
             permit: true,
             ..WaitOn::names(&names)
         };
-        self.attempts_on(wait, budget, |token, _| attempt(token))
+        self.attempts_on(wait, budget, |token, _| attempt(&token))
     }
 
     /// The acquisition every shape shares around the pipeline: attempts
@@ -387,13 +387,23 @@ impl LockManager {
         let engine = self.engine();
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
-            ours = Some(token.clone());
             let start = Instant::now();
-            let granted = fair::attempt(engine, &*shape, token, ttl_ms, refusal)?;
+            let granted = match fair::attempt(engine, &*shape, &token, ttl_ms, refusal) {
+                Ok(granted) => granted,
+                Err(e) => {
+                    ours = Some(token);
+                    return Err(e);
+                }
+            };
+            // Should `then` fail, a queued shape's places go too (the
+            // token is copied only then: not on the uncontended path).
+            if shape.place().is_some_and(fair::Fair::queued) {
+                ours = Some(token.clone());
+            }
             let guard = Guard::new(
                 engine.clone(),
                 shape.clone(),
-                token.clone(),
+                token,
                 Duration::from_millis(ttl_ms),
                 granted,
             );
@@ -430,7 +440,7 @@ impl LockManager {
         &self,
         wait_on: WaitOn<'_>,
         budget: Budget,
-        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
+        mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
         let names = wait_on.names;
         let _span = telemetry::Span::acquire(|| quorum::display(&quorum::joined(names)));
@@ -454,7 +464,7 @@ impl LockManager {
         &self,
         wait_on: WaitOn<'_>,
         mut budget: Budget,
-        mut attempt: impl FnMut(&Token, &mut Refusal) -> Result<T>,
+        mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
         let token = new_token(&self.engine.holder_name)?;
         let names = wait_on.names;
@@ -511,7 +521,7 @@ impl LockManager {
                 // `attempt_token`); the token names the waiter.
                 tries += 1;
                 let value = attempt_token(&token, tries);
-                match attempt(&value, &mut refusal) {
+                match attempt(value, &mut refusal) {
                     Ok(acquired) => {
                         if let Some(place) = place {
                             place.acquired(wait_on.shared, wait_on.permit);

@@ -712,6 +712,42 @@ fn max_idle_per_node_bounds_the_connections_kept_after_a_burst() {
     }
 }
 
+/// Issue 43: a server that says a version with its own compare-and-delete
+/// but does not know the command (here renamed away; also a server that
+/// claims a version it is not) answers `ERR unknown command`: the release
+/// runs the unlock script in its place, in the same round, and succeeds;
+/// later releases on that node send the script at once. Only where the
+/// server has the command to rename.
+#[test]
+fn a_release_whose_compare_and_delete_is_unknown_runs_the_script() {
+    let Some(command) = support::server::plain_delete() else {
+        eprintln!("this server has no compare-and-delete of its own: nothing to rename");
+        return;
+    };
+    let cluster = Nodes::start_with(3, &["--rename-command", command, ""]).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(SLOW_OK)
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .build()
+        .unwrap();
+    let key = resource("release-unknown-delete");
+    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
+    for round in 0..3 {
+        dlm.lock(&key, Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap_or_else(|e| panic!("release {round}: {e}"));
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None, "release {round}");
+            // Before Redis 7.0 each acquisition runs the keep script too
+            // (not here: these servers all have the command).
+            assert_eq!(scripts(server), round + 1, "release {round}: scripts run");
+        }
+    }
+}
+
 /// Issue 43: where the server has its own compare-and-delete (`DELIFEQ`
 /// on Valkey 9.0 and later, `DELEX ... IFEQ` on Redis 8.4 and later),
 /// the release of a lock that hands nothing on (fairness off, or a

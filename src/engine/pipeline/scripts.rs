@@ -152,7 +152,7 @@ impl Engine {
         let (ifeq, delex) = (forms(PlainDelete::DelIfEq), forms(PlainDelete::DelEx));
         let describe = |form: PlainDelete, at: usize| match at {
             FALLBACK => lua.describe(key),
-            _ => format!("{} {:?}", form.name(), String::from_utf8_lossy(key)),
+            _ => form.describe(key),
         };
         let describe_ifeq = |at: usize| describe(PlainDelete::DelIfEq, at);
         let describe_delex = |at: usize| describe(PlainDelete::DelEx, at);
