@@ -65,6 +65,8 @@ struct Raw {
     cons: Vec<redis::Connection>,
     set: Vec<u8>,
     unlock: Vec<u8>,
+    /// Replies to `set` and to `unlock`, per node.
+    replies: (usize, usize),
 }
 
 impl Raw {
@@ -96,10 +98,62 @@ impl Raw {
                 .arg(key)
                 .arg(token)
                 .get_packed_command(),
+            replies: (1, 1),
         };
         for con in &mut raw.cons {
             script.load(con).unwrap();
         }
+        raw
+    }
+
+    /// The commands the library's default lock cycle sends (fencing,
+    /// fair waiting and waking on release on): `SET key token NX GET PX
+    /// ttl` and the fencing counter's `SET ... NX PX`, `INCR`, `PEXPIRE
+    /// ... GT`; then the unlock script with the queue's key and the
+    /// release's `PUBLISH`: the floor of the default cycle, written once.
+    fn same_as_default(urls: &[String], key: &str) -> Raw {
+        let mut raw = Raw::new(urls, key);
+        let token = "0123456789abcdef0123456789abcdef@host/1234#1";
+        let ttl = TTL.as_millis() as u64;
+        let fence = format!("{key}:redlock-fence{{1}}");
+        let keep = 600_000u64;
+        raw.set = redis::pipe()
+            .cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(ttl)
+            .cmd("SET")
+            .arg(&fence)
+            .arg(1_795_000_000_000_000u64)
+            .arg("NX")
+            .arg("PX")
+            .arg(keep)
+            .cmd("INCR")
+            .arg(&fence)
+            .cmd("PEXPIRE")
+            .arg(&fence)
+            .arg(keep)
+            .arg("GT")
+            .get_packed_pipeline();
+        let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+        raw.unlock = redis::pipe()
+            .cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(2)
+            .arg(key)
+            .arg(format!("{key}:redlock-queue{{1}}"))
+            .arg(token)
+            .cmd("PUBLISH")
+            .arg(format!("{key}:redlock-release{{1}}"))
+            .arg(format!("{token}:1"))
+            .get_packed_pipeline();
+        for con in &mut raw.cons {
+            script.load(con).unwrap();
+        }
+        raw.replies = (4, 2);
         raw
     }
 
@@ -115,17 +169,25 @@ impl Raw {
 
     /// SET to every node, then every reply; the same for the script.
     fn multiplexed(&mut self) {
+        let (set_replies, unlock_replies) = self.replies;
         for con in &mut self.cons {
             con.send_packed_command(&self.set).unwrap();
         }
         for con in &mut self.cons {
-            assert_eq!(con.recv_response().unwrap(), Value::Okay);
+            let first = con.recv_response().unwrap();
+            assert!(matches!(first, Value::Okay | Value::Nil), "{first:?}");
+            for _ in 1..set_replies {
+                con.recv_response().unwrap();
+            }
         }
         for con in &mut self.cons {
             con.send_packed_command(&self.unlock).unwrap();
         }
         for con in &mut self.cons {
             assert_eq!(con.recv_response().unwrap(), Value::Int(1));
+            for _ in 1..unlock_replies {
+                con.recv_response().unwrap();
+            }
         }
     }
 }
@@ -228,6 +290,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     let plain_key = format!("{key}:nofence");
     let mut raw_seq = Raw::new(urls, &format!("{key}:seq"));
     let mut raw_mux = Raw::new(urls, &format!("{key}:mux"));
+    let mut raw_same = Raw::same_as_default(urls, &format!("{key}:same"));
     let rival = redlock::RedLock::new(urls.to_vec());
     let mut ours = || dlm.lock(&key, TTL).unwrap().release().unwrap();
     let mut ours_plain = || plain.lock(&plain_key, TTL).unwrap().release().unwrap();
@@ -236,6 +299,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     let mut ours_silent = || silent.lock(&silent_key, TTL).unwrap().release().unwrap();
     let mut seq = || raw_seq.sequential();
     let mut mux = || raw_mux.multiplexed();
+    let mut same = || raw_same.multiplexed();
     let rival_key = format!("{key}:rival");
     let mut theirs = || {
         let lock = rival
@@ -247,6 +311,7 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
         ("redlock-sync", &mut ours),
         ("multiplexed floor", &mut mux),
+        ("floor, same commands", &mut same),
         ("sequential floor", &mut seq),
         ("fencing off", &mut ours_plain),
         ("wake on release off", &mut ours_silent),
@@ -274,6 +339,19 @@ fn cycles(report: &mut Report, urls: &[String], network: &str, n: usize, with_ri
             s.median.as_secs_f64() / floor.as_secs_f64()
         );
     }
+    // The default cycle against the same commands written raw.
+    let same = results[2].1.median.as_secs_f64();
+    let _ = write!(
+        report.json,
+        "{{\"kind\":\"cycle_vs_same\",\"network\":\"{network}\",\"nodes\":{},\"ratio\":{:.3}}},",
+        urls.len(),
+        results[0].1.median.as_secs_f64() / same
+    );
+    report.line(format!(
+        "|           | {:>5} | default / same floor|           |           | {:>6.3} |",
+        urls.len(),
+        results[0].1.median.as_secs_f64() / same
+    ));
 }
 
 /// Cycles per second with `threads` threads, each running its own cycle
@@ -1167,7 +1245,19 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         .unwrap();
     let key = "bench:release";
     let client = redis::Client::open(urls[0].as_str()).unwrap();
-    let mut con = client.get_connection().unwrap();
+    // The second connection waits for each reply with a socket timeout,
+    // as the library does (it never waits past the node timeout): the
+    // kernel arms a timer for each blocking read.
+    let mut cons = [
+        client.get_connection().unwrap(),
+        client.get_connection().unwrap(),
+    ];
+    cons[1]
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    cons[1]
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
     let token = "0123456789abcdef0123456789abcdef";
     let channel = redlock_sync::release_channel(key);
     let set = redis::cmd("SET")
@@ -1179,10 +1269,14 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         .arg(TTL.as_millis() as u64)
         .get_packed_command();
     let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
-    script.load(&mut con).unwrap();
+    for con in &mut cons {
+        script.load(con).unwrap();
+    }
     let mut message = 0u64;
-    // 0: the script; 1: DELIFEQ (Valkey 9+); 2: DELEX ... IFEQ (Redis 8.4+).
-    let mut raw = |form: u8| {
+    // 0: the script; 1: DELIFEQ (Valkey 9+); 2: DELEX ... IFEQ (Redis
+    // 8.4+); on the connection without (0) or with (1) a read timeout.
+    let mut raw = |form: u8, timed: usize| {
+        let con = &mut cons[timed];
         assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
         message += 1;
         let release = match form {
@@ -1200,7 +1294,7 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
             .cmd("PUBLISH")
             .arg(&channel)
             .arg(format!("{token}:{message}"))
-            .query(&mut con)
+            .query(con)
             .unwrap();
         assert_eq!(deleted, 1);
     };
@@ -1235,8 +1329,10 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         "raw DELIFEQ"
     };
     let raw = std::cell::RefCell::new(&mut raw);
-    let mut by_script = || (raw.borrow_mut())(0);
-    let mut by_delifeq = || (raw.borrow_mut())(plain.unwrap_or(0));
+    let mut by_script = || (raw.borrow_mut())(0, 0);
+    let mut by_delifeq = || (raw.borrow_mut())(plain.unwrap_or(0), 0);
+    let mut timed_script = || (raw.borrow_mut())(0, 1);
+    let mut timed_plain = || (raw.borrow_mut())(plain.unwrap_or(0), 1);
     let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
     let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
@@ -1247,12 +1343,32 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         impls.push((plain_name, &mut by_delifeq));
     }
     impls.push(("library, fair (default)", &mut library_fair));
+    // The floor of the library's own release, with a read timeout.
+    let timed_name = if delifeq_works {
+        format!("{plain_name}, timed")
+    } else {
+        "raw EVALSHA, timed".to_owned()
+    };
+    if delifeq_works {
+        impls.push((&timed_name, &mut timed_plain));
+    } else {
+        impls.push((&timed_name, &mut timed_script));
+    }
     let results = race(n, &mut impls);
     shape_rows(report, &results, 23, "\"kind\":\"release\"");
+    let ratio =
+        |a: usize, b: usize| results[a].1.median.as_secs_f64() / results[b].1.median.as_secs_f64();
+    let timed = results.len() - 1;
     if delifeq_works {
-        let ratio = results[1].1.median.as_secs_f64() / results[2].1.median.as_secs_f64();
-        report.line(format!("library fair(false) / {plain_name}: {ratio:.3}"));
+        report.line(format!(
+            "library fair(false) / {plain_name}: {:.3}",
+            ratio(1, 2)
+        ));
     }
+    report.line(format!(
+        "library fair(false) / {timed_name}: {:.3}",
+        ratio(1, timed)
+    ));
 }
 
 /// A semaphore permit's acquire + release against a lock cycle (raced

@@ -23,7 +23,7 @@
 //! `agreed`, `token`), `redlock.extend` and `redlock.release` (`resource`,
 //! `outcome`, `agreed`). Node failures are `DEBUG` events inside them.
 
-use std::time::Duration;
+use std::time::Instant;
 
 use crate::base::error::Error;
 use crate::base::node_error::{NodeError, NodeErrorKind};
@@ -81,15 +81,22 @@ fn kind(kind: NodeErrorKind) -> &'static str {
 }
 
 /// An acquisition call ended, `took` after it began.
-pub(crate) fn acquired(outcome: &'static str, took: Duration) {
+pub(crate) fn acquired(outcome: &'static str, started: Option<Instant>) {
     #[cfg(feature = "metrics")]
     {
+        let took = started.map(|s| s.elapsed()).unwrap_or_default();
         metrics::counter!(ACQUIRES, "outcome" => outcome).increment(1);
         metrics::histogram!(WAIT, "outcome" => outcome).record(took.as_secs_f64());
     }
     #[cfg(feature = "tracing")]
     tracing::Span::current().record("outcome", outcome);
-    let _ = (outcome, took);
+    let _ = (outcome, started);
+}
+
+/// The time now where metrics are kept (they time acquisitions), and no
+/// clock read otherwise: every acquisition passes here.
+pub(crate) fn start() -> Option<Instant> {
+    cfg!(feature = "metrics").then(Instant::now)
 }
 
 /// One attempt of an acquisition ended.
@@ -130,10 +137,10 @@ pub(crate) fn lost() {
 }
 
 /// A guard let its lock go after holding it for `held`.
-pub(crate) fn released(held: Duration) {
+pub(crate) fn released(acquired: Instant) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!(HOLD).record(held.as_secs_f64());
-    let _ = held;
+    metrics::histogram!(HOLD).record(acquired.elapsed().as_secs_f64());
+    let _ = acquired;
 }
 
 /// A member failed in a round.

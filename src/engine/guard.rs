@@ -711,7 +711,7 @@ impl<M: Mode> Guard<M> {
             },
             Some(tally.yes),
         );
-        telemetry::released(self.acquired.elapsed());
+        telemetry::released(self.acquired);
         for &r in state.resources().iter() {
             engine.let_go(r);
         }

@@ -67,11 +67,13 @@ pub(crate) fn new_token(name: &[u8]) -> Result<Token> {
     getrandom::fill(&mut raw).map_err(|e| Error::Entropy {
         source: Box::new(e),
     })?;
-    let mut token = Vec::with_capacity(2 * TOKEN_BYTES + name.len());
-    for byte in raw {
-        token.push(HEX[usize::from(byte >> 4)]);
-        token.push(HEX[usize::from(byte & 0xf)]);
+    let mut hex = [0u8; 2 * TOKEN_BYTES];
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(raw) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0xf)];
     }
+    let mut token = Vec::with_capacity(2 * TOKEN_BYTES + name.len());
+    token.extend_from_slice(&hex);
     token.extend_from_slice(name);
     Ok(token)
 }

@@ -570,11 +570,11 @@ pub(crate) struct Own<'a> {
 impl Drop for Own<'_> {
     fn drop(&mut self) {
         let mut reg = self.waiters.shared.reg.lock();
-        if let Some(n) = reg.own.get_mut(self.token) {
-            *n -= 1;
-            if *n == 0 {
-                reg.own.remove(self.token);
-            }
+        // One lookup when it was the token's last user (the usual case).
+        if let Some((token, n)) = reg.own.remove_entry(self.token)
+            && n > 1
+        {
+            reg.own.insert(token, n - 1);
         }
     }
 }

@@ -483,15 +483,20 @@ pub(crate) fn pack(args: &[&[u8]]) -> Vec<u8> {
 /// caller joins them first. Reserves the whole length at once; allocates
 /// nothing else.
 pub(crate) fn pack_into(out: &mut Vec<u8>, parts: &[&[&[u8]]]) {
-    let args = || parts.iter().flat_map(|p| p.iter());
-    let count = parts.iter().map(|p| p.len()).sum::<usize>();
-    // Each argument's `$<len>\r\n` and `\r\n`: at most 26 bytes.
-    out.reserve(args().map(|a| a.len() + 26).sum::<usize>() + 24);
+    let (mut count, mut bytes) = (0, 24);
+    for part in parts {
+        count += part.len();
+        // Each argument's `$<len>\r\n` and `\r\n`: at most 26 bytes.
+        bytes += part.iter().map(|a| a.len() + 26).sum::<usize>();
+    }
+    out.reserve(bytes);
     length(out, b'*', count);
-    for arg in args() {
-        length(out, b'$', arg.len());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
+    for part in parts {
+        for arg in *part {
+            length(out, b'$', arg.len());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 

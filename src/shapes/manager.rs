@@ -444,7 +444,7 @@ impl LockManager {
     ) -> Result<T> {
         let names = wait_on.names;
         let _span = telemetry::Span::acquire(|| quorum::display(&quorum::joined(names)));
-        let started = Instant::now();
+        let started = telemetry::start();
         let mut attempts = 0;
         let result = self.attempts_inner(wait_on, budget, |token, refusal| {
             attempts += 1;
@@ -452,10 +452,7 @@ impl LockManager {
             telemetry::attempt(telemetry::outcome_of(&result, "acquired"), attempts);
             result
         });
-        telemetry::acquired(
-            telemetry::outcome_of(&result, "acquired"),
-            started.elapsed(),
-        );
+        telemetry::acquired(telemetry::outcome_of(&result, "acquired"), started);
         result
     }
 
