@@ -261,7 +261,7 @@ pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
     if hash_tag(resource).is_some() {
         return [resource, suffix].concat();
     }
-    let tag = Decimal::of(u64::from(tag_for(slot(resource))));
+    let tag = Decimal::of(u64::from(tag_of(resource)));
     let tag = tag.as_bytes();
     let parts: [&[u8]; 5] = if resource.contains(&b'{') {
         [b"{", tag, b"}", resource, suffix]
@@ -269,6 +269,29 @@ pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
         [resource, suffix, b"{", tag, b"}"]
     };
     parts.concat()
+}
+
+/// The tag of `resource`'s slot (see [`tag_for`]), remembered per thread
+/// for the last short name asked: a lock's fencing counter, queue and
+/// release channel are companions of one name, on every cycle.
+fn tag_of(resource: &[u8]) -> u32 {
+    const REMEMBERED: usize = 256;
+    thread_local! {
+        static LAST: std::cell::RefCell<(Vec<u8>, u32)> =
+            const { std::cell::RefCell::new((Vec::new(), 0)) };
+    }
+    if resource.is_empty() || resource.len() > REMEMBERED {
+        return tag_for(slot(resource));
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != resource {
+            last.1 = tag_for(slot(resource));
+            last.0.clear();
+            last.0.extend_from_slice(resource);
+        }
+        last.1
+    })
 }
 
 /// Whether `name` could be the companion of some resource with `suffix`
@@ -303,6 +326,23 @@ mod tests {
         assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
         assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
         assert_eq!(crc16(b"123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn the_remembered_tag_follows_the_name_asked() {
+        // Names alternating, on one thread: each gets its own slot's tag,
+        // the long one (not remembered) too.
+        let long = vec![b'q'; 300];
+        let names: [&[u8]; 5] = [b"lock:a", b"lock:b", b"lock:a", &long, b"lock:b"];
+        for name in names.into_iter().chain(names) {
+            assert_eq!(
+                tag_of(name),
+                tag_for(slot(name)),
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
+            assert_eq!(slot(&companion(name, b":x")), slot(name));
+        }
     }
 
     #[test]

@@ -195,10 +195,33 @@ fn text(line: &[u8]) -> String {
 }
 
 fn number(line: &[u8]) -> Result<i64, Cause> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("a malformed number", line))
+    // What `i64::from_str` takes (a sign, then digits), without the
+    // UTF-8 check: every reply header goes through here.
+    let malformed = || bad("a malformed number", line);
+    let (negative, digits) = match line {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, line),
+    };
+    if digits.is_empty() {
+        return Err(malformed());
+    }
+    let mut n: i64 = 0;
+    for &byte in digits {
+        let digit = i64::from(byte.wrapping_sub(b'0'));
+        if digit > 9 {
+            return Err(malformed());
+        }
+        // Negative numbers are counted down, so that i64::MIN reads.
+        n = n
+            .checked_mul(10)
+            .and_then(|n| match negative {
+                true => n.checked_sub(digit),
+                false => n.checked_add(digit),
+            })
+            .ok_or_else(malformed)?;
+    }
+    Ok(n)
 }
 
 /// A reply no Redis server sends: what was wrong, and the start of what

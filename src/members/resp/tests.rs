@@ -172,8 +172,50 @@ fn a_line_end_split_across_reads_is_found() {
     assert_eq!(replies.len(), 1);
 }
 
+/// Numbers read as `i64::from_str` reads them: the edges, signs, and
+/// what it refuses.
+#[test]
+fn numbers_read_as_the_standard_parser_reads_them() {
+    for line in [
+        "0",
+        "-0",
+        "+0",
+        "7",
+        "-1",
+        "+42",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "99999999999999999999",
+        "",
+        "-",
+        "+",
+        "1a",
+        " 1",
+        "1 ",
+        "--1",
+        "+-1",
+        "0x10",
+        "١",
+    ] {
+        let ours = number(line.as_bytes()).ok();
+        assert_eq!(ours, line.parse::<i64>().ok(), "{line:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any bytes read as a number exactly when the standard parser reads
+    /// them, to the same value.
+    #[test]
+    fn numbers_match_the_standard_parser(n in any::<i64>(), noise in proptest::collection::vec(any::<u8>(), 0..24)) {
+        let line = n.to_string();
+        prop_assert_eq!(number(line.as_bytes()).ok(), Some(n));
+        let standard = std::str::from_utf8(&noise).ok().and_then(|s| s.parse::<i64>().ok());
+        prop_assert_eq!(number(&noise).ok(), standard);
+    }
 
     /// Any valid reply, split anywhere, reads back whole.
     #[test]
