@@ -398,6 +398,9 @@ fn main() {
     if let Some(at) = args.iter().position(|a| a == "--queue-child") {
         return queue_child(&args[at + 1..]);
     }
+    if args.iter().any(|a| a == "--cpu") {
+        return cpu_race(args.iter().any(|a| a == "--quick"));
+    }
     if let Some(at) = args.iter().position(|a| a == "--probe") {
         return probe(&args[at + 1..]);
     }
@@ -1741,5 +1744,224 @@ fn probe(args: &[String]) {
             }
         }
         other => panic!("--probe: no implementation {other:?} (library, default, floor)"),
+    }
+}
+
+/// The time this thread has run on a CPU (user and kernel), in ns.
+fn thread_cpu() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// `--cpu`: the client's own CPU time per uncontended lock + release
+/// cycle on one node (`REDIS_SERVER_BIN` picks the server), against raw
+/// `redis` connections sending the same commands, raced in one process in
+/// rotating batches: this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`:
+/// its user-space work and the kernel's for its system calls), so that
+/// the servers' work and the machine's other load drop out. The floors
+/// are written once and reused; "timed" ones wait for each reply with a
+/// read timeout, as the library does (a kernel timer per blocking read).
+fn cpu_race(quick: bool) {
+    let node = server::Server::start().expect("redis-server");
+    let urls = [node.url()];
+    let token = "0123456789abcdef0123456789abcdef@host/1234#1";
+    let ttl = TTL.as_millis() as u64;
+    let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+    // A raw connection sending a cycle's two writes, `replies` each.
+    struct Floor {
+        con: redis::Connection,
+        set: Vec<u8>,
+        release: Vec<u8>,
+        replies: (usize, usize),
+    }
+    impl Floor {
+        fn cycle(&mut self) {
+            let first = self
+                .con
+                .req_packed_commands(&self.set, 0, self.replies.0)
+                .unwrap();
+            assert_eq!(first[0], Value::Nil);
+            let second = self
+                .con
+                .req_packed_commands(&self.release, 0, self.replies.1)
+                .unwrap();
+            assert_eq!(second[0], Value::Int(1));
+        }
+    }
+    let mut probe = admin(&node);
+    let plain = [
+        redis::cmd("DELIFEQ").arg("p").arg("v").clone(),
+        redis::cmd("DELEX").arg("p").arg("IFEQ").arg("v").clone(),
+    ]
+    .into_iter()
+    .position(|cmd| cmd.query::<i64>(&mut probe).is_ok());
+    let floor = |key: &str, fenced: bool, timed: bool| {
+        // A timed floor's socket is as the library's: TCP_NODELAY, and a
+        // read timeout.
+        let info = redis::IntoConnectionInfo::into_connection_info(node.url())
+            .unwrap()
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(timed));
+        let mut con = redis::Client::open(info).unwrap().get_connection().unwrap();
+        if timed {
+            con.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            con.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+        }
+        script.load(&mut con).unwrap();
+        let fence = format!("{key}:redlock-fence{{1}}");
+        let mut set = redis::pipe();
+        set.cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(ttl);
+        if fenced {
+            set.cmd("SET")
+                .arg(&fence)
+                .arg(1_795_000_000_000_000u64)
+                .arg("NX")
+                .arg("PX")
+                .arg(600_000u64)
+                .cmd("INCR")
+                .arg(&fence)
+                .cmd("PEXPIRE")
+                .arg(&fence)
+                .arg(600_000u64)
+                .arg("GT");
+        }
+        let mut release = redis::pipe();
+        match (fenced, plain) {
+            // The default (fair) release: the script, with the queue's key.
+            (true, _) => {
+                release
+                    .cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(2)
+                    .arg(key)
+                    .arg(format!("{key}:redlock-queue{{1}}"))
+                    .arg(token);
+            }
+            (false, Some(0)) => {
+                release.cmd("DELIFEQ").arg(key).arg(token);
+            }
+            (false, Some(_)) => {
+                release.cmd("DELEX").arg(key).arg("IFEQ").arg(token);
+            }
+            (false, None) => {
+                release
+                    .cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(1)
+                    .arg(key)
+                    .arg(token);
+            }
+        }
+        release
+            .cmd("PUBLISH")
+            .arg(format!("{key}:redlock-release{{1}}"))
+            .arg(format!("{token}:1"));
+        Floor {
+            con,
+            set: set.get_packed_pipeline(),
+            release: release.get_packed_pipeline(),
+            replies: (if fenced { 4 } else { 1 }, 2),
+        }
+    };
+    let unfair = LockManager::builder()
+        .nodes(&urls)
+        .fencing(false)
+        .fair(false)
+        .build()
+        .unwrap();
+    let default = LockManager::builder().nodes(&urls).build().unwrap();
+    let mut floors = [
+        floor("cpu:floor", false, false),
+        floor("cpu:floor-timed", false, true),
+        floor("cpu:floor-default", true, false),
+        floor("cpu:floor-default-timed", true, true),
+    ];
+    let [f0, f1, f2, f3] = &mut floors;
+    let mut impls: Vec<(&str, Box<dyn FnMut() + '_>)> = vec![
+        ("floor: library's commands", Box::new(|| f0.cycle())),
+        ("floor, timed", Box::new(|| f1.cycle())),
+        (
+            "library, fair(false), fencing off",
+            Box::new(|| unfair.lock("cpu:unfair", TTL).unwrap().release().unwrap()),
+        ),
+        ("floor: default's commands", Box::new(|| f2.cycle())),
+        ("floor, timed ", Box::new(|| f3.cycle())),
+        (
+            "library, default settings",
+            Box::new(|| default.lock("cpu:default", TTL).unwrap().release().unwrap()),
+        ),
+    ];
+    for (_, f) in impls.iter_mut() {
+        for _ in 0..200 {
+            f();
+        }
+    }
+    let (rounds, batch) = if quick { (20, 100) } else { (60, 200) };
+    // The server's main thread's CPU time (ns), from the scheduler.
+    let server_stat = format!("/proc/{}/schedstat", node.pid().unwrap());
+    let server_cpu = || -> u64 {
+        std::fs::read_to_string(&server_stat)
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut served: Vec<Vec<f64>> = impls.iter().map(|_| Vec::new()).collect();
+    let mut cpu: Vec<Vec<f64>> = impls.iter().map(|_| Vec::new()).collect();
+    let mut wall: Vec<Vec<f64>> = impls.iter().map(|_| Vec::new()).collect();
+    let count = impls.len();
+    for round in 0..rounds {
+        for k in 0..count {
+            let i = (round + k) % count;
+            let f = &mut impls[i].1;
+            let (s0, c0, w0) = (server_cpu(), thread_cpu(), Instant::now());
+            for _ in 0..batch {
+                f();
+            }
+            cpu[i].push((thread_cpu() - c0) as f64 / batch as f64 / 1000.0);
+            served[i].push(server_cpu().saturating_sub(s0) as f64 / batch as f64 / 1000.0);
+            wall[i].push(w0.elapsed().as_secs_f64() * 1e6 / batch as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let cpu: Vec<f64> = cpu.iter_mut().map(median).collect();
+    let wall: Vec<f64> = wall.iter_mut().map(median).collect();
+    let served: Vec<f64> = served.iter_mut().map(median).collect();
+    let (name, version) = server::server_version();
+    println!(
+        "Client CPU per uncontended lock + release, 1 loopback node, {name} {version:?}, {rounds} rounds of {batch} (medians)"
+    );
+    println!();
+    println!(
+        "| implementation                     | CPU µs | × its floor | × timed floor | server CPU µs | wall µs |"
+    );
+    println!(
+        "|------------------------------------|-------:|------------:|--------------:|--------------:|--------:|"
+    );
+    for (i, (name, _)) in impls.iter().enumerate() {
+        let base = if i < 3 { 0 } else { 3 };
+        println!(
+            "| {name:<34} | {:>6.2} | {:>11.3} | {:>13.3} | {:>13.2} | {:>7.1} |",
+            cpu[i],
+            cpu[i] / cpu[base],
+            cpu[i] / cpu[base + 1],
+            served[i],
+            wall[i]
+        );
+    }
+    for (lib, base) in [(2, 0), (5, 3)] {
+        println!(
+            "{}: wall × floor {:.3}, × timed floor {:.3}",
+            impls[lib].0,
+            wall[lib] / wall[base],
+            wall[lib] / wall[base + 1]
+        );
     }
 }
