@@ -1882,7 +1882,8 @@ fn cpu_race(quick: bool) {
         floor("cpu:floor-default-timed", true, true),
     ];
     let [f0, f1, f2, f3] = &mut floors;
-    let mut impls: Vec<(&str, Box<dyn FnMut() + '_>)> = vec![
+    type Cycle<'a> = Box<dyn FnMut() + 'a>;
+    let mut impls: Vec<(&str, Cycle<'_>)> = vec![
         ("floor: library's commands", Box::new(|| f0.cycle())),
         ("floor, timed", Box::new(|| f1.cycle())),
         (
