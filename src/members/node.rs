@@ -519,7 +519,7 @@ impl Node {
     ) -> Option<Vec<Result<u64, NodeError>>> {
         let mut answers = Vec::with_capacity(reqs.len());
         // As `send_all` wrote them: a reply read may change what the
-        // connection sends next (a refused `DELIFEQ`), not what it sent.
+        // connection sends next (a refused compare-and-delete), not what it sent.
         let written: Vec<&Request<'_>> = reqs.iter().map(|r| r.on(&pooled)).collect();
         for (at, req) in written.into_iter().enumerate() {
             let answer = match pooled.finish(req, deadline) {
