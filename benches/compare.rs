@@ -1882,10 +1882,67 @@ fn cpu_race(quick: bool) {
         floor("cpu:floor-default-timed", true, true),
     ];
     let [f0, f1, f2, f3] = &mut floors;
+    // The library's own bytes from a bare socket with its settings
+    // (TCP_NODELAY, a read timeout), read by a minimal reader: what the
+    // server and the kernel cost for exactly those bytes, without either
+    // client's work.
+    let mut bare = {
+        let key = "cpu:bare";
+        let stream = std::net::TcpStream::connect(("127.0.0.1", node.port())).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let set = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(ttl)
+            .get_packed_command();
+        let mut release = redis::pipe();
+        match plain {
+            Some(0) => release.cmd("DELIFEQ").arg(key).arg(token),
+            Some(_) => release.cmd("DELEX").arg(key).arg("IFEQ").arg(token),
+            None => release
+                .cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(token),
+        };
+        release
+            .cmd("PUBLISH")
+            .arg(format!("{key}:redlock-release{{1}}"))
+            .arg(format!("{token}:1"));
+        (stream, set, release.get_packed_pipeline(), vec![0u8; 512])
+    };
+    let mut bare_cycle = move || {
+        use std::io::{Read, Write};
+        let (stream, set, release, buf) = &mut bare;
+        // Reads until `lines` CRLF-ended lines have come.
+        let read_lines = |stream: &mut std::net::TcpStream, buf: &mut [u8], lines: usize| {
+            let mut seen = 0;
+            while seen < lines {
+                let n = stream.read(buf).unwrap();
+                assert!(n > 0);
+                seen += buf[..n].windows(2).filter(|w| w == b"\r\n").count();
+            }
+        };
+        stream.write_all(set).unwrap();
+        read_lines(stream, buf, 1);
+        stream.write_all(release).unwrap();
+        read_lines(stream, buf, 2);
+    };
     type Cycle<'a> = Box<dyn FnMut() + 'a>;
     let mut impls: Vec<(&str, Cycle<'_>)> = vec![
         ("floor: library's commands", Box::new(|| f0.cycle())),
         ("floor, timed", Box::new(|| f1.cycle())),
+        ("bare socket, library's bytes", Box::new(&mut bare_cycle)),
         (
             "library, fair(false), fencing off",
             Box::new(|| unfair.lock("cpu:unfair", TTL).unwrap().release().unwrap()),
@@ -1947,7 +2004,7 @@ fn cpu_race(quick: bool) {
         "|------------------------------------|-------:|------------:|--------------:|--------------:|--------:|"
     );
     for (i, (name, _)) in impls.iter().enumerate() {
-        let base = if i < 3 { 0 } else { 3 };
+        let base = if i < 4 { 0 } else { 4 };
         println!(
             "| {name:<34} | {:>6.2} | {:>11.3} | {:>13.3} | {:>13.2} | {:>7.1} |",
             cpu[i],
@@ -1957,7 +2014,7 @@ fn cpu_race(quick: bool) {
             wall[i]
         );
     }
-    for (lib, base) in [(2, 0), (5, 3)] {
+    for (lib, base) in [(3, 0), (6, 4)] {
         println!(
             "{}: wall × floor {:.3}, × timed floor {:.3}",
             impls[lib].0,

@@ -139,6 +139,11 @@ impl OneKey {
         let fenced = keep.is_some();
         let fence = if fenced { fence_key(key) } else { Vec::new() };
         let wait = p.wait_command();
+        // One start for every member's counter, whichever form its write
+        // takes (the pre-7.0 form is packed per member, when written):
+        // counters created in one round start equal, and no raise round
+        // follows to even them out.
+        let start = Decimal::of(counter_start());
         // The whole write, in one buffer: the check ahead (by hash: the
         // handshake loads it, and a `SCRIPT FLUSH` costs one attempt, see
         // `Pooled::finish`), the acquisition, the counter's commands; on
@@ -162,7 +167,6 @@ impl OneKey {
                 // expiry is only ever raised: an attempt with a short keep
                 // never cuts the life of a counter a long-TTL holder
                 // relies on.
-                let start = Decimal::of(counter_start());
                 let keep = keep.as_bytes();
                 pack_into(
                     &mut out,
