@@ -419,14 +419,16 @@ fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
 }
 
 impl Engine {
-    /// `SPUBLISH channel message`, what a release announces on Redis
-    /// Cluster members; nothing when there are none (a release is on the
+    /// The announcement written behind a release (a script's `tails`):
+    /// `PUBLISH channel message` for nodes, and `SPUBLISH` for Redis
+    /// Cluster members, nothing when there are none (a release is on the
     /// hot path).
-    pub(crate) fn spublish(&self, channel: &[u8], message: &[u8]) -> Vec<u8> {
-        match self.has_clusters {
+    pub(crate) fn announce(&self, channel: &[u8], message: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let cluster = match self.has_clusters {
             true => pack(&[b"SPUBLISH", channel, message]),
             false => Vec::new(),
-        }
+        };
+        (pack(&[b"PUBLISH", channel, message]), cluster)
     }
 
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends

@@ -21,7 +21,7 @@ use crate::engine::pipeline::{
     Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
-use crate::members::conn::{pack, pack_into};
+use crate::members::conn::pack_into;
 use crate::members::request::{DIFFERS, MAYBE_READERS, Reply, Request};
 use crate::members::script::{Lua, scripts};
 
@@ -430,8 +430,7 @@ impl OneKey {
             // deletes anything, waking waiters too early (and counting
             // every release twice).
             Some(message) if release && record.is_none() => {
-                let node_tail = pack(&[b"PUBLISH", &channel, message]);
-                let cluster_tail = p.spublish(&channel, message);
+                let (node_tail, cluster_tail) = p.announce(&channel, message);
                 // Servers with their own compare-and-delete (`DELIFEQ` on
                 // Valkey 9+, `DELEX ... IFEQ` on Redis 8.4+) release
                 // without the script: the same rule, one command.
@@ -474,8 +473,7 @@ impl OneKey {
         let channel = release_channel(&self.wakes);
         let queue = crate::base::keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
-        let node_tail = pack(&[b"PUBLISH", &channel, message]);
-        let cluster_tail = p.spublish(&channel, message);
+        let (node_tail, cluster_tail) = p.announce(&channel, message);
         let mut answers = p.script_tailed(
             &UNLOCK,
             only,

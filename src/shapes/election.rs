@@ -13,7 +13,6 @@ use parking_lot::Mutex;
 
 use crate::base::error::{Error, Result};
 use crate::engine::fair::Fair;
-use crate::members::conn::pack;
 
 mod majority;
 
@@ -521,12 +520,7 @@ fn claim(
     let args: [&[u8]; 4] = [token, term_s.as_bytes(), seq_s.as_bytes(), value];
     let channel = release_channel(record);
     let message = p.message(token);
-    let tails = message.as_ref().map(|m| {
-        (
-            pack(&[b"PUBLISH", &channel, m]),
-            pack(&[b"SPUBLISH", &channel, m]),
-        )
-    });
+    let tails = message.as_ref().map(|m| p.announce(&channel, m));
     // Decides, but waits for no replica: the record is what followers
     // read, the lock key (replicated as every acquisition asks) is what
     // elects.
