@@ -321,13 +321,7 @@ fn lock_makes_the_configured_number_of_attempts() {
     let cluster = Nodes::start(3).unwrap();
     // Counted by the fencing counter's `INCR`, which every attempt of an
     // unfair waiter sends (a fair waiter's claims count only when granted).
-    let mut dlm = LockManager::builder()
-        .nodes(cluster.urls())
-        .node_timeout(SLOW_OK)
-        .retry(1, Duration::ZERO)
-        .fair(false)
-        .build()
-        .unwrap();
+    let mut dlm = one_try_unfair(&cluster);
     let key = resource("attempts");
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
     // Each attempt increments the fencing counter once.
@@ -725,13 +719,7 @@ fn a_release_whose_compare_and_delete_is_unknown_runs_the_script() {
         return;
     };
     let cluster = Nodes::start_with(3, &["--rename-command", command, ""]).unwrap();
-    let dlm = LockManager::builder()
-        .nodes(cluster.urls())
-        .node_timeout(SLOW_OK)
-        .retry(1, Duration::ZERO)
-        .fair(false)
-        .build()
-        .unwrap();
+    let dlm = one_try_unfair(&cluster);
     let key = resource("release-unknown-delete");
     let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
     for round in 0..3 {
@@ -760,16 +748,7 @@ fn release_runs_without_a_script_where_the_server_has_compare_and_delete() {
     let plain = support::server::plain_delete();
     let del = plain.is_some();
     let cluster = Nodes::start(3).unwrap();
-    let unfair = || {
-        LockManager::builder()
-            .nodes(cluster.urls())
-            .node_timeout(SLOW_OK)
-            .retry(1, Duration::ZERO)
-            .fair(false)
-            .build()
-            .unwrap()
-    };
-    let dlm = unfair();
+    let dlm = one_try_unfair(&cluster);
     let key = resource("release-delifeq");
     // The first use of each connection loads nothing on demand.
     dlm.lock(&key, Duration::from_secs(5))
@@ -922,4 +901,16 @@ fn an_extend_raises_the_expiry_and_never_lowers_it() {
         }) => assert_eq!((lost_on, taken_over), (3, 0)),
         other => panic!("expected NotHeld, got {other:?}"),
     }
+}
+
+/// A manager of `cluster` whose `lock` makes one attempt (no pause),
+/// waits unfairly, and allows slow nodes.
+fn one_try_unfair(cluster: &Nodes) -> LockManager {
+    LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(SLOW_OK)
+        .retry(1, Duration::ZERO)
+        .fair(false)
+        .build()
+        .unwrap()
 }
