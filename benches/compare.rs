@@ -114,46 +114,9 @@ impl Raw {
     fn same_as_default(urls: &[String], key: &str) -> Raw {
         let mut raw = Raw::new(urls, key);
         let token = "0123456789abcdef0123456789abcdef@host/1234#1";
-        let ttl = TTL.as_millis() as u64;
-        let fence = format!("{key}:redlock-fence{{1}}");
-        let keep = 600_000u64;
-        raw.set = redis::pipe()
-            .cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("GET")
-            .arg("PX")
-            .arg(ttl)
-            .cmd("SET")
-            .arg(&fence)
-            .arg(1_795_000_000_000_000u64)
-            .arg("NX")
-            .arg("PX")
-            .arg(keep)
-            .cmd("INCR")
-            .arg(&fence)
-            .cmd("PEXPIRE")
-            .arg(&fence)
-            .arg(keep)
-            .arg("GT")
-            .get_packed_pipeline();
-        let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
-        raw.unlock = redis::pipe()
-            .cmd("EVALSHA")
-            .arg(script.get_hash())
-            .arg(2)
-            .arg(key)
-            .arg(format!("{key}:redlock-queue{{1}}"))
-            .arg(token)
-            .cmd("PUBLISH")
-            .arg(format!("{key}:redlock-release{{1}}"))
-            .arg(format!("{token}:1"))
-            .get_packed_pipeline();
-        for con in &mut raw.cons {
-            script.load(con).unwrap();
-        }
-        raw.replies = (4, 2);
+        let channel = format!("{key}:redlock-release{{1}}");
+        (raw.set, raw.unlock, raw.replies) =
+            cycle_commands(key, token, true, Delete::Script, channel.as_bytes());
         raw
     }
 
@@ -190,6 +153,119 @@ impl Raw {
             }
         }
     }
+}
+
+/// A release's delete: the unlock script, or the server's own
+/// compare-and-delete where it has one.
+#[derive(Clone, Copy, PartialEq)]
+enum Delete {
+    Script,
+    DelIfEq,
+    DelEx,
+}
+
+impl Delete {
+    /// The server's own compare-and-delete, if it takes one (asked on
+    /// `con`, of a key nobody holds), else the script.
+    fn of(con: &mut redis::Connection) -> Delete {
+        [Delete::DelIfEq, Delete::DelEx]
+            .into_iter()
+            .find(|d| {
+                d.cmd("bench:delete-probe", "v", &unlock_script())
+                    .query::<i64>(con)
+                    .is_ok()
+            })
+            .unwrap_or(Delete::Script)
+    }
+
+    /// The command deleting `key` if it holds `token`.
+    fn cmd(self, key: &str, token: &str, script: &redis::Script) -> redis::Cmd {
+        match self {
+            Delete::DelIfEq => redis::cmd("DELIFEQ").arg(key).arg(token).clone(),
+            Delete::DelEx => redis::cmd("DELEX").arg(key).arg("IFEQ").arg(token).clone(),
+            Delete::Script => redis::cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .clone(),
+        }
+    }
+
+    /// Its row's name.
+    fn raw_name(self) -> &'static str {
+        match self {
+            Delete::DelIfEq => "raw DELIFEQ",
+            Delete::DelEx => "raw DELEX IFEQ",
+            Delete::Script => "raw EVALSHA unlock",
+        }
+    }
+}
+
+/// The library's unlock script.
+fn unlock_script() -> redis::Script {
+    redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"))
+}
+
+/// A lock + release cycle's two writes as the library sends them, packed
+/// once for a raw connection, and how many replies each gets: `SET key
+/// token NX GET PX ttl`, and with `fenced` the fencing counter's `SET ...
+/// NX PX`, `INCR` and `PEXPIRE ... GT`; then the release (with `fenced`
+/// the default's, the script with the queue's key; else `delete`) and its
+/// `PUBLISH` on `channel`.
+fn cycle_commands(
+    key: &str,
+    token: &str,
+    fenced: bool,
+    delete: Delete,
+    channel: &[u8],
+) -> (Vec<u8>, Vec<u8>, (usize, usize)) {
+    let script = unlock_script();
+    let fence = format!("{key}:redlock-fence{{1}}");
+    let keep = 600_000u64;
+    let mut set = redis::pipe();
+    set.cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("GET")
+        .arg("PX")
+        .arg(TTL.as_millis() as u64);
+    if fenced {
+        set.cmd("SET")
+            .arg(&fence)
+            .arg(1_795_000_000_000_000u64)
+            .arg("NX")
+            .arg("PX")
+            .arg(keep)
+            .cmd("INCR")
+            .arg(&fence)
+            .cmd("PEXPIRE")
+            .arg(&fence)
+            .arg(keep)
+            .arg("GT");
+    }
+    let mut release = redis::pipe();
+    if fenced {
+        release
+            .cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(2)
+            .arg(key)
+            .arg(format!("{key}:redlock-queue{{1}}"))
+            .arg(token);
+    } else {
+        release.add_command(delete.cmd(key, token, &script));
+    }
+    release
+        .cmd("PUBLISH")
+        .arg(channel)
+        .arg(format!("{token}:1"));
+    (
+        set.get_packed_pipeline(),
+        release.get_packed_pipeline(),
+        (if fenced { 4 } else { 1 }, 2),
+    )
 }
 
 #[derive(Clone, Copy)]
@@ -1271,27 +1347,22 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         .arg("PX")
         .arg(TTL.as_millis() as u64)
         .get_packed_command();
-    let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+    let script = unlock_script();
     for con in &mut cons {
         script.load(con).unwrap();
     }
+    // The server's own compare-and-delete, if it has one.
+    let plain = Delete::of(&mut cons[0]);
+    let delifeq_works = plain != Delete::Script;
+    let plain_name = plain.raw_name();
     let mut message = 0u64;
-    // 0: the script; 1: DELIFEQ (Valkey 9+); 2: DELEX ... IFEQ (Redis
-    // 8.4+); on the connection without (0) or with (1) a read timeout.
-    let mut raw = |form: u8, timed: usize| {
+    // A cycle releasing by `form`, on the connection without (0) or with
+    // (1) a read timeout.
+    let mut raw = |form: Delete, timed: usize| {
         let con = &mut cons[timed];
         assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
         message += 1;
-        let release = match form {
-            1 => redis::cmd("DELIFEQ").arg(key).arg(token).clone(),
-            2 => redis::cmd("DELEX").arg(key).arg("IFEQ").arg(token).clone(),
-            _ => redis::cmd("EVALSHA")
-                .arg(script.get_hash())
-                .arg(1)
-                .arg(key)
-                .arg(token)
-                .clone(),
-        };
+        let release = form.cmd(key, token, &script);
         let (deleted, _): (i64, i64) = redis::pipe()
             .add_command(release)
             .cmd("PUBLISH")
@@ -1301,41 +1372,11 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
             .unwrap();
         assert_eq!(deleted, 1);
     };
-    // The server's own compare-and-delete, if it has one.
-    let plain = [
-        (
-            1,
-            redis::cmd("DELIFEQ")
-                .arg("bench:release-probe")
-                .arg(token)
-                .clone(),
-        ),
-        (
-            2,
-            redis::cmd("DELEX")
-                .arg("bench:release-probe")
-                .arg("IFEQ")
-                .arg(token)
-                .clone(),
-        ),
-    ]
-    .into_iter()
-    .find(|(_, cmd)| {
-        cmd.query::<i64>(&mut client.get_connection().unwrap())
-            .is_ok()
-    })
-    .map(|(form, _)| form);
-    let delifeq_works = plain.is_some();
-    let plain_name = if plain == Some(2) {
-        "raw DELEX IFEQ"
-    } else {
-        "raw DELIFEQ"
-    };
     let raw = std::cell::RefCell::new(&mut raw);
-    let mut by_script = || (raw.borrow_mut())(0, 0);
-    let mut by_delifeq = || (raw.borrow_mut())(plain.unwrap_or(0), 0);
-    let mut timed_script = || (raw.borrow_mut())(0, 1);
-    let mut timed_plain = || (raw.borrow_mut())(plain.unwrap_or(0), 1);
+    let mut by_script = || (raw.borrow_mut())(Delete::Script, 0);
+    let mut by_delifeq = || (raw.borrow_mut())(plain, 0);
+    let mut timed_script = || (raw.borrow_mut())(Delete::Script, 1);
+    let mut timed_plain = || (raw.borrow_mut())(plain, 1);
     let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
     let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
@@ -1693,40 +1734,12 @@ fn probe(args: &[String]) {
         "floor" => {
             let mut con = admin(&node);
             let token = "0123456789abcdef0123456789abcdef";
-            let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
-            script.load(&mut con).unwrap();
-            let set = redis::cmd("SET")
-                .arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("GET")
-                .arg("PX")
-                .arg(TTL.as_millis() as u64)
-                .get_packed_command();
+            unlock_script().load(&mut con).unwrap();
             // The release the library sends: the server's own
             // compare-and-delete where it has one, else the script.
-            let mut release = redis::pipe();
-            let delifeq = redis::cmd("DELIFEQ").arg(key).arg(token).clone();
-            let delex = redis::cmd("DELEX").arg(key).arg("IFEQ").arg(token).clone();
-            let takes =
-                |cmd: &redis::Cmd, con: &mut redis::Connection| cmd.query::<i64>(con).is_ok();
-            if takes(&delifeq, &mut con) {
-                release.add_command(delifeq);
-            } else if takes(&delex, &mut con) {
-                release.add_command(delex);
-            } else {
-                release
-                    .cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(1)
-                    .arg(key)
-                    .arg(token);
-            }
-            let release = release
-                .cmd("PUBLISH")
-                .arg(redlock_sync::release_channel(key))
-                .arg(format!("{token}:1"))
-                .get_packed_pipeline();
+            let delete = Delete::of(&mut con);
+            let channel = redlock_sync::release_channel(key);
+            let (set, release, _) = cycle_commands(key, token, false, delete, &channel);
             for _ in 0..cycles {
                 assert_eq!(con.req_packed_command(&set).unwrap(), Value::Nil);
                 let replies = con.req_packed_commands(&release, 0, 2).unwrap();
@@ -1765,8 +1778,7 @@ fn cpu_race(quick: bool) {
     let node = server::Server::start().expect("redis-server");
     let urls = [node.url()];
     let token = "0123456789abcdef0123456789abcdef@host/1234#1";
-    let ttl = TTL.as_millis() as u64;
-    let script = redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"));
+    let script = unlock_script();
     // A raw connection sending a cycle's two writes, `replies` each.
     struct Floor {
         con: redis::Connection,
@@ -1788,13 +1800,7 @@ fn cpu_race(quick: bool) {
             assert_eq!(second[0], Value::Int(1));
         }
     }
-    let mut probe = admin(&node);
-    let plain = [
-        redis::cmd("DELIFEQ").arg("p").arg("v").clone(),
-        redis::cmd("DELEX").arg("p").arg("IFEQ").arg("v").clone(),
-    ]
-    .into_iter()
-    .position(|cmd| cmd.query::<i64>(&mut probe).is_ok());
+    let plain = Delete::of(&mut admin(&node));
     let floor = |key: &str, fenced: bool, timed: bool| {
         // A timed floor's socket is as the library's: TCP_NODELAY, and a
         // read timeout.
@@ -1807,65 +1813,13 @@ fn cpu_race(quick: bool) {
             con.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
         }
         script.load(&mut con).unwrap();
-        let fence = format!("{key}:redlock-fence{{1}}");
-        let mut set = redis::pipe();
-        set.cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("GET")
-            .arg("PX")
-            .arg(ttl);
-        if fenced {
-            set.cmd("SET")
-                .arg(&fence)
-                .arg(1_795_000_000_000_000u64)
-                .arg("NX")
-                .arg("PX")
-                .arg(600_000u64)
-                .cmd("INCR")
-                .arg(&fence)
-                .cmd("PEXPIRE")
-                .arg(&fence)
-                .arg(600_000u64)
-                .arg("GT");
-        }
-        let mut release = redis::pipe();
-        match (fenced, plain) {
-            // The default (fair) release: the script, with the queue's key.
-            (true, _) => {
-                release
-                    .cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(2)
-                    .arg(key)
-                    .arg(format!("{key}:redlock-queue{{1}}"))
-                    .arg(token);
-            }
-            (false, Some(0)) => {
-                release.cmd("DELIFEQ").arg(key).arg(token);
-            }
-            (false, Some(_)) => {
-                release.cmd("DELEX").arg(key).arg("IFEQ").arg(token);
-            }
-            (false, None) => {
-                release
-                    .cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(1)
-                    .arg(key)
-                    .arg(token);
-            }
-        }
-        release
-            .cmd("PUBLISH")
-            .arg(format!("{key}:redlock-release{{1}}"))
-            .arg(format!("{token}:1"));
+        let channel = format!("{key}:redlock-release{{1}}");
+        let (set, release, replies) = cycle_commands(key, token, fenced, plain, channel.as_bytes());
         Floor {
             con,
-            set: set.get_packed_pipeline(),
-            release: release.get_packed_pipeline(),
-            replies: (if fenced { 4 } else { 1 }, 2),
+            set,
+            release,
+            replies,
         }
     };
     let unfair = LockManager::builder()
@@ -1896,30 +1850,9 @@ fn cpu_race(quick: bool) {
         stream
             .set_write_timeout(Some(Duration::from_secs(1)))
             .unwrap();
-        let set = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("GET")
-            .arg("PX")
-            .arg(ttl)
-            .get_packed_command();
-        let mut release = redis::pipe();
-        match plain {
-            Some(0) => release.cmd("DELIFEQ").arg(key).arg(token),
-            Some(_) => release.cmd("DELEX").arg(key).arg("IFEQ").arg(token),
-            None => release
-                .cmd("EVALSHA")
-                .arg(script.get_hash())
-                .arg(1)
-                .arg(key)
-                .arg(token),
-        };
-        release
-            .cmd("PUBLISH")
-            .arg(format!("{key}:redlock-release{{1}}"))
-            .arg(format!("{token}:1"));
-        (stream, set, release.get_packed_pipeline(), vec![0u8; 512])
+        let channel = format!("{key}:redlock-release{{1}}");
+        let (set, release, _) = cycle_commands(key, token, false, plain, channel.as_bytes());
+        (stream, set, release, vec![0u8; 512])
     };
     let mut bare_cycle = move || {
         use std::io::{Read, Write};
