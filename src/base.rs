@@ -4,6 +4,7 @@
 //! names, cancellation, text as messages show it, logging and telemetry.
 
 pub(crate) mod cancel;
+pub(crate) mod counted;
 pub(crate) mod error;
 pub mod holder;
 pub(crate) mod keys;

@@ -28,13 +28,13 @@
 //! - **Release.** Deletes only what holds our token, and announces each
 //!   release it made on the name's channel, which wakes waiters.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::base::counted::Counted;
 use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
@@ -328,7 +328,7 @@ pub(crate) struct Engine {
     /// This manager's threads waiting for busy resources.
     pub(crate) waiters: Waiters,
     /// Resources a guard of this manager holds, with how many guards.
-    pub(crate) held: Mutex<HashMap<Box<[u8]>, usize>>,
+    pub(crate) held: Mutex<Counted>,
     /// Some member is a Redis Cluster (requests then get their cluster
     /// variant).
     pub(crate) has_clusters: bool,
@@ -694,25 +694,19 @@ impl Engine {
     /// Marks `resource` as held by a guard of this manager (see
     /// [`held_here`](Self::held_here)).
     pub(crate) fn hold(&self, resource: &[u8]) {
-        *self.held.lock().entry(resource.into()).or_insert(0) += 1;
+        self.held.lock().add(resource);
     }
 
     /// A guard of this manager for `resource` is gone.
     pub(crate) fn let_go(&self, resource: &[u8]) {
-        let mut held = self.held.lock();
-        // One lookup when it was the last guard for it (the usual case).
-        if let Some((name, n)) = held.remove_entry(resource)
-            && n > 1
-        {
-            held.insert(name, n - 1);
-        }
+        self.held.lock().remove(resource);
     }
 
     /// Whether a guard of this manager (or a clone) for `resource` is
     /// alive: a `Taken` then most likely means the caller already holds
     /// it (locks are not re-entrant).
     pub(crate) fn held_here(&self, resource: &[u8]) -> bool {
-        self.held.lock().contains_key(resource)
+        self.held.lock().contains(resource)
     }
 }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::cancel::{Cancel, LOOK};
+use crate::base::counted::Counted;
 use crate::base::keys::{self, release_channel as channel};
 use crate::base::node_error::{NodeError, NodeErrorKind};
 use crate::engine::quorum;
@@ -112,7 +113,7 @@ impl Shared {
         if !local
             && reg
                 .own
-                .contains_key(crate::base::holder::waiter_of(unlock_token(token)))
+                .contains(crate::base::holder::waiter_of(unlock_token(token)))
         {
             return;
         }
@@ -126,7 +127,7 @@ impl Shared {
         }
         // A fair release handed the lock to one waiter: only that waiter
         // asks (it is its manager's first for the name, see `fair.rs`).
-        let for_us = next.is_none_or(|next| reg.own.contains_key(next));
+        let for_us = next.is_none_or(|next| reg.own.contains(next));
         let quorum = quorum::quorum(self.members.len());
         let wake = reg.resources.get_mut(resource).is_some_and(|entry| {
             let release = entry.release(token);
@@ -197,7 +198,7 @@ struct Registry {
     listening: Vec<bool>,
     /// The lock tokens of this manager's acquisitions under way that may
     /// wait (see [`Waiters::start`]), with how many use each.
-    own: HashMap<Vec<u8>, usize, BuildHasherDefault<Fnv>>,
+    own: Counted<BuildHasherDefault<Fnv>>,
 }
 
 /// FNV-1a, a hash cheaper than the standard maps' for what it hashes on
@@ -437,7 +438,7 @@ impl Waiters {
     /// already wait for `resource`.
     pub(crate) fn start<'a>(&'a self, resource: &[u8], token: &'a [u8]) -> (Own<'a>, bool) {
         let mut reg = self.shared.reg.lock();
-        *reg.own.entry(token.to_vec()).or_insert(0) += 1;
+        reg.own.add(token);
         let busy = reg
             .resources
             .get(resource)
@@ -570,12 +571,7 @@ pub(crate) struct Own<'a> {
 impl Drop for Own<'_> {
     fn drop(&mut self) {
         let mut reg = self.waiters.shared.reg.lock();
-        // One lookup when it was the token's last user (the usual case).
-        if let Some((token, n)) = reg.own.remove_entry(self.token)
-            && n > 1
-        {
-            reg.own.insert(token, n - 1);
-        }
+        reg.own.remove(self.token);
     }
 }
 

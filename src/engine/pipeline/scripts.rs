@@ -272,10 +272,11 @@ impl Engine {
         let (ifeq, delex) = (plain.and_then(|p| p.ifeq), plain.and_then(|p| p.delex));
         let on = |form: Option<Form<'a>>, cluster: bool| {
             let (p, form) = plain.zip(form)?;
-            Some(match cluster {
-                true => plain_request(p, form, true, key, (mode, acks), &cluster_reload),
-                false => plain_request(p, form, false, key, (mode, acks), &node_reload),
-            })
+            let reload: &(dyn Fn() -> Vec<u8> + Sync) = match cluster {
+                true => &cluster_reload,
+                false => &node_reload,
+            };
+            Some(plain_request(p, form, cluster, key, (mode, acks), reload))
         };
         let (ifeq_node, ifeq_cluster) = (on(ifeq, false), on(ifeq, true));
         let (delex_node, delex_cluster) = (on(delex, false), on(delex, true));
