@@ -41,7 +41,7 @@ use crate::base::telemetry;
 use crate::base::text::Decimal;
 use crate::engine::quorum::{self, Tally};
 use crate::engine::wait::Waiters;
-use crate::members::conn::pack;
+use crate::members::conn::{pack, pack_into};
 use crate::members::identities::Identities;
 use crate::members::member::Member;
 use crate::members::restart::Policy;
@@ -396,6 +396,29 @@ pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]>
     }
 }
 
+/// The announcement written behind a release in the same write (a
+/// script's tail): `PUBLISH channel message` on nodes, `SPUBLISH` on Redis
+/// Cluster members. Packed straight into the release's buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct Announce<'a> {
+    pub(crate) channel: &'a [u8],
+    pub(crate) message: &'a [u8],
+}
+
+impl Announce<'_> {
+    /// Appends the command as nodes (`cluster` false) or Redis Cluster
+    /// members take it.
+    pub(crate) fn pack_into(&self, out: &mut Vec<u8>, cluster: bool) {
+        let verb: &[u8] = if cluster { b"SPUBLISH" } else { b"PUBLISH" };
+        pack_into(out, &[&[verb, self.channel, self.message]]);
+    }
+
+    /// How many bytes it packs into, at most.
+    pub(crate) fn len(&self) -> usize {
+        self.channel.len() + self.message.len() + 96
+    }
+}
+
 /// A script's arguments (`ARGV`).
 pub(crate) type Args<'a> = &'a [&'a [u8]];
 
@@ -419,18 +442,6 @@ fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
 }
 
 impl Engine {
-    /// The announcement written behind a release (a script's `tails`):
-    /// `PUBLISH channel message` for nodes, and `SPUBLISH` for Redis
-    /// Cluster members, nothing when there are none (a release is on the
-    /// hot path).
-    pub(crate) fn announce(&self, channel: &[u8], message: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let cluster = match self.has_clusters {
-            true => pack(&[b"SPUBLISH", channel, message]),
-            false => Vec::new(),
-        };
-        (pack(&[b"PUBLISH", channel, message]), cluster)
-    }
-
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
     pub(crate) fn wait_command(&self) -> Vec<u8> {
@@ -548,13 +559,19 @@ impl Engine {
                 let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
                 self.clean_up(shape, &partial, token);
             }
-            let failures: Vec<NodeError> = votes
-                .into_iter()
-                .filter_map(|v| match v.answer {
-                    Some(Err(e)) => Some(e),
-                    _ => None,
-                })
-                .collect();
+            // (Collected only when some failed: collected in place, the
+            // votes' buffer would be shrunk on every acquisition.)
+            let failed_any = votes.iter().any(|v| matches!(v.answer, Some(Err(_))));
+            let failures: Vec<NodeError> = match failed_any {
+                true => votes
+                    .into_iter()
+                    .filter_map(|v| match v.answer {
+                        Some(Err(e)) => Some(e),
+                        _ => None,
+                    })
+                    .collect(),
+                false => Vec::new(),
+            };
             if !failures.is_empty() {
                 crate::base::logging::log!(
                     warn,

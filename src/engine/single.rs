@@ -18,7 +18,7 @@ use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair};
 use crate::engine::pipeline::{
-    Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
+    Announce, Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
@@ -70,9 +70,9 @@ pub(crate) struct Ending<'a> {
 /// wakes.
 pub(crate) struct OneKey {
     pub(crate) key: Box<[u8]>,
-    /// The name whose waiters a release wakes: the key, or a permit's
-    /// semaphore.
-    pub(crate) wakes: Box<[u8]>,
+    /// The name whose waiters a release wakes, when it is not the key (a
+    /// permit's semaphore).
+    wakes: Option<Box<[u8]>>,
     /// Waiting that is fair: its place in the queues.
     pub(crate) fair: Option<Fair>,
     /// The value a member that refused the last ordinary attempt said the
@@ -85,7 +85,7 @@ impl OneKey {
     pub(crate) fn new(key: &[u8], wakes: &[u8]) -> OneKey {
         OneKey {
             key: key.into(),
-            wakes: wakes.into(),
+            wakes: (wakes != key).then(|| wakes.into()),
             fair: None,
             seen: Mutex::default(),
         }
@@ -95,6 +95,12 @@ impl OneKey {
     /// key to the first waiter queued.
     pub(crate) fn fair(self, fair: Option<Fair>) -> OneKey {
         OneKey { fair, ..self }
+    }
+
+    /// The name whose waiters a release wakes: the key, or a permit's
+    /// semaphore.
+    pub(crate) fn wakes(&self) -> &[u8] {
+        self.wakes.as_deref().unwrap_or(&self.key)
     }
 
     /// Who holds the key, as the last ordinary attempt's refusals said.
@@ -133,7 +139,7 @@ impl OneKey {
     ) -> Vec<Vote> {
         let key = &self.key[..];
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            return fair.claim(p, key, &self.wakes, token, ttl_ms, keep);
+            return fair.claim(p, key, self.wakes(), token, ttl_ms, keep);
         }
         let px = Decimal::of(ttl_ms);
         let fenced = keep.is_some();
@@ -142,8 +148,8 @@ impl OneKey {
         // One start for every member's counter, whichever form its write
         // takes (the pre-7.0 form is packed per member, when written):
         // counters created in one round start equal, and no raise round
-        // follows to even them out.
-        let start = Decimal::of(counter_start());
+        // follows to even them out. (No clock read without a counter.)
+        let start = Decimal::of(if fenced { counter_start() } else { 0 });
         // The whole write, in one buffer: the check ahead (by hash: the
         // handshake loads it, and a `SCRIPT FLUSH` costs one attempt, see
         // `Pooled::finish`), the acquisition, the counter's commands; on
@@ -211,7 +217,7 @@ impl OneKey {
         // Queued behind an acquisition that times out: removes the key
         // right after a late execution (and announces that only if it did).
         let cleanup = |cluster: bool| {
-            let (message, channel) = (p.message(token), release_channel(&self.wakes));
+            let (message, channel) = (p.message(token), release_channel(self.wakes()));
             let mut args = vec![token];
             args.extend(unlock_args(message.as_deref(), cluster, &channel));
             UNLOCK.eval(&[key], &args)
@@ -376,7 +382,7 @@ impl OneKey {
             });
         }
         if !release && self.queued() {
-            return fair::unclaim(p, only, &self.key, &self.wakes, token, message);
+            return fair::unclaim(p, only, &self.key, self.wakes(), token, message);
         }
         Tally::count(self.plain_unlock(p, only, token, message, release, record))
     }
@@ -394,11 +400,11 @@ impl OneKey {
         message: Option<&[u8]>,
         record: Option<Record<'_>>,
     ) -> Vec<Answer> {
-        let knows = self.queued() || p.waiters.lately(&self.wakes);
+        let knows = self.queued() || p.waiters.lately(self.wakes());
         let record = record.map(|r| r.key);
         match (knows, record, message) {
             (false, None, Some(message)) => self.unlock_unless_queued(p, only, token, message),
-            _ => fair::release(p, only, &self.key, record, &self.wakes, token, message),
+            _ => fair::release(p, only, &self.key, record, self.wakes(), token, message),
         }
     }
 
@@ -417,12 +423,15 @@ impl OneKey {
         release: bool,
         record: Option<Record<'_>>,
     ) -> Vec<Answer> {
-        let channel = release_channel(&self.wakes);
-        let (lua, keys): (&Lua, Vec<&[u8]>) = match record {
-            Some(record) => (record.unlock, vec![&self.key, record.key]),
-            None => (&UNLOCK, vec![&self.key]),
+        let channel = release_channel(self.wakes());
+        let with_record;
+        let (lua, keys): (&Lua, &[&[u8]]) = match record {
+            Some(record) => {
+                with_record = [&self.key[..], record.key];
+                (record.unlock, &with_record)
+            }
+            None => (&UNLOCK, &[&self.key[..]]),
         };
-        let keys = &keys[..];
         match message {
             // Not with a record: its script is not loaded with the
             // handshake, and a `PUBLISH` behind an `EVALSHA` refused with
@@ -430,7 +439,6 @@ impl OneKey {
             // deletes anything, waking waiters too early (and counting
             // every release twice).
             Some(message) if release && record.is_none() => {
-                let (node_tail, cluster_tail) = p.announce(&channel, message);
                 // Servers with their own compare-and-delete (`DELIFEQ` on
                 // Valkey 9+, `DELEX ... IFEQ` on Redis 8.4+) release
                 // without the script: the same rule, one command.
@@ -439,7 +447,10 @@ impl OneKey {
                     only,
                     (&self.key, &[token]),
                     token,
-                    Some((&node_tail, &cluster_tail)),
+                    Some(Announce {
+                        channel: &channel,
+                        message,
+                    }),
                     RELEASE,
                 )
             }
@@ -470,16 +481,18 @@ impl OneKey {
         token: &[u8],
         message: &[u8],
     ) -> Vec<Answer> {
-        let channel = release_channel(&self.wakes);
+        let channel = release_channel(self.wakes());
         let queue = crate::base::keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
-        let (node_tail, cluster_tail) = p.announce(&channel, message);
         let mut answers = p.script_tailed(
             &UNLOCK,
             only,
             (&keys, &[token]),
             (&keys, &[token]),
-            Some((&node_tail, &cluster_tail)),
+            Some(Announce {
+                channel: &channel,
+                message,
+            }),
             RELEASE,
         );
         let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
@@ -492,7 +505,7 @@ impl OneKey {
                 Some(&queued),
                 &self.key,
                 None,
-                &self.wakes,
+                self.wakes(),
                 token,
                 handing.as_deref().or(Some(message)),
             );

@@ -15,7 +15,6 @@
 //! subscriptions of connections that are open.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -24,7 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::cancel::{Cancel, LOOK};
-use crate::base::counted::Counted;
+use crate::base::counted::{Counted, fnv};
 use crate::base::keys::{self, release_channel as channel};
 use crate::base::node_error::{NodeError, NodeErrorKind};
 use crate::engine::quorum;
@@ -177,9 +176,8 @@ impl Shared {
     }
 
     fn counter(&self, resource: &[u8]) -> &AtomicU64 {
-        let mut h = Fnv::default();
-        h.write(resource);
-        &self.releases[(h.finish() % COUNTERS as u64) as usize]
+        // A collision shares a counter, which costs a spurious wake.
+        &self.releases[(fnv(resource) % COUNTERS as u64) as usize]
     }
 }
 
@@ -198,32 +196,7 @@ struct Registry {
     listening: Vec<bool>,
     /// The lock tokens of this manager's acquisitions under way that may
     /// wait (see [`Waiters::start`]), with how many use each.
-    own: Counted<BuildHasherDefault<Fnv>>,
-}
-
-/// FNV-1a, a hash cheaper than the standard maps' for what it hashes on
-/// every acquisition and release: a resource name only to pick one of
-/// the release counters (a collision shares a counter, which costs a
-/// spurious wake), and this manager's own random tokens (which no one
-/// else chooses, so no one can make them collide).
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
+    own: Counted,
 }
 
 /// A release message's parts: the release (`token:count`), and the

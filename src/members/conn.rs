@@ -52,6 +52,10 @@ const POLL_STEP: Duration = Duration::from_micros(200);
 /// too short for a peer that keeps sending to hold the caller.
 const LATE_GRACE: Duration = Duration::from_millis(10);
 
+/// The least room a read is given in the input buffer: the buffer is
+/// compacted, or grown, when less is left.
+const READ_ROOM: usize = 512;
+
 /// How many of the first bytes a peer sends are kept for messages.
 const HEARD: usize = 64;
 
@@ -125,9 +129,11 @@ impl Write for Stream {
 /// An open connection to one node.
 pub(crate) struct Conn {
     stream: Stream,
-    /// Bytes received and not consumed by `reader` yet, from `start` on.
-    input: Vec<u8>,
+    /// Bytes received: `buf[start..end]` is not consumed by `reader` yet;
+    /// reads land in the rest (zeroed once, when it grows), with no copy.
+    buf: Vec<u8>,
     start: usize,
+    end: usize,
     /// The reply being read (see `resp.rs`).
     reader: Reader,
     /// Some byte came since the last request was written: the request
@@ -229,8 +235,9 @@ impl Conn {
         let tail = (node_timeout / 2).min(TAIL_MAX);
         Ok(Conn {
             stream,
-            input: Vec::with_capacity(256),
+            buf: vec![0; 2 * READ_ROOM],
             start: 0,
+            end: 0,
             reader: Reader::default(),
             answered: false,
             heard: Vec::new(),
@@ -302,11 +309,11 @@ impl Conn {
             self.stream.set_timeouts(wait)?;
             self.timeout = wait;
         }
-        let mut chunk = [0u8; 4096];
-        match self.stream.read(&mut chunk) {
+        self.make_room();
+        match self.stream.read(&mut self.buf[self.end..]) {
             Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
             Ok(n) => {
-                self.received(&chunk[..n]);
+                self.received(n);
                 self.take_parsed()?.transpose()
             }
             Err(e) if is_would_block(&e) => Ok(None),
@@ -318,23 +325,40 @@ impl Conn {
     /// reader consumed of an incomplete one is dropped from the buffer
     /// (it keeps its own state), so nothing is read twice.
     fn take_parsed(&mut self) -> Result<Option<Result<Value, Cause>>, Cause> {
-        let (used, reply) = self.reader.read(&self.input[self.start..])?;
+        if self.start == self.end {
+            // Nothing buffered: nothing can complete.
+            return Ok(None);
+        }
+        let (used, reply) = self.reader.read(&self.buf[self.start..self.end])?;
         self.start += used;
-        if self.start == self.input.len() {
-            self.input.clear();
+        if self.start == self.end {
             self.start = 0;
-        } else if self.start > 4096 && self.start * 2 > self.input.len() {
-            self.input.drain(..self.start);
-            self.start = 0;
+            self.end = 0;
         }
         Ok(reply)
+    }
+
+    /// Leaves at least [`READ_ROOM`] bytes after `end`: the bytes not
+    /// consumed move to the front, and the buffer grows (doubling) only
+    /// when they fill it (a large reply, read whole).
+    fn make_room(&mut self) {
+        if self.buf.len() - self.end >= READ_ROOM {
+            return;
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.buf.len() - self.end < READ_ROOM {
+            let len = (self.buf.len() * 2).max(self.end + READ_ROOM);
+            self.buf.resize(len, 0);
+        }
     }
 
     /// Receives more bytes: waiting until `deadline`, or past it only
     /// taking what has arrived. Blocks in the socket until the tail before
     /// the deadline, then polls (see `TAIL_MAX`).
     fn fill(&mut self, deadline: Instant) -> Result<(), Cause> {
-        let mut chunk = [0u8; 512];
+        self.make_room();
         // Past the deadline, what has arrived is taken only for a moment:
         // a peer that keeps sending cannot hold the reader.
         let now = Instant::now();
@@ -349,14 +373,19 @@ impl Conn {
             match first.take().unwrap_or_else(|| left(deadline)) {
                 Some(left) if left > self.tail => {
                     self.cap_timeout(left - self.tail, Duration::ZERO)?;
-                    match self.stream.read(&mut chunk) {
+                    match self.stream.read(&mut self.buf[self.end..]) {
                         Err(e) if is_would_block(&e) => continue,
                         n => break n.map_err(from_io)?,
                     }
                 }
                 left => {
                     self.stream.set_nonblocking(true)?;
-                    let n = self.poll_until(&mut chunk, deadline, left.is_some());
+                    let n = poll_until(
+                        &mut self.stream,
+                        &mut self.buf[self.end..],
+                        deadline,
+                        left.is_some(),
+                    );
                     self.stream.set_nonblocking(false)?;
                     break n?;
                 }
@@ -365,18 +394,20 @@ impl Conn {
         if n == 0 {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
-        self.received(&chunk[..n]);
+        self.received(n);
         Ok(())
     }
 
-    /// Takes in bytes received, keeping the first few apart.
-    fn received(&mut self, bytes: &[u8]) {
+    /// Takes in the `n` bytes just read after `end`, keeping the first few
+    /// a connection hears apart.
+    fn received(&mut self, n: usize) {
         self.answered = true;
         if self.heard.len() < HEARD {
-            let more = (HEARD - self.heard.len()).min(bytes.len());
-            self.heard.extend_from_slice(&bytes[..more]);
+            let more = (HEARD - self.heard.len()).min(n);
+            self.heard
+                .extend_from_slice(&self.buf[self.end..self.end + more]);
         }
-        self.input.extend_from_slice(bytes);
+        self.end += n;
     }
 
     /// Whether some reply (or part of one) came since the last request
@@ -401,23 +432,23 @@ impl Conn {
         // An empty line is RESP gone wrong, said by the reader.
         (!text.is_empty()).then_some(text)
     }
+}
 
-    /// On a non-blocking socket: reads what has arrived, polling every
-    /// `POLL_STEP` until `deadline` if `wait`, else once.
-    fn poll_until(
-        &mut self,
-        chunk: &mut [u8],
-        deadline: Instant,
-        wait: bool,
-    ) -> Result<usize, Cause> {
-        loop {
-            match self.stream.read(chunk) {
-                Err(e) if is_would_block(&e) => match left(deadline).filter(|_| wait) {
-                    Some(left) => std::thread::sleep(left.min(POLL_STEP)),
-                    None => return Err(timed_out()),
-                },
-                n => return n.map_err(from_io),
-            }
+/// On a non-blocking socket: reads what has arrived, polling every
+/// `POLL_STEP` until `deadline` if `wait`, else once.
+fn poll_until(
+    stream: &mut Stream,
+    chunk: &mut [u8],
+    deadline: Instant,
+    wait: bool,
+) -> Result<usize, Cause> {
+    loop {
+        match stream.read(chunk) {
+            Err(e) if is_would_block(&e) => match left(deadline).filter(|_| wait) {
+                Some(left) => std::thread::sleep(left.min(POLL_STEP)),
+                None => return Err(timed_out()),
+            },
+            n => return n.map_err(from_io),
         }
     }
 }
@@ -486,8 +517,24 @@ pub(crate) fn pack_into(out: &mut Vec<u8>, parts: &[&[&[u8]]]) {
     let (mut count, mut bytes) = (0, 24);
     for part in parts {
         count += part.len();
-        // Each argument's `$<len>\r\n` and `\r\n`: at most 26 bytes.
-        bytes += part.iter().map(|a| a.len() + 26).sum::<usize>();
+        // Each argument's `$<len>\r\n` and `\r\n`: 5 bytes and the
+        // length's digits (counted as 20 from 100 on): exact for the
+        // short arguments of the hot path, so that a buffer sized for a
+        // command is not grown again.
+        bytes += part
+            .iter()
+            .map(|a| {
+                a.len()
+                    + 5
+                    + if a.len() < 10 {
+                        1
+                    } else if a.len() < 100 {
+                        2
+                    } else {
+                        20
+                    }
+            })
+            .sum::<usize>();
     }
     out.reserve(bytes);
     length(out, b'*', count);

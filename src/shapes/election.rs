@@ -18,8 +18,8 @@ mod majority;
 
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
+use crate::engine::pipeline::{Announce, Engine, Mode};
 use crate::engine::pipeline::{DECIDE, Names, Shape, Vote};
-use crate::engine::pipeline::{Engine, Mode};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
 use crate::members::script::scripts;
@@ -520,7 +520,10 @@ fn claim(
     let args: [&[u8]; 4] = [token, term_s.as_bytes(), seq_s.as_bytes(), value];
     let channel = release_channel(record);
     let message = p.message(token);
-    let tails = message.as_ref().map(|m| p.announce(&channel, m));
+    let tail = message.as_deref().map(|message| Announce {
+        channel: &channel,
+        message,
+    });
     // Decides, but waits for no replica: the record is what followers
     // read, the lock key (replicated as every acquisition asks) is what
     // elects.
@@ -529,14 +532,7 @@ fn claim(
         replicated: false,
         decides: true,
     };
-    let answers = p.script_tailed(
-        &CLAIM,
-        None,
-        (&keys, &args),
-        (&keys, &args),
-        tails.as_ref().map(|(n, c)| (&n[..], &c[..])),
-        mode,
-    );
+    let answers = p.script_tailed(&CLAIM, None, (&keys, &args), (&keys, &args), tail, mode);
     let tally = Tally::count(answers);
     if tally.reached() {
         Ok(())

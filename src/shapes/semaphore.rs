@@ -57,11 +57,11 @@ impl Shape for PermitShape {
     }
 
     fn shown(&self) -> String {
-        shown(&self.slot.wakes, self.count)
+        shown(self.slot.wakes(), self.count)
     }
 
     fn wakes(&self) -> Names<'_> {
-        Names::One(&self.slot.wakes)
+        Names::One(self.slot.wakes())
     }
 
     fn holder(&self) -> Option<Vec<u8>> {

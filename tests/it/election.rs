@@ -209,6 +209,42 @@ fn a_crashed_leader_is_replaced_within_its_ttl() {
     assert!(lead.term() > term);
 }
 
+/// A value far larger than one read (3 MB: the reply arrives over many
+/// reads, and the connection's input buffer grows to hold it) reads back
+/// whole, byte for byte; the small replies read after it on the same
+/// connections are read right (what was left of the buffer moves to its
+/// front, nothing read twice).
+#[test]
+fn a_large_proclaimed_value_reads_back_whole_and_small_replies_after_it() {
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("election-large");
+    let (a, b) = (manager(&nodes), manager(&nodes));
+    let value: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let lead = a
+        .election(&name)
+        .unwrap()
+        .with_value(&value)
+        .try_campaign(Duration::from_secs(30))
+        .unwrap();
+    let follower = b.election(&name).unwrap();
+    for _ in 0..3 {
+        let seen = follower.leader().unwrap().unwrap();
+        assert!(
+            seen.value() == &value[..],
+            "{} bytes read",
+            seen.value().len()
+        );
+        assert_eq!(seen.term(), lead.term());
+        // Small replies on the same connections, between large ones.
+        b.try_lock(resource("after-large"), Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    lead.proclaim("small").unwrap();
+    assert_eq!(follower.leader().unwrap().unwrap().value(), b"small");
+}
+
 #[test]
 fn followers_read_the_proclaimed_value_and_term_from_a_majority() {
     let nodes = Nodes::start(3).unwrap();

@@ -6,7 +6,7 @@
 use parking_lot::Mutex;
 use redis::Value;
 
-use super::{Answer, Args, Engine, Mode};
+use super::{Announce, Answer, Args, Engine, Mode};
 use crate::engine::batch;
 use crate::engine::quorum;
 use crate::members::member::Member;
@@ -96,18 +96,18 @@ impl Engine {
     }
 
     /// As [`script_split`](Self::script_split), with a command written
-    /// right behind the script whose answer is read and ignored (`tails`:
-    /// on nodes, on Redis Cluster members): a release's `PUBLISH`.
+    /// right behind the script whose answer is read and ignored (`tail`):
+    /// a release's `PUBLISH` (`SPUBLISH` on Redis Cluster members).
     pub(crate) fn script_tailed(
         &self,
         lua: &Lua,
         only: Option<&[bool]>,
         node: (&[&[u8]], Args<'_>),
         cluster: (&[&[u8]], Args<'_>),
-        tails: Option<(&[u8], &[u8])>,
+        tail: Option<Announce<'_>>,
         mode: Mode,
     ) -> Vec<Answer> {
-        self.script_kept(lua, only, node, cluster, tails, mode, None, None)
+        self.script_kept(lua, only, node, cluster, tail, mode, None, None)
     }
 
     /// As [`script_tailed`](Self::script_tailed) (one key, the same on
@@ -121,12 +121,11 @@ impl Engine {
         only: Option<&[bool]>,
         (key, args): (&[u8], Args<'_>),
         token: &[u8],
-        tails: Option<(&[u8], &[u8])>,
+        tail: Option<Announce<'_>>,
         mode: Mode,
     ) -> Vec<Answer> {
         // `Reply::DelIfEq` reads no `WAIT` reply: a release waits for none.
         debug_assert!(!mode.replicated, "a plain delete with a WAIT");
-        let (node_tail, cluster_tail) = tails.unwrap_or_default();
         // Only the forms some member was seen to take, and Redis Cluster
         // members' only when there are some: a release is on the hot
         // path.
@@ -134,19 +133,21 @@ impl Engine {
             .members
             .iter()
             .fold(0, |seen, m| seen | m.plain_deletes());
-        let delete = |form: PlainDelete, tail: &[u8]| {
-            let mut out = Vec::with_capacity(128 + tail.len());
+        let delete = |form: PlainDelete, cluster: bool| {
+            let mut out = Vec::with_capacity(128 + tail.map_or(0, |t| t.len()));
             form.pack_into(&mut out, key, token);
-            out.extend_from_slice(tail);
+            if let Some(tail) = tail {
+                tail.pack_into(&mut out, cluster);
+            }
             out
         };
         let forms = |form: PlainDelete| {
             (seen & form.bit() != 0).then(|| {
                 let cluster = match self.has_clusters {
-                    true => delete(form, cluster_tail),
+                    true => delete(form, true),
                     false => Vec::new(),
                 };
-                (delete(form, node_tail), cluster)
+                (delete(form, false), cluster)
             })
         };
         let (ifeq, delex) = (forms(PlainDelete::DelIfEq), forms(PlainDelete::DelEx));
@@ -159,7 +160,7 @@ impl Engine {
         let plain = Plain {
             ifeq: form(&ifeq, &describe_ifeq),
             delex: form(&delex, &describe_delex),
-            reply: Reply::DelIfEq(tails.is_some()),
+            reply: Reply::DelIfEq(tail.is_some()),
             one_key: true,
         };
         self.script_kept(
@@ -167,7 +168,7 @@ impl Engine {
             only,
             (&[key], args),
             (&[key], args),
-            tails,
+            tail,
             mode,
             None,
             Some(&plain),
@@ -217,7 +218,7 @@ impl Engine {
         only: Option<&[bool]>,
         (node_keys, node): (&[&[u8]], Args<'_>),
         (cluster_keys, cluster): (&[&[u8]], Args<'_>),
-        tails: Option<(&[u8], &[u8])>,
+        tail: Option<Announce<'_>>,
         mode: Mode,
         kept: Option<&Mutex<Vec<Value>>>,
         plain: Option<&Plain<'a>>,
@@ -233,20 +234,22 @@ impl Engine {
             .as_ref()
             .filter(|_| replicated)
             .map(|(n, _)| *n);
-        let (node_tail, cluster_tail) = tails.unwrap_or_default();
         // A script sent by hash (or by its source, `eval`), then any
-        // `WAIT`, then the tail, in one buffer.
-        let packed = |eval: bool, keys: &[&[u8]], args: Args<'_>, tail: &[u8]| {
-            let mut out = Vec::with_capacity(256 + tail.len());
+        // `WAIT`, then the tail (as nodes or as Redis Cluster members take
+        // it), in one buffer.
+        let packed = |eval: bool, keys: &[&[u8]], args: Args<'_>, cluster: bool| {
+            let mut out = Vec::with_capacity(256 + tail.map_or(0, |t| t.len()));
             match eval {
                 true => lua.eval_into(&mut out, keys, args),
                 false => lua.evalsha_into(&mut out, keys, args),
             }
             out.extend_from_slice(&wait);
-            out.extend_from_slice(tail);
+            if let Some(tail) = tail {
+                tail.pack_into(&mut out, cluster);
+            }
             out
         };
-        let reply = match tails {
+        let reply = match tail {
             _ if kept.is_some() => Reply::Kept,
             _ if mode.count => Reply::Count,
             Some(_) => Reply::OneThenAny,
@@ -255,12 +258,12 @@ impl Engine {
         let describe_node = |_: usize| lua.describe(node_keys[0]);
         let describe_cluster = |_: usize| lua.describe(cluster_keys[0]);
         let cluster_packed = if self.has_clusters {
-            packed(false, cluster_keys, cluster, cluster_tail)
+            packed(false, cluster_keys, cluster, true)
         } else {
             Vec::new()
         };
-        let cluster_reload = || packed(true, cluster_keys, cluster, cluster_tail);
-        let node_reload = || packed(true, node_keys, node, node_tail);
+        let cluster_reload = || packed(true, cluster_keys, cluster, true);
+        let node_reload = || packed(true, node_keys, node, false);
         // The plain commands, on nodes and on Redis Cluster members; the
         // script's source is their fallback (see `Reply::DelIfEq`).
         // They read no `WAIT` reply: they go where no write waits.
@@ -292,7 +295,7 @@ impl Engine {
                 &cluster_reload,
             )
         };
-        let node_packed = packed(false, node_keys, node, node_tail);
+        let node_packed = packed(false, node_keys, node, false);
         // The slot routes the round to each cluster's master.
         let req = Request {
             alt: self.has_clusters.then_some(&cluster_req),
