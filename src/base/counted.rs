@@ -2,7 +2,7 @@
 //! resources (one per guard alive), its acquisitions' tokens under way.
 //!
 //! Both are added and removed on every acquisition and release, so a
-//! name is kept by its 64-bit FNV-1a hash ([`fnv`]): no copy of the name
+//! name is kept by a 64-bit hash of it ([`hash`]): no copy of the name
 //! (no allocation) and a cheap hash. Two names with one hash count as
 //! one. Between random tokens that is a chance of 2^-64 per pair; a
 //! resource name's collision, which a caller could build on purpose,
@@ -21,12 +21,12 @@ pub(crate) struct Counted {
 impl Counted {
     /// One more user of `name`.
     pub(crate) fn add(&mut self, name: &[u8]) {
-        *self.counts.entry(fnv(name)).or_insert(0) += 1;
+        *self.counts.entry(hash(name)).or_insert(0) += 1;
     }
 
     /// One user of `name` fewer (none left: it is gone).
     pub(crate) fn remove(&mut self, name: &[u8]) {
-        let hash = fnv(name);
+        let hash = hash(name);
         if let Some(n) = self.counts.get_mut(&hash) {
             *n -= 1;
             if *n == 0 {
@@ -37,37 +37,35 @@ impl Counted {
 
     /// Whether `name` has a user.
     pub(crate) fn contains(&self, name: &[u8]) -> bool {
-        self.counts.contains_key(&fnv(name))
+        self.counts.contains_key(&hash(name))
     }
 }
 
-/// FNV-1a over `bytes`: cheaper than the standard maps' hash for what is
-/// hashed on every acquisition and release.
-pub(crate) fn fnv(bytes: &[u8]) -> u64 {
-    let mut h = Fnv::default();
-    h.write(bytes);
-    h.finish()
-}
-
-/// The FNV-1a hasher (see [`fnv`]).
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
+/// A 64-bit hash of `bytes`, eight bytes at a time (multiply and
+/// xor-shift, as the fast non-cryptographic hashes mix): cheaper than the
+/// standard maps' hash for what is hashed on every acquisition and
+/// release, a token or a name of some tens of bytes. Not keyed: see the
+/// module docs for what a collision costs.
+pub(crate) fn hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mix = |h: u64, word: u64| {
+        let h = (h ^ word).wrapping_mul(K);
+        h ^ (h >> 29)
+    };
+    let mut h = mix(0x243f_6a88_85a3_08d3, bytes.len() as u64);
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        h = mix(h, u64::from_le_bytes(w));
     }
-}
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(w));
     }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
+    mix(h, h >> 32)
 }
 
 /// The map's hasher for keys that are hashes already: the key itself.
@@ -113,10 +111,29 @@ mod tests {
     }
 
     #[test]
-    fn fnv_is_fnv_1a() {
-        // The published FNV-1a 64 test vectors.
-        assert_eq!(fnv(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv(b"foobar"), 0x8594_4171_f739_67e8);
+    fn hashes_tell_names_apart() {
+        // Every length around the eight-byte words, and names that differ
+        // in one byte anywhere or only in length (zero bytes at the end).
+        let mut seen = std::collections::HashSet::new();
+        let mut count = 0;
+        for len in 0..40 {
+            let base: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            seen.insert(hash(&base));
+            count += 1;
+            for at in 0..len {
+                let mut other = base.clone();
+                other[at] ^= 1;
+                seen.insert(hash(&other));
+                count += 1;
+            }
+            seen.insert(hash(&[&base[..], &[0]].concat()));
+            count += 1;
+        }
+        assert_eq!(seen.len(), count, "a collision");
+        // The low bits spread too (they pick a release counter).
+        let buckets: std::collections::HashSet<u64> = (0..64u32)
+            .map(|i| hash(format!("lock:{i}").as_bytes()) % 64)
+            .collect();
+        assert!(buckets.len() > 32, "{} buckets of 64", buckets.len());
     }
 }

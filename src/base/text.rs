@@ -35,17 +35,28 @@ pub(crate) struct Decimal {
 }
 
 impl Decimal {
-    /// `n`'s digits (`u64::MAX` has 20).
+    /// `n`'s digits (`u64::MAX` has 20), two at a time.
     pub(crate) fn of(mut n: u64) -> Decimal {
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+            2021222324252627282930313233343536373839\
+            4041424344454647484950515253545556575859\
+            6061626364656667686970717273747576777879\
+            8081828384858687888990919293949596979899";
         let mut digits = [0; 20];
         let mut start = digits.len();
-        loop {
+        while n >= 100 {
+            let pair = 2 * (n % 100) as usize;
+            n /= 100;
+            start -= 2;
+            digits[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if n >= 10 {
+            let pair = 2 * n as usize;
+            start -= 2;
+            digits[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
             start -= 1;
-            digits[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+            digits[start] = b'0' + n as u8;
         }
         Decimal {
             digits,

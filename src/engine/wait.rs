@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::cancel::{Cancel, LOOK};
-use crate::base::counted::{Counted, fnv};
+use crate::base::counted::{Counted, hash};
 use crate::base::keys::{self, release_channel as channel};
 use crate::base::node_error::{NodeError, NodeErrorKind};
 use crate::engine::quorum;
@@ -177,7 +177,7 @@ impl Shared {
 
     fn counter(&self, resource: &[u8]) -> &AtomicU64 {
         // A collision shares a counter, which costs a spurious wake.
-        &self.releases[(fnv(resource) % COUNTERS as u64) as usize]
+        &self.releases[(hash(resource) % COUNTERS as u64) as usize]
     }
 }
 

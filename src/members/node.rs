@@ -44,7 +44,7 @@ pub(crate) struct Setup {
 /// A connection of its own, never pooled, that subscribes to channels and
 /// then mostly waits for their messages.
 pub(crate) struct Listener {
-    con: Conn,
+    con: Box<Conn>,
     node: Arc<str>,
     timeout: Duration,
 }
@@ -645,7 +645,7 @@ impl Node {
             self.timeout,
         )
         .map(|con| Pooled {
-            con,
+            con: Box::new(con),
             legacy: true,
             plain_delete: None,
             plain_delete_refused: false,

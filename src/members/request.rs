@@ -235,7 +235,8 @@ impl From<Cause> for Failure {
 
 /// A connection, between uses kept in a node's pool.
 pub(crate) struct Pooled {
-    pub(crate) con: Conn,
+    /// Boxed: a connection moves in and out of its pool on every round.
+    pub(crate) con: Box<Conn>,
     /// Its server does not take `SET ... NX GET` and `PEXPIRE ... GT`, or
     /// did not say (see [`Request::on`]).
     pub(crate) legacy: bool,
