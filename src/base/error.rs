@@ -229,12 +229,14 @@ impl Error {
         )
     }
 
+    #[cold]
     pub(crate) fn invalid_argument(reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             reason: reason.into(),
         }
     }
 
+    #[cold]
     pub(crate) fn invalid_config(reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
             reason: reason.into(),

@@ -77,6 +77,7 @@ pub(crate) enum Cause {
 
 impl Cause {
     /// The node timeout elapsed.
+    #[cold]
     pub(crate) fn timed_out() -> Cause {
         Cause::Io(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
@@ -302,6 +303,7 @@ pub struct NodeError {
 impl NodeError {
     /// Classifies a failure from the connect step (`connecting`) or from a
     /// command.
+    #[cold]
     pub(crate) fn classify(
         node: Arc<str>,
         cause: impl Into<Cause>,
@@ -348,6 +350,7 @@ impl NodeError {
 
     /// A failure while opening a connection, at `stage` (before any
     /// command of a lock was sent: nothing can be left behind).
+    #[cold]
     pub(crate) fn opening(
         node: Arc<str>,
         cause: impl Into<Cause>,

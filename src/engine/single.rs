@@ -256,14 +256,15 @@ impl OneKey {
             on_timeout,
             ..base
         };
-        let (cluster_legacy, node_legacy) =
-            (legacy(Some(&cluster_cleanup)), legacy(Some(&node_cleanup)));
-        let cluster_req = Request {
-            legacy: has_legacy.then_some(&cluster_legacy),
+        // Redis Cluster members' forms only where there are some.
+        let node_legacy = legacy(Some(&node_cleanup));
+        let cluster_legacy = p.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
+        let cluster_req = p.has_clusters.then(|| Request {
+            legacy: cluster_legacy.as_ref().filter(|_| has_legacy),
             ..base
-        };
+        });
         let req = Request {
-            alt: p.has_clusters.then_some(&cluster_req),
+            alt: cluster_req.as_ref(),
             on_timeout: Some(&node_cleanup),
             legacy: has_legacy.then_some(&node_legacy),
             ..base

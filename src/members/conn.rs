@@ -378,17 +378,7 @@ impl Conn {
                         n => break n.map_err(from_io)?,
                     }
                 }
-                left => {
-                    self.stream.set_nonblocking(true)?;
-                    let n = poll_until(
-                        &mut self.stream,
-                        &mut self.buf[self.end..],
-                        deadline,
-                        left.is_some(),
-                    );
-                    self.stream.set_nonblocking(false)?;
-                    break n?;
-                }
+                left => break self.poll_tail(deadline, left.is_some())?,
             }
         };
         if n == 0 {
@@ -396,6 +386,18 @@ impl Conn {
         }
         self.received(n);
         Ok(())
+    }
+
+    /// The tail before `deadline` (see `TAIL_MAX`), or a look past it:
+    /// reads on a non-blocking socket, polling until `deadline` if
+    /// `wait`, else once.
+    #[cold]
+    #[inline(never)]
+    fn poll_tail(&mut self, deadline: Instant, wait: bool) -> Result<usize, Cause> {
+        self.stream.set_nonblocking(true)?;
+        let n = poll_until(&mut self.stream, &mut self.buf[self.end..], deadline, wait);
+        self.stream.set_nonblocking(false)?;
+        n
     }
 
     /// Takes in the `n` bytes just read after `end`, keeping the first few
@@ -462,11 +464,13 @@ fn is_would_block(e: &io::Error) -> bool {
 
 /// A socket's failure as the crate's cause (a TLS failure rides inside
 /// the TLS stream's `io::Error`, and becomes [`Cause::Tls`]).
+#[cold]
 fn from_io(e: io::Error) -> Cause {
     e.into()
 }
 
 /// A name that did not resolve.
+#[cold]
 fn resolve_failure(why: String) -> Cause {
     Cause::Resolve(why)
 }
@@ -498,6 +502,7 @@ fn left(deadline: Instant) -> Option<Duration> {
     Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
 }
 
+#[cold]
 pub(crate) fn timed_out() -> Cause {
     Cause::timed_out()
 }

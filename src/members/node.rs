@@ -411,6 +411,7 @@ impl Node {
     }
 
     /// The failure of a server kept out after a restart.
+    #[cold]
     fn quarantined(&self, q: Quarantine) -> NodeError {
         let (seen, why) = if q.witnessed {
             (
@@ -442,19 +443,27 @@ impl Node {
                 self.checkin(pooled);
                 Received::Done(self.vote(req, Ok(v)))
             }
-            Err(f) if f.keep => {
+            Err(f) => self.receive_failed(pooled, f, req),
+        }
+    }
+
+    /// [`receive`](Self::receive) after a failure: out of the common
+    /// path's way.
+    #[cold]
+    #[inline(never)]
+    fn receive_failed(&self, pooled: Pooled, f: Failure, req: &Request<'_>) -> Received {
+        match f {
+            f if f.keep => {
                 self.checkin(pooled);
                 Received::Done(self.vote(req, Err(self.refused(f, req))))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if is_reply(&f.error) => {
-                Received::Done(self.vote(req, Err(self.refused(f, req))))
-            }
+            f if is_reply(&f.error) => Received::Done(self.vote(req, Err(self.refused(f, req)))),
             // Closed before any reply: the server restarted since the
             // connection was last used, and never ran the request. (One
             // that answered part of a pipeline and then broke ran it: a
             // failure of this node, cleaned up as one, never sent again.)
-            Err(f) if is_stale(&f.error) && !pooled.con.answered() => {
+            f if is_stale(&f.error) && !pooled.con.answered() => {
                 self.idle.lock().clear();
                 crate::base::logging::log!(
                     debug,
@@ -464,7 +473,7 @@ impl Node {
                 );
                 Received::Stale
             }
-            Err(f) => Received::Done(Err(self.failed(pooled, f.error, req))),
+            f => Received::Done(Err(self.failed(pooled, f.error, req))),
         }
     }
 
@@ -604,6 +613,7 @@ impl Node {
     }
 
     /// The error for an error reply, naming the command it answered.
+    #[cold]
     fn refused(&self, f: Failure, req: &Request<'_>) -> NodeError {
         self.error(f.error, false).about((req.describe)(f.at))
     }
@@ -613,6 +623,7 @@ impl Node {
     /// answer to a later command. If the request timed out, its
     /// `on_timeout` follow-up is written on the connection first, so that
     /// the node executes it right after a late execution of the request.
+    #[cold]
     fn failed(&self, mut pooled: Pooled, e: Cause, req: &Request<'_>) -> NodeError {
         let mut error = self.error(e, false);
         if let (true, Some(follow_up)) = (error.kind() == NodeErrorKind::Timeout, req.on_timeout) {
@@ -756,11 +767,13 @@ impl Node {
 
     /// The failure reported for a node whose call panicked (a bug, never
     /// expected): counted as a failed node instead of unwinding.
+    #[cold]
     pub(crate) fn panicked(&self) -> NodeError {
         let e = Cause::Panicked;
         self.error(e, false)
     }
 
+    #[cold]
     fn error(&self, e: impl Into<Cause>, connecting: bool) -> NodeError {
         NodeError::classify(self.name.clone(), e, connecting, self.timeout)
     }

@@ -257,6 +257,17 @@ impl Pooled {
     /// that leaves a reply unread returns `keep: false`, so that a later
     /// request never reads this one's reply as its own.
     pub(crate) fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+        // The common request: nothing ahead of its reply, no `WAIT` behind.
+        if !req.asking && req.check.is_none() && req.wait.is_none() {
+            return self.finish_reply(req, deadline);
+        }
+        self.finish_around(req, deadline)
+    }
+
+    /// [`finish`](Self::finish) for a request with an `ASKING`, a check
+    /// ahead or a `WAIT` behind.
+    #[inline(never)]
+    fn finish_around(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
         if req.asking {
             self.asked(deadline)?;
         }
@@ -370,19 +381,7 @@ impl Pooled {
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
             (Err(e), Some(reload)) if is_noscript(&e) => {
-                if req.wait.is_some() {
-                    // The WAIT sent behind the refused script.
-                    self.con.read(deadline)?;
-                }
-                if req.asking {
-                    // ASKING holds for one command: the reload needs it too.
-                    self.con
-                        .write(&[&pack(&[b"ASKING"])[..], &reload()].concat(), deadline)?;
-                    self.asked(deadline)?;
-                } else {
-                    self.con.write(&reload(), deadline)?;
-                }
-                self.read_then(then_any, deadline)??
+                self.reload(req, reload, then_any, deadline)??
             }
             (reply, _) => reply?,
         };
@@ -399,6 +398,33 @@ impl Pooled {
             (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
             (_, other) => one(other),
         }
+    }
+
+    /// After `NOSCRIPT` (a `SCRIPT FLUSH`, a restart): reads the `WAIT`
+    /// sent behind the refused script, sends the script's source, and
+    /// reads its reply (see [`read_then`](Self::read_then)).
+    #[cold]
+    #[inline(never)]
+    fn reload(
+        &mut self,
+        req: &Request<'_>,
+        reload: &(dyn Fn() -> Vec<u8> + Sync),
+        then_any: bool,
+        deadline: Instant,
+    ) -> Result<Result<Value, Cause>, Failure> {
+        if req.wait.is_some() {
+            // The WAIT sent behind the refused script.
+            self.con.read(deadline)?;
+        }
+        if req.asking {
+            // ASKING holds for one command: the reload needs it too.
+            self.con
+                .write(&[&pack(&[b"ASKING"])[..], &reload()].concat(), deadline)?;
+            self.asked(deadline)?;
+        } else {
+            self.con.write(&reload(), deadline)?;
+        }
+        Ok(self.read_then(then_any, deadline)?)
     }
 
     /// Reads a `DELIFEQ` or `DELEX ... IFEQ` (see [`Reply::DelIfEq`]). Never sent with
@@ -597,6 +623,7 @@ fn one(value: Value) -> Result<u64, Failure> {
     }
 }
 
+#[cold]
 pub(crate) fn unexpected(value: &Value) -> Cause {
     Cause::Unexpected(format!("{value:?}"))
 }

@@ -281,9 +281,12 @@ impl Engine {
             };
             Some(plain_request(p, form, cluster, key, (mode, acks), reload))
         };
-        let (ifeq_node, ifeq_cluster) = (on(ifeq, false), on(ifeq, true));
-        let (delex_node, delex_cluster) = (on(delex, false), on(delex, true));
-        let cluster_req = Request {
+        let (ifeq_node, delex_node) = (on(ifeq, false), on(delex, false));
+        // Redis Cluster members' forms only where there are some.
+        let clusters = self.has_clusters;
+        let ifeq_cluster = on(ifeq.filter(|_| clusters), true);
+        let delex_cluster = on(delex.filter(|_| clusters), true);
+        let cluster_req = clusters.then(|| Request {
             kept,
             ifeq: ifeq_cluster.as_ref(),
             delex: delex_cluster.as_ref(),
@@ -294,11 +297,11 @@ impl Engine {
                 &describe_cluster,
                 &cluster_reload,
             )
-        };
+        });
         let node_packed = packed(false, node_keys, node, false);
         // The slot routes the round to each cluster's master.
         let req = Request {
-            alt: self.has_clusters.then_some(&cluster_req),
+            alt: cluster_req.as_ref(),
             kept,
             ifeq: ifeq_node.as_ref(),
             delex: delex_node.as_ref(),
