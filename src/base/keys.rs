@@ -275,12 +275,21 @@ pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
     }
     let tag = Decimal::of(u64::from(tag_of(resource)));
     let tag = tag.as_bytes();
-    let parts: [&[u8]; 5] = if resource.contains(&b'{') {
-        [b"{", tag, b"}", resource, suffix]
+    let mut name = Vec::with_capacity(resource.len() + suffix.len() + tag.len() + 2);
+    if resource.contains(&b'{') {
+        name.push(b'{');
+        name.extend_from_slice(tag);
+        name.push(b'}');
+        name.extend_from_slice(resource);
+        name.extend_from_slice(suffix);
     } else {
-        [resource, suffix, b"{", tag, b"}"]
-    };
-    parts.concat()
+        name.extend_from_slice(resource);
+        name.extend_from_slice(suffix);
+        name.push(b'{');
+        name.extend_from_slice(tag);
+        name.push(b'}');
+    }
+    name
 }
 
 /// The tag of `resource`'s slot (see [`tag_for`]), remembered per thread

@@ -704,7 +704,12 @@ impl Engine {
         static UNLOCKS: AtomicU64 = AtomicU64::new(0);
         self.wake_on_release.then(|| {
             let n = Decimal::of(UNLOCKS.fetch_add(1, Ordering::Relaxed));
-            [token, b":", n.as_bytes()].concat()
+            let n = n.as_bytes();
+            let mut message = Vec::with_capacity(token.len() + 1 + n.len());
+            message.extend_from_slice(token);
+            message.push(b':');
+            message.extend_from_slice(n);
+            message
         })
     }
 

@@ -17,6 +17,7 @@ use crate::engine::fair::{self, Queued};
 use crate::engine::guard::{Guard, LockGuard, mode::Mode};
 use crate::engine::pipeline::{Engine, Refusal, Token, new_token};
 use crate::engine::quorum;
+use crate::engine::wait::Seen;
 use crate::members::member::Member;
 
 /// Retry settings of one manager handle.
@@ -475,22 +476,18 @@ impl LockManager {
             }
             false => (None, false),
         };
-        let seen_all = || {
-            names
-                .iter()
-                .map(|n| waiters.before_attempt(n))
-                .collect::<Vec<_>>()
-        };
+        let seen_all = || Counts::of(names, |n| waiters.before_attempt(n));
         let mut at = 0;
-        let mut seen = wait.then(seen_all);
         // A fair manager's waiters of a name contended lately queue here
         // before they ask, so that they take their places in the members'
         // queues in this order too (only the longest waiter asks; see
         // `fair.rs`). Not otherwise: queuing starts the listeners, which
-        // would then hear every uncontended release.
+        // would then hear every uncontended release. (Without a place
+        // here, the counts are read again before each attempt.)
         let queue_first = busy || (wait && engine.fair && waiters.lately(names[0]));
+        let mut seen = (wait && queue_first).then(seen_all);
         let mut place =
-            queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s[at])));
+            queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s.at(at))));
         let mut turn = place.as_ref().is_none_or(|p| p.is_first());
         let (mut last, mut owed, mut flagged) = (None, false, false);
         let mut tries: u64 = 0;
@@ -589,7 +586,7 @@ impl LockManager {
                             watch = Some(waiters.watch(names));
                         }
                         let place = place.get_or_insert_with(|| {
-                            waiters.join(names[at], &token, seen.as_ref().map(|s| s[at]))
+                            waiters.join(names[at], &token, seen.as_ref().map(|s| s.at(at)))
                         });
                         if refusal.queued {
                             place.placed();
@@ -682,6 +679,30 @@ fn random_u64() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos().into())
     })
+}
+
+/// The release counts of a waiting's names before an attempt (see
+/// [`Waiters::before_attempt`](crate::engine::wait::Waiters::before_attempt)),
+/// by the names' index: one name's without an allocation.
+enum Counts {
+    One(Seen),
+    Many(Vec<Seen>),
+}
+
+impl Counts {
+    fn of(names: &[&[u8]], count: impl Fn(&[u8]) -> Seen) -> Counts {
+        match names {
+            [one] => Counts::One(count(one)),
+            _ => Counts::Many(names.iter().map(|n| count(n)).collect()),
+        }
+    }
+
+    fn at(&self, i: usize) -> Seen {
+        match self {
+            Counts::One(seen) => *seen,
+            Counts::Many(all) => all[i],
+        }
+    }
 }
 
 #[cfg(test)]
