@@ -603,6 +603,10 @@ pub(crate) fn release_or_unfair(
     answers: Vec<Answer>,
     unfair: impl FnOnce(&[bool]) -> Tally,
 ) -> Tally {
+    // The usual case, every member took the queue: nothing to redo.
+    if !answers.iter().any(is_refusal) {
+        return Tally::count(answers);
+    }
     let refused = refused(p, &answers);
     let mut tally = Tally::count(
         answers
@@ -616,16 +620,18 @@ pub(crate) fn release_or_unfair(
     tally
 }
 
+/// An answer that refused the queue's keys or commands (see [`refused`]).
+fn is_refusal(answer: &Answer) -> bool {
+    matches!(answer, Some(Err(e)) if e.kind() == NodeErrorKind::Permission)
+}
+
 /// The members whose `answers` refused the queue's keys or commands
 /// (`NOPERM`: an ACL rule without the fair additions, or a key pattern
 /// that misses the queue's keys), where a release must go again as an
 /// unfair one. A refusal is noted: this manager's waiters wait unfairly
 /// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
 fn refused(p: &Engine, answers: &[Answer]) -> Vec<bool> {
-    let refused: Vec<bool> = answers
-        .iter()
-        .map(|a| matches!(a, Some(Err(e)) if e.kind() == NodeErrorKind::Permission))
-        .collect();
+    let refused: Vec<bool> = answers.iter().map(is_refusal).collect();
     if let Some(Some(Err(e))) = answers
         .iter()
         .zip(&refused)

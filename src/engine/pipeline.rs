@@ -537,12 +537,10 @@ impl Engine {
             // not just the member's highest: a Redis Cluster member whose
             // hottest slot group made a set's token has its other groups
             // below it.
-            let lagging: Vec<bool> = votes
-                .iter()
-                .map(|v| v.yes.is_some() && v.low < highest)
-                .collect();
-            let behind = lagging.iter().filter(|l| **l).count();
+            let lags = |v: &Vote| v.yes.is_some() && v.low < highest;
+            let behind = votes.iter().filter(|v| lags(v)).count();
             if behind > 0 {
+                let lagging: Vec<bool> = votes.iter().map(lags).collect();
                 let raised = shape.raise(self, &lagging, highest, keep);
                 if granted - behind + raised.yes < quorum {
                     failed = Some(raised);

@@ -156,7 +156,9 @@ impl OneKey {
         // servers before Redis 7.0 (`legacy`), the keep script stands for
         // `PEXPIRE ... GT`.
         let set = |get: bool, legacy: bool| {
-            let mut out = Vec::with_capacity(256);
+            // Room for the whole write (the counter's commands name its
+            // key three times): no regrowth.
+            let mut out = Vec::with_capacity(256 + fence.len() * 3 + 128 * usize::from(fenced));
             if let Some(ahead) = &ahead {
                 ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
             }
