@@ -4,12 +4,21 @@
 //! Both are added and removed on every acquisition and release, so a
 //! name is kept by a 64-bit hash of it ([`hash`]): no copy of the name
 //! (no allocation) and a cheap hash. Two names with one hash count as
-//! one. Between random tokens that is a chance of 2^-64 per pair; a
-//! resource name's collision, which a caller could build on purpose,
-//! only makes [`held_here`](crate::Error::Taken) say that this manager
-//! holds a name it does not, in a `Taken` error that is true anyway.
+//! one. Between random tokens that is a chance of 2^-64 per pair. The
+//! hash is not keyed, so a collision can be built on purpose; what it
+//! buys is nothing new:
+//!
+//! - a resource name that collides with a held one only makes
+//!   [`held_here`](crate::Error::Taken) say that this manager holds a
+//!   name it does not, in a `Taken` error that is true anyway;
+//! - a release message whose token collides with one of this manager's
+//!   reads as naming it (its listener ignores it, or wakes that waiter to
+//!   ask): a peer that can publish on the channel can name the real
+//!   token, which the servers show, just as well. Neither decides a
+//!   holder: only the servers' answers do.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// How many users each name has; a name goes with its last user.
@@ -24,13 +33,15 @@ impl Counted {
         *self.counts.entry(hash(name)).or_insert(0) += 1;
     }
 
-    /// One user of `name` fewer (none left: it is gone).
+    /// One user of `name` fewer (none left: it is gone). One lookup,
+    /// whether it was the last user or not.
     pub(crate) fn remove(&mut self, name: &[u8]) {
-        let hash = hash(name);
-        if let Some(n) = self.counts.get_mut(&hash) {
-            *n -= 1;
-            if *n == 0 {
-                self.counts.remove(&hash);
+        if let Entry::Occupied(mut users) = self.counts.entry(hash(name)) {
+            match *users.get() {
+                1 => {
+                    users.remove();
+                }
+                _ => *users.get_mut() -= 1,
             }
         }
     }

@@ -414,7 +414,7 @@ impl Announce<'_> {
     }
 
     /// How many bytes it packs into, at most.
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn max_len(&self) -> usize {
         self.channel.len() + self.message.len() + 96
     }
 }

@@ -134,7 +134,7 @@ impl Engine {
             .iter()
             .fold(0, |seen, m| seen | m.plain_deletes());
         let delete = |form: PlainDelete, cluster: bool| {
-            let mut out = Vec::with_capacity(128 + tail.map_or(0, |t| t.len()));
+            let mut out = Vec::with_capacity(128 + tail.map_or(0, |t| t.max_len()));
             form.pack_into(&mut out, key, token);
             if let Some(tail) = tail {
                 tail.pack_into(&mut out, cluster);
@@ -238,7 +238,7 @@ impl Engine {
         // `WAIT`, then the tail (as nodes or as Redis Cluster members take
         // it), in one buffer.
         let packed = |eval: bool, keys: &[&[u8]], args: Args<'_>, cluster: bool| {
-            let mut out = Vec::with_capacity(256 + tail.map_or(0, |t| t.len()));
+            let mut out = Vec::with_capacity(256 + tail.map_or(0, |t| t.max_len()));
             match eval {
                 true => lua.eval_into(&mut out, keys, args),
                 false => lua.evalsha_into(&mut out, keys, args),
