@@ -5,6 +5,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod counted;
+pub(crate) mod entropy;
 pub(crate) mod error;
 pub mod holder;
 pub(crate) mod keys;

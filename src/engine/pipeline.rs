@@ -35,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::base::counted::Counted;
+use crate::base::entropy::{Entropy, TOKEN_BYTES};
 use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
@@ -52,28 +53,23 @@ mod scripts;
 /// larger would risk overflowing Redis's millisecond expiry times.
 pub const MAX_TTL: Duration = Duration::from_millis(1 << 52);
 
-/// Random bytes in a token: 128 bits.
-const TOKEN_BYTES: usize = 16;
-
 /// A token: the random bytes, hex encoded so that it reads well in
 /// `redis-cli`, then the holder's name, if any (see `holder.rs`).
 pub(crate) type Token = Vec<u8>;
 
-/// Draws a fresh token from the operating system's generator, followed by
-/// `name` (the manager's [`holder_name`](Engine::holder_name): empty,
-/// or `@host/pid[/label]`).
-pub(crate) fn new_token(name: &[u8]) -> Result<Token> {
+/// A fresh token: random bytes from the operating system's generator,
+/// drawn in batches by `entropy` (the manager's, see `entropy.rs`),
+/// followed by `name` (the manager's [`holder_name`](Engine::holder_name):
+/// empty, or `@host/pid[/label]`).
+pub(crate) fn new_token(entropy: &Entropy, name: &[u8]) -> Result<Token> {
     let mut raw = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut raw).map_err(|e| Error::Entropy {
+    entropy.token_bytes(&mut raw).map_err(|e| Error::Entropy {
         source: Box::new(e),
     })?;
-    let mut hex = [0u8; 2 * TOKEN_BYTES];
-    for (pair, byte) in hex.chunks_exact_mut(2).zip(raw) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0xf)];
-    }
     let mut token = Vec::with_capacity(2 * TOKEN_BYTES + name.len());
-    token.extend_from_slice(&hex);
+    for byte in raw {
+        token.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+    }
     token.extend_from_slice(name);
     Ok(token)
 }
@@ -320,6 +316,8 @@ pub(crate) struct Engine {
     /// What follows the random part of this manager's tokens: empty, or
     /// `@host/pid[/label]` (see `holder.rs`).
     pub(crate) holder_name: Vec<u8>,
+    /// The random bytes of this manager's tokens (see `entropy.rs`).
+    pub(crate) entropy: Entropy,
     /// Lock waiters queue across managers (see `fair.rs`).
     pub(crate) fair: bool,
     /// When a server last refused the fair queue's commands (waiters then
@@ -736,8 +734,9 @@ mod tests {
 
     #[test]
     fn tokens_are_hex_and_distinct() {
-        let a = new_token(b"").unwrap();
-        let b = new_token(b"").unwrap();
+        let entropy = Entropy::new();
+        let a = new_token(&entropy, b"").unwrap();
+        let b = new_token(&Entropy::new(), b"").unwrap();
         assert_ne!(a, b);
         for t in [&a, &b] {
             assert_eq!(t.len(), 2 * TOKEN_BYTES);
@@ -746,7 +745,7 @@ mod tests {
                     .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
             );
         }
-        let named = new_token(b"@host/7").unwrap();
+        let named = new_token(&entropy, b"@host/7").unwrap();
         assert!(named.ends_with(b"@host/7") && named.len() == 2 * TOKEN_BYTES + 7);
     }
 

@@ -580,6 +580,7 @@ impl Builder {
             members.push(member);
         }
         let members: Arc<[Member]> = members.into();
+        let entropy = crate::base::entropy::Entropy::new();
         Ok(LockManager::from_parts(
             Engine {
                 // Hand-offs to fair waiters go to the manager's own channel
@@ -587,7 +588,7 @@ impl Builder {
                 waiters: Waiters::new(
                     members.clone(),
                     self.fair
-                        .then(|| crate::engine::pipeline::new_token(b""))
+                        .then(|| crate::engine::pipeline::new_token(&entropy, b""))
                         .and_then(|t| t.ok())
                         .map(|t| t[..16].to_vec()),
                 ),
@@ -609,6 +610,7 @@ impl Builder {
                     true => crate::base::holder::suffix(self.holder_label.as_deref()),
                     false => Vec::new(),
                 },
+                entropy,
                 fair: self.fair,
                 fair_refused: Default::default(),
             },

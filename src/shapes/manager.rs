@@ -464,7 +464,7 @@ impl LockManager {
         mut budget: Budget,
         mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
-        let token = new_token(&self.engine.holder_name)?;
+        let token = new_token(&self.engine.entropy, &self.engine.holder_name)?;
         let names = wait_on.names;
         let engine = &self.engine;
         let waiters = &engine.waiters;
