@@ -598,6 +598,53 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any arguments, however split into parts and whatever is in
+        /// the buffer before: the bytes redis-rs packs, appended.
+        #[test]
+        fn packs_as_redis_rs_does(
+            args in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1200),
+                1..14,
+            ),
+            cut in 0usize..14,
+            before in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
+        ) {
+            let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            let cut = cut.min(args.len());
+            let mut out = before.clone();
+            pack_into(&mut out, &[&args[..cut], &[], &args[cut..]]);
+            let mut cmd = redis::Cmd::new();
+            for arg in &args {
+                cmd.arg(*arg);
+            }
+            let mut want = before;
+            want.extend_from_slice(&cmd.get_packed_command());
+            proptest::prop_assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn lengths_have_their_digits() {
+        for n in [
+            0,
+            9,
+            10,
+            99,
+            100,
+            999,
+            1000,
+            9999,
+            10_000,
+            123_456_789,
+            usize::MAX,
+        ] {
+            let mut out = Vec::new();
+            length(&mut out, b'$', n);
+            assert_eq!(out, format!("${n}\r\n").as_bytes());
+        }
+    }
+
     fn resolver(addr: &ConnectionAddr) -> Resolver {
         let ConnectionAddr::Tcp(host, port) = addr else {
             unreachable!()
