@@ -397,8 +397,8 @@ pub struct Guard<M: Mode> {
     keeper: Option<Keeper>,
     /// Cleared by `release`, so that `Drop` has nothing left to do.
     armed: bool,
-    /// When the guard was made, and how long after it a release leaves
-    /// the keys ([`LockGuard::set_min_hold`]).
+    /// When the acquisition's answers were in, and how long after it a
+    /// release leaves the keys ([`LockGuard::set_min_hold`]).
     acquired: Instant,
     min_hold: Option<Duration>,
     mode: PhantomData<M>,
@@ -448,7 +448,7 @@ impl<M: Mode> Guard<M> {
             }),
             keeper: None,
             armed: true,
-            acquired: Instant::now(),
+            acquired: granted.answered,
             min_hold: None,
             mode: PhantomData,
         }
@@ -801,7 +801,8 @@ impl<M: Mode> fmt::Debug for Guard<M> {
 
 impl Guard<mode::Lock> {
     /// Makes the release (or drop) of this guard leave the lock's keys
-    /// until `hold` has passed since the acquisition, instead of deleting
+    /// until `hold` has passed since the acquisition (the moment its
+    /// quorum's answers were in), instead of deleting
     /// them: work that ends early still keeps others out until then. For
     /// deduplicating jobs across hosts whose clocks differ (a cron job
     /// that runs on several hosts at "the same" minute: the first takes

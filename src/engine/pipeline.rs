@@ -295,6 +295,11 @@ pub(crate) struct Granted {
     pub(crate) agreed: usize,
     /// The members that failed, each with its cause: redundancy lost.
     pub(crate) failures: Vec<NodeError>,
+    /// When the attempt started (before its first write).
+    pub(crate) start: Instant,
+    /// When its answers were in (the clock read that measured the round:
+    /// no other is needed to date the acquisition).
+    pub(crate) answered: Instant,
 }
 
 /// One manager's engine: its members and settings, its waiters and the
@@ -589,6 +594,8 @@ impl Engine {
                 fencing: keep.is_some().then_some(highest),
                 agreed: granted,
                 failures,
+                start,
+                answered: start + elapsed,
             });
         }
         // Best effort, on every member that may hold what was written.

@@ -86,7 +86,9 @@ pub(crate) fn round(
     };
     let send = |i: usize, member: &Member| {
         let node = member.target(slot).filter(|_| selected(i))?;
-        let pooled = node.send(member.request(req), deadline)?;
+        // The first write follows the deadline's clock read at once.
+        let left = (i == 0).then(|| first.timeout());
+        let pooled = node.send(member.request(req), deadline, left)?;
         Some((node, pooled))
     };
     let mut answers: Vec<Option<Result<u64, NodeError>>> = members.iter().map(|_| None).collect();

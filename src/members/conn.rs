@@ -257,12 +257,6 @@ impl Conn {
         Ok(())
     }
 
-    /// Lowers the socket timeouts to what is left until `deadline`.
-    fn by(&mut self, deadline: Instant) -> Result<(), Cause> {
-        let left = left(deadline).ok_or_else(timed_out)?;
-        Ok(self.cap_timeout(left, TIMEOUT_SLACK)?)
-    }
-
     /// Lowers the socket timeouts to `cap` if they exceed it by more than
     /// `slack`.
     fn cap_timeout(&mut self, cap: Duration, slack: Duration) -> io::Result<()> {
@@ -275,8 +269,15 @@ impl Conn {
 
     /// Writes a packed command by `deadline`.
     pub(crate) fn write(&mut self, packed: &[u8], deadline: Instant) -> Result<(), Cause> {
+        let left = left(deadline).ok_or_else(timed_out)?;
+        self.write_within(packed, left)
+    }
+
+    /// Writes a packed command with `left` until its deadline, as a clock
+    /// read just before found (see [`write`](Self::write)).
+    pub(crate) fn write_within(&mut self, packed: &[u8], left: Duration) -> Result<(), Cause> {
         self.answered = false;
-        self.by(deadline)?;
+        self.cap_timeout(left, TIMEOUT_SLACK)?;
         self.stream.write_all(packed).map_err(from_io)
     }
 

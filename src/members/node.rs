@@ -271,7 +271,7 @@ impl Node {
     /// Runs `req`: on a pooled connection if there is one, else on a new
     /// one; everything by `deadline`.
     pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
-        match self.send(req, deadline) {
+        match self.send(req, deadline, None) {
             Some(pooled) => match self.receive(pooled, req, deadline) {
                 Received::Done(answer) => answer,
                 Received::Stale => self.call(req, deadline),
@@ -360,9 +360,22 @@ impl Node {
 
     /// Writes `req` on a pooled connection. `None` when there is no pooled
     /// connection or it was found broken: then use [`call`](Self::call).
-    pub(crate) fn send(&self, req: &Request<'_>, deadline: Instant) -> Option<Pooled> {
+    /// `left`: what was left until `deadline` at a clock read just
+    /// before, with nothing since that can block (a round's first write),
+    /// so that the write reads no clock of its own.
+    pub(crate) fn send(
+        &self,
+        req: &Request<'_>,
+        deadline: Instant,
+        left: Option<Duration>,
+    ) -> Option<Pooled> {
         let mut pooled = self.checkout()?;
-        match pooled.con.write(&req.on(&pooled).bytes(), deadline) {
+        let packed = req.on(&pooled).bytes();
+        let written = match left {
+            Some(left) => pooled.con.write_within(&packed, left),
+            None => pooled.con.write(&packed, deadline),
+        };
+        match written {
             Ok(()) => Some(pooled),
             Err(_) => {
                 // A write fails on a connection the server has closed; the
@@ -381,7 +394,7 @@ impl Node {
 
     /// Whether this server is kept out of votes now (see `restart.rs`).
     pub(crate) fn quarantine(&self) -> Option<Quarantine> {
-        self.watch.quarantine(&self.restart, Instant::now())
+        self.watch.quarantine_now(&self.restart)
     }
 
     /// An answer as it counts: none from a cluster-mode server given as a

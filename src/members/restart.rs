@@ -217,6 +217,10 @@ pub(crate) struct Watch {
     /// It runs in cluster mode: read on every answer of a plain node, so
     /// kept apart from `state` (one atomic load, no lock).
     cluster_mode: AtomicBool,
+    /// The quarantine was found over for good (see
+    /// [`quarantine_now`](Self::quarantine_now)) while the longest TTL was
+    /// this less one; 0 while it is not.
+    settled: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -248,6 +252,8 @@ impl Watch {
     /// Takes in what a connection made at `now` read.
     pub(crate) fn observe(&self, identity: &Identity, now: Instant) -> Seen {
         let mut state = self.state.lock();
+        // What it tells may start a quarantine: looked at again.
+        self.settled.store(0, Ordering::Release);
         if identity.info_refused {
             return if std::mem::replace(&mut state.refusal_noted, true) {
                 Seen::Same
@@ -281,9 +287,34 @@ impl Watch {
         self.cluster_mode.load(Ordering::Relaxed)
     }
 
-    /// Whether the server is kept out at `now`, under `policy`.
-    pub(crate) fn quarantine(&self, policy: &Policy, now: Instant) -> Option<Quarantine> {
+    /// Whether the server is kept out now, under `policy` (asked for each
+    /// answer that decides a holder). A quarantine found over stays over
+    /// while nothing changes: time only moves on, and what could start
+    /// one again (a connection telling something new, a longer TTL
+    /// lengthening a witnessed restart's) looks again. Until then, no
+    /// lock and no clock read.
+    pub(crate) fn quarantine_now(&self, policy: &Policy) -> Option<Quarantine> {
+        let stamp = policy.longest_ttl_ms.load(Ordering::Relaxed) + 1;
+        if self.settled.load(Ordering::Acquire) == stamp {
+            return None;
+        }
         let state = self.state.lock();
+        let q = Self::kept_out(&state, policy, Instant::now());
+        if q.is_none() {
+            // Under the lock: an `observe` after this resets it.
+            self.settled.store(stamp, Ordering::Release);
+        }
+        q
+    }
+
+    /// Whether the server is kept out at `now`, under `policy`.
+    #[cfg(test)]
+    pub(crate) fn quarantine(&self, policy: &Policy, now: Instant) -> Option<Quarantine> {
+        Self::kept_out(&self.state.lock(), policy, now)
+    }
+
+    /// Whether a server of `state` is kept out at `now`, under `policy`.
+    fn kept_out(state: &State, policy: &Policy, now: Instant) -> Option<Quarantine> {
         // A witnessed change counts from when it was seen, whatever the
         // server's uptime or durability (see the crate docs, "Restarts").
         if let Some(changed) = state.changed {
@@ -344,6 +375,36 @@ mod tests {
         // Another connection to the same run later: still the same rule.
         assert_eq!(w.observe(&id("b", 3), t1 + 3 * S), Seen::Same);
         assert!(w.quarantine(&policy, t1 + 4 * S).is_some());
+    }
+
+    #[test]
+    fn a_quarantine_found_over_is_looked_at_again_when_a_restart_or_a_longer_ttl_comes() {
+        let policy = Policy::new(None, 0.0);
+        policy.note_ttl(100);
+        let w = Watch::default();
+        assert_eq!(w.observe(&id("a", 0), Instant::now()), Seen::Same);
+        assert_eq!(w.quarantine_now(&policy), None, "a fresh deployment votes");
+        assert_eq!(w.observe(&id("b", 0), Instant::now()), Seen::Restarted);
+        assert!(w.quarantine_now(&policy).is_some(), "a witnessed restart");
+        std::thread::sleep(150 * MS);
+        assert_eq!(
+            w.quarantine_now(&policy),
+            None,
+            "over after the longest TTL"
+        );
+        assert_eq!(w.quarantine_now(&policy), None, "and stays over");
+        // A longer TTL lengthens the witnessed restart's quarantine.
+        policy.note_ttl(60_000);
+        assert!(w.quarantine_now(&policy).is_some(), "a longer TTL");
+        // Over again (a short TTL does not shorten it back), then a restart.
+        let short = Policy::new(None, 0.0);
+        short.note_ttl(100);
+        assert_eq!(w.quarantine_now(&short), None);
+        assert_eq!(w.observe(&id("c", 0), Instant::now()), Seen::Restarted);
+        assert!(
+            w.quarantine_now(&short).is_some(),
+            "a restart after it settled"
+        );
     }
 
     #[test]

@@ -388,7 +388,6 @@ impl LockManager {
         let engine = self.engine();
         let mut ours = None;
         let result = self.attempts_on(wait, budget, |token, refusal| {
-            let start = Instant::now();
             let granted = match fair::attempt(engine, &*shape, &token, ttl_ms, refusal) {
                 Ok(granted) => granted,
                 Err(e) => {
@@ -401,6 +400,7 @@ impl LockManager {
             if shape.place().is_some_and(fair::Fair::queued) {
                 ours = Some(token.clone());
             }
+            let start = granted.start;
             let guard = Guard::new(
                 engine.clone(),
                 shape.clone(),
