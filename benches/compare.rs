@@ -1301,8 +1301,10 @@ fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
 /// release's `PUBLISH` behind it, or, where the server takes it (Valkey
 /// 9+), `DELIFEQ key token` with the `PUBLISH`. The library sends the
 /// second where the server takes it, the first elsewhere
-/// (`REDIS_SERVER_BIN` picks the server). The default (fair) manager's
-/// cycle is the last row.
+/// (`REDIS_SERVER_BIN` picks the server). Then a fair manager's cycle
+/// (fencing off), the timed floor, and the default settings' cycle
+/// against the same commands written raw (the fencing counter's three
+/// commands behind the `SET`, the unlock script with the queue's key).
 fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     report.line(String::new());
     report.line(format!(
@@ -1379,6 +1381,13 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     let mut timed_plain = || (raw.borrow_mut())(plain, 1);
     let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
     let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
+    // The default settings (fencing, fair waiting, waking on release)
+    // against the same commands written raw (`Raw::same_as_default`).
+    let default = LockManager::builder().nodes(urls).build().unwrap();
+    let default_key = "bench:release:default";
+    let mut library_default = || default.lock(default_key, TTL).unwrap().release().unwrap();
+    let mut raw_same = Raw::same_as_default(urls, "bench:release:same");
+    let mut same = || raw_same.multiplexed();
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
         ("raw EVALSHA unlock", &mut by_script),
         ("library, fair(false)", &mut library),
@@ -1398,11 +1407,13 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     } else {
         impls.push((&timed_name, &mut timed_script));
     }
+    impls.push(("raw, default's commands", &mut same));
+    impls.push(("library, default settings", &mut library_default));
     let results = race(n, &mut impls);
     shape_rows(report, &results, 23, "\"kind\":\"release\"");
     let ratio =
         |a: usize, b: usize| results[a].1.median.as_secs_f64() / results[b].1.median.as_secs_f64();
-    let timed = results.len() - 1;
+    let timed = results.len() - 3;
     if delifeq_works {
         report.line(format!(
             "library fair(false) / {plain_name}: {:.3}",
@@ -1412,6 +1423,11 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     report.line(format!(
         "library fair(false) / {timed_name}: {:.3}",
         ratio(1, timed)
+    ));
+    let last = results.len() - 1;
+    report.line(format!(
+        "library default settings / raw, default's commands: {:.3}",
+        ratio(last, last - 1)
     ));
 }
 

@@ -181,15 +181,18 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<()> {
         (TICKETS_SUFFIX, "the tickets of fair waiters"),
         (SEEN_SUFFIX, "the tokens fences have seen"),
     ];
-    // A reserved name ends with a suffix's last byte, or with the `}` of
-    // a hash tag after it: most names end with neither, and are checked
-    // with one byte's comparisons (this runs on every acquisition).
+    // A reserved name ends with a suffix (its `:` where the suffix would
+    // start, its last byte last), or with the `}` of a hash tag after
+    // one: most names do neither, and are checked with two bytes'
+    // comparisons per suffix (this runs on every acquisition; the last
+    // byte alone let through every name ending in `e`, `s`, `r` or `n`).
     let last = resource[resource.len() - 1];
-    if last != b'}'
-        && RESERVED
-            .iter()
-            .all(|(suffix, _)| suffix.last() != Some(&last))
-    {
+    let may_end_with = |suffix: &[u8]| {
+        resource.len() >= suffix.len()
+            && resource[resource.len() - suffix.len()] == suffix[0]
+            && suffix[suffix.len() - 1] == last
+    };
+    if last != b'}' && !RESERVED.iter().any(|(suffix, _)| may_end_with(suffix)) {
         return Ok(());
     }
     for (suffix, what) in RESERVED {
@@ -438,6 +441,15 @@ mod tests {
             assert!(check_resource(&fence_key(r)).is_err());
         }
         assert!(check_resource(b"lock:job:redlock-fence").is_err());
+        assert!(check_resource(b":redlock-fence").is_err());
+        for free in [
+            &b"jobs:update:queue"[..],
+            b"a:redlock-fencE",
+            b"redlock-fence",
+            b"e",
+        ] {
+            assert!(check_resource(free).is_ok(), "{free:?}");
+        }
         for suffix in [
             READERS_SUFFIX,
             WRITER_SUFFIX,

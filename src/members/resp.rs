@@ -206,6 +206,19 @@ fn number(line: &[u8]) -> Result<i64, Cause> {
     if digits.is_empty() {
         return Err(malformed());
     }
+    // Up to 18 digits cannot overflow: no check per digit (a fencing
+    // counter's 16 digits come on every fenced acquisition).
+    if digits.len() <= 18 {
+        let mut n: i64 = 0;
+        for &byte in digits {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return Err(malformed());
+            }
+            n = n * 10 + i64::from(digit);
+        }
+        return Ok(if negative { -n } else { n });
+    }
     let mut n: i64 = 0;
     for &byte in digits {
         let digit = i64::from(byte.wrapping_sub(b'0'));

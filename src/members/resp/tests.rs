@@ -188,6 +188,12 @@ fn numbers_read_as_the_standard_parser_reads_them() {
         "9223372036854775808",
         "-9223372036854775809",
         "99999999999999999999",
+        "999999999999999999",
+        "-999999999999999999",
+        "1000000000000000000",
+        "1795774296342657",
+        "000000000000000000000001",
+        "12345678901234567x",
         "",
         "-",
         "+",
@@ -213,6 +219,9 @@ proptest! {
     fn numbers_match_the_standard_parser(n in any::<i64>(), noise in proptest::collection::vec(any::<u8>(), 0..24)) {
         let line = n.to_string();
         prop_assert_eq!(number(line.as_bytes()).ok(), Some(n));
+        // Short numbers too (any::<i64> draws mostly 19 digits).
+        let short = n % 1_000_000_000_000_000_000 >> (n as u64 % 60);
+        prop_assert_eq!(number(short.to_string().as_bytes()).ok(), Some(short));
         let standard = std::str::from_utf8(&noise).ok().and_then(|s| s.parse::<i64>().ok());
         prop_assert_eq!(number(&noise).ok(), standard);
     }
