@@ -457,11 +457,14 @@ impl LockManager {
         result
     }
 
-    /// [`attempts_on`](Self::attempts_on) without its telemetry.
+    /// [`attempts_on`](Self::attempts_on) without its telemetry: the
+    /// attempts, and between them [`pause`](Self::pause), apart (most
+    /// acquisitions end with their first attempt; the pauses' code, out
+    /// of line, stays out of the way of the common path).
     fn attempts_inner<T>(
         &self,
         wait_on: WaitOn<'_>,
-        mut budget: Budget,
+        budget: Budget,
         mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
         let token = new_token(&self.engine.entropy, &self.engine.holder_name)?;
@@ -476,8 +479,6 @@ impl LockManager {
             }
             false => (None, false),
         };
-        let seen_all = || Counts::of(names, |n| waiters.before_attempt(n));
-        let mut at = 0;
         // A fair manager's waiters of a name contended lately queue here
         // before they ask, so that they take their places in the members'
         // queues in this order too (only the longest waiter asks; see
@@ -485,146 +486,167 @@ impl LockManager {
         // would then hear every uncontended release. (Without a place
         // here, the counts are read again before each attempt.)
         let queue_first = busy || (wait && engine.fair && waiters.lately(names[0]));
-        let mut seen = (wait && queue_first).then(seen_all);
-        let mut place =
-            queue_first.then(|| waiters.join(names[at], &token, seen.as_ref().map(|s| s.at(at))));
-        let mut turn = place.as_ref().is_none_or(|p| p.is_first());
-        let (mut last, mut owed, mut flagged) = (None, false, false);
-        let mut tries: u64 = 0;
-        // A fair set waits in the queue of the name that refused it last,
-        // and watches the others: a hand-off of any of them wakes it.
-        let mut watch = None;
-        let mut refusal = Refusal::default();
-        // A writer's flag is taken down once it waits no more.
-        let done = |flagged: bool| {
-            if let (true, Some(writer)) = (flagged, wait_on.writer) {
-                writer.done(engine, &token);
-            }
-        };
-        let cancel = self.cancel.as_ref();
-        let cancelled = || Error::Cancelled {
-            resource: quorum::display(&quorum::joined(names)),
+        let seen = queue_first.then(|| Counts::of(names, |n| waiters.before_attempt(n)));
+        let place =
+            queue_first.then(|| waiters.join(names[0], &token, seen.as_ref().map(|s| s.at(0))));
+        let mut state = Between {
+            budget,
+            turn: place.as_ref().is_none_or(|p| p.is_first()),
+            place,
+            seen,
+            at: 0,
+            last: None,
+            owed: false,
+            flagged: false,
+            tries: 0,
+            watch: None,
+            refusal: Refusal::default(),
         };
         loop {
-            if turn {
-                if wait && place.is_none() {
-                    seen = Some(seen_all());
+            if state.turn {
+                if wait && state.place.is_none() {
+                    state.seen = Some(Counts::of(names, |n| waiters.before_attempt(n)));
                 }
-                refusal = Refusal::default();
+                state.refusal = Refusal::default();
                 // Each attempt writes a value of its own (see
                 // `attempt_token`); the token names the waiter.
-                tries += 1;
-                let value = attempt_token(&token, tries);
-                match attempt(value, &mut refusal) {
+                state.tries += 1;
+                let value = attempt_token(&token, state.tries);
+                match attempt(value, &mut state.refusal) {
                     Ok(acquired) => {
-                        if let Some(place) = place {
+                        if let Some(place) = state.place.take() {
                             place.acquired(wait_on.shared, wait_on.permit);
                         }
-                        done(flagged);
+                        state.done(&wait_on, engine, &token);
                         return Ok(acquired);
                     }
                     // Owed the last attempt, or one that waiting cannot
                     // help (bad arguments or configuration).
-                    Err(err) if owed || !err.is_retryable() => {
-                        done(flagged);
+                    Err(err) if state.owed || !err.is_retryable() => {
+                        state.done(&wait_on, engine, &token);
                         return Err(err);
                     }
-                    Err(err) => last = Some(err),
+                    Err(err) => state.last = Some(err),
                 }
-                if let Some(b) = refusal.blocked.filter(|&b| b != at && b < names.len()) {
+                if let Some(b) = state
+                    .refusal
+                    .blocked
+                    .filter(|&b| b != state.at && b < names.len())
+                {
                     // Another name holds it up now: wait in its queue.
-                    at = b;
-                    place = None;
+                    state.at = b;
+                    state.place = None;
                 }
             }
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                done(flagged);
-                return Err(cancelled());
-            }
-            let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
-            let most = budget.most(self.retry.max_delay);
-            match budget.next(delay) {
-                Some(pause) => {
-                    if let (Some(writer), Some(Error::Taken { .. }), true) =
-                        (wait_on.writer, &last, refusal.readers)
-                    {
-                        // Where readers hold it, new readers queue behind
-                        // this writer while it waits: at most what is left
-                        // of its wait, and never long past its next
-                        // attempt (each pause after a refusal that found
-                        // readers sets it again).
-                        let cap = (self.retry.max_delay.saturating_mul(2))
-                            .saturating_add(engine.node_timeout)
-                            .min(crate::engine::pipeline::MAX_TTL);
-                        let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
-                        flagged |= writer.waits(engine, &token, ms);
-                    }
-                    // Reservations for another fair waiter lapse sooner:
-                    // the rest of the pause is kept for later. A fair
-                    // manager's waiter (queued on the members, or behind
-                    // a thread of its own that is) looks again at least
-                    // every few node timeouts (see `fair::queued_pause`).
-                    // Both are drawn at random, as the retry delay is:
-                    // waiters that failed together (their claims split a
-                    // free key's votes) must not ask again together.
-                    let pause = refusal.lapse.map_or(pause, |lapse| {
-                        pause.min(crate::engine::fair::after_lapse(
-                            engine,
-                            lapse,
-                            random_u64(),
-                        ))
-                    });
-                    let pause = match refusal.queued || (engine.fair && wait) {
-                        true => pause.min(quorum::retry_delay(
-                            crate::engine::fair::queued_pause(engine),
-                            random_u64(),
-                        )),
-                        false => pause,
-                    };
-                    if wait {
-                        if engine.fair && names.len() > 1 && watch.is_none() {
-                            watch = Some(waiters.watch(names));
-                        }
-                        let place = place.get_or_insert_with(|| {
-                            waiters.join(names[at], &token, seen.as_ref().map(|s| s.at(at)))
-                        });
-                        if refusal.queued {
-                            place.placed();
-                        }
-                        let started = Instant::now();
-                        // Queued on the members, it keeps its place there
-                        // by asking, wherever it stands here.
-                        turn = place.wait(pause, cancel) || refusal.queued;
-                        budget.spent(started.elapsed());
-                    } else {
-                        match cancel {
-                            Some(cancel) => {
-                                cancel.sleep(pause);
-                            }
-                            None => thread::sleep(pause),
-                        }
-                        budget.spent(pause);
-                        turn = true;
-                    }
-                    if cancel.is_some_and(Cancel::is_cancelled) {
-                        done(flagged);
-                        return Err(cancelled());
-                    }
-                }
-                None => match last.take() {
-                    Some(err) => {
-                        done(flagged);
-                        return Err(err);
-                    }
-                    None => {
-                        // Queued all along: the one attempt owed.
-                        drop(place.take());
-                        owed = true;
-                        turn = true;
-                    }
-                },
+            if let Err(err) = self.pause(&mut state, &wait_on, &token, wait) {
+                state.done(&wait_on, engine, &token);
+                return Err(err);
             }
         }
+    }
+
+    /// The wait after an attempt (or a turn without one), as `state`'s
+    /// budget allows: its pause, in the resource's queue of this
+    /// manager's waiters when `wait` (see [`attempts_on`](Self::attempts_on)).
+    /// `Err` ends the acquisition with it: cancelled, or the last
+    /// attempt's failure once the budget is spent.
+    #[cold]
+    #[inline(never)]
+    fn pause<'w>(
+        &'w self,
+        state: &mut Between<'w>,
+        wait_on: &WaitOn<'_>,
+        token: &[u8],
+        wait: bool,
+    ) -> Result<()> {
+        let names = wait_on.names;
+        let engine = &self.engine;
+        let waiters = &engine.waiters;
+        let cancel = self.cancel.as_ref();
+        let cancelled = || Error::Cancelled {
+            resource: quorum::display(&quorum::joined(names)),
+        };
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return Err(cancelled());
+        }
+        let delay = quorum::retry_delay(self.retry.max_delay, random_u64());
+        let most = state.budget.most(self.retry.max_delay);
+        let Some(pause) = state.budget.next(delay) else {
+            return match state.last.take() {
+                Some(err) => Err(err),
+                None => {
+                    // Queued all along: the one attempt owed.
+                    drop(state.place.take());
+                    state.owed = true;
+                    state.turn = true;
+                    Ok(())
+                }
+            };
+        };
+        if let (Some(writer), Some(Error::Taken { .. }), true) =
+            (wait_on.writer, &state.last, state.refusal.readers)
+        {
+            // Where readers hold it, new readers queue behind this writer
+            // while it waits: at most what is left of its wait, and never
+            // long past its next attempt (each pause after a refusal that
+            // found readers sets it again).
+            let cap = (self.retry.max_delay.saturating_mul(2))
+                .saturating_add(engine.node_timeout)
+                .min(crate::engine::pipeline::MAX_TTL);
+            let ms = most.map_or(cap, |m| m.min(cap)).as_millis() as u64;
+            state.flagged |= writer.waits(engine, token, ms);
+        }
+        // Reservations for another fair waiter lapse sooner: the rest of
+        // the pause is kept for later. A fair manager's waiter (queued on
+        // the members, or behind a thread of its own that is) looks again
+        // at least every few node timeouts (see `fair::queued_pause`).
+        // Both are drawn at random, as the retry delay is: waiters that
+        // failed together (their claims split a free key's votes) must not
+        // ask again together.
+        let pause = state.refusal.lapse.map_or(pause, |lapse| {
+            pause.min(crate::engine::fair::after_lapse(
+                engine,
+                lapse,
+                random_u64(),
+            ))
+        });
+        let pause = match state.refusal.queued || (engine.fair && wait) {
+            true => pause.min(quorum::retry_delay(
+                crate::engine::fair::queued_pause(engine),
+                random_u64(),
+            )),
+            false => pause,
+        };
+        if wait {
+            if engine.fair && names.len() > 1 && state.watch.is_none() {
+                state.watch = Some(waiters.watch(names));
+            }
+            let (at, seen) = (state.at, &state.seen);
+            let place = state.place.get_or_insert_with(|| {
+                waiters.join(names[at], token, seen.as_ref().map(|s| s.at(at)))
+            });
+            if state.refusal.queued {
+                place.placed();
+            }
+            let started = Instant::now();
+            // Queued on the members, it keeps its place there by asking,
+            // wherever it stands here.
+            state.turn = place.wait(pause, cancel) || state.refusal.queued;
+            state.budget.spent(started.elapsed());
+        } else {
+            match cancel {
+                Some(cancel) => {
+                    cancel.sleep(pause);
+                }
+                None => thread::sleep(pause),
+            }
+            state.budget.spent(pause);
+            state.turn = true;
+        }
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return Err(cancelled());
+        }
+        Ok(())
     }
 
     /// Takes the lock with [`lock`](Self::lock)'s retries, keeps it alive
@@ -679,6 +701,43 @@ fn random_u64() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos().into())
     })
+}
+
+/// The waiting loop's state between attempts (see
+/// [`LockManager::attempts_on`]).
+struct Between<'w> {
+    /// The pauses left.
+    budget: Budget,
+    /// The thread's place in this manager's queue of the name it waits on.
+    place: Option<crate::engine::wait::Place<'w>>,
+    /// The release counts read before the last attempt.
+    seen: Option<Counts>,
+    /// Which name it waits on (its index in the waiting's names).
+    at: usize,
+    /// Its turn to ask.
+    turn: bool,
+    /// The last attempt's failure.
+    last: Option<Error>,
+    /// The budget ran out while it was queued: one attempt is owed.
+    owed: bool,
+    /// A writer's flag is up (readers queue behind it).
+    flagged: bool,
+    /// Attempts made.
+    tries: u64,
+    /// A fair set watches the hand-offs of all its names.
+    watch: Option<crate::engine::wait::Watch<'w>>,
+    /// What the last attempt found.
+    refusal: Refusal,
+}
+
+impl Between<'_> {
+    /// The acquisition ends: a writer's flag is taken down once it waits
+    /// no more.
+    fn done(&self, wait_on: &WaitOn<'_>, engine: &Engine, token: &[u8]) {
+        if let (true, Some(writer)) = (self.flagged, wait_on.writer) {
+            writer.done(engine, token);
+        }
+    }
 }
 
 /// The release counts of a waiting's names before an attempt (see
