@@ -736,6 +736,68 @@ fn a_release_whose_compare_and_delete_is_unknown_runs_the_script() {
     }
 }
 
+/// Issue 43: servers that differ in one deployment (Valkey 9.1, which has
+/// `DELIFEQ`, beside two without a compare-and-delete of their own): each
+/// release sends each server its own form in one round, `DELIFEQ` where
+/// it is taken and the unlock script elsewhere (packed only for those),
+/// and the key goes everywhere. Runs where the main server has no such
+/// command, with the Valkey 9 binary the clock tests run
+/// (`REDLOCK_CLOCK_SERVER_BIN`; `.ci/run` sets it).
+#[test]
+fn a_release_sends_each_server_its_own_form_in_a_mixed_deployment() {
+    if support::server::plain_delete().is_some() {
+        eprintln!("this server has a compare-and-delete of its own: no mix to make");
+        return;
+    }
+    let valkey = std::env::var("REDLOCK_CLOCK_SERVER_BIN")
+        .ok()
+        .filter(|bin| matches!(support::server::version_of(bin), (name, v) if name == "Valkey" && v >= (9, 0)));
+    let Some(valkey) = valkey else {
+        let why = "REDLOCK_CLOCK_SERVER_BIN names no Valkey 9 binary (.ci/run sets it)";
+        eprintln!("{}", support::server::skip(why.to_owned()));
+        return;
+    };
+    let mut servers = vec![Server::start_on(&valkey).unwrap()];
+    servers.extend(Nodes::start(2).unwrap().servers);
+    let cluster = Nodes { servers };
+    let dlm = one_try_unfair(&cluster);
+    let key = resource("release-mixed");
+    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
+    let dels = |s: &Server| calls(s, "delifeq");
+    // Connections made, each server's form known.
+    dlm.lock(&key, Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+    let before: Vec<(u64, u64)> = cluster
+        .servers
+        .iter()
+        .map(|s| (scripts(s), dels(s)))
+        .collect();
+    for round in 0..3 {
+        dlm.lock(&key, Duration::from_secs(5))
+            .unwrap()
+            .release()
+            .unwrap_or_else(|e| panic!("release {round}: {e}"));
+        for server in &cluster.servers {
+            assert_eq!(get(server, key.as_bytes()), None, "release {round}");
+        }
+    }
+    for (i, (server, (scripts_before, dels_before))) in
+        cluster.servers.iter().zip(&before).enumerate()
+    {
+        let ran = (scripts(server) - scripts_before, dels(server) - dels_before);
+        // Before Redis 7.0 each acquisition runs the keep script too.
+        let acquiring = if support::server::server_at_least(7, 0) {
+            0
+        } else {
+            3
+        };
+        let expected = if i == 0 { (0, 3) } else { (acquiring + 3, 0) };
+        assert_eq!(ran, expected, "server {i}: (scripts, DELIFEQ) run");
+    }
+}
+
 /// Issue 43: where the server has its own compare-and-delete (`DELIFEQ`
 /// on Valkey 9.0 and later, `DELEX ... IFEQ` on Redis 8.4 and later),
 /// the release of a lock that hands nothing on (fairness off, or a

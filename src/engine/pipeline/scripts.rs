@@ -298,13 +298,22 @@ impl Engine {
                 &cluster_reload,
             )
         });
-        let node_packed = packed(false, node_keys, node, false);
+        // Where every member was seen to take a plain form, the script is
+        // packed only for a member that turns out not to (see
+        // `Request::lazy`): a release on the newest servers packs one form.
+        let lazy_script = ifeq_node.is_some() || delex_node.is_some();
+        let node_packed = match lazy_script {
+            true => Vec::new(),
+            false => packed(false, node_keys, node, false),
+        };
+        let node_lazy = || packed(false, node_keys, node, false);
         // The slot routes the round to each cluster's master.
         let req = Request {
             alt: cluster_req.as_ref(),
             kept,
             ifeq: ifeq_node.as_ref(),
             delex: delex_node.as_ref(),
+            lazy: lazy_script.then_some(&node_lazy as &(dyn Fn() -> Vec<u8> + Sync)),
             ..scripted(
                 &node_packed,
                 cluster_keys[0],

@@ -34,8 +34,13 @@ pub fn skip(why: String) -> String {
 /// `(7, 0)`; `"Valkey"`, `(8, 1)`), read once.
 pub fn server_version() -> &'static (String, (u32, u32)) {
     static VERSION: std::sync::OnceLock<(String, (u32, u32))> = std::sync::OnceLock::new();
-    VERSION.get_or_init(|| {
-        let out = Command::new(redis_server_bin())
+    VERSION.get_or_init(|| version_of(&redis_server_bin()))
+}
+
+/// A server binary's name and version, from `--version`.
+pub fn version_of(bin: &str) -> (String, (u32, u32)) {
+    {
+        let out = Command::new(bin)
             .arg("--version")
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -50,7 +55,7 @@ pub fn server_version() -> &'static (String, (u32, u32)) {
         let major = parts.next().unwrap_or(0);
         let minor = parts.next().unwrap_or(0);
         (name, (major, minor))
-    })
+    }
 }
 
 /// Whether the server is at least `major.minor` (Valkey 8 counts as the
@@ -80,6 +85,8 @@ pub struct Server {
     /// The rate its clock runs at (libfaketime; see [`clock_server`]),
     /// kept for restarts; `None`: the real clock, the usual binary.
     rate: Option<f64>,
+    /// Another binary than the usual one (see [`Server::start_on`]).
+    bin: Option<String>,
 }
 
 /// What runs a server whose clock runs fast or slow: a server binary
@@ -123,7 +130,16 @@ impl Server {
         Server::start_at_rate(&[], Some(rate))
     }
 
+    /// Starts a server of the binary `bin` (not the usual one).
+    pub fn start_on(bin: &str) -> io::Result<Server> {
+        Server::start_of(&[], None, Some(bin.to_owned()))
+    }
+
     fn start_at_rate(args: &[&str], rate: Option<f64>) -> io::Result<Server> {
+        Server::start_of(args, rate, None)
+    }
+
+    fn start_of(args: &[&str], rate: Option<f64>, bin: Option<String>) -> io::Result<Server> {
         let dir = std::env::temp_dir().join(format!(
             "redlock-sync-{}-{}",
             std::process::id(),
@@ -137,6 +153,7 @@ impl Server {
             child: None,
             paused: false,
             rate,
+            bin,
         };
         // A port found free can be taken before the server binds it:
         // try a few.
@@ -159,7 +176,7 @@ impl Server {
                 let (bin, lib) = clock_server().map_err(io::Error::other)?;
                 (bin, Some((lib, format!("+0 x{rate}"))))
             }
-            None => (redis_server_bin(), None),
+            None => (self.bin.clone().unwrap_or_else(redis_server_bin), None),
         };
         // `REDLOCK_SERVER_CPUS` (a `taskset -c` list) pins the servers,
         // for benchmarks that state where each process runs (BENCHMARKS.md).
