@@ -273,48 +273,65 @@ fn tag_for(slot: u16) -> u32 {
 /// release channel): `resource` and `suffix`, in `resource`'s hash slot
 /// (see the module docs for the rule).
 pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
-    if hash_tag(resource).is_some() {
-        return [resource, suffix].concat();
-    }
-    let tag = Decimal::of(u64::from(tag_of(resource)));
-    let tag = tag.as_bytes();
-    let mut name = Vec::with_capacity(resource.len() + suffix.len() + tag.len() + 2);
-    if resource.contains(&b'{') {
-        name.push(b'{');
-        name.extend_from_slice(tag);
-        name.push(b'}');
-        name.extend_from_slice(resource);
-        name.extend_from_slice(suffix);
-    } else {
-        name.extend_from_slice(resource);
-        name.extend_from_slice(suffix);
-        name.push(b'{');
-        name.extend_from_slice(tag);
-        name.push(b'}');
-    }
-    name
+    with_tag(resource, |tag| {
+        let Some((tag, brace)) = tag else {
+            // A hash tag of its own: the suffix follows it.
+            return [resource, suffix].concat();
+        };
+        let mut name = Vec::with_capacity(resource.len() + suffix.len() + tag.len() + 2);
+        if brace {
+            name.push(b'{');
+            name.extend_from_slice(tag);
+            name.push(b'}');
+            name.extend_from_slice(resource);
+            name.extend_from_slice(suffix);
+        } else {
+            name.extend_from_slice(resource);
+            name.extend_from_slice(suffix);
+            name.push(b'{');
+            name.extend_from_slice(tag);
+            name.push(b'}');
+        }
+        name
+    })
 }
 
-/// The tag of `resource`'s slot (see [`tag_for`]), remembered per thread
-/// for the last short name asked: a lock's fencing counter, queue and
-/// release channel are companions of one name, on every cycle.
-fn tag_of(resource: &[u8]) -> u32 {
+/// Calls `f` with how `resource`'s companions are tagged: `None` when it
+/// has a hash tag of its own; else the digits of its slot's tag (see
+/// [`tag_for`]), and whether it holds a `{` (the tag then goes first).
+/// Remembered per thread for the last short name asked: a lock's
+/// fencing counter, queue and release channel are companions of one
+/// name, on every cycle.
+fn with_tag<T>(resource: &[u8], f: impl FnOnce(Option<(&[u8], bool)>) -> T) -> T {
     const REMEMBERED: usize = 256;
-    thread_local! {
-        static LAST: std::cell::RefCell<(Vec<u8>, u32)> =
-            const { std::cell::RefCell::new((Vec::new(), 0)) };
+    /// The last name asked, and its tagging.
+    struct Last {
+        name: Vec<u8>,
+        tag: Option<(Decimal, bool)>,
     }
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const {
+            std::cell::RefCell::new(Last { name: Vec::new(), tag: None })
+        };
+    }
+    let tagging = |resource: &[u8]| {
+        hash_tag(resource).is_none().then(|| {
+            let tag = Decimal::of(u64::from(tag_for(slot(resource))));
+            (tag, resource.contains(&b'{'))
+        })
+    };
     if resource.is_empty() || resource.len() > REMEMBERED {
-        return tag_for(slot(resource));
+        let tag = tagging(resource);
+        return f(tag.as_ref().map(|(t, brace)| (t.as_bytes(), *brace)));
     }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
-        if last.0 != resource {
-            last.1 = tag_for(slot(resource));
-            last.0.clear();
-            last.0.extend_from_slice(resource);
+        if last.name != resource {
+            last.tag = tagging(resource);
+            last.name.clear();
+            last.name.extend_from_slice(resource);
         }
-        last.1
+        f(last.tag.as_ref().map(|(t, brace)| (t.as_bytes(), *brace)))
     })
 }
 
@@ -357,11 +374,17 @@ mod tests {
         // Names alternating, on one thread: each gets its own slot's tag,
         // the long one (not remembered) too.
         let long = vec![b'q'; 300];
-        let names: [&[u8]; 5] = [b"lock:a", b"lock:b", b"lock:a", &long, b"lock:b"];
+        let names: [&[u8]; 7] = [
+            b"lock:a", b"lock:b", b"{t}:x", b"lock:a", &long, b"a{b", b"lock:b",
+        ];
         for name in names.into_iter().chain(names) {
+            let expected = hash_tag(name).is_none().then(|| {
+                let digits = tag_for(slot(name)).to_string().into_bytes();
+                (digits, name.contains(&b'{'))
+            });
             assert_eq!(
-                tag_of(name),
-                tag_for(slot(name)),
+                with_tag(name, |t| t.map(|(digits, brace)| (digits.to_vec(), brace))),
+                expected,
                 "{:?}",
                 String::from_utf8_lossy(name)
             );
