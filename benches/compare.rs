@@ -1388,6 +1388,18 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     let mut library_default = || default.lock(default_key, TTL).unwrap().release().unwrap();
     let mut raw_same = Raw::same_as_default(urls, "bench:release:same");
     let mut same = || raw_same.multiplexed();
+    // The strict floor of `fair(false)`: its commands packed once (the
+    // rows above pack the release in each cycle, as a client must for a
+    // message of its own), then only written and read.
+    let mut raw_packed = {
+        let mut raw = Raw::new(urls, "bench:release:packed");
+        let token = "0123456789abcdef0123456789abcdef@host/1234#1";
+        let channel = redlock_sync::release_channel("bench:release:packed");
+        (raw.set, raw.unlock, raw.replies) =
+            cycle_commands("bench:release:packed", token, false, plain, &channel);
+        raw
+    };
+    let mut packed = || raw_packed.multiplexed();
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
         ("raw EVALSHA unlock", &mut by_script),
         ("library, fair(false)", &mut library),
@@ -1407,13 +1419,14 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     } else {
         impls.push((&timed_name, &mut timed_script));
     }
+    impls.push(("raw, packed once", &mut packed));
     impls.push(("raw, default's commands", &mut same));
     impls.push(("library, default settings", &mut library_default));
     let results = race(n, &mut impls);
     shape_rows(report, &results, 23, "\"kind\":\"release\"");
     let ratio =
         |a: usize, b: usize| results[a].1.median.as_secs_f64() / results[b].1.median.as_secs_f64();
-    let timed = results.len() - 3;
+    let timed = results.len() - 4;
     if delifeq_works {
         report.line(format!(
             "library fair(false) / {plain_name}: {:.3}",
@@ -1425,6 +1438,10 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         ratio(1, timed)
     ));
     let last = results.len() - 1;
+    report.line(format!(
+        "library fair(false) / raw, packed once: {:.3}",
+        ratio(1, last - 2)
+    ));
     report.line(format!(
         "library default settings / raw, default's commands: {:.3}",
         ratio(last, last - 1)

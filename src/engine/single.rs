@@ -498,8 +498,11 @@ impl OneKey {
             }),
             RELEASE,
         );
-        let queued: Vec<bool> = answers.iter().map(|a| matches!(a, Some(Ok(2)))).collect();
-        if queued.contains(&true) {
+        let waited = |a: &Answer| matches!(a, Some(Ok(2)));
+        // (The members' list only when some waiter came: not on every
+        // release.)
+        if answers.iter().any(waited) {
+            let queued: Vec<bool> = answers.iter().map(waited).collect();
             // A message of its own: listeners count a hand-off's messages
             // apart from the release announced above.
             let handing = p.message(token);
