@@ -361,8 +361,9 @@ impl Node {
     /// Writes `req` on a pooled connection. `None` when there is no pooled
     /// connection or it was found broken: then use [`call`](Self::call).
     /// `left`: what was left until `deadline` at a clock read just
-    /// before, with nothing since that can block (a round's first write),
-    /// so that the write reads no clock of its own.
+    /// before, with nothing since but short steps (the pool's and the
+    /// route's locks, packing; a round's first write), so that the write
+    /// reads no clock of its own.
     pub(crate) fn send(
         &self,
         req: &Request<'_>,

@@ -133,7 +133,8 @@ pub(crate) struct Request<'a> {
     /// (see [`lazy`](Self::lazy)).
     pub(crate) packed: &'a [u8],
     /// Packs the command(s) when `packed` is empty: a variant few servers
-    /// take (before Redis 7.0), not packed for every round.
+    /// take, not packed for every round (the pre-7.0 acquisition; the
+    /// unlock script where the members take a plain compare-and-delete).
     pub(crate) lazy: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// The key whose hash slot routes the request on a Redis Cluster
     /// member (the resource).

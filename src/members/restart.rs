@@ -43,7 +43,7 @@ pub(crate) struct Policy {
     /// The longest TTL this manager has used, in ms.
     longest_ttl_ms: AtomicU64,
     /// The drift factor: how far a clock's rate may be off, this
-    /// machine's or a server's (see [`Watch::quarantine`]).
+    /// machine's or a server's (see [`Watch::quarantine_now`]).
     drift: f64,
 }
 

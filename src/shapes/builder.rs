@@ -482,7 +482,9 @@ impl Builder {
     }
 
     /// Checks the settings and builds the manager. No connection is opened
-    /// yet.
+    /// yet. The manager belongs to this process: a process forked without
+    /// `exec` builds its own (see [`LockManager`]'s "Why it is safe",
+    /// assumption 6).
     ///
     /// # Errors
     ///

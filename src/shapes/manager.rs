@@ -206,6 +206,12 @@ pub(crate) trait Writer: Sync {
 ///    evicting policy breaks that ([`check`](Self::check) says so).
 /// 5. **The holder acts within its validity.** A process that pauses past
 ///    it is no longer protected: the fencing token is for that.
+/// 6. **One process per manager.** A manager (and its clones) is used only
+///    in the process that built it. A process forked without `exec`
+///    builds its own: the parent's would share its pooled connections,
+///    whose replies would cross, and the random bytes it drew for tokens
+///    in batches (see the crate docs, "How it works"), so that both
+///    processes could write the same token.
 ///
 /// **Mutual exclusion.** An acquisition that starts at `s` sends `SET R T
 /// NX PX ttl` to every member and is granted only when a majority `M` set

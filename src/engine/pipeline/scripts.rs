@@ -298,9 +298,11 @@ impl Engine {
                 &cluster_reload,
             )
         });
-        // Where every member was seen to take a plain form, the script is
-        // packed only for a member that turns out not to (see
-        // `Request::lazy`): a release on the newest servers packs one form.
+        // Where some member was seen to take a plain form, the script is
+        // packed only for each member that turns out not to (see
+        // `Request::lazy`): a release on the newest servers packs one form
+        // (in a mixed deployment, each member without one packs the
+        // script for itself).
         let lazy_script = ifeq_node.is_some() || delex_node.is_some();
         let node_packed = match lazy_script {
             true => Vec::new(),
