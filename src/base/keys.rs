@@ -278,21 +278,12 @@ pub(crate) fn companion(resource: &[u8], suffix: &[u8]) -> Vec<u8> {
             // A hash tag of its own: the suffix follows it.
             return [resource, suffix].concat();
         };
-        let mut name = Vec::with_capacity(resource.len() + suffix.len() + tag.len() + 2);
-        if brace {
-            name.push(b'{');
-            name.extend_from_slice(tag);
-            name.push(b'}');
-            name.extend_from_slice(resource);
-            name.extend_from_slice(suffix);
+        let parts: [&[u8]; 5] = if brace {
+            [b"{", tag, b"}", resource, suffix]
         } else {
-            name.extend_from_slice(resource);
-            name.extend_from_slice(suffix);
-            name.push(b'{');
-            name.extend_from_slice(tag);
-            name.push(b'}');
-        }
-        name
+            [resource, suffix, b"{", tag, b"}"]
+        };
+        parts.concat()
     })
 }
 
