@@ -762,18 +762,12 @@ fn a_release_sends_each_server_its_own_form_in_a_mixed_deployment() {
     let cluster = Nodes { servers };
     let dlm = one_try_unfair(&cluster);
     let key = resource("release-mixed");
-    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
-    let dels = |s: &Server| calls(s, "delifeq");
     // Connections made, each server's form known.
     dlm.lock(&key, Duration::from_secs(5))
         .unwrap()
         .release()
         .unwrap();
-    let before: Vec<(u64, u64)> = cluster
-        .servers
-        .iter()
-        .map(|s| (scripts(s), dels(s)))
-        .collect();
+    let before = release_forms_run(&cluster);
     for round in 0..3 {
         dlm.lock(&key, Duration::from_secs(5))
             .unwrap()
@@ -783,17 +777,16 @@ fn a_release_sends_each_server_its_own_form_in_a_mixed_deployment() {
             assert_eq!(get(server, key.as_bytes()), None, "release {round}");
         }
     }
-    for (i, (server, (scripts_before, dels_before))) in
-        cluster.servers.iter().zip(&before).enumerate()
+    let after = release_forms_run(&cluster);
+    for (i, ((scripts, dels), (scripts_before, dels_before))) in
+        after.iter().zip(&before).enumerate()
     {
-        let ran = (scripts(server) - scripts_before, dels(server) - dels_before);
-        // Before Redis 7.0 each acquisition runs the keep script too.
-        let acquiring = if support::server::server_at_least(7, 0) {
-            0
+        let ran = (scripts - scripts_before, dels - dels_before);
+        let expected = if i == 0 {
+            (0, 3)
         } else {
-            3
+            (keep_scripts(3) + 3, 0)
         };
-        let expected = if i == 0 { (0, 3) } else { (acquiring + 3, 0) };
         assert_eq!(ran, expected, "server {i}: (scripts, DELIFEQ) run");
     }
 }
@@ -817,32 +810,23 @@ fn release_runs_without_a_script_where_the_server_has_compare_and_delete() {
         .unwrap()
         .release()
         .unwrap();
-    let scripts = |s: &Server| calls(s, "evalsha") + calls(s, "eval");
     // Either compare-and-delete (none may run where the server has none).
-    let dels = |s: &Server| calls(s, "delifeq") + calls(s, "delex");
-    let before: Vec<(u64, u64)> = cluster
-        .servers
-        .iter()
-        .map(|s| (scripts(s), dels(s)))
-        .collect();
+    let before = release_forms_run(&cluster);
     for _ in 0..5 {
         dlm.lock(&key, Duration::from_secs(5))
             .unwrap()
             .release()
             .unwrap();
     }
-    // Before Redis 7.0 each acquisition runs the keep script too.
-    let acquiring = if support::server::server_at_least(7, 0) {
-        0
-    } else {
-        5
-    };
-    for (server, (scripts_before, dels_before)) in cluster.servers.iter().zip(&before) {
-        let ran = (scripts(server) - scripts_before, dels(server) - dels_before);
+    let after = release_forms_run(&cluster);
+    for (server, ((scripts, dels), (scripts_before, dels_before))) in
+        cluster.servers.iter().zip(after.iter().zip(&before))
+    {
+        let ran = (scripts - scripts_before, dels - dels_before);
         let expected = if del {
-            (acquiring, 5)
+            (keep_scripts(5), 5)
         } else {
-            (acquiring + 5, 0)
+            (keep_scripts(5) + 5, 0)
         };
         assert_eq!(
             ran, expected,
@@ -967,6 +951,29 @@ fn an_extend_raises_the_expiry_and_never_lowers_it() {
 
 /// A manager of `cluster` whose `lock` makes one attempt (no pause),
 /// waits unfairly, and allows slow nodes.
+/// Scripts (`EVALSHA`, `EVAL`) and compare-and-deletes (`DELIFEQ`,
+/// `DELEX`) each server of `cluster` has run so far.
+fn release_forms_run(cluster: &Nodes) -> Vec<(u64, u64)> {
+    cluster
+        .servers
+        .iter()
+        .map(|s| {
+            let scripts = calls(s, "evalsha") + calls(s, "eval");
+            (scripts, calls(s, "delifeq") + calls(s, "delex"))
+        })
+        .collect()
+}
+
+/// The keep scripts `n` fenced acquisitions run per server: one each
+/// before Redis 7.0 (in place of `PEXPIRE ... GT`), none since.
+fn keep_scripts(n: u64) -> u64 {
+    if support::server::server_at_least(7, 0) {
+        0
+    } else {
+        n
+    }
+}
+
 fn one_try_unfair(cluster: &Nodes) -> LockManager {
     LockManager::builder()
         .nodes(cluster.urls())
