@@ -1806,7 +1806,11 @@ fn thread_cpu() -> u64 {
 /// its user-space work and the kernel's for its system calls), so that
 /// the servers' work and the machine's other load drop out. The floors
 /// are written once and reused; "timed" ones wait for each reply with a
-/// read timeout, as the library does (a kernel timer per blocking read).
+/// read timeout, as the library does (a kernel timer per blocking read);
+/// "fresh token" ones also write a new token into their bytes, in place,
+/// in every cycle, as a lock client must (a server stores, compares and
+/// publishes a new value each time): the least a client that keeps the
+/// library's promises (a bounded wait, a value of its own) could do.
 fn cpu_race(quick: bool) {
     let node = server::Server::start().expect("redis-server");
     let urls = [node.url()];
@@ -1818,9 +1822,34 @@ fn cpu_race(quick: bool) {
         set: Vec<u8>,
         release: Vec<u8>,
         replies: (usize, usize),
+        /// A fresh token in every cycle: how many cycles so far, and
+        /// where the token's bytes are in `set` and in `release`.
+        fresh: Option<(u64, [Vec<usize>; 2])>,
+    }
+    /// Where the floors' token is in `packed`.
+    fn token_at(packed: &[u8]) -> Vec<usize> {
+        let token = b"0123456789abcdef0123456789abcdef";
+        (0..packed.len().saturating_sub(token.len() - 1))
+            .filter(|&i| packed[i..].starts_with(token))
+            .collect()
     }
     impl Floor {
         fn cycle(&mut self) {
+            // A lock client writes a value of its own in every
+            // acquisition (the same value twice would let a late release
+            // delete a later holder's key), and servers store, compare and
+            // publish a new one each time: the count goes into the token's
+            // first 16 hex digits, in place, in both writes.
+            if let Some((n, [in_set, in_release])) = &mut self.fresh {
+                *n += 1;
+                for (buf, at) in [(&mut self.set, in_set), (&mut self.release, in_release)] {
+                    for &i in at.iter() {
+                        for (k, b) in buf[i..i + 16].iter_mut().enumerate() {
+                            *b = b"0123456789abcdef"[((*n >> (4 * k)) & 15) as usize];
+                        }
+                    }
+                }
+            }
             let first = self
                 .con
                 .req_packed_commands(&self.set, 0, self.replies.0)
@@ -1834,7 +1863,7 @@ fn cpu_race(quick: bool) {
         }
     }
     let plain = Delete::of(&mut admin(&node));
-    let floor = |key: &str, fenced: bool, timed: bool| {
+    let floor = |key: &str, fenced: bool, timed: bool, fresh: bool| {
         // A timed floor's socket is as the library's: TCP_NODELAY, and a
         // read timeout.
         let info = redis::IntoConnectionInfo::into_connection_info(node.url())
@@ -1848,11 +1877,13 @@ fn cpu_race(quick: bool) {
         script.load(&mut con).unwrap();
         let channel = format!("{key}:redlock-release{{1}}");
         let (set, release, replies) = cycle_commands(key, token, fenced, plain, channel.as_bytes());
+        let fresh = fresh.then(|| (0, [token_at(&set), token_at(&release)]));
         Floor {
             con,
             set,
             release,
             replies,
+            fresh,
         }
     };
     let unfair = LockManager::builder()
@@ -1862,13 +1893,17 @@ fn cpu_race(quick: bool) {
         .build()
         .unwrap();
     let default = LockManager::builder().nodes(&urls).build().unwrap();
+    // Each kind of cycle's floors: untimed; timed; timed with a fresh
+    // token in every cycle (what a lock client must do at least).
     let mut floors = [
-        floor("cpu:floor", false, false),
-        floor("cpu:floor-timed", false, true),
-        floor("cpu:floor-default", true, false),
-        floor("cpu:floor-default-timed", true, true),
+        floor("cpu:floor", false, false, false),
+        floor("cpu:floor-timed", false, true, false),
+        floor("cpu:floor-fresh", false, true, true),
+        floor("cpu:floor-default", true, false, false),
+        floor("cpu:floor-default-timed", true, true, false),
+        floor("cpu:floor-default-fresh", true, true, true),
     ];
-    let [f0, f1, f2, f3] = &mut floors;
+    let [f0, f1, f2, f3, f4, f5] = &mut floors;
     // The library's own bytes from a bare socket with its settings
     // (TCP_NODELAY, a read timeout), read by a minimal reader: what the
     // server and the kernel cost for exactly those bytes, without either
@@ -1908,13 +1943,15 @@ fn cpu_race(quick: bool) {
     let mut impls: Vec<(&str, Cycle<'_>)> = vec![
         ("floor: library's commands", Box::new(|| f0.cycle())),
         ("floor, timed", Box::new(|| f1.cycle())),
+        ("floor, timed, fresh token", Box::new(|| f2.cycle())),
         ("bare socket, library's bytes", Box::new(&mut bare_cycle)),
         (
             "library, fair(false), fencing off",
             Box::new(|| unfair.lock("cpu:unfair", TTL).unwrap().release().unwrap()),
         ),
-        ("floor: default's commands", Box::new(|| f2.cycle())),
-        ("floor, timed ", Box::new(|| f3.cycle())),
+        ("floor: default's commands", Box::new(|| f3.cycle())),
+        ("floor, timed ", Box::new(|| f4.cycle())),
+        ("floor, timed, fresh token ", Box::new(|| f5.cycle())),
         (
             "library, default settings",
             Box::new(|| default.lock("cpu:default", TTL).unwrap().release().unwrap()),
@@ -1970,7 +2007,7 @@ fn cpu_race(quick: bool) {
         "|------------------------------------|-------:|------------:|--------------:|--------------:|--------:|"
     );
     for (i, (name, _)) in impls.iter().enumerate() {
-        let base = if i < 4 { 0 } else { 4 };
+        let base = if i < 5 { 0 } else { 5 };
         println!(
             "| {name:<34} | {:>6.2} | {:>11.3} | {:>13.3} | {:>13.2} | {:>7.1} |",
             cpu[i],
@@ -1980,12 +2017,13 @@ fn cpu_race(quick: bool) {
             wall[i]
         );
     }
-    for (lib, base) in [(3, 0), (6, 4)] {
+    for (lib, base) in [(4, 0), (8, 5)] {
         println!(
-            "{}: wall × floor {:.3}, × timed floor {:.3}",
+            "{}: wall × floor {:.3}, × timed floor {:.3}, × timed floor with fresh tokens {:.3}",
             impls[lib].0,
             wall[lib] / wall[base],
-            wall[lib] / wall[base + 1]
+            wall[lib] / wall[base + 1],
+            wall[lib] / wall[base + 2]
         );
     }
 }
