@@ -101,6 +101,9 @@ impl Raw {
             replies: (1, 1),
         };
         for con in &mut raw.cons {
+            // Its own unlock script (the `redlock` crate's), then the
+            // library's (`same_as_default`'s, and the floors').
+            script.load(con).unwrap();
             load_scripts(con);
         }
         raw
@@ -110,7 +113,9 @@ impl Raw {
     /// fair waiting and waking on release on): `SET key token NX GET PX
     /// ttl` and the fencing counter's `SET ... NX PX`, `INCR`, `PEXPIRE
     /// ... GT`; then the unlock script with the queue's key and the
-    /// release's `PUBLISH`: the floor of the default cycle, written once.
+    /// release's `PUBLISH`: the floor of the default cycle, written once
+    /// (before Redis 7.0, plain `NX` and the keep script, as the library
+    /// sends them there).
     fn same_as_default(urls: &[String], key: &str) -> Raw {
         let mut raw = Raw::new(urls, key);
         let token = "0123456789abcdef0123456789abcdef@host/1234#1";
@@ -226,10 +231,11 @@ fn load_scripts(con: &mut redis::Connection) {
     keep_script().load(con).unwrap();
 }
 
-/// A lock key's `SET` answered as taken: `NX GET` answers nil, plain `NX`
-/// `OK`.
-fn set_taken(reply: &Value) -> bool {
-    matches!(reply, Value::Nil | Value::Okay)
+/// What a lock key's `SET` answers when it takes the key: nil to `NX GET`
+/// (Redis 7.0 and later), `OK` to plain `NX` (before; nil there is a
+/// refusal).
+fn taken_reply() -> Value {
+    if modern() { Value::Nil } else { Value::Okay }
 }
 
 /// A lock + release cycle's two writes as the library sends them, packed
@@ -237,7 +243,9 @@ fn set_taken(reply: &Value) -> bool {
 /// token NX GET PX ttl`, and with `fenced` the fencing counter's `SET ...
 /// NX PX`, `INCR` and `PEXPIRE ... GT`; then the release (with `fenced`
 /// the default's, the script with the queue's key; else `delete`) and its
-/// `PUBLISH` on `channel`.
+/// `PUBLISH` on `channel`. Before Redis 7.0 (see [`modern`]), as the
+/// library sends them there: plain `NX`, and the keep script for
+/// `PEXPIRE ... GT`.
 fn cycle_commands(
     key: &str,
     token: &str,
@@ -1388,11 +1396,12 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     let delifeq_works = plain != Delete::Script;
     let plain_name = plain.raw_name();
     let mut message = 0u64;
+    let taken = taken_reply();
     // A cycle releasing by `form`, on the connection without (0) or with
     // (1) a read timeout.
     let mut raw = |form: Delete, timed: usize| {
         let con = &mut cons[timed];
-        assert!(set_taken(&con.req_packed_command(&set).unwrap()));
+        assert_eq!(con.req_packed_command(&set).unwrap(), taken);
         message += 1;
         let release = form.cmd(key, token, &script);
         let (deleted, _): (i64, i64) = redis::pipe()
@@ -1803,8 +1812,9 @@ fn probe(args: &[String]) {
             let delete = Delete::of(&mut con);
             let channel = redlock_sync::release_channel(key);
             let (set, release, _) = cycle_commands(key, token, false, delete, &channel);
+            let taken = taken_reply();
             for _ in 0..cycles {
-                assert!(set_taken(&con.req_packed_command(&set).unwrap()));
+                assert_eq!(con.req_packed_command(&set).unwrap(), taken);
                 let replies = con.req_packed_commands(&release, 0, 2).unwrap();
                 assert_eq!(replies[0], Value::Int(1));
             }
@@ -1854,6 +1864,8 @@ fn cpu_race(quick: bool) {
         /// A fresh token in every cycle: how many cycles so far, and
         /// where the token's bytes are in `set` and in `release`.
         fresh: Option<(u64, [Vec<usize>; 2])>,
+        /// What its `SET` answers when it takes the key.
+        taken: Value,
     }
     /// Where the floors' token is in `packed`.
     fn token_at(packed: &[u8]) -> Vec<usize> {
@@ -1883,7 +1895,7 @@ fn cpu_race(quick: bool) {
                 .con
                 .req_packed_commands(&self.set, 0, self.replies.0)
                 .unwrap();
-            assert!(set_taken(&first[0]), "{:?}", first[0]);
+            assert_eq!(first[0], self.taken);
             let second = self
                 .con
                 .req_packed_commands(&self.release, 0, self.replies.1)
@@ -1913,6 +1925,7 @@ fn cpu_race(quick: bool) {
             release,
             replies,
             fresh,
+            taken: taken_reply(),
         }
     };
     let unfair = LockManager::builder()
