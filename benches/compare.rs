@@ -222,7 +222,19 @@ fn keep_script() -> redis::Script {
 /// 7.0 and later, Valkey): the library's acquisition on it, and so the raw
 /// floors', uses them; before, plain `NX` and the keep script.
 fn modern() -> bool {
-    server::server_version().1 >= (7, 0)
+    server::server_at_least(7, 0)
+}
+
+/// The acquisition's `SET key token NX GET PX ttl` as the library sends
+/// it to this server (plain `NX` before Redis 7.0, see [`modern`]).
+fn lock_set(key: &str, token: &str) -> redis::Cmd {
+    let mut set = redis::cmd("SET");
+    set.arg(key).arg(token).arg("NX");
+    if modern() {
+        set.arg("GET");
+    }
+    set.arg("PX").arg(TTL.as_millis() as u64);
+    set
 }
 
 /// Loads the scripts the raw floors send by hash.
@@ -258,11 +270,7 @@ fn cycle_commands(
     let keep = 600_000u64;
     let modern = modern();
     let mut set = redis::pipe();
-    set.cmd("SET").arg(key).arg(token).arg("NX");
-    if modern {
-        set.arg("GET");
-    }
-    set.arg("PX").arg(TTL.as_millis() as u64);
+    set.add_command(lock_set(key, token));
     if fenced {
         set.cmd("SET")
             .arg(&fence)
@@ -1378,15 +1386,7 @@ fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         .unwrap();
     let token = "0123456789abcdef0123456789abcdef";
     let channel = redlock_sync::release_channel(key);
-    let mut set = redis::cmd("SET");
-    set.arg(key).arg(token).arg("NX");
-    if modern() {
-        set.arg("GET");
-    }
-    let set = set
-        .arg("PX")
-        .arg(TTL.as_millis() as u64)
-        .get_packed_command();
+    let set = lock_set(key, token).get_packed_command();
     let script = unlock_script();
     for con in &mut cons {
         load_scripts(con);
@@ -1867,9 +1867,8 @@ fn cpu_race(quick: bool) {
         /// What its `SET` answers when it takes the key.
         taken: Value,
     }
-    /// Where the floors' token is in `packed`.
-    fn token_at(packed: &[u8]) -> Vec<usize> {
-        let token = b"0123456789abcdef0123456789abcdef";
+    /// Where `token` is in `packed`.
+    fn token_at(packed: &[u8], token: &[u8]) -> Vec<usize> {
         (0..packed.len().saturating_sub(token.len() - 1))
             .filter(|&i| packed[i..].starts_with(token))
             .collect()
@@ -1918,7 +1917,9 @@ fn cpu_race(quick: bool) {
         load_scripts(&mut con);
         let channel = format!("{key}:redlock-release{{1}}");
         let (set, release, replies) = cycle_commands(key, token, fenced, plain, channel.as_bytes());
-        let fresh = fresh.then(|| (0, [token_at(&set), token_at(&release)]));
+        // Its random part: the 32 hex digits before the `@`.
+        let hex = &token.as_bytes()[..32];
+        let fresh = fresh.then(|| (0, [token_at(&set, hex), token_at(&release, hex)]));
         Floor {
             con,
             set,

@@ -949,8 +949,6 @@ fn an_extend_raises_the_expiry_and_never_lowers_it() {
     }
 }
 
-/// A manager of `cluster` whose `lock` makes one attempt (no pause),
-/// waits unfairly, and allows slow nodes.
 /// Scripts (`EVALSHA`, `EVAL`) and compare-and-deletes (`DELIFEQ`,
 /// `DELEX`) each server of `cluster` has run so far.
 fn release_forms_run(cluster: &Nodes) -> Vec<(u64, u64)> {
@@ -974,6 +972,8 @@ fn keep_scripts(n: u64) -> u64 {
     }
 }
 
+/// A manager of `cluster` whose `lock` makes one attempt (no pause),
+/// waits unfairly, and allows slow nodes.
 fn one_try_unfair(cluster: &Nodes) -> LockManager {
     LockManager::builder()
         .nodes(cluster.urls())
