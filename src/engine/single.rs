@@ -22,6 +22,7 @@ use crate::engine::pipeline::{
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
+use crate::members::member::Member;
 use crate::members::request::{DIFFERS, MAYBE_READERS, Reply, Request};
 use crate::members::script::{Lua, scripts};
 
@@ -196,15 +197,24 @@ impl OneKey {
         // refusal may be readers. A checked key (a permit) never meets
         // readers.
         let readers_matter = ahead.is_none();
-        let (packed, reply) = match (readers_matter, fenced) {
-            (true, true) => (set(true, false), Reply::SetGetCount),
-            (true, false) => (set(true, false), Reply::SetGet),
-            (false, true) => (set(false, false), Reply::SetCount),
-            (false, false) => (set(false, false), Reply::Set),
+        let reply = match (readers_matter, fenced) {
+            (true, true) => Reply::SetGetCount,
+            (true, false) => Reply::SetGet,
+            (false, true) => Reply::SetCount,
+            (false, false) => Reply::Set,
         };
         // Servers before Redis 7.0 take neither `SET ... NX GET` nor
-        // `PEXPIRE ... GT`: their form is packed only for them.
+        // `PEXPIRE ... GT`: their form is packed only for them. The
+        // current form is packed once for every member where some member
+        // was seen to take it; otherwise (servers before Redis 7.0 only, or
+        // none met yet) each member that takes it packs it for itself.
         let has_legacy = readers_matter || fenced;
+        let current = !has_legacy || p.members.iter().any(Member::takes_set_nx_get);
+        let packed = match current {
+            true => set(readers_matter, false),
+            false => Vec::new(),
+        };
+        let current_packed = || set(readers_matter, false);
         let legacy_packed = || set(false, true);
         let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
         let describe = |at: usize| {
@@ -234,7 +244,7 @@ impl OneKey {
         let seen = Mutex::new(Vec::new());
         let base = Request {
             packed: &packed,
-            lazy: None,
+            lazy: (!current).then_some(&current_packed as &(dyn Fn() -> Vec<u8> + Sync)),
             key,
             alt: None,
             asking: false,

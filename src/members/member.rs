@@ -27,6 +27,16 @@ impl Member {
         }
     }
 
+    /// Whether its servers were seen to take `SET ... NX GET` (Redis 7.0
+    /// and later, Valkey); a Redis Cluster member's, always (its masters
+    /// change with the slot).
+    pub(crate) fn takes_set_nx_get(&self) -> bool {
+        match self {
+            Member::Node(node) => node.takes_set_nx_get(),
+            Member::Cluster(_) => true,
+        }
+    }
+
     /// The compare-and-delete forms its servers were seen to take (bits
     /// of `PlainDelete::bit`); a Redis Cluster member's, all of them (its
     /// masters change with the slot).

@@ -118,6 +118,10 @@ pub(crate) struct Node {
     /// The compare-and-delete forms its handshakes found (bits of
     /// `PlainDelete::bit`): a release packs only those.
     plain_deletes: std::sync::atomic::AtomicU8,
+    /// A handshake found a server that takes `SET ... NX GET` (Redis 7.0
+    /// and later, Valkey): an acquisition packs that form for every
+    /// member only once one was seen (see `OneKey::take`).
+    set_nx_get: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -229,6 +233,7 @@ impl Node {
             plain: std::sync::atomic::AtomicBool::new(false),
             plain_delete_refused: std::sync::atomic::AtomicBool::new(false),
             plain_deletes: std::sync::atomic::AtomicU8::new(0),
+            set_nx_get: std::sync::atomic::AtomicBool::new(false),
             member: std::sync::OnceLock::new(),
             restart: setup.restart.clone(),
             timeout,
@@ -351,6 +356,12 @@ impl Node {
             true => 0,
             false => self.plain_deletes.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether a server of this node was seen to take `SET ... NX GET`
+    /// (Redis 7.0 and later, Valkey).
+    pub(crate) fn takes_set_nx_get(&self) -> bool {
+        self.set_nx_get.load(Ordering::Relaxed)
     }
 
     /// The node timeout.
@@ -712,6 +723,9 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
+        if identity.set_nx_get {
+            self.set_nx_get.store(true, Ordering::Relaxed);
+        }
         pooled.plain_delete = identity
             .plain_delete
             .filter(|_| !self.plain_delete_refused.load(Ordering::Relaxed));

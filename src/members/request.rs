@@ -133,8 +133,9 @@ pub(crate) struct Request<'a> {
     /// (see [`lazy`](Self::lazy)).
     pub(crate) packed: &'a [u8],
     /// Packs the command(s) when `packed` is empty: a variant few servers
-    /// take, not packed for every round (the pre-7.0 acquisition; the
-    /// unlock script where the members take a plain compare-and-delete).
+    /// take, not packed for every round (the pre-7.0 acquisition, and the
+    /// current one where no member was seen to take it; the unlock script
+    /// where the members take a plain compare-and-delete).
     pub(crate) lazy: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// The key whose hash slot routes the request on a Redis Cluster
     /// member (the resource).
