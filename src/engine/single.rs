@@ -147,7 +147,7 @@ impl OneKey {
         let fence = if fenced { fence_key(key) } else { Vec::new() };
         let wait = p.wait_command();
         // One start for every member's counter, whichever form its write
-        // takes (the pre-7.0 form is packed per member, when written):
+        // takes (either form may be packed per member, when written):
         // counters created in one round start equal, and no raise round
         // follows to even them out. (No clock read without a counter.)
         let start = Decimal::of(if fenced { counter_start() } else { 0 });
@@ -204,10 +204,12 @@ impl OneKey {
             (false, false) => Reply::Set,
         };
         // Servers before Redis 7.0 take neither `SET ... NX GET` nor
-        // `PEXPIRE ... GT`: their form is packed only for them. The
-        // current form is packed once for every member where some member
-        // was seen to take it; otherwise (servers before Redis 7.0 only, or
-        // none met yet) each member that takes it packs it for itself.
+        // `PEXPIRE ... GT` (nor does a server whose version is unknown):
+        // their form is packed only for them. The current form is packed
+        // once for every member where some member was seen to take it, or
+        // where there is no other form; otherwise (servers before Redis
+        // 7.0 only, or none met yet) each member that takes it packs it
+        // for itself.
         let has_legacy = readers_matter || fenced;
         let current = !has_legacy || p.members.iter().any(Member::takes_set_nx_get);
         let packed = match current {

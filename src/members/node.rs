@@ -119,8 +119,10 @@ pub(crate) struct Node {
     /// `PlainDelete::bit`): a release packs only those.
     plain_deletes: std::sync::atomic::AtomicU8,
     /// A handshake found a server that takes `SET ... NX GET` (Redis 7.0
-    /// and later, Valkey): an acquisition packs that form for every
-    /// member only once one was seen (see `OneKey::take`).
+    /// and later, Valkey): an acquisition that has a pre-7.0 form packs
+    /// the current one for every member only once one was seen (see
+    /// `OneKey::take`). Never cleared: a server that comes back older only
+    /// costs a form packed and not used.
     set_nx_get: std::sync::atomic::AtomicBool,
 }
 

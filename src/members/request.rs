@@ -132,10 +132,11 @@ pub(crate) struct Request<'a> {
     /// The command(s), packed; empty when they are packed only if used
     /// (see [`lazy`](Self::lazy)).
     pub(crate) packed: &'a [u8],
-    /// Packs the command(s) when `packed` is empty: a variant few servers
-    /// take, not packed for every round (the pre-7.0 acquisition, and the
-    /// current one where no member was seen to take it; the unlock script
-    /// where the members take a plain compare-and-delete).
+    /// Packs the command(s) when `packed` is empty: a variant not packed
+    /// for every round, only by each member that takes it (the pre-7.0
+    /// acquisition; the current one where no member was seen to take it;
+    /// the unlock script where the members take a plain
+    /// compare-and-delete).
     pub(crate) lazy: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
     /// The key whose hash slot routes the request on a Redis Cluster
     /// member (the resource).
