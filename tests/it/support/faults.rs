@@ -188,7 +188,13 @@ impl Fault {
     pub fn apply(self, rig: &mut Rig, i: usize, key: &str) {
         let latency = |f: f64| Mode::Latency(TIMEOUT.mul_f64(f));
         if self == Fault::ReadOnly && rig.spare.is_none() {
-            rig.spare = Some(Server::start().expect("spare server"));
+            // The faulty nodes' master: their first sync starts at once
+            // (by default a master waits 5 s for more replicas to share a
+            // diskless transfer, once per faulty node). They only need to
+            // answer `-READONLY`; no `WAIT` counts them.
+            rig.spare = Some(
+                Server::start_with(&["--repl-diskless-sync-delay", "0"]).expect("spare server"),
+            );
         }
         let spare_port = rig.spare.as_ref().map(Server::port);
         let node = &mut rig.nodes[i];

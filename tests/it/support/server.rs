@@ -195,13 +195,7 @@ impl Server {
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(["--loglevel", "warning", "--logfile", ""])
-            // A replica's first sync starts at once: by default a master
-            // waits 5 s for more replicas to share a diskless transfer,
-            // which every test with a replica (the fault matrix's
-            // read-only scenarios, one per faulty node; the replicas and
-            // Redis Cluster suites) sat out in its set-up.
-            .args(["--repl-diskless-sync-delay", "0"]);
+            .args(["--loglevel", "warning", "--logfile", ""]);
         // DEBUG is off by default from Redis 7 on (and the option unknown
         // before it; the clock server is Valkey 8 or later).
         if server_at_least(7, 0) || self.rate.is_some() {
