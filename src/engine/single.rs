@@ -212,11 +212,11 @@ impl OneKey {
         // for itself.
         let has_legacy = readers_matter || fenced;
         let current = !has_legacy || p.members.iter().any(Member::takes_set_nx_get);
+        let current_packed = || set(readers_matter, false);
         let packed = match current {
-            true => set(readers_matter, false),
+            true => current_packed(),
             false => Vec::new(),
         };
-        let current_packed = || set(readers_matter, false);
         let legacy_packed = || set(false, true);
         let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
         let describe = |at: usize| {
