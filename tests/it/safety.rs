@@ -445,3 +445,102 @@ fn an_extend_delivered_late_cuts_no_later_extend() {
     );
     assert!(b_has_it.is_err());
 }
+
+/// Three nodes; a waiter W reaches the third through a forwarder of its
+/// own (to hold its requests back), a holder H and a rival Q reach it
+/// directly. Node timeout 100 ms, default settings otherwise (fair
+/// waiting, fencing). Node 1 holds another client's value for 3 s.
+fn late_claim_rig() -> (Nodes, Proxy, LockManager, LockManager, LockManager) {
+    let nodes = Nodes::start(3).unwrap();
+    let late = Proxy::start(std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        nodes.servers[2].port(),
+    )))
+    .unwrap();
+    let manager = |third: String| {
+        LockManager::builder()
+            .nodes(vec![nodes.servers[0].url(), nodes.servers[1].url(), third])
+            .node_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    };
+    let w = manager(late.url());
+    let (h, q) = (
+        manager(nodes.servers[2].url()),
+        manager(nodes.servers[2].url()),
+    );
+    (nodes, late, w, h, q)
+}
+
+/// A fair claim and its clean-up, both held back in the network past the
+/// waiter's next attempt (issue 56, flaw 1): H holds the lock on nodes 0
+/// and 2 (node 1 holds another client's value); W waits for it. While H
+/// releases, every script of W's to node 2 is held back 1 s: W's claim
+/// there times out (granted on node 0 alone), and so does its clean-up.
+/// W's next attempt, once the network lets scripts through, is granted
+/// on nodes 0 and 2. Then the held claim reaches node 2, and its
+/// clean-up after it. Node 1 comes free at 3 s, and Q tries for the lock
+/// on nodes 1 and 2 while W's guard still runs: a late claim of an
+/// earlier attempt must not have replaced W's later grant on node 2 (its
+/// clean-up then deleted it).
+#[test]
+fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
+    let (nodes, late, w, h, q) = late_claim_rig();
+    let key = resource("late-fair-claim");
+    let ttl = Duration::from_secs(10);
+    // Connections made and scripts loaded before anything is held.
+    w.try_lock(resource("late-claim-warmup"), ttl)
+        .unwrap()
+        .release()
+        .unwrap();
+    let start = std::time::Instant::now();
+    held_by_another(&nodes.servers[1], &key, 3000);
+    let held = h.try_lock(&key, ttl).unwrap();
+    assert_eq!(held.agreed(), 2);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| w.try_lock_for(&key, ttl, Duration::from_secs(2)));
+        // W is queued (its claims refused on every node).
+        std::thread::sleep(Duration::from_millis(300));
+        late.set(Net::DelayScripts(Duration::from_millis(1000)));
+        drop(held);
+        // W's claim right after the release, and its clean-up, are held.
+        std::thread::sleep(Duration::from_millis(250));
+        late.set(Net::Pass);
+        let mut mine = waiter
+            .join()
+            .unwrap()
+            .expect("W should take the lock once the network lets it through");
+        let taken_at = start.elapsed();
+        assert!(
+            taken_at < Duration::from_millis(1500),
+            "W took the lock at {taken_at:?}: after the held claim's delivery, the \
+             schedule did not happen"
+        );
+        // The held claim and clean-up reach node 2 (about 1.6 s); node 1 is
+        // free at 3 s.
+        std::thread::sleep(Duration::from_millis(3100).saturating_sub(start.elapsed()));
+        // What W's grant rests on: its value on node 2 (the late claim
+        // put an earlier attempt's value there; its clean-up, when it
+        // follows, deletes that).
+        let there = support::get(&nodes.servers[2], key.as_bytes());
+        assert_eq!(
+            there.as_deref().map(String::from_utf8_lossy),
+            Some(String::from_utf8_lossy(mine.token())),
+            "a late claim of W's earlier attempt replaced W's grant on node 2"
+        );
+        let left = mine.validity();
+        assert!(
+            left > Duration::from_secs(5),
+            "W's guard should still be valid: {left:?} left"
+        );
+        let q_has_it = q.try_lock_for(&key, ttl, Duration::from_millis(500));
+        assert!(
+            !(q_has_it.is_ok() && mine.ensure_held().is_ok()),
+            "two holders: W's earlier claim and its clean-up, delivered late to node 2, \
+             took W's later grant there (W taken at {taken_at:?})"
+        );
+        assert!(q_has_it.is_err());
+        mine.extend(ttl)
+            .expect("W still holds the nodes it was granted");
+    });
+}

@@ -74,6 +74,23 @@ if ARGV[6] and ARGV[6] ~= "" then
     named = tonumber(ARGV[6])
 end
 
+-- A late claim: one of these keys holds a value of a later attempt of
+-- ours. The client gave up on this attempt (the network held it back past
+-- the node timeout) and sent the later one, which may be granted, here
+-- and on a majority: this one changes nothing at all, not the keys, not
+-- the queues, not a counter. (Taken as a free key, the later grant was
+-- replaced by this attempt's value, and this attempt's clean-up, late
+-- too, then deleted it: two holders.) A later attempt's value is the only
+-- sign here that the waiter moved on; a claim that comes after the later
+-- attempt's value is gone (released) takes a free key for nobody, which
+-- keeps others out until its TTL, as any late acquisition does.
+for i = 1, n do
+    local held = redis.pcall("GET", KEYS[i])
+    if type(held) == "string" and later_attempt(held, ARGV[1]) then
+        return 0
+    end
+end
+
 -- Whether a waiter queued at `score` (nil: not queued) with `token`
 -- comes before us in a queue: the sorted set's order, arrival then token,
 -- so that two waiters that arrived in the same microsecond are ordered
@@ -94,9 +111,10 @@ local function ours_to_take(i)
     if held == mine then
         return true, held
     elseif held and waiter_of(held) == waiter then
-        -- A value of one of our earlier attempts, all of which failed (a
-        -- claim delivered after its own clean-up, or a clean-up that
-        -- missed this member): nobody holds it. Taken as a free key, so
+        -- A value of one of our earlier attempts (later ones sent this
+        -- claim back above), all of which failed (a claim delivered after
+        -- its own clean-up, or a clean-up that missed this member):
+        -- nobody holds it. Taken as a free key, so
         -- that it keeps nobody out for its TTL, us included; the late
         -- clean-up of that attempt then finds our new value, and leaves
         -- it.

@@ -20,6 +20,9 @@
 -- ARGV[4]    the release message
 -- ARGV[4+i]  the release channel of the key i
 --
+-- A key that holds a value of an earlier attempt of ours (a late claim,
+-- see claim.lua) is let go as ours, and not counted.
+--
 -- Answers 1 when it deleted or handed off keys and no key holds another
 -- token, 0 when some key holds another token, -1 when no key was there.
 -- Each release is announced (see hand.lua: after a hand-off only the
@@ -61,6 +64,13 @@ for i = 1, n do
     local held = redis.call("GET", KEYS[i])
     if held == ARGV[1] then
         mine = mine + 1
+        handed = let_go(i) ~= nil or handed
+    elseif held and later_attempt(ARGV[1], held) then
+        -- A value of an earlier attempt of ours: a claim the network held
+        -- back and delivered after a later attempt of ours was granted
+        -- elsewhere (see claim.lua). Nobody holds it; it goes with our
+        -- release rather than keep the key from everyone until its TTL.
+        -- (Not counted: our grant was not here.)
         handed = let_go(i) ~= nil or handed
     elseif held then
         other = other + 1

@@ -52,16 +52,34 @@ pub enum Mode {
     /// it (the client's read times out; the server never runs it). Then
     /// as `Pass`.
     DropScriptOnce,
+    /// While set: every request that runs a script (as
+    /// [`DelayScriptOnce`](Self::DelayScriptOnce) finds them), on any
+    /// connection, is held back this long, then forwarded, whatever the
+    /// client did meanwhile (each connection's requests stay in order).
+    /// A waiter's claim and its clean-up, sent on two connections, both
+    /// reach the server late, after the client's next attempt.
+    DelayScripts(Duration),
 }
 
 const POLL: Duration = Duration::from_millis(2);
 
 struct State {
     mode: Mutex<Mode>,
-    /// Where new connections go.
-    upstream: Mutex<SocketAddr>,
-    /// Bumped by [`Proxy::retarget`]: connections made before are cut.
+    /// Where new connections go, and how many times that changed (bumped
+    /// by [`Proxy::retarget`]: connections made before are cut). One lock
+    /// for both, so that a connection accepted while the target moves
+    /// sees the upstream and the cut count of one moment: read apart, a
+    /// connection could reach the old server with the new count and never
+    /// be cut (the schedule checker then saw a worker vote with a server
+    /// the others no longer reached).
+    target: Mutex<(SocketAddr, u64)>,
+    /// The cut count alone, for the pumps' polling: written under
+    /// `target`'s lock, after it.
     cuts: AtomicU64,
+    /// Armed by [`Proxy::repoint_after_reply`]: the next connection to
+    /// forward a reply sends its later requests here instead, on a live
+    /// connection (no handshake, nothing cut).
+    repoint: Mutex<Option<SocketAddr>>,
     /// Bumped on every mode change; connections compare to act once.
     epoch: AtomicU64,
     /// A `CutOnce` was done.
@@ -83,8 +101,9 @@ impl Proxy {
         let port = listener.local_addr()?.port();
         let state = Arc::new(State {
             mode: Mutex::new(Mode::Pass),
-            upstream: Mutex::new(upstream),
+            target: Mutex::new((upstream, 0)),
             cuts: AtomicU64::new(0),
+            repoint: Mutex::new(None),
             epoch: AtomicU64::new(0),
             cut_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -129,8 +148,19 @@ impl Proxy {
     /// open one (closed both ways): the address now reaches another
     /// server, as after a failover behind a name or virtual IP.
     pub fn retarget(&self, upstream: SocketAddr) {
-        *self.state.upstream.lock() = upstream;
-        self.state.cuts.fetch_add(1, Ordering::SeqCst);
+        let mut target = self.state.target.lock();
+        target.0 = upstream;
+        target.1 += 1;
+        self.state.cuts.store(target.1, Ordering::SeqCst);
+    }
+
+    /// Once: the next connection that forwards a reply sends every later
+    /// request to `spare` instead, on the same client connection (an L4
+    /// proxy or managed endpoint that re-points its upstream after a
+    /// failover and keeps its clients' connections up). The client sees
+    /// no close, no handshake: only other answers.
+    pub fn repoint_after_reply(&self, spare: SocketAddr) {
+        *self.state.repoint.lock() = Some(spare);
     }
 }
 
@@ -162,8 +192,8 @@ fn accept_loop(mut listener: Option<TcpListener>, port: u16, state: &Arc<State>)
         match l.accept() {
             Ok((client, _)) => {
                 let state = state.clone();
-                let upstream = *state.upstream.lock();
-                connections.push(thread::spawn(move || serve(client, upstream, &state)));
+                let (upstream, cuts) = *state.target.lock();
+                connections.push(thread::spawn(move || serve(client, upstream, cuts, &state)));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
             Err(_) => thread::sleep(POLL),
@@ -177,9 +207,14 @@ fn accept_loop(mut listener: Option<TcpListener>, port: u16, state: &Arc<State>)
 
 /// One proxied connection: pumps both ways until either side closes, the
 /// mode ends it, or the proxy stops.
-fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
+fn serve(client: TcpStream, upstream: SocketAddr, cuts: u64, state: &Arc<State>) {
     let epoch = state.epoch.load(Ordering::SeqCst);
-    let cuts = state.cuts.load(Ordering::SeqCst);
+    if state.cuts.load(Ordering::SeqCst) != cuts {
+        // Moved since it was accepted: cut at once, as a connection open
+        // at the move would be.
+        let _ = client.shutdown(std::net::Shutdown::Both);
+        return;
+    }
     let mode = *state.mode.lock();
     if matches!(mode, Mode::Refuse | Mode::Reset) {
         reset(&client);
@@ -219,6 +254,7 @@ fn serve(client: TcpStream, upstream: SocketAddr, state: &Arc<State>) {
         server,
         done: AtomicBool::new(false),
         stalled: AtomicBool::new(false),
+        moved: Mutex::new(None),
         start_epoch: epoch,
         start_cuts: cuts,
     };
@@ -233,6 +269,9 @@ struct Conn {
     server: TcpStream,
     done: AtomicBool,
     stalled: AtomicBool,
+    /// Re-pointed (see [`Proxy::repoint_after_reply`]): the server later
+    /// requests go to, each answered in turn.
+    moved: Mutex<Option<TcpStream>>,
     start_epoch: u64,
     start_cuts: u64,
 }
@@ -330,12 +369,65 @@ impl Conn {
                     continue;
                 }
                 Mode::DropScriptOnce => &buf[..n],
+                Mode::DelayScripts(d) if up && runs_script(&buf[..n]) => {
+                    thread::sleep(d);
+                    &buf[..n]
+                }
+                Mode::DelayScripts(_) => &buf[..n],
             };
+            if up && self.forward_moved(out) {
+                continue;
+            }
             if to.write_all(out).is_err() {
                 self.end(false);
                 break;
             }
+            if !up {
+                if let Some(spare) = state.repoint.lock().take() {
+                    if let Ok(s) = TcpStream::connect_timeout(&spare, Duration::from_secs(2)) {
+                        let _ = s.set_nodelay(true);
+                        let _ = s.set_read_timeout(Some(POLL));
+                        *self.moved.lock() = Some(s);
+                    }
+                }
+            }
         }
+    }
+
+    /// Once re-pointed, sends `request` to the new server and relays its
+    /// answer (what it sends until it has been quiet for a few polls);
+    /// false when not re-pointed.
+    fn forward_moved(&self, request: &[u8]) -> bool {
+        let mut moved = self.moved.lock();
+        let Some(server) = moved.as_mut() else {
+            return false;
+        };
+        if server.write_all(request).is_err() {
+            self.end(false);
+            return true;
+        }
+        let mut buf = [0u8; 16 * 1024];
+        let (mut got, mut quiet) = (false, 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while quiet < 5 && std::time::Instant::now() < deadline {
+            match server.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got = true;
+                    quiet = 0;
+                    if (&self.client).write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if got {
+                        quiet += 1;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        true
     }
 
     /// Ends the connection: with `rst`, the client gets a TCP reset.
