@@ -262,7 +262,9 @@ pub(crate) trait Shape: Send + Sync {
     /// members `only` selects, keeping each counter's expiry (or creating
     /// it with `keep` ms if it expired meanwhile). Only called when
     /// [`fenced`](Self::fenced).
-    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally;
+    /// Counts a member only where it still holds `token` under every key
+    /// the counters fence (see `raise.lua`).
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally;
 
     /// One extend round: `ttl_ms` from now, where `token` still holds
     /// (see [`ttl_arg`] for `last`).
@@ -534,17 +536,17 @@ impl Engine {
         let granted = votes.iter().filter(|v| v.yes.is_some()).count();
         let highest = votes.iter().filter_map(|v| v.yes).max().unwrap_or(0);
         let reached = granted >= quorum && refused.is_none();
+        let lags = |v: &Vote| v.yes.is_some() && v.low < highest;
         let mut failed = None;
         if let (true, Some(keep)) = (reached, &keep) {
             // Every counter on every granting member must reach the token,
             // not just the member's highest: a Redis Cluster member whose
             // hottest slot group made a set's token has its other groups
             // below it.
-            let lags = |v: &Vote| v.yes.is_some() && v.low < highest;
             let behind = votes.iter().filter(|v| lags(v)).count();
             if behind > 0 {
                 let lagging: Vec<bool> = votes.iter().map(lags).collect();
-                let raised = shape.raise(self, &lagging, highest, keep);
+                let raised = shape.raise(self, &lagging, token, highest, keep);
                 if granted - behind + raised.yes < quorum {
                     failed = Some(raised);
                 }
@@ -615,8 +617,16 @@ impl Engine {
         }
         let shown = shape.shown();
         Err(match failed {
-            // The failures of the raising round say why.
-            Some(raised) => raised.acquire_error(&shown),
+            // The attempt as every member answered it: the raise's answers
+            // in place of the lagging members' grants (a restarted
+            // member's failure names the quarantine), not the raise
+            // round's alone ("0 of 1 nodes agreed").
+            Some(raised) => {
+                let mut all =
+                    Tally::count(votes.into_iter().filter(|v| !lags(v)).map(|v| v.answer));
+                all.add(raised);
+                all.no_quorum(&shown)
+            }
             None if granted >= quorum => Error::NoValidity {
                 resource: shown,
                 elapsed,

@@ -320,15 +320,22 @@ impl OneKey {
     }
 
     /// Raises the key's fencing counter to `to` on the members `only`
-    /// selects.
-    pub(crate) fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
+    /// selects, where the key holds `token` (a yes only there).
+    pub(crate) fn raise(
+        &self,
+        p: &Engine,
+        only: &[bool],
+        token: &[u8],
+        to: u64,
+        keep: &str,
+    ) -> Tally {
         let to = to.to_string();
         let fence = fence_key(&self.key);
         Tally::count(p.script(
             &RAISE,
             Some(only),
-            &[&fence],
-            &[to.as_bytes(), keep.as_bytes()],
+            &[&self.key, &fence],
+            &[token, to.as_bytes(), keep.as_bytes()],
         ))
     }
 

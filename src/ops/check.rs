@@ -587,7 +587,7 @@ fn trial(
         });
         commands.push((
             "EVAL (raise)",
-            RAISE.eval(&[&fence], &[b"2", b"6000"]),
+            RAISE.eval(&[&key, &fence], &[token, b"2", b"6000"]),
             LOCK,
         ));
         commands.push((

@@ -86,8 +86,8 @@ impl Shape for LeaderShape {
         self.key.take(p, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
-        self.key.raise(p, only, to, keep)
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        self.key.raise(p, only, token, to, keep)
     }
 
     /// The key, its counter and the record, renewed together where the

@@ -51,8 +51,8 @@ impl Shape for LockShape {
         self.0.take(p, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
-        self.0.raise(p, only, to, keep)
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        self.0.raise(p, only, token, to, keep)
     }
 
     fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {

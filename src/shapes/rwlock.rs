@@ -298,7 +298,7 @@ impl Shape for Read {
     }
 
     /// Never called: readers have no counters.
-    fn raise(&self, _: &Engine, _: &[bool], _: u64, _: &str) -> Tally {
+    fn raise(&self, _: &Engine, _: &[bool], _: &[u8], _: u64, _: &str) -> Tally {
         Tally::default()
     }
 

@@ -95,8 +95,8 @@ impl Shape for PermitShape {
         )))
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
-        self.slot.raise(p, only, to, keep)
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        self.slot.raise(p, only, token, to, keep)
     }
 
     /// The slot's extend, which keeps the stored count alive with it.

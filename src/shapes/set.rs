@@ -393,14 +393,22 @@ impl Shape for Set {
     }
 
     /// Every counter of the set, on each member `only` selects.
-    fn raise(&self, p: &Engine, only: &[bool], to: u64, keep: &str) -> Tally {
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
         let resources = &self.refs()[..];
         let to = to.to_string();
         let call = |group: &[usize], _: bool| {
-            let keys = group.iter().map(|&i| fence_key(resources[i])).collect();
+            let keys = group
+                .iter()
+                .map(|&i| resources[i].to_vec())
+                .chain(group.iter().map(|&i| fence_key(resources[i])))
+                .collect();
             (
                 keys,
-                vec![to.clone().into_bytes(), keep.as_bytes().to_vec()],
+                vec![
+                    token.to_vec(),
+                    to.clone().into_bytes(),
+                    keep.as_bytes().to_vec(),
+                ],
             )
         };
         let mode = Mode {

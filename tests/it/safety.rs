@@ -544,3 +544,123 @@ fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
             .expect("W still holds the nodes it was granted");
     });
 }
+
+/// A fencing raise answered by a server that never voted (issue 56, flaw
+/// 2): A reaches node 0 through a forwarder that re-points A's live
+/// connection to an empty spare server right after A's acquisition is
+/// answered (an L4 proxy or managed endpoint re-pointing its upstream
+/// after a failover, keeping client connections up), and node 2 not at
+/// all. Node 0 votes with a low counter, node 1 with the highest; node
+/// 0's raise then reaches the spare, which holds neither A's token nor
+/// its counter. Counted, A was granted a token that no quorum's counters
+/// hold: B, on nodes 0 and 2, was then granted a lower one. `take` is how
+/// A and B ask for `resources`.
+fn a_raise_counts_only_where_the_token_is_held(
+    resources: &[String],
+    take: impl Fn(&LockManager) -> redlock_sync::Result<redlock_sync::LockGuard>,
+) {
+    let nodes = Nodes::start(3).unwrap();
+    let spare = support::Server::start().unwrap();
+    let addr = |s: &support::Server| std::net::SocketAddr::from(([127, 0, 0, 1], s.port()));
+    let moving = Proxy::start(addr(&nodes.servers[0])).unwrap();
+    let dead = |n: u16| format!("redis://127.0.0.1:{n}");
+    let manager = |urls: Vec<String>| {
+        LockManager::builder()
+            .nodes(urls)
+            .node_timeout(Duration::from_millis(100))
+            .retry(1, Duration::from_millis(100))
+            .fair(false)
+            .build()
+            .unwrap()
+    };
+    let free = support::server::free_port().unwrap();
+    let a = manager(vec![moving.url(), nodes.servers[1].url(), dead(free)]);
+    let b = manager(vec![
+        nodes.servers[0].url(),
+        dead(free),
+        nodes.servers[2].url(),
+    ]);
+    // A's connection to node 0 is made, and its scripts loaded, before the
+    // move: the reply after which the connection moves is the attempt's
+    // own. (Were the acquisition itself re-pointed, the spare, empty,
+    // would vote: the library's stated assumption that an address reaches
+    // one server for the life of a connection, see the manual's
+    // "Late requests and moved servers".)
+    take(&a)
+        .expect("A's first lock, before the move")
+        .release()
+        .unwrap();
+    for r in resources {
+        for (server, count) in nodes.servers.iter().zip([100, 1000, 100]) {
+            redis::cmd("SET")
+                .arg(redlock_sync::fence_key(r))
+                .arg(count)
+                .arg("PX")
+                .arg(60_000)
+                .query::<()>(&mut support::admin(server))
+                .unwrap();
+        }
+    }
+    moving.repoint_after_reply(addr(&spare));
+    let first = take(&a);
+    let a_token = match &first {
+        Ok(g) => g.fencing_token(),
+        Err(e) => {
+            // Refused: the raise reached a server that holds nothing of A's.
+            assert!(
+                matches!(
+                    e,
+                    Error::NoQuorum {
+                        agreed: 1,
+                        nodes: 3,
+                        ..
+                    }
+                ),
+                "A should fail as one of three nodes agreeing: {e:?}"
+            );
+            None
+        }
+    };
+    drop(first);
+    if let Some(a_token) = a_token {
+        // Granted: the raise must have reached node 0's own server (the
+        // pool sent it on a connection that did not move), so that both
+        // voters' counters hold the token.
+        for (i, server) in nodes.servers[..2].iter().enumerate() {
+            for r in resources {
+                let count: u64 = support::get(server, &redlock_sync::fence_key(r))
+                    .and_then(|v| String::from_utf8(v).ok()?.parse().ok())
+                    .unwrap_or(0);
+                assert!(
+                    count >= a_token,
+                    "A was granted {a_token}, but node {i}'s counter of {r} is {count}: \
+                     the raise was counted from a server that never voted"
+                );
+            }
+        }
+    }
+    // A's keys on node 0 lapse (a release that went to the spare left them).
+    std::thread::sleep(Duration::from_millis(800));
+    let second = take(&b).expect("B takes the lock on nodes 0 and 2");
+    if let (Some(a_token), Some(b_token)) = (a_token, second.fencing_token()) {
+        assert!(
+            b_token > a_token,
+            "fencing ran backwards: A was granted {a_token} with node 0's raise answered by \
+             a server that never voted, then B {b_token} on nodes 0 and 2"
+        );
+    }
+}
+
+#[test]
+fn a_lock_raise_counts_only_where_the_token_is_held() {
+    let key = resource("raise-moved");
+    let ttl = Duration::from_millis(500);
+    a_raise_counts_only_where_the_token_is_held(&[key.clone()], |m| m.try_lock(&key, ttl));
+}
+
+#[test]
+fn a_set_raise_counts_only_where_the_token_is_held() {
+    let keys = [resource("raise-moved-a"), resource("raise-moved-b")];
+    let ttl = Duration::from_millis(500);
+    a_raise_counts_only_where_the_token_is_held(&keys, |m| m.try_lock_all(&keys, ttl));
+}
