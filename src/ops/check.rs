@@ -394,6 +394,10 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if let Some(on) = setting("appendonly") {
         report.aof = Some(on == "yes");
     }
+    // (A TLS port is not in INFO: only plain TCP is compared.)
+    if matches!(node.addr(), redis::ConnectionAddr::Tcp(..)) {
+        forwarded(node.name(), info.as_deref(), &mut report);
+    }
     let replica = report.role.as_deref().is_some_and(|r| r != "master");
     if replica {
         report.problem(
@@ -506,6 +510,38 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
 
 /// The forms of the lock's commands a server read as `identity` gets
 /// (see [`NodeReport::path`]), as the connection's handshake decides them.
+/// A warning when the server listens on another port than the one its
+/// name reaches (a proxy, a load balancer, a mapped port): whatever
+/// forwards may re-point a live connection to another server, which the
+/// library then takes for the one that voted (see the manual's "Late
+/// requests and moved servers": it is only safe where the new server
+/// holds the old one's keys).
+fn forwarded(name: &str, info: Option<&str>, report: &mut NodeReport) {
+    let ours = name
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.split('/').next()?.parse::<u16>().ok());
+    let theirs = info
+        .and_then(|i| field(i, "tcp_port"))
+        .and_then(|p| p.parse::<u16>().ok());
+    if let (Some(ours), Some(theirs)) = (ours, theirs) {
+        if ours != theirs && theirs != 0 {
+            report.problem_with(
+                Verdict::Warning,
+                format!(
+                    "reached through a forwarder (port {ours}; the server listens on \
+                     {theirs}): if it re-points live connections, use replica_acks"
+                ),
+                Some(
+                    "a connection that stays up while its server changes is not noticed: \
+                     the new server is taken for the one that voted, safe only where it \
+                     holds the old one's keys (a promoted replica that acknowledged them)"
+                        .into(),
+                ),
+            );
+        }
+    }
+}
+
 fn command_path(identity: &crate::members::restart::Identity) -> String {
     let acquire = if identity.set_nx_get {
         "acquire by SET NX GET and PEXPIRE GT"

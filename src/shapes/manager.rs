@@ -212,6 +212,22 @@ pub(crate) trait Writer: Sync {
 ///    whose replies would cross, and the random bytes it drew for tokens
 ///    in batches (see the crate docs, "How it works"), so that both
 ///    processes could write the same token.
+/// 7. **One server per connection.** A member's address reaches the same
+///    server for as long as a connection to it stays up: a server change
+///    is seen at a connection's handshake (assumption 3), not inside it. A
+///    forwarder that re-points live connections after a failover is safe
+///    only where the new server holds the old one's keys
+///    ([`Builder::replica_acks`](crate::Builder::replica_acks));
+///    [`check`](Self::check) warns of a member reached through a
+///    forwarder.
+///
+/// **Late requests.** Any request may reach a server after its sender
+/// gave up on it and moved on. Each attempt writes a value of its own,
+/// every delete or renewal compares the whole value, renewals only raise
+/// an expiry, a fair claim that finds a later attempt of its own waiter
+/// writes nothing, and a raise counts only where the key holds the
+/// attempt's value: the crate docs, "Late requests and moved servers",
+/// give every request's answer.
 ///
 /// **Mutual exclusion.** An acquisition that starts at `s` sends `SET R T
 /// NX PX ttl` to every member and is granted only when a majority `M` set
@@ -238,7 +254,9 @@ pub(crate) trait Writer: Sync {
 /// up in the same write as the `SET NX`; the token `T` is the highest
 /// count among the granting members, and every granting member below `T`
 /// is raised to `T` before the guard is returned (an attempt whose raise
-/// misses the quorum fails). So a quorum holds a counter of at least `T`.
+/// misses the quorum fails; a raise is a yes only on a member whose key
+/// still holds the attempt's value, so the raised member is the one that
+/// voted). So a quorum holds a counter of at least `T`.
 /// A later grant of `R` comes from a majority that shares a member with
 /// that quorum, whose counter only grows (raises never lower it; one
 /// created anew starts from the clock in microseconds, above every earlier

@@ -249,3 +249,28 @@ fn the_report_says_which_commands_a_server_gets() {
     );
     assert!(format!("{:#}", reports[0]).contains(&format!("commands: {path}")));
 }
+
+/// Issue 56: a server reached through something that forwards (its
+/// name's port is not the one it listens on) is warned of: a live
+/// connection re-pointed to another server is not noticed, and the new
+/// server is taken for the one that voted. A server reached directly is
+/// not.
+#[test]
+fn a_server_behind_a_forwarder_is_warned_of() {
+    let cluster = Nodes::start(2).unwrap();
+    let forwarder = support::proxy::Proxy::start(std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        cluster.servers[1].port(),
+    )))
+    .unwrap();
+    let dlm = manager(vec![cluster.servers[0].url(), forwarder.url()]);
+    let reports = dlm.check_on("lock:check");
+    let warned = |r: &redlock_sync::NodeReport| {
+        r.problems.iter().any(|p| {
+            p.text.contains("reached through a forwarder") && p.text.contains("replica_acks")
+        })
+    };
+    assert!(!warned(&reports[0]), "{}", reports[0]);
+    assert!(warned(&reports[1]), "{}", reports[1]);
+    assert_eq!(reports[1].verdict, Verdict::Warning, "{}", reports[1]);
+}

@@ -473,32 +473,35 @@ fn late_claim_rig() -> (Nodes, Proxy, LockManager, LockManager, LockManager) {
 }
 
 /// A fair claim and its clean-up, both held back in the network past the
-/// waiter's next attempt (issue 56, flaw 1): H holds the lock on nodes 0
-/// and 2 (node 1 holds another client's value); W waits for it. While H
-/// releases, every script of W's to node 2 is held back 1 s: W's claim
-/// there times out (granted on node 0 alone), and so does its clean-up.
-/// W's next attempt, once the network lets scripts through, is granted
-/// on nodes 0 and 2. Then the held claim reaches node 2, and its
-/// clean-up after it. Node 1 comes free at 3 s, and Q tries for the lock
-/// on nodes 1 and 2 while W's guard still runs: a late claim of an
-/// earlier attempt must not have replaced W's later grant on node 2 (its
-/// clean-up then deleted it).
-#[test]
-fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
+/// waiter's next attempt (issue 56, flaws 1 and 4): H holds `keys` on
+/// nodes 0 and 2 (node 1 holds another client's value of the first key);
+/// W waits for them. While H releases, every script of W's to node 2 is
+/// held back 1 s: W's claim there times out (granted on node 0 alone),
+/// and so does its clean-up. W's next attempt, once the network lets
+/// scripts through, is granted on nodes 0 and 2. Then the held claim
+/// reaches node 2, and its clean-up after it. Node 1 comes free at 3 s,
+/// and Q tries for the keys on nodes 1 and 2 while W's guard still runs:
+/// a late claim of an earlier attempt must not have replaced W's later
+/// grant on node 2 (its clean-up then deleted it). `take(m, ttl, wait)`
+/// is how each asks for `keys`.
+fn a_late_fair_claim_takes_no_later_grant(
+    keys: &[String],
+    take: impl Fn(&LockManager, Duration, Duration) -> redlock_sync::Result<redlock_sync::LockGuard>
+    + Sync,
+) {
     let (nodes, late, w, h, q) = late_claim_rig();
-    let key = resource("late-fair-claim");
     let ttl = Duration::from_secs(10);
     // Connections made and scripts loaded before anything is held.
-    w.try_lock(resource("late-claim-warmup"), ttl)
-        .unwrap()
+    take(&w, ttl, Duration::ZERO)
+        .expect("W's first lock, before anything is held")
         .release()
         .unwrap();
     let start = std::time::Instant::now();
-    held_by_another(&nodes.servers[1], &key, 3000);
-    let held = h.try_lock(&key, ttl).unwrap();
+    held_by_another(&nodes.servers[1], &keys[0], 3000);
+    let held = take(&h, ttl, Duration::ZERO).unwrap();
     assert_eq!(held.agreed(), 2);
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| w.try_lock_for(&key, ttl, Duration::from_secs(2)));
+        let waiter = s.spawn(|| take(&w, ttl, Duration::from_secs(2)));
         // W is queued (its claims refused on every node).
         std::thread::sleep(Duration::from_millis(300));
         late.set(Net::DelayScripts(Duration::from_millis(1000)));
@@ -522,18 +525,20 @@ fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
         // What W's grant rests on: its value on node 2 (the late claim
         // put an earlier attempt's value there; its clean-up, when it
         // follows, deletes that).
-        let there = support::get(&nodes.servers[2], key.as_bytes());
-        assert_eq!(
-            there.as_deref().map(String::from_utf8_lossy),
-            Some(String::from_utf8_lossy(mine.token())),
-            "a late claim of W's earlier attempt replaced W's grant on node 2"
-        );
+        for key in keys {
+            let there = support::get(&nodes.servers[2], key.as_bytes());
+            assert_eq!(
+                there.as_deref().map(String::from_utf8_lossy),
+                Some(String::from_utf8_lossy(mine.token())),
+                "a late claim of W's earlier attempt replaced W's grant of {key} on node 2"
+            );
+        }
         let left = mine.validity();
         assert!(
             left > Duration::from_secs(5),
             "W's guard should still be valid: {left:?} left"
         );
-        let q_has_it = q.try_lock_for(&key, ttl, Duration::from_millis(500));
+        let q_has_it = take(&q, ttl, Duration::from_millis(500));
         assert!(
             !(q_has_it.is_ok() && mine.ensure_held().is_ok()),
             "two holders: W's earlier claim and its clean-up, delivered late to node 2, \
@@ -542,6 +547,30 @@ fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
         assert!(q_has_it.is_err());
         mine.extend(ttl)
             .expect("W still holds the nodes it was granted");
+    });
+}
+
+#[test]
+fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
+    let key = resource("late-fair-claim");
+    a_late_fair_claim_takes_no_later_grant(&[key.clone()], |m, ttl, wait| {
+        m.try_lock_for(&key, ttl, wait)
+    });
+}
+
+#[test]
+fn a_late_fair_claim_takes_no_later_grant_of_a_write_lock() {
+    let key = resource("late-fair-write");
+    a_late_fair_claim_takes_no_later_grant(&[key.clone()], |m, ttl, wait| {
+        m.rwlock(&key)?.try_write_for(ttl, wait)
+    });
+}
+
+#[test]
+fn a_late_fair_claim_takes_no_later_grant_of_a_set() {
+    let keys = [resource("late-fair-set-a"), resource("late-fair-set-b")];
+    a_late_fair_claim_takes_no_later_grant(&keys, |m, ttl, wait| {
+        m.try_lock_all_for(&keys, ttl, wait)
     });
 }
 
