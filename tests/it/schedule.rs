@@ -3,7 +3,9 @@
 //! TTLs, extends (shorter
 //! ones too), holders that pause past their validity and holders that
 //! crash (guard leaked), while a nemesis pauses nodes, cuts one worker
-//! off one node (each worker has forwarders of its own), restarts nodes
+//! off one node (each worker has forwarders of its own), holds one
+//! worker's scripts to one node back past the node timeout and delivers
+//! them late (after the worker's next attempt), restarts nodes
 //! empty and moves a node's address to another server that has been up
 //! for a while (cutting live connections), so that each worker always
 //! reaches a majority. Restarts and moves are not counted against that
@@ -649,6 +651,27 @@ impl Rig {
         log: &mut Vec<String>,
     ) -> Option<(Instant, Undo)> {
         let plain = i < self.proxies.len();
+        // Late deliveries (issue 56): for a short window, every script one
+        // worker sends one plain node (claims, clean-ups, extends, raises,
+        // releases) is held back past the node timeout, then delivered,
+        // whatever the worker did meanwhile: a waiter's claim and its
+        // clean-up arrive after its next attempt, sent once the window
+        // closed, was granted there.
+        if plain && rng.below(4) == 0 {
+            let w = rng.below(WORKERS as u64) as usize;
+            if !self.may_disturb(i, Some(w), now) {
+                return None;
+            }
+            let window = rng.ms(50, 300);
+            let late = rng.ms(150, 900);
+            self.proxies[i][w].set(Mode::DelayScripts(late));
+            // Counted as cut off until the last held request is delivered.
+            self.cut[w][i] = now + window + late;
+            log.push(format!(
+                "hold worker {w}'s scripts to node {i} back {late:?} each, for {window:?}"
+            ));
+            return Some((now + window, Undo::Heal(i, w)));
+        }
         // A partition: one worker cut off from one plain node.
         if plain && rng.below(2) == 0 {
             let w = rng.below(WORKERS as u64) as usize;
