@@ -523,22 +523,23 @@ fn forwarded(name: &str, info: Option<&str>, report: &mut NodeReport) {
     let theirs = info
         .and_then(|i| field(i, "tcp_port"))
         .and_then(|p| p.parse::<u16>().ok());
-    if let (Some(ours), Some(theirs)) = (ours, theirs) {
-        if ours != theirs && theirs != 0 {
-            report.problem_with(
-                Verdict::Warning,
-                format!(
-                    "reached through a forwarder (port {ours}; the server listens on \
+    if let (Some(ours), Some(theirs)) = (ours, theirs)
+        && ours != theirs
+        && theirs != 0
+    {
+        report.problem_with(
+            Verdict::Warning,
+            format!(
+                "reached through a forwarder (port {ours}; the server listens on \
                      {theirs}): if it re-points live connections, use replica_acks"
-                ),
-                Some(
-                    "a connection that stays up while its server changes is not noticed: \
+            ),
+            Some(
+                "a connection that stays up while its server changes is not noticed: \
                      the new server is taken for the one that voted, safe only where it \
                      holds the old one's keys (a promoted replica that acknowledged them)"
-                        .into(),
-                ),
-            );
-        }
+                    .into(),
+            ),
+        );
     }
 }
 

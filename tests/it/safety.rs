@@ -553,7 +553,7 @@ fn a_late_fair_claim_takes_no_later_grant(
 #[test]
 fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
     let key = resource("late-fair-claim");
-    a_late_fair_claim_takes_no_later_grant(&[key.clone()], |m, ttl, wait| {
+    a_late_fair_claim_takes_no_later_grant(std::slice::from_ref(&key), |m, ttl, wait| {
         m.try_lock_for(&key, ttl, wait)
     });
 }
@@ -561,7 +561,7 @@ fn a_fair_claim_and_its_clean_up_delivered_late_take_no_later_grant() {
 #[test]
 fn a_late_fair_claim_takes_no_later_grant_of_a_write_lock() {
     let key = resource("late-fair-write");
-    a_late_fair_claim_takes_no_later_grant(&[key.clone()], |m, ttl, wait| {
+    a_late_fair_claim_takes_no_later_grant(std::slice::from_ref(&key), |m, ttl, wait| {
         m.rwlock(&key)?.try_write_for(ttl, wait)
     });
 }
@@ -684,7 +684,9 @@ fn a_raise_counts_only_where_the_token_is_held(
 fn a_lock_raise_counts_only_where_the_token_is_held() {
     let key = resource("raise-moved");
     let ttl = Duration::from_millis(500);
-    a_raise_counts_only_where_the_token_is_held(&[key.clone()], |m| m.try_lock(&key, ttl));
+    a_raise_counts_only_where_the_token_is_held(std::slice::from_ref(&key), |m| {
+        m.try_lock(&key, ttl)
+    });
 }
 
 #[test]

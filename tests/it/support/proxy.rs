@@ -382,14 +382,13 @@ impl Conn {
                 self.end(false);
                 break;
             }
-            if !up {
-                if let Some(spare) = state.repoint.lock().take() {
-                    if let Ok(s) = TcpStream::connect_timeout(&spare, Duration::from_secs(2)) {
-                        let _ = s.set_nodelay(true);
-                        let _ = s.set_read_timeout(Some(POLL));
-                        *self.moved.lock() = Some(s);
-                    }
-                }
+            if !up
+                && let Some(spare) = state.repoint.lock().take()
+                && let Ok(s) = TcpStream::connect_timeout(&spare, Duration::from_secs(2))
+            {
+                let _ = s.set_nodelay(true);
+                let _ = s.set_read_timeout(Some(POLL));
+                *self.moved.lock() = Some(s);
             }
         }
     }
