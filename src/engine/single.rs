@@ -320,7 +320,11 @@ impl OneKey {
     }
 
     /// Raises the key's fencing counter to `to` on the members `only`
-    /// selects, where the key holds `token` (a yes only there).
+    /// selects, where the key holds `token` (a yes only there), and, with
+    /// [`replica_acks`](crate::Builder::replica_acks), only once replicas
+    /// acknowledged it: a replica promoted after the grant must hold the
+    /// raised counter, not only the key (a counter left below the token
+    /// there let a later quorum count below it).
     pub(crate) fn raise(
         &self,
         p: &Engine,
@@ -331,11 +335,13 @@ impl OneKey {
     ) -> Tally {
         let to = to.to_string();
         let fence = fence_key(&self.key);
-        Tally::count(p.script(
+        Tally::count(p.script_then(
             &RAISE,
             Some(only),
             &[&self.key, &fence],
             &[token, to.as_bytes(), keep.as_bytes()],
+            None,
+            DECIDE,
         ))
     }
 

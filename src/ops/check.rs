@@ -394,10 +394,11 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if let Some(on) = setting("appendonly") {
         report.aof = Some(on == "yes");
     }
-    // (A TLS port is not in INFO: only plain TCP is compared.)
-    if matches!(node.addr(), redis::ConnectionAddr::Tcp(..)) {
-        forwarded(node.name(), info.as_deref(), &mut report);
-    }
+    let dialled = match node.addr() {
+        redis::ConnectionAddr::Tcp(_, port) => Some(*port),
+        _ => None,
+    };
+    forwarded(dialled, info.as_deref(), &mut report);
     let replica = report.role.as_deref().is_some_and(|r| r != "master");
     if replica {
         report.problem(
@@ -508,22 +509,20 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     report
 }
 
-/// The forms of the lock's commands a server read as `identity` gets
-/// (see [`NodeReport::path`]), as the connection's handshake decides them.
-/// A warning when the server listens on another port than the one its
-/// name reaches (a proxy, a load balancer, a mapped port): whatever
-/// forwards may re-point a live connection to another server, which the
-/// library then takes for the one that voted (see the manual's "Late
-/// requests and moved servers": it is only safe where the new server
-/// holds the old one's keys).
-fn forwarded(name: &str, info: Option<&str>, report: &mut NodeReport) {
-    let ours = name
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.split('/').next()?.parse::<u16>().ok());
+/// A warning when the server listens on another port than the one
+/// dialled (`dialled`, none for a Unix socket or TLS, whose port INFO
+/// does not give): something forwards (a proxy, a load balancer, a mapped
+/// port), and it may re-point a live connection to another server, which
+/// the library then takes for the one that voted (see the manual's "Late
+/// requests and moved servers": safe only where the new server holds the
+/// old one's keys). A heuristic: a forwarder on the server's own port
+/// (a Kubernetes Service, a managed endpoint on 6379) is not seen, and a
+/// port mapping that never re-points is warned of all the same.
+fn forwarded(dialled: Option<u16>, info: Option<&str>, report: &mut NodeReport) {
     let theirs = info
         .and_then(|i| field(i, "tcp_port"))
         .and_then(|p| p.parse::<u16>().ok());
-    if let (Some(ours), Some(theirs)) = (ours, theirs)
+    if let (Some(ours), Some(theirs)) = (dialled, theirs)
         && ours != theirs
         && theirs != 0
     {
@@ -543,6 +542,8 @@ fn forwarded(name: &str, info: Option<&str>, report: &mut NodeReport) {
     }
 }
 
+/// The forms of the lock's commands a server read as `identity` gets
+/// (see [`NodeReport::path`]), as the connection's handshake decides them.
 fn command_path(identity: &crate::members::restart::Identity) -> String {
     let acquire = if identity.set_nx_get {
         "acquire by SET NX GET and PEXPIRE GT"

@@ -218,8 +218,9 @@ pub(crate) trait Writer: Sync {
 ///    forwarder that re-points live connections after a failover is safe
 ///    only where the new server holds the old one's keys
 ///    ([`Builder::replica_acks`](crate::Builder::replica_acks));
-///    [`check`](Self::check) warns of a member reached through a
-///    forwarder.
+///    [`check`](Self::check) warns of a member whose server listens on
+///    another port than the one dialled (a forwarder on the server's own
+///    port is not seen).
 ///
 /// **Late requests.** Any request may reach a server after its sender
 /// gave up on it and moved on. Each attempt writes a value of its own,

@@ -411,12 +411,10 @@ impl Shape for Set {
                 ],
             )
         };
-        let mode = Mode {
-            replicated: false,
-            ..DECIDE
-        };
+        // Replicated, as the acquisition: a replica promoted after the
+        // grant must hold the raised counters (see `OneKey::raise`).
         Tally::count(
-            self.round(p, &RAISE, Some(only), &call, mode)
+            self.round(p, &RAISE, Some(only), &call, DECIDE)
                 .into_iter()
                 .map(|v| v.answer),
         )

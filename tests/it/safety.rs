@@ -504,6 +504,7 @@ fn a_late_fair_claim_takes_no_later_grant(
         let waiter = s.spawn(|| take(&w, ttl, Duration::from_secs(2)));
         // W is queued (its claims refused on every node).
         std::thread::sleep(Duration::from_millis(300));
+        let delayed = std::time::Instant::now();
         late.set(Net::DelayScripts(Duration::from_millis(1000)));
         drop(held);
         // W's claim right after the release, and its clean-up, are held.
@@ -514,10 +515,20 @@ fn a_late_fair_claim_takes_no_later_grant(
             .unwrap()
             .expect("W should take the lock once the network lets it through");
         let taken_at = start.elapsed();
+        // Granted before anything held could be delivered (each held
+        // request waits 1 s from when the forwarder read it, after the
+        // delay began), and something was held: the claim and its
+        // clean-up.
+        let after_delay = delayed.elapsed();
         assert!(
-            taken_at < Duration::from_millis(1500),
-            "W took the lock at {taken_at:?}: after the held claim's delivery, the \
-             schedule did not happen"
+            after_delay < Duration::from_millis(950),
+            "W took the lock {after_delay:?} after the delay began: the held claim may have \
+             run first, the schedule did not happen"
+        );
+        assert!(
+            late.held() >= 2,
+            "{} of W's scripts held: the schedule did not happen",
+            late.held()
         );
         // The held claim and clean-up reach node 2 (about 1.6 s); node 1 is
         // free at 3 s.
@@ -630,8 +641,14 @@ fn a_raise_counts_only_where_the_token_is_held(
                 .unwrap();
         }
     }
+    let scripts = |s: &support::Server| support::calls(s, "evalsha") + support::calls(s, "eval");
+    let spare_before = scripts(&spare);
     moving.repoint_after_reply(addr(&spare));
     let first = take(&a);
+    assert!(
+        scripts(&spare) > spare_before,
+        "the raise did not reach the spare: the schedule did not happen ({first:?})"
+    );
     let a_token = match &first {
         Ok(g) => g.fencing_token(),
         Err(e) => {
@@ -652,9 +669,8 @@ fn a_raise_counts_only_where_the_token_is_held(
     };
     drop(first);
     if let Some(a_token) = a_token {
-        // Granted: the raise must have reached node 0's own server (the
-        // pool sent it on a connection that did not move), so that both
-        // voters' counters hold the token.
+        // Granted: both voters' counters must hold the token (they do not:
+        // node 0's raise went to the spare).
         for (i, server) in nodes.servers[..2].iter().enumerate() {
             for r in resources {
                 let count: u64 = support::get(server, &redlock_sync::fence_key(r))
@@ -678,6 +694,10 @@ fn a_raise_counts_only_where_the_token_is_held(
              a server that never voted, then B {b_token} on nodes 0 and 2"
         );
     }
+    assert!(
+        a_token.is_none(),
+        "A was granted {a_token:?} on a raise that only the spare ran"
+    );
 }
 
 #[test]

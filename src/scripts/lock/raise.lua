@@ -18,6 +18,9 @@
 -- unconditional yes from it gave a token that a later quorum could count
 -- below (issue 56: fencing that ran backwards).
 local n = #KEYS / 2
+if n < 1 or n ~= math.floor(n) then
+    return redis.error_reply("ERR raise: lock keys and their counters come in pairs")
+end
 for i = 1, n do
     if redis.call("GET", KEYS[i]) ~= ARGV[1] then
         return 0

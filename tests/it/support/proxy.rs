@@ -76,10 +76,14 @@ struct State {
     /// The cut count alone, for the pumps' polling: written under
     /// `target`'s lock, after it.
     cuts: AtomicU64,
-    /// Armed by [`Proxy::repoint_after_reply`]: the next connection to
-    /// forward a reply sends its later requests here instead, on a live
-    /// connection (no handshake, nothing cut).
+    /// Armed by [`Proxy::repoint_after_reply`]: once a connection
+    /// forwards a reply, this moves to `moved_to`.
     repoint: Mutex<Option<SocketAddr>>,
+    /// Where every live connection sends its later requests, once
+    /// re-pointed (no handshake, nothing cut).
+    moved_to: Mutex<Option<SocketAddr>>,
+    /// How many requests [`Mode::DelayScripts`] held back.
+    held: AtomicU64,
     /// Bumped on every mode change; connections compare to act once.
     epoch: AtomicU64,
     /// A `CutOnce` was done.
@@ -104,6 +108,8 @@ impl Proxy {
             target: Mutex::new((upstream, 0)),
             cuts: AtomicU64::new(0),
             repoint: Mutex::new(None),
+            moved_to: Mutex::new(None),
+            held: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             cut_done: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -154,13 +160,19 @@ impl Proxy {
         self.state.cuts.store(target.1, Ordering::SeqCst);
     }
 
-    /// Once: the next connection that forwards a reply sends every later
-    /// request to `spare` instead, on the same client connection (an L4
-    /// proxy or managed endpoint that re-points its upstream after a
-    /// failover and keeps its clients' connections up). The client sees
-    /// no close, no handshake: only other answers.
+    /// Once the next reply of any connection is forwarded, every live
+    /// connection sends its later requests to `spare` instead, on the
+    /// same client connection (an L4 proxy or managed endpoint that
+    /// re-points its upstream after a failover and keeps its clients'
+    /// connections up). The client sees no close, no handshake: only
+    /// other answers.
     pub fn repoint_after_reply(&self, spare: SocketAddr) {
         *self.state.repoint.lock() = Some(spare);
+    }
+
+    /// How many requests [`Mode::DelayScripts`] has held back so far.
+    pub fn held(&self) -> u64 {
+        self.state.held.load(Ordering::SeqCst)
     }
 }
 
@@ -370,34 +382,46 @@ impl Conn {
                 }
                 Mode::DropScriptOnce => &buf[..n],
                 Mode::DelayScripts(d) if up && runs_script(&buf[..n]) => {
+                    state.held.fetch_add(1, Ordering::SeqCst);
                     thread::sleep(d);
                     &buf[..n]
                 }
                 Mode::DelayScripts(_) => &buf[..n],
             };
-            if up && self.forward_moved(out) {
+            if up && self.forward_moved(out, state) {
                 continue;
             }
             if to.write_all(out).is_err() {
                 self.end(false);
                 break;
             }
-            if !up
-                && let Some(spare) = state.repoint.lock().take()
-                && let Ok(s) = TcpStream::connect_timeout(&spare, Duration::from_secs(2))
-            {
-                let _ = s.set_nodelay(true);
-                let _ = s.set_read_timeout(Some(POLL));
-                *self.moved.lock() = Some(s);
+            if !up && let Some(spare) = state.repoint.lock().take() {
+                *state.moved_to.lock() = Some(spare);
             }
         }
     }
 
-    /// Once re-pointed, sends `request` to the new server and relays its
-    /// answer (what it sends until it has been quiet for a few polls);
-    /// false when not re-pointed.
-    fn forward_moved(&self, request: &[u8]) -> bool {
+    /// Once re-pointed, sends `request` to the new server (connecting on
+    /// the first) and relays its answer (what it sends until it has been
+    /// quiet for a few polls); false when not re-pointed.
+    fn forward_moved(&self, request: &[u8], state: &State) -> bool {
         let mut moved = self.moved.lock();
+        if moved.is_none() {
+            let Some(spare) = *state.moved_to.lock() else {
+                return false;
+            };
+            match TcpStream::connect_timeout(&spare, Duration::from_secs(2)) {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    let _ = s.set_read_timeout(Some(POLL));
+                    *moved = Some(s);
+                }
+                Err(_) => {
+                    self.end(false);
+                    return true;
+                }
+            }
+        }
         let Some(server) = moved.as_mut() else {
             return false;
         };
