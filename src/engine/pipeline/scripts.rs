@@ -41,23 +41,6 @@ struct Form<'a> {
 }
 
 impl Engine {
-    /// Runs a script that answers 1 or 0 on the members `only` selects,
-    /// to decide a holder.
-    pub(crate) fn script(
-        &self,
-        lua: &Lua,
-        only: Option<&[bool]>,
-        keys: &[&[u8]],
-        args: &[&[u8]],
-    ) -> Vec<Answer> {
-        let mode = Mode {
-            count: false,
-            replicated: false,
-            decides: true,
-        };
-        self.script_then(lua, only, keys, args, None, mode)
-    }
-
     /// Runs a script on the members `only` selects: as `node` says on
     /// nodes, and as `cluster` says (when given) on Redis Cluster
     /// members. `mode` says whether a yes counts only
