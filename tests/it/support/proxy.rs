@@ -59,6 +59,9 @@ pub enum Mode {
     /// A waiter's claim and its clean-up, sent on two connections, both
     /// reach the server late, after the client's next attempt.
     DelayScripts(Duration),
+    /// As [`DelayScripts`](Self::DelayScripts), for every request (a
+    /// plain `SET ... NX` acquisition too).
+    DelayAll(Duration),
 }
 
 const POLL: Duration = Duration::from_millis(2);
@@ -387,6 +390,12 @@ impl Conn {
                     &buf[..n]
                 }
                 Mode::DelayScripts(_) => &buf[..n],
+                Mode::DelayAll(d) if up => {
+                    state.held.fetch_add(1, Ordering::SeqCst);
+                    thread::sleep(d);
+                    &buf[..n]
+                }
+                Mode::DelayAll(_) => &buf[..n],
             };
             if up && self.forward_moved(out, state) {
                 continue;
