@@ -397,13 +397,8 @@ impl Shape for Set {
         let resources = &self.refs()[..];
         let to = to.to_string();
         let call = |group: &[usize], _: bool| {
-            let keys = group
-                .iter()
-                .map(|&i| resources[i].to_vec())
-                .chain(group.iter().map(|&i| fence_key(resources[i])))
-                .collect();
             (
-                keys,
+                set_keys(resources, group, true),
                 vec![
                     token.to_vec(),
                     to.clone().into_bytes(),

@@ -83,12 +83,16 @@ end
 -- too, then deleted it: two holders.) A later attempt's value is the only
 -- sign here that the waiter moved on; a claim that comes after the later
 -- attempt's value is gone (released) takes a free key for nobody, which
--- keeps others out until its TTL, as any late acquisition does.
+-- keeps others out until its TTL, as any late acquisition does. Each
+-- key's value is read here once (a table for a key of another type), for
+-- ours_to_take too: nothing below writes a lock key before it has looked.
+local values = {}
 for i = 1, n do
     local held = redis.pcall("GET", KEYS[i])
     if type(held) == "string" and later_attempt(held, ARGV[1]) then
         return 0
     end
+    values[i] = held
 end
 
 -- Whether a waiter queued at `score` (nil: not queued) with `token`
@@ -101,7 +105,7 @@ end
 
 -- Whether the key i is ours to take, and what it holds.
 local function ours_to_take(i)
-    local held = redis.pcall("GET", KEYS[i])
+    local held = values[i]
     if type(held) == "table" then
         -- A key of another type holds the name (WRONGTYPE): taken, as
         -- SET NX finds it.
