@@ -258,11 +258,7 @@ fn the_report_says_which_commands_a_server_gets() {
 #[test]
 fn a_server_behind_a_forwarder_is_warned_of() {
     let cluster = Nodes::start(2).unwrap();
-    let forwarder = support::proxy::Proxy::start(std::net::SocketAddr::from((
-        [127, 0, 0, 1],
-        cluster.servers[1].port(),
-    )))
-    .unwrap();
+    let forwarder = support::proxy::Proxy::start(cluster.servers[1].addr()).unwrap();
     let dlm = manager(vec![cluster.servers[0].url(), forwarder.url()]);
     let reports = dlm.check_on("lock:check");
     let warned = |r: &redlock_sync::NodeReport| {

@@ -305,17 +305,20 @@ fn a_semaphore_given_another_count_is_refused_naming_both() {
     }
 }
 
+/// Three nodes, and a forwarder in front of the third (to hold requests
+/// back).
+fn third_behind_a_forwarder() -> (Nodes, Proxy) {
+    let nodes = Nodes::start(3).unwrap();
+    let late = Proxy::start(nodes.servers[2].addr()).unwrap();
+    (nodes, late)
+}
+
 /// Three nodes, the third behind a forwarder (to hold a request back),
 /// and two managers over them: a node timeout of 100 ms, and fencing off,
 /// so that an attempt is a plain `SET NX` and the scripts the forwarder
 /// sees are the clean-ups and the extends.
 fn late_rig(fair: bool) -> (Nodes, Proxy, LockManager, LockManager) {
-    let nodes = Nodes::start(3).unwrap();
-    let late = Proxy::start(std::net::SocketAddr::from((
-        [127, 0, 0, 1],
-        nodes.servers[2].port(),
-    )))
-    .unwrap();
+    let (nodes, late) = third_behind_a_forwarder();
     let urls = vec![nodes.servers[0].url(), nodes.servers[1].url(), late.url()];
     let manager = || {
         LockManager::builder()
@@ -451,12 +454,7 @@ fn an_extend_delivered_late_cuts_no_later_extend() {
 /// directly. Node timeout 100 ms, default settings otherwise (fair
 /// waiting, fencing). Node 1 holds another client's value for 3 s.
 fn late_claim_rig() -> (Nodes, Proxy, LockManager, LockManager, LockManager) {
-    let nodes = Nodes::start(3).unwrap();
-    let late = Proxy::start(std::net::SocketAddr::from((
-        [127, 0, 0, 1],
-        nodes.servers[2].port(),
-    )))
-    .unwrap();
+    let (nodes, late) = third_behind_a_forwarder();
     let manager = |third: String| {
         LockManager::builder()
             .nodes(vec![nodes.servers[0].url(), nodes.servers[1].url(), third])
@@ -601,8 +599,7 @@ fn a_raise_counts_only_where_the_token_is_held(
 ) {
     let nodes = Nodes::start(3).unwrap();
     let spare = support::Server::start().unwrap();
-    let addr = |s: &support::Server| std::net::SocketAddr::from(([127, 0, 0, 1], s.port()));
-    let moving = Proxy::start(addr(&nodes.servers[0])).unwrap();
+    let moving = Proxy::start(nodes.servers[0].addr()).unwrap();
     let dead = |n: u16| format!("redis://127.0.0.1:{n}");
     let manager = |urls: Vec<String>| {
         LockManager::builder()
@@ -643,7 +640,7 @@ fn a_raise_counts_only_where_the_token_is_held(
     }
     let scripts = |s: &support::Server| support::calls(s, "evalsha") + support::calls(s, "eval");
     let spare_before = scripts(&spare);
-    moving.repoint_after_reply(addr(&spare));
+    moving.repoint_after_reply(spare.addr());
     let first = take(&a);
     assert!(
         scripts(&spare) > spare_before,

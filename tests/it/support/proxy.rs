@@ -384,18 +384,14 @@ impl Conn {
                     continue;
                 }
                 Mode::DropScriptOnce => &buf[..n],
-                Mode::DelayScripts(d) if up && runs_script(&buf[..n]) => {
+                Mode::DelayScripts(d) | Mode::DelayAll(d)
+                    if up && (mode == Mode::DelayAll(d) || runs_script(&buf[..n])) =>
+                {
                     state.held.fetch_add(1, Ordering::SeqCst);
                     thread::sleep(d);
                     &buf[..n]
                 }
-                Mode::DelayScripts(_) => &buf[..n],
-                Mode::DelayAll(d) if up => {
-                    state.held.fetch_add(1, Ordering::SeqCst);
-                    thread::sleep(d);
-                    &buf[..n]
-                }
-                Mode::DelayAll(_) => &buf[..n],
+                Mode::DelayScripts(_) | Mode::DelayAll(_) => &buf[..n],
             };
             if up && self.forward_moved(out, state) {
                 continue;

@@ -243,6 +243,11 @@ impl Server {
         self.port
     }
 
+    /// Its loopback address, for a forwarder in front of it.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
