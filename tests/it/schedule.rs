@@ -73,8 +73,10 @@
 //! while (members disagree: the attempt in the window fails, the next
 //! passes). Besides the overlaps, it reads the servers directly whenever
 //! an exclusive guard of plain keys says it holds (between two checks
-//! that say so): every member that granted it must still hold its value
-//! (no restart or move in this run, and nothing else removes it). With
+//! that say so): within the acquisition's validity every member that
+//! granted it must still hold its value, and a majority always (no
+//! restart or move in this run, and nothing else removes it; a member
+//! whose extend came late lets the key expire with the TTL it had). With
 //! the fair claim's rule against a later attempt's value removed by hand
 //! it failed 6 of 8 runs of 10 s (a lock, a set, a write lock: "stands on
 //! 1 of the 2 servers that granted it"); with the rule, none of 7.
@@ -256,7 +258,8 @@ fn hold(rng: &mut Rng, worker: usize, op: usize, held: Held, holds: Vec<Hold>) -
 
 /// [`hold`], and with `oracle` (the servers, reached directly), whenever
 /// an exclusive guard of one or more plain keys says it holds: its value
-/// must stand on a majority of them under each key, read on the servers
+/// must stand under each key on every server that granted it within the
+/// acquisition's validity, and on a majority always, read on the servers
 /// between two checks that said so (see [`Oracle`]).
 fn hold_seen(
     rng: &mut Rng,
@@ -375,6 +378,12 @@ fn hold_guard<M: GuardMode>(
     oracle: Option<(&Oracle, Vec<String>)>,
 ) -> Option<Span> {
     let mut span: Option<(Instant, Instant)> = None;
+    // Until the acquisition's validity ends, every member that granted it
+    // holds the value (each key's TTL there started after the round's
+    // start); later, only those that confirmed the latest extend are
+    // known to (a member whose extend was late lets its key expire when
+    // the TTL it had runs out), and they are a majority.
+    let granted_until = Instant::now() + guard.validity();
     let mut check = |guard: &Guard<M>| {
         let at = Instant::now();
         let ok = guard.ensure_held().is_ok();
@@ -382,21 +391,25 @@ fn hold_guard<M: GuardMode>(
             let s = span.get_or_insert((at, at));
             s.1 = at;
             if let Some((oracle, keys)) = &oracle {
-                // Read between two checks that say the guard holds: the
-                // keys cannot have expired meanwhile, and nothing but the
-                // holder's own requests removes its value (no restart or
-                // move in this run), so every member that granted it must
-                // still hold it (a grant replaced or deleted behind its
+                // Read between two checks that say the guard holds:
+                // nothing but the holder's own requests removes its value
+                // (no restart or move in this run) and only expiry
+                // otherwise, so within the acquisition's validity every
+                // member that granted it must still hold it, and a
+                // majority always (a grant replaced or deleted behind its
                 // back is a holder counting votes that are gone; past a
                 // bare majority, a second holder).
                 let standing = oracle.standing(keys, guard.token());
+                let (needed, of) = match Instant::now() < granted_until {
+                    true => (guard.agreed(), "servers that granted it"),
+                    false => (oracle.servers.len() / 2 + 1, "servers a majority needs"),
+                };
                 assert!(
-                    standing >= guard.agreed() || guard.ensure_held().is_err(),
+                    standing >= needed || guard.ensure_held().is_err(),
                     "worker {worker}'s {} says it holds, but its value {} stands on {standing} \
-                     of the {} servers that granted it",
+                     of the {needed} {of}",
                     OPS[op],
                     String::from_utf8_lossy(guard.token()),
-                    guard.agreed()
                 );
             }
         }
@@ -553,9 +566,12 @@ fn violations(spans: &[Span], t0: Instant) -> Vec<String> {
 /// worker can be cut off from one node), the spares an address may move
 /// to, and the nemesis's bookkeeping.
 struct Rig {
-    servers: Vec<Server>,
-    /// `proxies[i][w]`: worker `w`'s way to plain node `i`.
+    /// `proxies[i][w]`: worker `w`'s way to plain node `i`. Dropped before
+    /// the servers (fields drop in order): dropped after them, a run's
+    /// end took 20-45 s more in 3 of 12 late-delivery runs on a loaded
+    /// machine, in 0 of 16 this way.
     proxies: Vec<Vec<Proxy>>,
+    servers: Vec<Server>,
     /// The variant with a Redis Cluster member beside two plain nodes.
     cluster: Option<RedisCluster>,
     /// Which server each plain node's forwarders reach now.
