@@ -79,9 +79,10 @@ struct State {
     /// The cut count alone, for the pumps' polling: written under
     /// `target`'s lock, after it.
     cuts: AtomicU64,
-    /// Armed by [`Proxy::repoint_after_reply`]: once a connection
-    /// forwards a reply, this moves to `moved_to`.
-    repoint: Mutex<Option<SocketAddr>>,
+    /// Armed by [`Proxy::repoint_after_reply`], with whether a request
+    /// was forwarded since: once a connection then forwards a reply, this
+    /// moves to `moved_to`.
+    repoint: Mutex<Option<(SocketAddr, bool)>>,
     /// Where every live connection sends its later requests, once
     /// re-pointed (no handshake, nothing cut).
     moved_to: Mutex<Option<SocketAddr>>,
@@ -163,14 +164,16 @@ impl Proxy {
         self.state.cuts.store(target.1, Ordering::SeqCst);
     }
 
-    /// Once the next reply of any connection is forwarded, every live
-    /// connection sends its later requests to `spare` instead, on the
-    /// same client connection (an L4 proxy or managed endpoint that
+    /// Once the next request forwarded after this call is answered (its
+    /// reply forwarded: not the late reply of an earlier one, such as a
+    /// release's pipelined `PUBLISH` held in a loaded forwarder), every
+    /// live connection sends its later requests to `spare` instead, on
+    /// the same client connection (an L4 proxy or managed endpoint that
     /// re-points its upstream after a failover and keeps its clients'
     /// connections up). The client sees no close, no handshake: only
     /// other answers.
     pub fn repoint_after_reply(&self, spare: SocketAddr) {
-        *self.state.repoint.lock() = Some(spare);
+        *self.state.repoint.lock() = Some((spare, false));
     }
 
     /// How many requests [`Mode::DelayScripts`] has held back so far.
@@ -396,12 +399,22 @@ impl Conn {
             if up && self.forward_moved(out, state) {
                 continue;
             }
+            // Re-pointed before the reply is passed on: the client's next
+            // request, sent as soon as it reads it, goes to the spare.
+            {
+                let mut repoint = state.repoint.lock();
+                match *repoint {
+                    Some((_, ref mut asked)) if up => *asked = true,
+                    Some((spare, true)) => {
+                        *repoint = None;
+                        *state.moved_to.lock() = Some(spare);
+                    }
+                    _ => {}
+                }
+            }
             if to.write_all(out).is_err() {
                 self.end(false);
                 break;
-            }
-            if !up && let Some(spare) = state.repoint.lock().take() {
-                *state.moved_to.lock() = Some(spare);
             }
         }
     }
