@@ -6,7 +6,9 @@
 //! [`single`] is one key holding the token, what the lock, a permit and
 //! a leadership share; [`wait`] queues one manager's waiters and hears
 //! releases; [`fair`]
-//! is fair waiting across processes, a stage of the acquisition. A shape
+//! is fair waiting across processes, a stage of the acquisition;
+//! [`verdict`] is what an acquisition's answers decide, as plain
+//! functions that the model checker runs too. A shape
 //! (in `shapes`) supplies only its keys, its scripts and how a member's
 //! answer reads.
 
@@ -16,4 +18,5 @@ pub(crate) mod guard;
 pub(crate) mod pipeline;
 pub(crate) mod quorum;
 pub(crate) mod single;
+pub(crate) mod verdict;
 pub(crate) mod wait;

@@ -41,6 +41,7 @@ use crate::base::node_error::NodeError;
 use crate::base::telemetry;
 use crate::base::text::Decimal;
 use crate::engine::quorum::{self, Tally};
+use crate::engine::verdict;
 use crate::engine::wait::Waiters;
 use crate::members::conn::{pack, pack_into};
 use crate::members::identities::Identities;
@@ -135,6 +136,14 @@ impl Vote {
             (None, None, Some(Ok(n))) => format!("{n}"),
             (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
             (None, None, None) => "-".into(),
+        }
+    }
+
+    /// What the verdict reads of it (see `verdict.rs`).
+    pub(crate) fn ballot(&self) -> verdict::Ballot {
+        verdict::Ballot {
+            yes: self.yes,
+            low: self.low,
         }
     }
 
@@ -533,10 +542,16 @@ impl Engine {
         );
         let quorum = quorum::quorum(self.members.len());
         let refused = shape.refusal(self, ttl_ms, &votes);
-        let granted = votes.iter().filter(|v| v.yes.is_some()).count();
-        let highest = votes.iter().filter_map(|v| v.yes).max().unwrap_or(0);
-        let reached = granted >= quorum && refused.is_none();
-        let lags = |v: &Vote| v.yes.is_some() && v.low < highest;
+        let verdict::Count {
+            granted,
+            highest,
+            reached,
+        } = verdict::count(
+            votes.iter().map(Vote::ballot),
+            self.members.len(),
+            refused.is_some(),
+        );
+        let lags = |v: &Vote| verdict::lags(&v.ballot(), highest);
         let mut failed = None;
         if let (true, Some(keep)) = (reached, &keep) {
             // Every counter on every granting member must reach the token,
@@ -547,7 +562,7 @@ impl Engine {
             if behind > 0 {
                 let lagging: Vec<bool> = votes.iter().map(lags).collect();
                 let raised = shape.raise(self, &lagging, token, highest, keep);
-                if granted - behind + raised.yes < quorum {
+                if !verdict::raised_enough(granted, behind, raised.yes, self.members.len()) {
                     failed = Some(raised);
                 }
             }

@@ -1,0 +1,99 @@
+//! The acquisition's decisions as plain functions (sans-IO): what the
+//! members' answers add up to, with no socket, thread or clock. The
+//! pipeline (`pipeline.rs`) calls them between its rounds, and the model
+//! checker (`crate::model`, tests only) calls the same ones between the
+//! deliveries it chooses, so that what it checks over every interleaving
+//! is this code, not a copy of it.
+//!
+//! An acquisition is one round, then a raise round when it is fenced and
+//! some granting member's counter lags the token, then the grant or the
+//! clean-up:
+//!
+//! 1. [`count`] the members' [`Ballot`]s: granted by a majority (and
+//!    refused by no shape rule), and the token, the highest count among
+//!    the granting members.
+//! 2. Each granting member whose lowest counter is below the token
+//!    [`lags`]; they are raised to it. [`raised_enough`] says whether the
+//!    members that hold the token on every counter still make a quorum.
+//! 3. The grant's validity is [`quorum::valid_until`], counted from the
+//!    first round's start; none left fails the attempt.
+
+use crate::engine::quorum;
+
+/// One member's answer to an acquisition, as the verdict reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Ballot {
+    /// It granted, with this count (its highest counter; 1 when the
+    /// shape is not fenced).
+    pub(crate) yes: Option<u64>,
+    /// With `yes`, its lowest counter for this acquisition.
+    pub(crate) low: u64,
+}
+
+/// What a round's ballots add up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Count {
+    /// Members that granted.
+    pub(crate) granted: usize,
+    /// The highest count among them: the fencing token (0: none granted).
+    pub(crate) highest: u64,
+    /// A majority of `members` granted and no shape rule refused.
+    pub(crate) reached: bool,
+}
+
+/// Counts the `ballots` of `members` members (one each; a member not
+/// asked has none); `refused`: a shape's own rule refused the attempt
+/// whatever the count.
+pub(crate) fn count(
+    ballots: impl IntoIterator<Item = Ballot>,
+    members: usize,
+    refused: bool,
+) -> Count {
+    let (mut granted, mut highest) = (0, 0);
+    for b in ballots {
+        if let Some(yes) = b.yes {
+            granted += 1;
+            highest = highest.max(yes);
+        }
+    }
+    Count {
+        granted,
+        highest,
+        reached: granted >= quorum::quorum(members) && !refused,
+    }
+}
+
+/// Whether a member that cast `ballot` must be raised to `highest` before
+/// the grant counts: it granted, and some counter of it is below.
+pub(crate) fn lags(ballot: &Ballot, highest: u64) -> bool {
+    ballot.yes.is_some() && ballot.low < highest
+}
+
+/// Whether a fenced grant still stands after its raise: of the `granted`
+/// members, `behind` lagged and `raised` of those were raised; the rest
+/// and the raised must make a quorum of `members`.
+pub(crate) fn raised_enough(granted: usize, behind: usize, raised: usize, members: usize) -> bool {
+    granted - behind + raised >= quorum::quorum(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yes(n: u64) -> Ballot {
+        Ballot {
+            yes: Some(n),
+            low: n,
+        }
+    }
+
+    #[test]
+    fn a_majority_grants_and_the_token_is_the_highest_count() {
+        let c = count([yes(4), Ballot::default(), yes(7)], 3, false);
+        assert_eq!((c.granted, c.highest, c.reached), (2, 7, true));
+        assert!(!count([yes(4), Ballot::default(), yes(7)], 3, true).reached);
+        assert!(!count([yes(4), Ballot::default(), Ballot::default()], 3, false).reached);
+        assert!(lags(&yes(4), 7) && !lags(&yes(7), 7) && !lags(&Ballot::default(), 7));
+        assert!(raised_enough(2, 1, 1, 3) && !raised_enough(2, 1, 0, 3));
+    }
+}
