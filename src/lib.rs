@@ -6,6 +6,8 @@
 mod base;
 mod engine;
 mod members;
+#[cfg(test)]
+mod model;
 mod ops;
 mod shapes;
 

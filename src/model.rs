@@ -1,0 +1,10 @@
+//! The protocol, model checked (tests only): [`explore`] visits every
+//! state a small system can reach, in every interleaving of its
+//! deliveries and faults, and [`lock`] is the lock's protocol, deciding
+//! with the library's own code (`engine::verdict`, `engine::quorum`,
+//! `members::restart`). See TESTING.md, "Model checking".
+
+pub(crate) mod explore;
+pub(crate) mod lock;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,770 @@
+//! The lock's protocol as a model: three servers, two clients, every
+//! request and reply in flight at once, delivered in any order, lost or
+//! delivered twice, servers that restart empty, a server clock that runs
+//! fast within the drift, time in ticks of 10 ms.
+//!
+//! The clients decide with the library's own code: the acquisition's
+//! verdict (`engine::verdict`), its validity (`quorum::valid_until`), the
+//! extend's rule (`quorum::after_extend`) and the restart quarantine
+//! (`members::restart::Watch`). The servers run Rust models of the
+//! lock's scripts ([`Server::run`]), each tied to its Lua by the
+//! differential test in `scripts.rs`.
+//!
+//! [`Rules`] turns off, one at a time, a rule a past flaw made: the
+//! checker must then find the flaw's schedule.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use crate::engine::quorum;
+use crate::engine::verdict::{self, Ballot};
+use crate::members::restart::{Identity, Policy, Watch};
+use crate::model::explore::Model;
+
+/// Servers.
+pub(crate) const NODES: usize = 3;
+/// Clients.
+pub(crate) const CLIENTS: usize = 2;
+/// One tick of the model's clock.
+const TICK_MS: u64 = 10;
+/// The lock's TTL, in ticks; the short extend's.
+const TTL: u16 = 4;
+const SHORT: u16 = 2;
+/// The drift factor: a server clock may run fast by a tick over a TTL
+/// (the drift of a 40 ms TTL is 12 ms).
+const FACTOR: f64 = 0.25;
+
+/// The rules past flaws made; each can be turned off to show the checker
+/// finds the flaw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules {
+    /// Each attempt writes a value of its own (`token#attempt`), so that a
+    /// late clean-up of one attempt deletes nothing of a later one.
+    pub(crate) per_attempt_values: bool,
+    /// An extend raises an expiry and never lowers it, so that a late
+    /// short extend cuts no later, longer one.
+    pub(crate) raise_only_extends: bool,
+    /// A server seen restarted does not vote for the longest TTL.
+    pub(crate) quarantine: bool,
+}
+
+impl Rules {
+    /// The library's rules, all on.
+    pub(crate) const ALL: Rules = Rules {
+        per_attempt_values: true,
+        raise_only_extends: true,
+        quarantine: true,
+    };
+}
+
+/// How large a system, and which faults.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Size {
+    /// Acquisitions each client makes (each of up to two attempts).
+    pub(crate) acquisitions: u8,
+    /// Fencing counters on (each grant raises its lagging members).
+    pub(crate) fenced: bool,
+    /// Restarts of a server, empty, in all.
+    pub(crate) restarts: u8,
+    /// Requests delivered twice, in all.
+    pub(crate) duplicates: u8,
+    /// Messages lost, in all.
+    pub(crate) losses: u8,
+    /// The last tick time may reach.
+    pub(crate) horizon: u16,
+    /// Server 0's clock runs fast (keys expire a tick early).
+    pub(crate) fast: bool,
+    /// Holders extend (short and long).
+    pub(crate) extends: bool,
+}
+
+/// The value a key holds: whose, which acquisition, which attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Value {
+    client: u8,
+    acquisition: u8,
+    attempt: u8,
+}
+
+/// One server: the lock key and its fencing counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Server {
+    /// The value, and the tick it expires at (gone from then on).
+    pub(crate) key: Option<(Value, u16)>,
+    /// The fencing counter (its keep outlives the model).
+    pub(crate) counter: Option<u64>,
+    /// Its run: a restart starts another.
+    pub(crate) run: u8,
+    /// Its clock runs fast by a tick over a TTL.
+    pub(crate) fast: bool,
+}
+
+/// A request, as the library sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Request {
+    /// `SET key value NX PX ttl`, with the counter's `SET NX`, `INCR`
+    /// behind it when fenced: answers the count, and whether it set.
+    Take {
+        value: Value,
+        ttl: u16,
+        fenced: bool,
+    },
+    /// `lock/raise.lua`: the counter up to `to` where the key holds
+    /// `value`.
+    Raise { value: Value, to: u64 },
+    /// `lock/extend.lua`.
+    Extend { value: Value, ttl: u16 },
+    /// `lock/unlock.lua` (a release, or a failed attempt's clean-up).
+    Unlock { value: Value },
+}
+
+/// A server's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Answer {
+    /// A take: set or not, and the counter after it (0 unfenced).
+    Took { set: bool, count: u64 },
+    /// A script's integer answer.
+    Int(i64),
+    /// A failure: what the client makes of the answer of a server it
+    /// keeps out of votes (the restart quarantine).
+    Failed,
+}
+
+impl Server {
+    /// The key as it stands at `now`.
+    fn held(&self, now: u16) -> Option<Value> {
+        self.key.filter(|&(_, until)| now < until).map(|(v, _)| v)
+    }
+
+    /// The tick a key set at `now` for `ttl` expires at, on this clock.
+    fn expiry(&self, now: u16, ttl: u16) -> u16 {
+        now + ttl - u16::from(self.fast)
+    }
+
+    /// Runs `request` at `now`, as the script (or command) does.
+    pub(crate) fn run(&mut self, request: Request, now: u16, rules: Rules) -> Answer {
+        if self.held(now).is_none() {
+            self.key = None;
+        }
+        match request {
+            Request::Take { value, ttl, fenced } => {
+                let set = self.key.is_none();
+                if set {
+                    self.key = Some((value, self.expiry(now, ttl)));
+                }
+                let mut count = 0;
+                if fenced {
+                    // A counter created anew starts from the clock (µs),
+                    // above every count before it.
+                    count = self.counter.unwrap_or(1000 * u64::from(now + 1)) + 1;
+                    self.counter = Some(count);
+                }
+                Answer::Took { set, count }
+            }
+            Request::Raise { value, to } => {
+                if self.held(now) != Some(value) {
+                    return Answer::Int(0);
+                }
+                self.counter = Some(self.counter.map_or(to, |c| c.max(to)));
+                Answer::Int(1)
+            }
+            Request::Extend { value, ttl } => match self.key {
+                Some((held, until)) if held == value => {
+                    let to = self.expiry(now, ttl);
+                    let to = if rules.raise_only_extends {
+                        until.max(to)
+                    } else {
+                        to
+                    };
+                    self.key = Some((held, to));
+                    Answer::Int(1)
+                }
+                Some(_) => Answer::Int(0),
+                None => Answer::Int(-1),
+            },
+            Request::Unlock { value } => match self.key {
+                Some((held, _)) if held == value => {
+                    self.key = None;
+                    Answer::Int(1)
+                }
+                Some(_) => Answer::Int(0),
+                None => Answer::Int(-1),
+            },
+        }
+    }
+}
+
+/// A request in flight to `node`, from `client`'s round `round`, on a
+/// connection to the server's run `run`. Its reply is not a message of
+/// its own: it reaches the client at once if the client still waits for
+/// that round, or never (a reply delayed past the round's end, or lost,
+/// is one the client never reads; the server ran the request all the
+/// same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Message {
+    node: u8,
+    client: u8,
+    round: u8,
+    run: u8,
+    request: Request,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Phase {
+    /// Between acquisitions.
+    Idle,
+    /// An attempt's first round: the answers so far.
+    Taking {
+        value: Value,
+        start: u16,
+        answers: [Option<Answer>; NODES],
+    },
+    /// Its raise round.
+    Raising {
+        value: Value,
+        start: u16,
+        ballots: [Ballot; NODES],
+        lagging: [bool; NODES],
+        raised: [Option<bool>; NODES],
+        /// The members that may hold the value (a yes, or no answer).
+        dirty: [bool; NODES],
+    },
+    /// Holding, valid until `until_ms` (on the model's clock), with an
+    /// extend round of `ttl` under way since `start` if any.
+    Holding {
+        value: Value,
+        until_ms: u64,
+        token: u64,
+        extending: Option<(u16, u16, [Option<bool>; NODES])>,
+    },
+}
+
+/// One client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Client {
+    pub(crate) phase: Phase,
+    /// Its rounds so far: a reply of an earlier one is ignored.
+    pub(crate) round: u8,
+    pub(crate) acquisitions: u8,
+    pub(crate) attempts: u8,
+    /// Per server: the run it last saw, and the tick it saw a new one.
+    pub(crate) seen: [(u8, Option<u16>); NODES],
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct State {
+    pub(crate) now: u16,
+    pub(crate) servers: [Server; NODES],
+    pub(crate) clients: [Client; CLIENTS],
+    /// In flight, kept sorted (a multiset).
+    pub(crate) net: Vec<Message>,
+    /// The highest fencing token granted so far.
+    pub(crate) last_token: u64,
+    /// A grant whose token was not above every earlier one: (earlier,
+    /// this).
+    pub(crate) backwards: Option<(u64, u64)>,
+    pub(crate) restarts: u8,
+    pub(crate) duplicates: u8,
+    pub(crate) losses: u8,
+}
+
+/// A step.
+#[derive(Clone, Debug)]
+pub(crate) enum Action {
+    /// A client starts an acquisition (or its next attempt).
+    Start(usize),
+    /// Request `i` of the network arrives (and its reply, if the client
+    /// still waits for it).
+    Deliver(usize),
+    /// Request `i` arrives, its reply is lost.
+    DeliverMute(usize),
+    /// Request `i` arrives and stays in flight (delivered again later).
+    Duplicate(usize),
+    /// Request `i` is lost.
+    Lose(usize),
+    /// A client stops waiting for its round (answers or node timeout).
+    Conclude(usize),
+    /// A holder extends by `ttl` ticks.
+    Extend(usize, u16),
+    /// A holder releases.
+    Release(usize),
+    /// A server restarts: empty, or with its data (`true`).
+    Restart(usize, bool),
+    /// Time moves on a tick.
+    Tick,
+}
+
+/// The lock model: its size and its rules.
+pub(crate) struct LockModel {
+    pub(crate) size: Size,
+    pub(crate) rules: Rules,
+    /// The instant tick 0 stands for, for the library's clock-taking code.
+    base: Instant,
+}
+
+impl LockModel {
+    pub(crate) fn new(size: Size, rules: Rules) -> LockModel {
+        LockModel {
+            size,
+            rules,
+            base: Instant::now(),
+        }
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.base + Duration::from_millis(ms)
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.base).as_millis() as u64
+    }
+
+    /// Whether `client` keeps server `node` out of votes at `now` (the
+    /// library's verdict, on what the client saw of its runs).
+    fn quarantined(&self, client: &Client, node: usize, now: u16) -> bool {
+        let Some(changed) = client.seen[node].1 else {
+            return false;
+        };
+        if !self.rules.quarantine {
+            return false;
+        }
+        let policy = Policy::new(None, FACTOR);
+        policy.note_ttl(u64::from(TTL) * TICK_MS);
+        let watch = Watch::default();
+        let identity = |run: u8| Identity {
+            run_id: Some(format!("run{run}")),
+            ..Identity::default()
+        };
+        watch.observe(&identity(0), self.at(0));
+        watch.observe(&identity(1), self.at(u64::from(changed) * TICK_MS));
+        watch
+            .quarantine(&policy, self.at(u64::from(now) * TICK_MS))
+            .is_some()
+    }
+
+    /// Sends `request` from client `c` to every node `to` selects.
+    fn send(s: &mut State, c: usize, to: [bool; NODES], request: impl Fn(usize) -> Request) {
+        let round = s.clients[c].round;
+        for (node, _) in to.iter().enumerate().filter(|(_, on)| **on) {
+            // A client reaching a server learns its run (a restart cut
+            // its connections: it reconnects and reads the new one).
+            let run = s.servers[node].run;
+            if s.clients[c].seen[node].0 != run {
+                s.clients[c].seen[node] = (run, Some(s.now));
+            }
+            s.net.push(Message {
+                node: node as u8,
+                client: c as u8,
+                round,
+                run,
+                request: request(node),
+            });
+        }
+        s.net.sort();
+    }
+
+    /// Whether `client`, idle, may start an attempt: the second of its
+    /// acquisition, or the first of another while any is left.
+    fn may_start(&self, client: &Client) -> bool {
+        match client.attempts {
+            1 => true,
+            0 => client.acquisitions < self.size.acquisitions,
+            _ => client.acquisitions + 1 < self.size.acquisitions,
+        }
+    }
+
+    fn value(&self, c: usize, client: &Client) -> Value {
+        Value {
+            client: c as u8,
+            acquisition: client.acquisitions,
+            attempt: if self.rules.per_attempt_values {
+                client.attempts
+            } else {
+                0
+            },
+        }
+    }
+
+    /// A reply reaches client `c`.
+    fn receive(&self, s: &mut State, c: usize, node: usize, answer: Answer) {
+        let now = s.now;
+        let quarantined = self.quarantined(&s.clients[c], node, now);
+        let answer = if quarantined { Answer::Failed } else { answer };
+        // A round whose every answer is in ends at once.
+        let done = match &mut s.clients[c].phase {
+            Phase::Taking { answers, .. } => {
+                answers[node] = Some(answer);
+                answers.iter().all(Option::is_some)
+            }
+            Phase::Raising {
+                raised, lagging, ..
+            } => {
+                raised[node] = Some(answer == Answer::Int(1));
+                lagging.iter().zip(raised).all(|(l, r)| !l || r.is_some())
+            }
+            Phase::Holding {
+                extending: Some((_, _, acks)),
+                ..
+            } => {
+                acks[node] = Some(answer == Answer::Int(1));
+                acks.iter().all(Option::is_some)
+            }
+            _ => false,
+        };
+        if done {
+            self.conclude(s, c);
+        }
+    }
+
+    /// Client `c`'s round ends: the verdict, by the library's code.
+    fn conclude(&self, s: &mut State, c: usize) {
+        let now = s.now;
+        let now_ms = u64::from(now) * TICK_MS;
+        let client = &mut s.clients[c];
+        client.round += 1;
+        match client.phase.clone() {
+            Phase::Taking {
+                value,
+                start,
+                answers,
+            } => {
+                let ballots = answers.map(|a| match a {
+                    Some(Answer::Took { set: true, count }) => Ballot {
+                        yes: Some(count.max(1)),
+                        low: count.max(1),
+                    },
+                    _ => Ballot::default(),
+                });
+                let count = verdict::count(ballots, NODES, false);
+                let lagging = ballots.map(|b| verdict::lags(&b, count.highest));
+                // Dirty: every member that may hold the value (all but
+                // those that answered no).
+                let dirty = answers.map(|a| !matches!(a, Some(Answer::Took { set: false, .. })));
+                if count.reached && lagging.contains(&true) {
+                    client.phase = Phase::Raising {
+                        value,
+                        start,
+                        ballots,
+                        lagging,
+                        raised: [None; NODES],
+                        dirty,
+                    };
+                    let to = count.highest;
+                    Self::send(s, c, lagging, |_| Request::Raise { value, to });
+                    return;
+                }
+                self.decide(s, c, value, start, count.reached, count.highest, dirty);
+            }
+            Phase::Raising {
+                value,
+                start,
+                ballots,
+                lagging,
+                raised,
+                dirty,
+            } => {
+                let count = verdict::count(ballots, NODES, false);
+                let behind = lagging.iter().filter(|l| **l).count();
+                let up = raised.iter().filter(|r| **r == Some(true)).count();
+                let ok = verdict::raised_enough(count.granted, behind, up, NODES);
+                self.decide(s, c, value, start, ok, count.highest, dirty);
+            }
+            Phase::Holding {
+                value,
+                until_ms,
+                token,
+                extending: Some((start, ext, acks)),
+            } => {
+                let yes = acks.iter().filter(|a| **a == Some(true)).count();
+                let confirmed = yes >= quorum::quorum(NODES) && now_ms < until_ms;
+                let until = quorum::after_extend(
+                    self.at(until_ms),
+                    self.at(u64::from(start) * TICK_MS),
+                    Duration::from_millis(u64::from(ext) * TICK_MS),
+                    FACTOR,
+                    confirmed,
+                );
+                client.phase = Phase::Holding {
+                    value,
+                    until_ms: self.ms(until),
+                    token,
+                    extending: None,
+                };
+            }
+            Phase::Holding { .. } | Phase::Idle => {}
+        }
+    }
+
+    /// The end of an attempt: granted with its validity, or cleaned up.
+    #[allow(clippy::too_many_arguments)]
+    fn decide(
+        &self,
+        s: &mut State,
+        c: usize,
+        value: Value,
+        start: u16,
+        reached: bool,
+        token: u64,
+        dirty: [bool; NODES],
+    ) {
+        let ttl = Duration::from_millis(u64::from(TTL) * TICK_MS);
+        let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
+        let until = reached
+            .then(|| quorum::valid_until(self.at(u64::from(start) * TICK_MS), elapsed, ttl, FACTOR))
+            .flatten();
+        match until {
+            Some(until) => {
+                if self.size.fenced {
+                    if token <= s.last_token && s.backwards.is_none() {
+                        s.backwards = Some((s.last_token, token));
+                    }
+                    s.last_token = s.last_token.max(token);
+                }
+                s.clients[c].phase = Phase::Holding {
+                    value,
+                    until_ms: self.ms(until),
+                    token,
+                    extending: None,
+                };
+            }
+            None => {
+                s.clients[c].phase = Phase::Idle;
+                Self::send(s, c, dirty, |_| Request::Unlock { value });
+                s.clients[c].round += 1;
+            }
+        }
+    }
+}
+
+impl Model for LockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init(&self) -> State {
+        let mut servers: [Server; NODES] = Default::default();
+        servers[0].fast = self.size.fast;
+        let client = Client {
+            phase: Phase::Idle,
+            round: 0,
+            acquisitions: 0,
+            attempts: 0,
+            seen: [(0, None); NODES],
+        };
+        State {
+            now: 0,
+            servers,
+            clients: [client.clone(), client],
+            net: Vec::new(),
+            last_token: 0,
+            backwards: None,
+            restarts: 0,
+            duplicates: 0,
+            losses: 0,
+        }
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        for (c, client) in s.clients.iter().enumerate() {
+            match &client.phase {
+                Phase::Idle if self.may_start(client) => out.push(Action::Start(c)),
+                // A round ends when its node timeout runs out, which may
+                // be at any moment (a tick is longer than a node timeout).
+                Phase::Taking { .. }
+                | Phase::Raising { .. }
+                | Phase::Holding {
+                    extending: Some(_), ..
+                } => out.push(Action::Conclude(c)),
+                Phase::Holding {
+                    extending: None,
+                    until_ms,
+                    ..
+                } => {
+                    // An extend only while valid (the guard refuses one
+                    // after), a release whenever.
+                    if self.size.extends && u64::from(s.now) * TICK_MS < *until_ms {
+                        out.push(Action::Extend(c, SHORT));
+                        out.push(Action::Extend(c, TTL));
+                    }
+                    out.push(Action::Release(c));
+                }
+                Phase::Idle => {}
+            }
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            if i > 0 && s.net[i - 1] == *m {
+                continue;
+            }
+            out.push(Action::Deliver(i));
+            if s.losses < self.size.losses {
+                out.push(Action::Lose(i));
+                out.push(Action::DeliverMute(i));
+            }
+            if s.duplicates < self.size.duplicates {
+                out.push(Action::Duplicate(i));
+            }
+        }
+        if s.restarts < self.size.restarts {
+            out.extend((0..NODES).map(|n| Action::Restart(n, false)));
+            out.extend((0..NODES).map(|n| Action::Restart(n, true)));
+        }
+        if s.now < self.size.horizon {
+            out.push(Action::Tick);
+        }
+    }
+
+    fn next(&self, s: &State, action: &Action) -> Option<State> {
+        let mut s = s.clone();
+        match *action {
+            Action::Start(c) => {
+                let client = &mut s.clients[c];
+                if client.attempts >= 2 {
+                    client.acquisitions += 1;
+                    client.attempts = 0;
+                }
+                client.attempts += 1;
+                let value = self.value(c, client);
+                client.phase = Phase::Taking {
+                    value,
+                    start: s.now,
+                    answers: [None; NODES],
+                };
+                let (ttl, fenced) = (TTL, self.size.fenced);
+                Self::send(&mut s, c, [true; NODES], |_| Request::Take {
+                    value,
+                    ttl,
+                    fenced,
+                });
+            }
+            Action::Deliver(i) | Action::DeliverMute(i) | Action::Duplicate(i) => {
+                let m = s.net[i];
+                match action {
+                    Action::Duplicate(_) => s.duplicates += 1,
+                    Action::DeliverMute(_) => {
+                        s.losses += 1;
+                        s.net.remove(i);
+                    }
+                    _ => {
+                        s.net.remove(i);
+                    }
+                }
+                let n = usize::from(m.node);
+                if s.servers[n].run != m.run {
+                    // Its connection died with the server's run.
+                    return None;
+                }
+                let answer = s.servers[n].run(m.request, s.now, self.rules);
+                let c = usize::from(m.client);
+                if s.clients[c].round == m.round && !matches!(action, Action::DeliverMute(_)) {
+                    self.receive(&mut s, c, n, answer);
+                }
+            }
+            Action::Lose(i) => {
+                s.net.remove(i);
+                s.losses += 1;
+            }
+            Action::Conclude(c) => self.conclude(&mut s, c),
+            Action::Extend(c, ttl) => {
+                let Phase::Holding {
+                    value, extending, ..
+                } = &mut s.clients[c].phase
+                else {
+                    return None;
+                };
+                let value = *value;
+                *extending = Some((s.now, ttl, [None; NODES]));
+                Self::send(&mut s, c, [true; NODES], |_| Request::Extend { value, ttl });
+            }
+            Action::Release(c) => {
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                s.clients[c].phase = Phase::Idle;
+                s.clients[c].attempts = 2;
+                Self::send(&mut s, c, [true; NODES], |_| Request::Unlock { value });
+                s.clients[c].round += 1;
+            }
+            Action::Restart(n, keeps) => {
+                let server = &mut s.servers[n];
+                server.run += 1;
+                if !keeps {
+                    server.key = None;
+                    server.counter = None;
+                }
+                s.restarts += 1;
+                // Its connections die: what was in flight to or from it.
+                s.net.retain(|m| usize::from(m.node) != n);
+            }
+            Action::Tick => {
+                s.now += 1;
+                let now = s.now;
+                for server in &mut s.servers {
+                    if server.held(now).is_none() {
+                        server.key = None;
+                    }
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn broken(&self, s: &State) -> Option<String> {
+        let now_ms = u64::from(s.now) * TICK_MS;
+        let valid: Vec<usize> = (0..CLIENTS)
+            .filter(|&c| {
+                matches!(s.clients[c].phase, Phase::Holding { until_ms, .. } if now_ms < until_ms)
+            })
+            .collect();
+        if valid.len() > 1 {
+            return Some(format!(
+                "clients {valid:?} both hold the lock at {now_ms} ms"
+            ));
+        }
+        s.backwards
+            .map(|(before, now)| format!("fencing token {now} granted after {before}"))
+    }
+
+    fn describe(&self, s: &State, action: &Action) -> String {
+        let mut line = format!("t={:>3} ms  ", u64::from(s.now) * TICK_MS);
+        let _ = match *action {
+            Action::Deliver(i)
+            | Action::DeliverMute(i)
+            | Action::Duplicate(i)
+            | Action::Lose(i) => {
+                let m = s.net[i];
+                let c = usize::from(m.client);
+                let what = match action {
+                    Action::Lose(_) => "lost",
+                    Action::DeliverMute(_) => "runs, its reply is lost",
+                    Action::Duplicate(_) => "runs (and again later)",
+                    _ if s.clients[c].round == m.round => "runs",
+                    _ => "runs LATE (its round is over)",
+                };
+                let mut server = s.servers[usize::from(m.node)].clone();
+                let answer = server.run(m.request, s.now, self.rules);
+                write!(
+                    line,
+                    "client {c}'s {:?} to server {}: {what}, answers {answer:?}",
+                    m.request, m.node
+                )
+            }
+            Action::Start(c) => write!(line, "client {c} starts an attempt"),
+            Action::Conclude(c) => {
+                write!(line, "client {c} ends its round ({:?})", s.clients[c].phase)
+            }
+            Action::Extend(c, ttl) => {
+                write!(
+                    line,
+                    "client {c} extends by {} ms",
+                    u64::from(ttl) * TICK_MS
+                )
+            }
+            Action::Release(c) => write!(line, "client {c} releases"),
+            Action::Restart(n, false) => write!(line, "server {n} restarts empty"),
+            Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
+            Action::Tick => write!(line, "{} ms pass", TICK_MS),
+        };
+        line
+    }
+}
