@@ -7,4 +7,6 @@
 pub(crate) mod explore;
 pub(crate) mod lock;
 #[cfg(test)]
+mod scripts;
+#[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@
 use crate::engine::quorum;
 
 /// One member's answer to an acquisition, as the verdict reads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Ballot {
     /// It granted, with this count (its highest counter; 1 when the
     /// shape is not fenced).

@@ -30,6 +30,22 @@ const TICK_MS: u64 = 10;
 /// The lock's TTL, in ticks; the short extend's.
 const TTL: u16 = 4;
 const SHORT: u16 = 2;
+/// Every set of servers a request may run on at once.
+const MASKS: [u8; 1 << NODES] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+/// Which servers a mask names, for people.
+fn at_once(mask: u8) -> String {
+    match mask {
+        0 => String::new(),
+        _ => format!(
+            ", running at once on server(s) {:?}",
+            (0..NODES)
+                .filter(|n| mask & (1 << n) != 0)
+                .collect::<Vec<_>>()
+        ),
+    }
+}
+
 /// The drift factor: a server clock may run fast by a tick over a TTL
 /// (the drift of a 40 ms TTL is 12 ms).
 const FACTOR: f64 = 0.25;
@@ -79,15 +95,22 @@ pub(crate) struct Size {
 }
 
 /// The value a key holds: whose, which acquisition, which attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Value {
-    client: u8,
-    acquisition: u8,
-    attempt: u8,
+    pub(crate) client: u8,
+    pub(crate) acquisition: u8,
+    pub(crate) attempt: u8,
+}
+
+impl std::fmt::Debug for Value {
+    /// `c1/a0#2`: client 1's first acquisition, its second attempt.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}/a{}#{}", self.client, self.acquisition, self.attempt)
+    }
 }
 
 /// One server: the lock key and its fencing counter.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Server {
     /// The value, and the tick it expires at (gone from then on).
     pub(crate) key: Option<(Value, u16)>,
@@ -97,6 +120,13 @@ pub(crate) struct Server {
     pub(crate) run: u8,
     /// Its clock runs fast by a tick over a TTL.
     pub(crate) fast: bool,
+}
+
+impl Value {
+    /// As the key holds it (the form of a token's `#attempt` tail).
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        format!("{self:?}").into_bytes()
+    }
 }
 
 /// A request, as the library sends it.
@@ -194,23 +224,26 @@ impl Server {
     }
 }
 
-/// A request in flight to `node`, from `client`'s round `round`, on a
-/// connection to the server's run `run`. Its reply is not a message of
-/// its own: it reaches the client at once if the client still waits for
-/// that round, or never (a reply delayed past the round's end, or lost,
+/// A request in flight to `node`, from `client`'s current round or an
+/// earlier one, on a connection to the server's run `run`. Its reply is
+/// not a message of its own: it reaches the client at once if the client
+/// still waits for that round, or never (a reply delayed past the round's end, or lost,
 /// is one the client never reads; the server ran the request all the
 /// same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Message {
     node: u8,
     client: u8,
-    round: u8,
+    /// Of the client's current round (else of one it ended: which one
+    /// does not matter, and is not kept, so that states that differ only
+    /// in it are one).
+    current: bool,
     run: u8,
     request: Request,
 }
 
 /// Where a client is.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Phase {
     /// Between acquisitions.
     Idle,
@@ -241,11 +274,9 @@ pub(crate) enum Phase {
 }
 
 /// One client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Client {
     pub(crate) phase: Phase,
-    /// Its rounds so far: a reply of an earlier one is ignored.
-    pub(crate) round: u8,
     pub(crate) acquisitions: u8,
     pub(crate) attempts: u8,
     /// Per server: the run it last saw, and the tick it saw a new one.
@@ -253,7 +284,7 @@ pub(crate) struct Client {
 }
 
 /// The whole system.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct State {
     pub(crate) now: u16,
     pub(crate) servers: [Server; NODES],
@@ -273,8 +304,11 @@ pub(crate) struct State {
 /// A step.
 #[derive(Clone, Debug)]
 pub(crate) enum Action {
-    /// A client starts an acquisition (or its next attempt).
-    Start(usize),
+    /// A client starts an acquisition (or its next attempt); what it
+    /// sends runs at once on the servers of the mask (see
+    /// [`LockModel::send`]), so do the clean-ups or raises of `Conclude`
+    /// and the requests of `Extend` and `Release`.
+    Start(usize, u8),
     /// Request `i` of the network arrives (and its reply, if the client
     /// still waits for it).
     Deliver(usize),
@@ -285,11 +319,11 @@ pub(crate) enum Action {
     /// Request `i` is lost.
     Lose(usize),
     /// A client stops waiting for its round (answers or node timeout).
-    Conclude(usize),
+    Conclude(usize, u8),
     /// A holder extends by `ttl` ticks.
-    Extend(usize, u16),
+    Extend(usize, u16, u8),
     /// A holder releases.
-    Release(usize),
+    Release(usize, u8),
     /// A server restarts: empty, or with its data (`true`).
     Restart(usize, bool),
     /// Time moves on a tick.
@@ -344,9 +378,18 @@ impl LockModel {
             .is_some()
     }
 
-    /// Sends `request` from client `c` to every node `to` selects.
-    fn send(s: &mut State, c: usize, to: [bool; NODES], request: impl Fn(usize) -> Request) {
-        let round = s.clients[c].round;
+    /// Sends `request` from client `c` to every node `to` selects, and
+    /// delivers it at once to those whose bit is set in `now` (in node
+    /// order; the rest stay in flight). A shortcut: the same deliveries
+    /// one step each reach the same states, deeper.
+    fn send(
+        &self,
+        s: &mut State,
+        c: usize,
+        to: [bool; NODES],
+        now: u8,
+        request: impl Fn(usize) -> Request,
+    ) {
         for (node, _) in to.iter().enumerate().filter(|(_, on)| **on) {
             // A client reaching a server learns its run (a restart cut
             // its connections: it reconnects and reads the new one).
@@ -357,12 +400,39 @@ impl LockModel {
             s.net.push(Message {
                 node: node as u8,
                 client: c as u8,
-                round,
+                current: true,
                 run,
                 request: request(node),
             });
         }
         s.net.sort();
+        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
+            let request = request(node);
+            let at = s.net.iter().position(|m| {
+                usize::from(m.node) == node
+                    && usize::from(m.client) == c
+                    && m.current
+                    && m.request == request
+            });
+            if let Some(i) = at {
+                self.deliver(s, i, true);
+            }
+        }
+    }
+
+    /// Request `i` of the network runs on its server; its answer reaches
+    /// the client with `reply` if the client still waits for it.
+    fn deliver(&self, s: &mut State, i: usize, reply: bool) {
+        let m = s.net.remove(i);
+        let n = usize::from(m.node);
+        if s.servers[n].run != m.run {
+            // Its connection died with the server's run.
+            return;
+        }
+        let answer = s.servers[n].run(m.request, s.now, self.rules);
+        if m.current && reply {
+            self.receive(s, usize::from(m.client), n, answer);
+        }
     }
 
     /// Whether `client`, idle, may start an attempt: the second of its
@@ -373,6 +443,15 @@ impl LockModel {
             0 => client.acquisitions < self.size.acquisitions,
             _ => client.acquisitions + 1 < self.size.acquisitions,
         }
+    }
+
+    /// Client `c` stops waiting for its round: what it sent is late from
+    /// now on.
+    fn end_round(s: &mut State, c: usize) {
+        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
+            m.current = false;
+        }
+        s.net.sort();
     }
 
     fn value(&self, c: usize, client: &Client) -> Value {
@@ -414,16 +493,16 @@ impl LockModel {
             _ => false,
         };
         if done {
-            self.conclude(s, c);
+            self.conclude(s, c, 0);
         }
     }
 
     /// Client `c`'s round ends: the verdict, by the library's code.
-    fn conclude(&self, s: &mut State, c: usize) {
+    fn conclude(&self, s: &mut State, c: usize, mask: u8) {
         let now = s.now;
         let now_ms = u64::from(now) * TICK_MS;
+        Self::end_round(s, c);
         let client = &mut s.clients[c];
-        client.round += 1;
         match client.phase.clone() {
             Phase::Taking {
                 value,
@@ -452,10 +531,19 @@ impl LockModel {
                         dirty,
                     };
                     let to = count.highest;
-                    Self::send(s, c, lagging, |_| Request::Raise { value, to });
+                    self.send(s, c, lagging, mask, |_| Request::Raise { value, to });
                     return;
                 }
-                self.decide(s, c, value, start, count.reached, count.highest, dirty);
+                self.decide(
+                    s,
+                    c,
+                    value,
+                    start,
+                    count.reached,
+                    count.highest,
+                    dirty,
+                    mask,
+                );
             }
             Phase::Raising {
                 value,
@@ -469,7 +557,7 @@ impl LockModel {
                 let behind = lagging.iter().filter(|l| **l).count();
                 let up = raised.iter().filter(|r| **r == Some(true)).count();
                 let ok = verdict::raised_enough(count.granted, behind, up, NODES);
-                self.decide(s, c, value, start, ok, count.highest, dirty);
+                self.decide(s, c, value, start, ok, count.highest, dirty, mask);
             }
             Phase::Holding {
                 value,
@@ -508,6 +596,7 @@ impl LockModel {
         reached: bool,
         token: u64,
         dirty: [bool; NODES],
+        mask: u8,
     ) {
         let ttl = Duration::from_millis(u64::from(TTL) * TICK_MS);
         let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
@@ -531,10 +620,170 @@ impl LockModel {
             }
             None => {
                 s.clients[c].phase = Phase::Idle;
-                Self::send(s, c, dirty, |_| Request::Unlock { value });
-                s.clients[c].round += 1;
+                self.send(s, c, dirty, mask, |_| Request::Unlock { value });
+                Self::end_round(s, c);
             }
         }
+    }
+}
+
+impl Value {
+    fn swapped(self) -> Value {
+        Value {
+            client: 1 - self.client,
+            ..self
+        }
+    }
+}
+
+impl Request {
+    fn swapped(self) -> Request {
+        match self {
+            Request::Take { value, ttl, fenced } => Request::Take {
+                value: value.swapped(),
+                ttl,
+                fenced,
+            },
+            Request::Raise { value, to } => Request::Raise {
+                value: value.swapped(),
+                to,
+            },
+            Request::Extend { value, ttl } => Request::Extend {
+                value: value.swapped(),
+                ttl,
+            },
+            Request::Unlock { value } => Request::Unlock {
+                value: value.swapped(),
+            },
+        }
+    }
+}
+
+impl State {
+    /// The same state with the two clients' names swapped (they behave
+    /// alike: a state and its mirror are explored once).
+    fn swapped(&self) -> State {
+        let mut s = self.clone();
+        s.clients.swap(0, 1);
+        for server in &mut s.servers {
+            if let Some((value, until)) = server.key {
+                server.key = Some((value.swapped(), until));
+            }
+        }
+        for m in &mut s.net {
+            m.client = 1 - m.client;
+            m.request = m.request.swapped();
+        }
+        s.net.sort();
+        for client in &mut s.clients {
+            match &mut client.phase {
+                Phase::Idle => {}
+                Phase::Taking { value, .. }
+                | Phase::Raising { value, .. }
+                | Phase::Holding { value, .. } => *value = value.swapped(),
+            }
+        }
+        s
+    }
+
+    /// The least of the state and its mirror.
+    fn canonical(self) -> State {
+        let mirror = self.swapped();
+        self.min(mirror)
+    }
+}
+
+impl LockModel {
+    /// The state `action` leads to, as reached (not yet the least of it
+    /// and its mirror).
+    fn next_raw(&self, s: &State, action: &Action) -> Option<State> {
+        let mut s = s.clone();
+        match *action {
+            Action::Start(c, now) => {
+                let client = &mut s.clients[c];
+                if client.attempts >= 2 {
+                    client.acquisitions += 1;
+                    client.attempts = 0;
+                }
+                client.attempts += 1;
+                let value = self.value(c, client);
+                client.phase = Phase::Taking {
+                    value,
+                    start: s.now,
+                    answers: [None; NODES],
+                };
+                let (ttl, fenced) = (TTL, self.size.fenced);
+                self.send(&mut s, c, [true; NODES], now, |_| Request::Take {
+                    value,
+                    ttl,
+                    fenced,
+                });
+            }
+            Action::Deliver(i) => self.deliver(&mut s, i, true),
+            Action::DeliverMute(i) => {
+                s.losses += 1;
+                self.deliver(&mut s, i, false);
+            }
+            Action::Duplicate(i) => {
+                s.duplicates += 1;
+                let copy = s.net[i];
+                self.deliver(&mut s, i, true);
+                s.net.push(Message {
+                    current: false,
+                    ..copy
+                });
+                s.net.sort();
+            }
+            Action::Lose(i) => {
+                s.net.remove(i);
+                s.losses += 1;
+            }
+            Action::Conclude(c, now) => self.conclude(&mut s, c, now),
+            Action::Extend(c, ttl, now) => {
+                let Phase::Holding {
+                    value, extending, ..
+                } = &mut s.clients[c].phase
+                else {
+                    return None;
+                };
+                let value = *value;
+                *extending = Some((s.now, ttl, [None; NODES]));
+                self.send(&mut s, c, [true; NODES], now, |_| Request::Extend {
+                    value,
+                    ttl,
+                });
+            }
+            Action::Release(c, now) => {
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                s.clients[c].phase = Phase::Idle;
+                s.clients[c].attempts = 2;
+                self.send(&mut s, c, [true; NODES], now, |_| Request::Unlock { value });
+                Self::end_round(&mut s, c);
+            }
+            Action::Restart(n, keeps) => {
+                let server = &mut s.servers[n];
+                server.run += 1;
+                if !keeps {
+                    server.key = None;
+                    server.counter = None;
+                }
+                s.restarts += 1;
+                // Its connections die: what was in flight to or from it.
+                s.net.retain(|m| usize::from(m.node) != n);
+            }
+            Action::Tick => {
+                s.now += 1;
+                let now = s.now;
+                for server in &mut s.servers {
+                    if server.held(now).is_none() {
+                        server.key = None;
+                    }
+                }
+            }
+        }
+        Some(s)
     }
 }
 
@@ -547,7 +796,6 @@ impl Model for LockModel {
         servers[0].fast = self.size.fast;
         let client = Client {
             phase: Phase::Idle,
-            round: 0,
             acquisitions: 0,
             attempts: 0,
             seen: [(0, None); NODES],
@@ -568,14 +816,16 @@ impl Model for LockModel {
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (c, client) in s.clients.iter().enumerate() {
             match &client.phase {
-                Phase::Idle if self.may_start(client) => out.push(Action::Start(c)),
+                Phase::Idle if self.may_start(client) => {
+                    out.extend(MASKS.map(|now| Action::Start(c, now)))
+                }
                 // A round ends when its node timeout runs out, which may
                 // be at any moment (a tick is longer than a node timeout).
                 Phase::Taking { .. }
                 | Phase::Raising { .. }
                 | Phase::Holding {
                     extending: Some(_), ..
-                } => out.push(Action::Conclude(c)),
+                } => out.extend(MASKS.map(|now| Action::Conclude(c, now))),
                 Phase::Holding {
                     extending: None,
                     until_ms,
@@ -584,10 +834,10 @@ impl Model for LockModel {
                     // An extend only while valid (the guard refuses one
                     // after), a release whenever.
                     if self.size.extends && u64::from(s.now) * TICK_MS < *until_ms {
-                        out.push(Action::Extend(c, SHORT));
-                        out.push(Action::Extend(c, TTL));
+                        out.extend(MASKS.map(|now| Action::Extend(c, SHORT, now)));
+                        out.extend(MASKS.map(|now| Action::Extend(c, TTL, now)));
                     }
-                    out.push(Action::Release(c));
+                    out.extend(MASKS.map(|now| Action::Release(c, now)));
                 }
                 Phase::Idle => {}
             }
@@ -615,98 +865,20 @@ impl Model for LockModel {
     }
 
     fn next(&self, s: &State, action: &Action) -> Option<State> {
-        let mut s = s.clone();
-        match *action {
-            Action::Start(c) => {
-                let client = &mut s.clients[c];
-                if client.attempts >= 2 {
-                    client.acquisitions += 1;
-                    client.attempts = 0;
-                }
-                client.attempts += 1;
-                let value = self.value(c, client);
-                client.phase = Phase::Taking {
-                    value,
-                    start: s.now,
-                    answers: [None; NODES],
-                };
-                let (ttl, fenced) = (TTL, self.size.fenced);
-                Self::send(&mut s, c, [true; NODES], |_| Request::Take {
-                    value,
-                    ttl,
-                    fenced,
-                });
-            }
-            Action::Deliver(i) | Action::DeliverMute(i) | Action::Duplicate(i) => {
-                let m = s.net[i];
-                match action {
-                    Action::Duplicate(_) => s.duplicates += 1,
-                    Action::DeliverMute(_) => {
-                        s.losses += 1;
-                        s.net.remove(i);
-                    }
-                    _ => {
-                        s.net.remove(i);
-                    }
-                }
-                let n = usize::from(m.node);
-                if s.servers[n].run != m.run {
-                    // Its connection died with the server's run.
-                    return None;
-                }
-                let answer = s.servers[n].run(m.request, s.now, self.rules);
-                let c = usize::from(m.client);
-                if s.clients[c].round == m.round && !matches!(action, Action::DeliverMute(_)) {
-                    self.receive(&mut s, c, n, answer);
-                }
-            }
-            Action::Lose(i) => {
-                s.net.remove(i);
-                s.losses += 1;
-            }
-            Action::Conclude(c) => self.conclude(&mut s, c),
-            Action::Extend(c, ttl) => {
-                let Phase::Holding {
-                    value, extending, ..
-                } = &mut s.clients[c].phase
-                else {
-                    return None;
-                };
-                let value = *value;
-                *extending = Some((s.now, ttl, [None; NODES]));
-                Self::send(&mut s, c, [true; NODES], |_| Request::Extend { value, ttl });
-            }
-            Action::Release(c) => {
-                let Phase::Holding { value, .. } = s.clients[c].phase else {
-                    return None;
-                };
-                s.clients[c].phase = Phase::Idle;
-                s.clients[c].attempts = 2;
-                Self::send(&mut s, c, [true; NODES], |_| Request::Unlock { value });
-                s.clients[c].round += 1;
-            }
-            Action::Restart(n, keeps) => {
-                let server = &mut s.servers[n];
-                server.run += 1;
-                if !keeps {
-                    server.key = None;
-                    server.counter = None;
-                }
-                s.restarts += 1;
-                // Its connections die: what was in flight to or from it.
-                s.net.retain(|m| usize::from(m.node) != n);
-            }
-            Action::Tick => {
-                s.now += 1;
-                let now = s.now;
-                for server in &mut s.servers {
-                    if server.held(now).is_none() {
-                        server.key = None;
-                    }
-                }
-            }
-        }
-        Some(s)
+        self.next_raw(s, action).map(State::canonical)
+    }
+
+    fn mirrored(&self, from: &State, action: &Action, to: &State) -> bool {
+        self.next_raw(from, action).as_ref() != Some(to)
+    }
+
+    fn unmirror(&self, line: String) -> String {
+        line.replace("client 0", "client \u{0}")
+            .replace("client 1", "client 0")
+            .replace("client \u{0}", "client 1")
+            .replace("c0/", "\u{0}/")
+            .replace("c1/", "c0/")
+            .replace("\u{0}/", "c1/")
     }
 
     fn broken(&self, s: &State) -> Option<String> {
@@ -738,7 +910,7 @@ impl Model for LockModel {
                     Action::Lose(_) => "lost",
                     Action::DeliverMute(_) => "runs, its reply is lost",
                     Action::Duplicate(_) => "runs (and again later)",
-                    _ if s.clients[c].round == m.round => "runs",
+                    _ if m.current => "runs",
                     _ => "runs LATE (its round is over)",
                 };
                 let mut server = s.servers[usize::from(m.node)].clone();
@@ -749,18 +921,22 @@ impl Model for LockModel {
                     m.request, m.node
                 )
             }
-            Action::Start(c) => write!(line, "client {c} starts an attempt"),
-            Action::Conclude(c) => {
-                write!(line, "client {c} ends its round ({:?})", s.clients[c].phase)
+            Action::Start(c, now) => {
+                write!(line, "client {c} starts an attempt{}", at_once(now))
             }
-            Action::Extend(c, ttl) => {
-                write!(
-                    line,
-                    "client {c} extends by {} ms",
-                    u64::from(ttl) * TICK_MS
-                )
-            }
-            Action::Release(c) => write!(line, "client {c} releases"),
+            Action::Conclude(c, now) => write!(
+                line,
+                "client {c} ends its round ({:?}){}",
+                s.clients[c].phase,
+                at_once(now)
+            ),
+            Action::Extend(c, ttl, now) => write!(
+                line,
+                "client {c} extends by {} ms{}",
+                u64::from(ttl) * TICK_MS,
+                at_once(now)
+            ),
+            Action::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
             Action::Restart(n, false) => write!(line, "server {n} restarts empty"),
             Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
             Action::Tick => write!(line, "{} ms pass", TICK_MS),

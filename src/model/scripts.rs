@@ -1,0 +1,231 @@
+//! Each script model of `lock.rs` ([`Server::run`]) tied to the Lua (and
+//! the commands) it stands for: random sequences of requests, late and
+//! out of order ones among them (values of earlier attempts, shorter
+//! TTLs), go to a real server and to the model, which must give the same
+//! answers and leave the same value, expiry and counter. The server is
+//! `redis-server`, or what `REDIS_SERVER_BIN` names (CI runs it on each
+//! server it tests).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::Value as Reply;
+
+use super::lock::{Answer, Request, Rules, Server, Value};
+use crate::engine::single::{EXTEND, KEEP, RAISE, UNLOCK};
+
+/// One model tick on the real server (long, so that the sequence's own
+/// time does not count).
+const TICK_MS: u64 = 1000;
+const KEY: &str = "model:key";
+const COUNTER: &str = "model:key:fence";
+/// The counter's keep, and where a sequence starts it.
+const KEEP_MS: u64 = 60_000;
+const START: u64 = 1000;
+
+/// A server of its own on a free port, killed when dropped; whether it
+/// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
+/// the library sends).
+struct Real(Child, redis::Connection, bool);
+
+impl Real {
+    fn start() -> Real {
+        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {bin:?}: {e}"));
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut con) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut con).is_ok()
+            {
+                let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+                let major = crate::members::restart::field(&info, "redis_version")
+                    .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+                    .unwrap_or(7);
+                return Real(child, con, major < 7);
+            }
+            assert!(Instant::now() < deadline, "{bin:?} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn eval(&mut self, source: &[u8], keys: &[&str], args: &[Vec<u8>]) -> i64 {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
+        cmd.query(&mut self.1).expect("the script ran")
+    }
+
+    /// What `request` answers on the server, sent as the library sends it.
+    fn run(&mut self, request: Request) -> Answer {
+        let ms = |ticks: u16| (u64::from(ticks) * TICK_MS).to_string().into_bytes();
+        match request {
+            Request::Take { value, ttl, fenced } => {
+                let mut pipe = redis::pipe();
+                pipe.cmd("SET")
+                    .arg(KEY)
+                    .arg(value.bytes())
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms(ttl));
+                if fenced {
+                    pipe.cmd("SET")
+                        .arg(COUNTER)
+                        .arg(START)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(KEEP_MS)
+                        .ignore();
+                    pipe.cmd("INCR").arg(COUNTER);
+                    if self.2 {
+                        pipe.cmd("EVAL")
+                            .arg(KEEP.source())
+                            .arg(1)
+                            .arg(COUNTER)
+                            .arg(KEEP_MS)
+                            .ignore();
+                    } else {
+                        pipe.cmd("PEXPIRE")
+                            .arg(COUNTER)
+                            .arg(KEEP_MS)
+                            .arg("GT")
+                            .ignore();
+                    }
+                }
+                let replies: Vec<Reply> = pipe.query(&mut self.1).expect("the take ran");
+                let set = replies[0] == Reply::Okay;
+                let count = match replies.get(1) {
+                    Some(Reply::Int(n)) => *n as u64,
+                    _ => 0,
+                };
+                Answer::Took { set, count }
+            }
+            Request::Raise { value, to } => Answer::Int(self.eval(
+                RAISE.source(),
+                &[KEY, COUNTER],
+                &[
+                    value.bytes(),
+                    to.to_string().into_bytes(),
+                    KEEP_MS.to_string().into_bytes(),
+                ],
+            )),
+            Request::Extend { value, ttl } => {
+                Answer::Int(self.eval(EXTEND.source(), &[KEY], &[value.bytes(), ms(ttl)]))
+            }
+            Request::Unlock { value } => {
+                Answer::Int(self.eval(UNLOCK.source(), &[KEY], &[value.bytes()]))
+            }
+        }
+    }
+
+    /// The key's value and ms left, and the counter.
+    fn read(&mut self) -> (Option<Vec<u8>>, i64, Option<u64>) {
+        let value: Option<Vec<u8>> = redis::cmd("GET").arg(KEY).query(&mut self.1).unwrap();
+        let left: i64 = redis::cmd("PTTL").arg(KEY).query(&mut self.1).unwrap();
+        let counter: Option<u64> = redis::cmd("GET").arg(COUNTER).query(&mut self.1).unwrap();
+        (value, left, counter)
+    }
+}
+
+impl Drop for Real {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// A request drawn from a few values (two clients, two attempts: late
+/// ones are those of an earlier attempt) and TTLs of one to five ticks.
+fn request(rng: &mut Rng) -> Request {
+    let value = Value {
+        client: rng.below(2) as u8,
+        acquisition: 0,
+        attempt: 1 + rng.below(2) as u8,
+    };
+    let ttl = 1 + rng.below(5) as u16;
+    match rng.below(4) {
+        0 => Request::Take {
+            value,
+            ttl,
+            fenced: rng.below(2) == 0,
+        },
+        1 => Request::Raise {
+            value,
+            to: START + rng.below(8),
+        },
+        2 => Request::Extend { value, ttl },
+        _ => Request::Unlock { value },
+    }
+}
+
+#[test]
+fn each_script_model_answers_and_leaves_what_its_lua_does() {
+    let mut real = Real::start();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    eprintln!("seed {seed}");
+    let mut rng = Rng(seed);
+    for sequence in 0..40 {
+        let _: () = redis::cmd("FLUSHALL").query(&mut real.1).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(COUNTER)
+            .arg(START)
+            .arg("PX")
+            .arg(KEEP_MS)
+            .query(&mut real.1)
+            .unwrap();
+        let mut model = Server {
+            counter: Some(START),
+            ..Server::default()
+        };
+        let mut done = Vec::new();
+        for _ in 0..12 {
+            let request = request(&mut rng);
+            done.push(request);
+            let want = real.run(request);
+            let got = model.run(request, 0, Rules::ALL);
+            let (value, left, counter) = real.read();
+            let what = || format!("sequence {sequence} (seed {seed}): {done:?}");
+            assert_eq!(got, want, "answers differ after {}", what());
+            assert_eq!(
+                model.key.map(|(v, _)| v.bytes()),
+                value,
+                "values differ after {}",
+                what()
+            );
+            if let Some((_, until)) = model.key {
+                let model_ms = i64::from(until) * TICK_MS as i64;
+                assert!(
+                    (model_ms - left).abs() < 500,
+                    "expiries differ ({model_ms} ms in the model, {left} ms left on the server) after {}",
+                    what()
+                );
+            }
+            assert_eq!(model.counter, counter, "counters differ after {}", what());
+        }
+    }
+}
