@@ -27,7 +27,17 @@ const START: u64 = 1000;
 /// A server of its own on a free port, killed when dropped; whether it
 /// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
 /// the library sends).
-struct Real(Child, redis::Connection, bool);
+struct Real(Reaped, redis::Connection, bool);
+
+/// A child process killed and waited for when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 impl Real {
     fn start() -> Real {
@@ -36,13 +46,15 @@ impl Real {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("a free port");
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {bin:?}: {e}"));
+        let child = Reaped(
+            Command::new(&bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {bin:?}: {e}")),
+        );
         let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -134,13 +146,6 @@ impl Real {
         let left: i64 = redis::cmd("PTTL").arg(KEY).query(&mut self.1).unwrap();
         let counter: Option<u64> = redis::cmd("GET").arg(COUNTER).query(&mut self.1).unwrap();
         (value, left, counter)
-    }
-}
-
-impl Drop for Real {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
