@@ -27,7 +27,11 @@ const START: u64 = 1000;
 /// A server of its own on a free port, killed when dropped; whether it
 /// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
 /// the library sends).
-struct Real(Reaped, redis::Connection, bool);
+struct Real {
+    _server: Reaped,
+    con: redis::Connection,
+    legacy: bool,
+}
 
 /// A child process killed and waited for when dropped.
 struct Reaped(Child);
@@ -65,7 +69,11 @@ impl Real {
                 let major = crate::members::restart::field(&info, "redis_version")
                     .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
                     .unwrap_or(7);
-                return Real(child, con, major < 7);
+                return Real {
+                    _server: child,
+                    con,
+                    legacy: major < 7,
+                };
             }
             assert!(Instant::now() < deadline, "{bin:?} did not start");
             std::thread::sleep(Duration::from_millis(20));
@@ -75,7 +83,7 @@ impl Real {
     fn eval(&mut self, source: &[u8], keys: &[&str], args: &[Vec<u8>]) -> i64 {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
-        cmd.query(&mut self.1).expect("the script ran")
+        cmd.query(&mut self.con).expect("the script ran")
     }
 
     /// What `request` answers on the server, sent as the library sends it.
@@ -99,7 +107,7 @@ impl Real {
                         .arg(KEEP_MS)
                         .ignore();
                     pipe.cmd("INCR").arg(COUNTER);
-                    if self.2 {
+                    if self.legacy {
                         pipe.cmd("EVAL")
                             .arg(KEEP.source())
                             .arg(1)
@@ -114,7 +122,7 @@ impl Real {
                             .ignore();
                     }
                 }
-                let replies: Vec<Reply> = pipe.query(&mut self.1).expect("the take ran");
+                let replies: Vec<Reply> = pipe.query(&mut self.con).expect("the take ran");
                 let set = replies[0] == Reply::Okay;
                 let count = match replies.get(1) {
                     Some(Reply::Int(n)) => *n as u64,
@@ -142,9 +150,9 @@ impl Real {
 
     /// The key's value and ms left, and the counter.
     fn read(&mut self) -> (Option<Vec<u8>>, i64, Option<u64>) {
-        let value: Option<Vec<u8>> = redis::cmd("GET").arg(KEY).query(&mut self.1).unwrap();
-        let left: i64 = redis::cmd("PTTL").arg(KEY).query(&mut self.1).unwrap();
-        let counter: Option<u64> = redis::cmd("GET").arg(COUNTER).query(&mut self.1).unwrap();
+        let value: Option<Vec<u8>> = redis::cmd("GET").arg(KEY).query(&mut self.con).unwrap();
+        let left: i64 = redis::cmd("PTTL").arg(KEY).query(&mut self.con).unwrap();
+        let counter: Option<u64> = redis::cmd("GET").arg(COUNTER).query(&mut self.con).unwrap();
         (value, left, counter)
     }
 }
@@ -195,13 +203,13 @@ fn each_script_model_answers_and_leaves_what_its_lua_does() {
     eprintln!("seed {seed}");
     let mut rng = Rng(seed);
     for sequence in 0..40 {
-        let _: () = redis::cmd("FLUSHALL").query(&mut real.1).unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
         let _: () = redis::cmd("SET")
             .arg(COUNTER)
             .arg(START)
             .arg("PX")
             .arg(KEEP_MS)
-            .query(&mut real.1)
+            .query(&mut real.con)
             .unwrap();
         let mut model = Server {
             counter: Some(START),
