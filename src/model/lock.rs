@@ -62,6 +62,9 @@ pub(crate) struct Rules {
     pub(crate) raise_only_extends: bool,
     /// A server seen restarted does not vote for the longest TTL.
     pub(crate) quarantine: bool,
+    /// A fenced grant raises each granting member whose counter lags the
+    /// token, so that a quorum holds it.
+    pub(crate) raise: bool,
 }
 
 impl Rules {
@@ -70,6 +73,7 @@ impl Rules {
         per_attempt_values: true,
         raise_only_extends: true,
         quarantine: true,
+        raise: true,
     };
 }
 
@@ -521,7 +525,7 @@ impl LockModel {
                 // Dirty: every member that may hold the value (all but
                 // those that answered no).
                 let dirty = answers.map(|a| !matches!(a, Some(Answer::Took { set: false, .. })));
-                if count.reached && lagging.contains(&true) {
+                if count.reached && lagging.contains(&true) && self.rules.raise {
                     client.phase = Phase::Raising {
                         value,
                         start,

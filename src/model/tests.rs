@@ -164,3 +164,16 @@ fn without_the_restart_quarantine_an_empty_server_votes_twice() {
     };
     finds(SIZES[1], rules, 8, "both hold");
 }
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_raise_a_later_grant_counts_a_lower_fencing_token() {
+    let rules = Rules {
+        raise: false,
+        ..Rules::ALL
+    };
+    finds(SIZES[2], rules, 8, "fencing token");
+}

@@ -276,7 +276,8 @@ pub(crate) trait Writer: Sync {
 /// any order or late, one lost or run twice, one restart empty or with
 /// its data; a million states a run, every schedule of 5-6 steps. With
 /// per-attempt values, raise-only extends or the quarantine turned off,
-/// it finds two holders in 4 to 6 steps. Not modelled yet: fair waiting,
+/// it finds two holders in 4 to 6 steps; without the raise, a token that
+/// does not grow. Not modelled yet: fair waiting,
 /// the other shapes, moved addresses, liveness (TESTING.md in the
 /// repository, "Model checking").
 #[derive(Clone)]
