@@ -65,6 +65,13 @@ pub(crate) struct Rules {
     /// A fenced grant raises each granting member whose counter lags the
     /// token, so that a quorum holds it.
     pub(crate) raise: bool,
+    /// Strict mode ([`Builder::restart_quarantine`] of a TTL): a server
+    /// started less than that long ago does not vote, whether or not
+    /// this client saw it restart. Off by default: a restart before a
+    /// client's first contact is then not seen (assumption 3).
+    ///
+    /// [`Builder::restart_quarantine`]: crate::Builder::restart_quarantine
+    pub(crate) strict: bool,
 }
 
 impl Rules {
@@ -74,6 +81,7 @@ impl Rules {
         raise_only_extends: true,
         quarantine: true,
         raise: true,
+        strict: false,
     };
 }
 
@@ -124,6 +132,8 @@ pub(crate) struct Server {
     pub(crate) run: u8,
     /// Its clock runs fast by a tick over a TTL.
     pub(crate) fast: bool,
+    /// The tick its run started (none: long before the model's start).
+    pub(crate) started: Option<u16>,
 }
 
 impl Value {
@@ -284,7 +294,20 @@ pub(crate) struct Client {
     pub(crate) acquisitions: u8,
     pub(crate) attempts: u8,
     /// Per server: the run it last saw, and the tick it saw a new one.
-    pub(crate) seen: [(u8, Option<u16>); NODES],
+    pub(crate) seen: [Seen; NODES],
+}
+
+/// What a client's connections told of one server (its handshakes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Seen {
+    /// The run last seen (none: never reached).
+    pub(crate) run: Option<u8>,
+    /// It was seen to change (a restart witnessed).
+    pub(crate) witnessed: bool,
+    /// The tick of the handshake that read it, and the uptime the server
+    /// reported then, in ms on its own clock (none: long).
+    pub(crate) at: u16,
+    pub(crate) uptime_ms: Option<u32>,
 }
 
 /// The whole system.
@@ -362,21 +385,26 @@ impl LockModel {
     /// Whether `client` keeps server `node` out of votes at `now` (the
     /// library's verdict, on what the client saw of its runs).
     fn quarantined(&self, client: &Client, node: usize, now: u16) -> bool {
-        let Some(changed) = client.seen[node].1 else {
+        let seen = client.seen[node];
+        let Some(run) = seen.run.filter(|_| self.rules.quarantine) else {
             return false;
         };
-        if !self.rules.quarantine {
-            return false;
-        }
-        let policy = Policy::new(None, FACTOR);
+        let ttl = Duration::from_millis(u64::from(TTL) * TICK_MS);
+        let policy = Policy::new(self.rules.strict.then_some(ttl), FACTOR);
         policy.note_ttl(u64::from(TTL) * TICK_MS);
         let watch = Watch::default();
-        let identity = |run: u8| Identity {
-            run_id: Some(format!("run{run}")),
+        let identity = |run: String, up: Option<u32>| Identity {
+            run_id: Some(run),
+            uptime: Some(up.map_or(Duration::from_secs(3600), |ms| {
+                Duration::from_millis(u64::from(ms))
+            })),
             ..Identity::default()
         };
-        watch.observe(&identity(0), self.at(0));
-        watch.observe(&identity(1), self.at(u64::from(changed) * TICK_MS));
+        if seen.witnessed {
+            watch.observe(&identity("before".into(), None), self.at(0));
+        }
+        let at = self.at(u64::from(seen.at) * TICK_MS);
+        watch.observe(&identity(format!("run{run}"), seen.uptime_ms), at);
         watch
             .quarantine(&policy, self.at(u64::from(now) * TICK_MS))
             .is_some()
@@ -397,9 +425,21 @@ impl LockModel {
         for (node, _) in to.iter().enumerate().filter(|(_, on)| **on) {
             // A client reaching a server learns its run (a restart cut
             // its connections: it reconnects and reads the new one).
-            let run = s.servers[node].run;
-            if s.clients[c].seen[node].0 != run {
-                s.clients[c].seen[node] = (run, Some(s.now));
+            let server = &s.servers[node];
+            let run = server.run;
+            // The uptime it reports, on its own clock (fast by the drift).
+            let rate = if server.fast { 1.0 + FACTOR } else { 1.0 };
+            let uptime_ms = server
+                .started
+                .map(|t| (f64::from((s.now - t) as u32 * TICK_MS as u32) * rate) as u32);
+            let seen = &mut s.clients[c].seen[node];
+            if seen.run != Some(run) {
+                *seen = Seen {
+                    run: Some(run),
+                    witnessed: seen.run.is_some(),
+                    at: s.now,
+                    uptime_ms,
+                };
             }
             s.net.push(Message {
                 node: node as u8,
@@ -769,6 +809,7 @@ impl LockModel {
             Action::Restart(n, keeps) => {
                 let server = &mut s.servers[n];
                 server.run += 1;
+                server.started = Some(s.now);
                 if !keeps {
                     server.key = None;
                     server.counter = None;
@@ -802,7 +843,7 @@ impl Model for LockModel {
             phase: Phase::Idle,
             acquisitions: 0,
             attempts: 0,
-            seen: [(0, None); NODES],
+            seen: [Seen::default(); NODES],
         };
         State {
             now: 0,
