@@ -1,7 +1,8 @@
 //! The lock's protocol as a model: three servers, two clients, every
-//! request and reply in flight at once, delivered in any order, lost or
-//! delivered twice, servers that restart empty, a server clock that runs
-//! fast within the drift, time in ticks of 10 ms.
+//! request in flight at once, delivered in any order (also after its
+//! round ended), lost or delivered twice, servers that restart empty or
+//! with their data, a server clock that runs fast within the drift, time
+//! in ticks of 10 ms.
 //!
 //! The clients decide with the library's own code: the acquisition's
 //! verdict (`engine::verdict`), its validity (`quorum::valid_until`), the
@@ -32,6 +33,13 @@ const TTL: u16 = 4;
 const SHORT: u16 = 2;
 /// Every set of servers a request may run on at once.
 const MASKS: [u8; 1 << NODES] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+/// The granting members whose counter lags the token (by the library's
+/// verdict): those a raise goes to.
+fn lagging(ballots: &[Ballot; NODES]) -> [bool; NODES] {
+    let highest = verdict::count(*ballots, NODES, false).highest;
+    ballots.map(|b| verdict::lags(&b, highest))
+}
 
 /// Which servers a mask names, for people.
 fn at_once(mask: u8) -> String {
@@ -92,7 +100,7 @@ pub(crate) struct Size {
     pub(crate) acquisitions: u8,
     /// Fencing counters on (each grant raises its lagging members).
     pub(crate) fenced: bool,
-    /// Restarts of a server, empty, in all.
+    /// Restarts of a server (empty, or with its data), in all.
     pub(crate) restarts: u8,
     /// Requests delivered twice, in all.
     pub(crate) duplicates: u8,
@@ -241,9 +249,9 @@ impl Server {
 /// A request in flight to `node`, from `client`'s current round or an
 /// earlier one, on a connection to the server's run `run`. Its reply is
 /// not a message of its own: it reaches the client at once if the client
-/// still waits for that round, or never (a reply delayed past the round's end, or lost,
-/// is one the client never reads; the server ran the request all the
-/// same).
+/// still waits for that round, or never (a reply delayed past the round's
+/// end, or lost, is one the client never reads; the server ran the
+/// request all the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Message {
     node: u8,
@@ -272,7 +280,6 @@ pub(crate) enum Phase {
         value: Value,
         start: u16,
         ballots: [Ballot; NODES],
-        lagging: [bool; NODES],
         raised: [Option<bool>; NODES],
         /// The members that may hold the value (a yes, or no answer).
         dirty: [bool; NODES],
@@ -293,7 +300,7 @@ pub(crate) struct Client {
     pub(crate) phase: Phase,
     pub(crate) acquisitions: u8,
     pub(crate) attempts: u8,
-    /// Per server: the run it last saw, and the tick it saw a new one.
+    /// Per server: what its last handshake there read.
     pub(crate) seen: [Seen; NODES],
 }
 
@@ -522,10 +529,13 @@ impl LockModel {
                 answers.iter().all(Option::is_some)
             }
             Phase::Raising {
-                raised, lagging, ..
+                raised, ballots, ..
             } => {
                 raised[node] = Some(answer == Answer::Int(1));
-                lagging.iter().zip(raised).all(|(l, r)| !l || r.is_some())
+                lagging(ballots)
+                    .iter()
+                    .zip(raised)
+                    .all(|(l, r)| !l || r.is_some())
             }
             Phase::Holding {
                 extending: Some((_, _, acks)),
@@ -561,7 +571,7 @@ impl LockModel {
                     _ => Ballot::default(),
                 });
                 let count = verdict::count(ballots, NODES, false);
-                let lagging = ballots.map(|b| verdict::lags(&b, count.highest));
+                let lagging = lagging(&ballots);
                 // Dirty: every member that may hold the value (all but
                 // those that answered no).
                 let dirty = answers.map(|a| !matches!(a, Some(Answer::Took { set: false, .. })));
@@ -570,7 +580,6 @@ impl LockModel {
                         value,
                         start,
                         ballots,
-                        lagging,
                         raised: [None; NODES],
                         dirty,
                     };
@@ -593,12 +602,11 @@ impl LockModel {
                 value,
                 start,
                 ballots,
-                lagging,
                 raised,
                 dirty,
             } => {
                 let count = verdict::count(ballots, NODES, false);
-                let behind = lagging.iter().filter(|l| **l).count();
+                let behind = lagging(&ballots).iter().filter(|l| **l).count();
                 let up = raised.iter().filter(|r| **r == Some(true)).count();
                 let ok = verdict::raised_enough(count.granted, behind, up, NODES);
                 self.decide(s, c, value, start, ok, count.highest, dirty, mask);
