@@ -206,11 +206,37 @@ impl Error {
     /// [`Error::NoQuorum`], [`Error::NoValidity`]). False for a lock no
     /// longer held, bad arguments or configuration, and a failed random
     /// generator.
+    ///
+    /// Also false when [`is_misconfigured`](Self::is_misconfigured): a
+    /// quorum is ruled out by failures that waiting does not clear.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
             Error::Taken { .. } | Error::NoQuorum { .. } | Error::NoValidity { .. }
-        )
+        ) && !self.is_misconfigured()
+    }
+
+    /// So many members failed with a cause that waiting does not clear
+    /// (refused credentials or permissions, TLS, a peer that is not a
+    /// Redis server: see [`NodeError::is_misconfigured`]) that the rest
+    /// cannot make a quorum, whatever they answer: a setting to fix, named
+    /// in the message. [`LockManager::lock`](crate::LockManager::lock)
+    /// and the other waiting calls stop at once with it. False while
+    /// enough members failed for a passing cause only (a timeout, a
+    /// refused connection, a restart) or answered.
+    pub fn is_misconfigured(&self) -> bool {
+        let (nodes, quorum) = match self {
+            Error::Taken { nodes, quorum, .. } | Error::NoQuorum { nodes, quorum, .. } => {
+                (*nodes, *quorum)
+            }
+            _ => return false,
+        };
+        let fixed = self
+            .failures()
+            .iter()
+            .filter(|f| f.is_misconfigured())
+            .count();
+        fixed > nodes.saturating_sub(quorum)
     }
 
     /// Waiting was stopped by a [`Cancel`](crate::Cancel) switch

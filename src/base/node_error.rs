@@ -414,6 +414,34 @@ impl NodeError {
         self.cause.code()
     }
 
+    /// Whether this node's failure is one that waiting does not clear, a
+    /// setting to fix: it refused our credentials ([`Auth`]) or our user's
+    /// permissions ([`Permission`]), TLS failed ([`Tls`]), or the peer is
+    /// not a Redis server or answered what the protocol does not allow
+    /// ([`Protocol`]). When such failures leave too few members for a
+    /// quorum, an acquisition stops at once instead of waiting (see
+    /// [`Error::is_misconfigured`](crate::Error::is_misconfigured)).
+    ///
+    /// A name that does not resolve is not among them (a restarting
+    /// service's name can be missing from DNS for a while), nor are
+    /// error replies ([`Server`]): some clear (`MISCONF` once the disk has
+    /// room).
+    ///
+    /// [`Auth`]: NodeErrorKind::Auth
+    /// [`Permission`]: NodeErrorKind::Permission
+    /// [`Tls`]: NodeErrorKind::Tls
+    /// [`Protocol`]: NodeErrorKind::Protocol
+    /// [`Server`]: NodeErrorKind::Server
+    pub fn is_misconfigured(&self) -> bool {
+        matches!(
+            self.kind,
+            NodeErrorKind::Auth
+                | NodeErrorKind::Permission
+                | NodeErrorKind::Tls
+                | NodeErrorKind::Protocol
+        )
+    }
+
     /// Whether the same call may succeed on this node later without a
     /// change of configuration: it was unreachable, slow, lost the
     /// connection, restarted, lacked replicas in time, or answered an

@@ -39,6 +39,7 @@ type Signals = mpsc::Receiver<Origin>;
 const EX_USAGE: u8 = 64;
 const EX_UNAVAILABLE: u8 = 69;
 const EX_LOST: u8 = 76;
+const EX_CONFIG: u8 = 78;
 const EX_CANNOT_RUN: u8 = 126;
 const EX_NOT_FOUND: u8 = 127;
 
@@ -196,12 +197,21 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
         }
         Acquired::Lock(Err(e)) => {
             say!(ERROR, "cannot lock {}: {e}", args.resource);
-            ExitCode::from(match e {
-                Error::Taken { .. } => args.conflict_exit,
-                e if e.is_invalid() => EX_USAGE,
-                _ => EX_UNAVAILABLE,
-            })
+            ExitCode::from(exit_for(&e, args.conflict_exit))
         }
+    }
+}
+
+/// The exit status for a lock (or leadership) not taken: `conflict` when
+/// someone else holds it, 78 when settings must change first (refused
+/// credentials or permissions, TLS, a peer that is not Redis, on too many
+/// members), 64 for bad arguments, 69 otherwise.
+fn exit_for(e: &Error, conflict: u8) -> u8 {
+    match e {
+        e if e.is_misconfigured() => EX_CONFIG,
+        Error::Taken { .. } => conflict,
+        e if e.is_invalid() => EX_USAGE,
+        _ => EX_UNAVAILABLE,
     }
 }
 
@@ -340,7 +350,12 @@ fn acquire(dlm: &LockManager, args: &Args, signals: &Signals) -> Acquired {
     let first = take(dlm, args, Wait::No);
     match &first {
         Ok(_) => return after_signals(first, signals),
-        Err(e) if e.is_invalid() || args.wait.is_zero() => return Acquired::Lock(first),
+        // Nor when waiting cannot help: too few members are left once
+        // those that refuse our credentials or are not Redis are counted
+        // out.
+        Err(e) if e.is_invalid() || e.is_misconfigured() || args.wait.is_zero() => {
+            return Acquired::Lock(first);
+        }
         Err(e) if !e.failures().is_empty() => say!(
             WARN,
             "cannot lock {} yet: {e}; still trying for up to {}",
@@ -658,6 +673,7 @@ fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
     let mut result = election.try_campaign(args.ttl);
     if let Err(e) = &result
         && !e.is_invalid()
+        && !e.is_misconfigured()
         && wait != Wait::For(Duration::ZERO)
     {
         if !e.failures().is_empty() {
@@ -686,11 +702,7 @@ fn lead(dlm: &LockManager, args: &Args, signals: &Signals) -> ExitCode {
         (Err(e), None) if e.is_invalid() => usage_error(e.to_string()),
         (Err(e), None) => {
             say!(ERROR, "not elected for {}: {e}", args.resource);
-            ExitCode::from(if e.is_taken() {
-                args.conflict_exit
-            } else {
-                EX_UNAVAILABLE
-            })
+            ExitCode::from(exit_for(&e, args.conflict_exit))
         }
     }
 }

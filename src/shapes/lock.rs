@@ -141,6 +141,11 @@ impl LockManager {
     /// [`Error::NoValidity`](crate::Error::NoValidity) when the round was too slow for the TTL.
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty resource or a TTL that is 0,
     /// larger than [`MAX_TTL`](crate::MAX_TTL), or too small to leave any validity.
+    /// Waiting stops at once, before the retries are spent, when an
+    /// attempt's failures rule out a quorum for good
+    /// ([`Error::is_misconfigured`](crate::Error::is_misconfigured): too many members refuse
+    /// the credentials or permissions, fail TLS, or are not Redis); a
+    /// passing cause (a timeout, a node down, a restart) keeps it waiting.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
         self.lock_with(resource, ttl, Wait::Retries)
     }

@@ -491,3 +491,50 @@ fn a_peer_that_is_not_a_redis_server_is_said_to_be_one() {
         assert_eq!(f.to_string(), format!("127.0.0.1:{port}: {says}"));
     }
 }
+
+/// Waiting stops at once when the members left once those refusing our
+/// credentials are counted out cannot make a quorum (the message names
+/// each); it goes on while the cause may pass (a node down), even beside
+/// a refusal.
+#[test]
+fn waiting_stops_at_once_when_a_majority_refuses_the_credentials() {
+    let secured = [
+        Server::start_with(&["--requirepass", "s3cret"]).unwrap(),
+        Server::start_with(&["--requirepass", "s3cret"]).unwrap(),
+    ];
+    let open = Server::start().unwrap();
+    let mut dead = Server::start().unwrap();
+    dead.kill();
+    let wait = Duration::from_secs(20);
+
+    // Two of three refuse: no quorum is possible until a setting changes.
+    let dlm = manager(&[secured[0].url(), secured[1].url(), open.url()]);
+    let started = std::time::Instant::now();
+    let err = dlm
+        .try_lock_for(resource("hopeless"), TTL, wait)
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "waited {:?} for {err}",
+        started.elapsed()
+    );
+    assert!(err.is_misconfigured() && !err.is_retryable(), "{err:?}");
+    let msg = err.to_string();
+    assert_eq!(
+        msg.matches("requires a password and none was given")
+            .count(),
+        2,
+        "{msg}"
+    );
+
+    // One refuses, one is down: the down one may come back, so it waits
+    // (a short wait, all of it).
+    let short = Duration::from_millis(1500);
+    let dlm = manager(&[secured[0].url(), dead.url(), open.url()]);
+    let started = std::time::Instant::now();
+    let err = dlm
+        .try_lock_for(resource("hopeless"), TTL, short)
+        .unwrap_err();
+    assert!(started.elapsed() >= short, "{:?}: {err}", started.elapsed());
+    assert!(!err.is_misconfigured() && err.is_retryable(), "{err:?}");
+}

@@ -1811,3 +1811,34 @@ fn a_child_lockrun_inherited_is_not_the_commands() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(get(&cluster.servers[0], key.as_bytes()), None);
 }
+
+/// Too many members refusing the password is reported at once, not after
+/// `--wait`, with exit status 78 and each refusal named.
+#[test]
+fn refused_credentials_on_a_majority_end_the_wait_at_once() {
+    let secured = [
+        support::Server::start_with(&["--requirepass", "s3cret"]).unwrap(),
+        support::Server::start_with(&["--requirepass", "s3cret"]).unwrap(),
+    ];
+    let open = support::Server::start().unwrap();
+    let nodes = [secured[0].url(), secured[1].url(), open.url()];
+    let started = Instant::now();
+    let out = Command::new(lockrun_bin())
+        .args(["--nodes", &nodes.join(","), "--wait", "30s"])
+        .args(["--node-timeout", "500ms", &resource("lockrun-auth")])
+        .args(["--", "true"])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(took < Duration::from_secs(15), "took {took:?}: {err}");
+    assert_eq!(
+        err.matches("requires a password and none was given")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert!(!err.contains("still trying"), "{err}");
+}
