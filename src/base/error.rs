@@ -104,13 +104,14 @@ pub enum Error {
     /// The lock is no longer ours: its validity ran out (`lost_on` is 0
     /// and `renewal` is `None`), a quorum of nodes no longer holds our
     /// token (`lost_on` nodes: of them, `taken_over` hold another owner's
-    /// token and the rest no key at all, as after an expiry), or (from
+    /// token and the rest no key at all, as after an expiry or a removal;
+    /// `removed` tells which where it can be told), or (from
     /// [`LockGuard::ensure_held`](crate::LockGuard::ensure_held)) the
     /// latest keep-alive renewal did not reach a quorum (`renewal`).
     /// Nothing belonging to another owner was touched.
     #[error(
         "the lock on {resource:?} is no longer held: {}",
-        not_held_reason(*lost_on, *taken_over, *nodes, renewal.as_deref())
+        not_held_reason(*lost_on, *taken_over, *removed, *nodes, renewal.as_deref())
     )]
     #[non_exhaustive]
     NotHeld {
@@ -123,6 +124,14 @@ pub enum Error {
         /// lock was taken over there. 0 when the keys merely expired (or
         /// were deleted).
         taken_over: usize,
+        /// The nodes found without the key while the guard's validity
+        /// still ran, when a quorum's keys cannot have expired yet: the key
+        /// was removed (a force unlock, a `DEL`, an eviction, a flush, a
+        /// node restarted without its data, or its clock jumped ahead).
+        /// False where it may have expired (a release or renewal after the
+        /// validity, an election's rounds): the message then says "expired
+        /// or was removed".
+        removed: bool,
         /// Number of nodes in the manager.
         nodes: usize,
         /// When the latest keep-alive renewal did not reach a quorum (and
@@ -283,6 +292,7 @@ fn failed_suffix(failures: Option<&NodeFailures>) -> String {
 fn not_held_reason(
     lost_on: usize,
     taken_over: usize,
+    removed: bool,
     nodes: usize,
     renewal: Option<&str>,
 ) -> String {
@@ -290,9 +300,15 @@ fn not_held_reason(
         format!("its latest renewal did not reach a quorum ({renewal})")
     } else if lost_on == 0 {
         "its validity ran out".to_owned()
+    } else if taken_over == 0 && removed {
+        format!(
+            "its key was removed before it could expire: {lost_on} of {nodes} nodes no \
+             longer have it while its validity ran (a force unlock, a DEL, an eviction, a \
+             flush, or a node restarted without its data; none holds another owner's token)"
+        )
     } else if taken_over == 0 {
         format!(
-            "it expired: {lost_on} of {nodes} nodes no longer have its key \
+            "it expired or was removed: {lost_on} of {nodes} nodes no longer have its key \
              (none holds another owner's token)"
         )
     } else {
@@ -326,6 +342,7 @@ mod tests {
             resource: "r".into(),
             lost_on: 2,
             taken_over: 2,
+            removed: false,
             nodes: 3,
             renewal: None,
         };

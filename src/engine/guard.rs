@@ -40,14 +40,25 @@ struct State {
     changed: Condvar,
 }
 
+/// A round's finding that the lock is lost: on how many nodes, taken over
+/// on how many of them, and whether the others' keys were removed while
+/// its validity ran (see `Error::NotHeld`).
+#[derive(Clone, Copy, Default)]
+struct Lost {
+    on: usize,
+    taken_over: usize,
+    removed: bool,
+}
+
 /// What is known of the lock.
 struct Status {
     /// The end of the validity; moved to the moment of a takeover when
     /// one is found.
     valid_until: Instant,
     /// Set (final) once a round found the lock lost: how many nodes no
-    /// longer held our token, and how many of them held another owner's.
-    lost: Option<(usize, usize)>,
+    /// longer held our token, how many of them held another owner's, and
+    /// whether the rest had it removed (see `Error::NotHeld`).
+    lost: Option<Lost>,
     /// Why the latest renewal round did not reach a quorum; cleared when
     /// a retry does. While set, the lock is not known to be held.
     renewal_error: Option<String>,
@@ -62,25 +73,30 @@ impl State {
     /// or taken over, as counted by the round that found it), else the
     /// validity ran out, or (with `renewal`) the latest renewal missed the
     /// quorum.
-    fn not_held(&self, lost: Option<(usize, usize)>, renewal: Option<String>) -> Error {
-        let (lost_on, taken_over) = lost.unwrap_or((0, 0));
+    fn not_held(&self, lost: Option<Lost>, renewal: Option<String>) -> Error {
+        let Lost {
+            on,
+            taken_over,
+            removed,
+        } = lost.unwrap_or_default();
         Error::NotHeld {
             resource: self.shown(),
-            lost_on,
+            lost_on: on,
             taken_over,
+            removed,
             nodes: self.engine.members.len(),
             renewal,
         }
     }
 
-    /// Records that a round found the lock lost on `lost_on` nodes, taken
-    /// over on `taken_over` of them: no validity is left, for good.
-    fn lost(&self, lost_on: usize, taken_over: usize) {
+    /// Records that a round found the lock lost: no validity is left, for
+    /// good.
+    fn lost(&self, lost: Lost) {
         let mut status = self.status.lock();
         if status.lost.is_none() {
             telemetry::lost();
         }
-        status.lost.get_or_insert((lost_on, taken_over));
+        status.lost.get_or_insert(lost);
         status.valid_until = status.valid_until.min(Instant::now());
         self.changed.notify_all();
     }
@@ -131,14 +147,21 @@ impl State {
             return Err(self.not_held(None, None));
         }
         if !tally.reached() {
-            let err = tally.held_error(&self.shown());
+            // Started within the validity (checked above): keys gone
+            // from a quorum were removed.
+            let err = tally.held_error(&self.shown(), true);
             if let Error::NotHeld {
                 lost_on,
                 taken_over,
+                removed,
                 ..
             } = &err
             {
-                self.lost(*lost_on, *taken_over);
+                self.lost(Lost {
+                    on: *lost_on,
+                    taken_over: *taken_over,
+                    removed: *removed,
+                });
             }
             return Err(err);
         }
@@ -665,6 +688,7 @@ impl<M: Mode> Guard<M> {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
+        let early = self.state.ensure_held().is_ok();
         let (tally, hold_failed) = self.unlock(true);
         if let Some(err) = hold_failed {
             return Err(err);
@@ -672,7 +696,7 @@ impl<M: Mode> Guard<M> {
         if tally.reached() {
             Ok(())
         } else {
-            Err(tally.held_error(&self.state.shown()))
+            Err(tally.held_error(&self.state.shown(), early))
         }
     }
 
@@ -748,7 +772,7 @@ impl<M: Mode> Guard<M> {
         let why = if tally.reached() {
             state.not_held(None, None)
         } else {
-            tally.held_error(&state.shown())
+            tally.held_error(&state.shown(), true)
         };
         // The hold round took its time already: a second round from `Drop`
         // goes to a thread of its own (inline if none can be started), and

@@ -245,8 +245,10 @@ impl Tally {
     /// The error for a release or extend round that did not confirm a
     /// quorum: `NotHeld` when the nodes that lost our token (to another
     /// owner, or because the key is gone) alone rule a quorum out,
-    /// otherwise `NoQuorum`.
-    pub(crate) fn held_error(self, resource: &str) -> Error {
+    /// otherwise `NoQuorum`. `early`: the round started while the holder's
+    /// validity ran, so keys gone from a quorum were removed, not expired
+    /// (see `Error::NotHeld`'s `removed`).
+    pub(crate) fn held_error(self, resource: &str, early: bool) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
         let lost = self.no + self.gone;
         if lost > nodes - quorum {
@@ -254,6 +256,7 @@ impl Tally {
                 resource: resource.to_owned(),
                 lost_on: lost,
                 taken_over: self.no,
+                removed: early && self.gone > 0,
                 nodes,
                 renewal: None,
             }
@@ -484,7 +487,7 @@ mod tests {
     #[test]
     fn not_held_only_when_a_quorum_lost_the_token() {
         assert!(matches!(
-            tally(1, 2, 0).held_error("r"),
+            tally(1, 2, 0).held_error("r", false),
             Error::NotHeld {
                 lost_on: 2,
                 taken_over: 2,
@@ -495,7 +498,7 @@ mod tests {
         // over on one node.
         let mut t = tally(0, 1, 0);
         t.gone = 2;
-        let err = t.held_error("r");
+        let err = t.held_error("r", false);
         assert!(matches!(
             err,
             Error::NotHeld {
@@ -508,13 +511,13 @@ mod tests {
         // Gone everywhere: it expired, nobody took it over.
         let mut t = tally(0, 0, 0);
         t.gone = 3;
-        let msg = t.held_error("r").to_string();
+        let msg = t.held_error("r", false).to_string();
         assert!(
-            msg.contains("it expired") && !msg.contains("taken over"),
+            msg.contains("it expired or was removed") && !msg.contains("taken over"),
             "{msg}"
         );
         assert!(matches!(
-            tally(1, 1, 1).held_error("r"),
+            tally(1, 1, 1).held_error("r", false),
             Error::NoQuorum { .. }
         ));
     }

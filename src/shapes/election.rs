@@ -537,7 +537,7 @@ fn claim(
     if tally.reached() {
         Ok(())
     } else {
-        Err(tally.held_error(&quorum::display(name)))
+        Err(tally.held_error(&quorum::display(name), false))
     }
 }
 

@@ -249,7 +249,7 @@ fn another_redlock_client_and_named_tokens_exclude_each_other() {
 }
 
 #[test]
-fn an_expired_lock_says_it_expired_and_a_taken_over_one_says_so() {
+fn an_expired_lock_a_removed_one_and_a_taken_over_one_each_say_so() {
     let cluster = Nodes::start(3).unwrap();
     let dlm = manager(&cluster.urls());
     let r = resource("expired");
@@ -264,15 +264,51 @@ fn an_expired_lock_says_it_expired_and_a_taken_over_one_says_so() {
         Error::NotHeld {
             lost_on: 3,
             taken_over: 0,
+            removed: false,
             ..
         } => {}
         other => panic!("{other:?}"),
     }
     let msg = err.to_string();
     assert!(
-        msg.contains("it expired") && !msg.contains("taken over"),
+        msg.contains("it expired or was removed") && !msg.contains("taken over"),
         "{msg}"
     );
+
+    // Removed while its validity ran (a force unlock): not "expired".
+    let mut guard = dlm.lock(&r, TTL).unwrap();
+    dlm.force_unlock(&r).unwrap();
+    let err = guard.extend(TTL).unwrap_err();
+    match &err {
+        Error::NotHeld {
+            lost_on: 3,
+            taken_over: 0,
+            removed: true,
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("its key was removed before it could expire")
+            && msg.contains("a force unlock")
+            && !msg.contains("expired or"),
+        "{msg}"
+    );
+    assert!(
+        guard
+            .ensure_held()
+            .unwrap_err()
+            .to_string()
+            .contains("removed before")
+    );
+    // The same from a release (a DEL on each node, while the validity runs).
+    let guard = dlm.lock(&r, TTL).unwrap();
+    for server in &cluster.servers {
+        let _: () = redis::cmd("DEL").arg(&r).query(&mut admin(server)).unwrap();
+    }
+    let msg = guard.release().unwrap_err().to_string();
+    assert!(msg.contains("removed before it could expire"), "{msg}");
 
     // Taken over: another owner's token on two nodes, none on the third.
     let mut guard = dlm.lock(&r, TTL).unwrap();

@@ -1415,9 +1415,15 @@ fn inspect_and_force_unlock_from_the_command_line() {
     assert_eq!(forced.status.code(), Some(0), "{text}{}", stderr(&forced));
     assert!(text.contains("removed on 3 of 3 members"), "{text}");
     // The holder's next renewal (every second) finds the lock gone.
-    let (status, took) = support::timed(|| holder.wait().unwrap());
-    assert_eq!(status.code(), Some(76));
+    let (out, took) = support::timed(|| holder.wait_with_output().unwrap());
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
     assert!(took < Duration::from_secs(15), "{took:?}");
+    // Told as it happened: removed, not expired.
+    assert!(
+        stderr(&out).contains("its key was removed before it could expire"),
+        "{}",
+        stderr(&out)
+    );
     cluster.servers[0].kill();
     cluster.servers[1].kill();
     let blind = op("--inspect", &cluster);
