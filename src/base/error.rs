@@ -89,7 +89,14 @@ pub enum Error {
     /// acquisition the keys were removed again.
     #[error(
         "{resource:?} was confirmed by a quorum, but the round took {elapsed:?} of the \
-         {ttl:?} TTL and left no validity"
+         {ttl:?} TTL and left no validity{}",
+        match shortest {
+            Some(shortest) => format!(
+                " (the TTL is too short for the node timeout: a member that takes it all \
+                 leaves nothing; give a TTL of at least {shortest:?})"
+            ),
+            None => String::new(),
+        }
     )]
     #[non_exhaustive]
     NoValidity {
@@ -99,6 +106,10 @@ pub enum Error {
         elapsed: Duration,
         /// The TTL that was asked for.
         ttl: Duration,
+        /// When `ttl` is too short to leave validity after a round in
+        /// which one member takes the whole node timeout: the shortest
+        /// TTL that does (see "TTLs" in the crate docs). `None` otherwise.
+        shortest: Option<Duration>,
     },
 
     /// The lock is no longer ours: its validity ran out (`lost_on` is 0

@@ -168,11 +168,7 @@ impl State {
         if end < valid_until {
             Ok(())
         } else {
-            Err(Error::NoValidity {
-                resource: self.shown(),
-                elapsed: end - start,
-                ttl,
-            })
+            Err(engine.no_validity(self.shown(), end - start, ttl))
         }
     }
 

@@ -29,7 +29,7 @@
 //!   release it made on the name's channel, which wakes waiters.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -321,6 +321,8 @@ pub(crate) struct Engine {
     pub(crate) members: Arc<[Member]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
+    /// A TTL too short for the node timeout was logged (once a manager).
+    pub(crate) warned_short_ttl: AtomicBool,
     /// With fencing on: how long, in ms, a counter lives after its last
     /// acquisition or renewal. `None`: fencing off.
     pub(crate) fencing_expiry_ms: Option<u64>,
@@ -491,11 +493,45 @@ impl Engine {
         let whole = Duration::from_millis(ttl_ms);
         if quorum::validity(whole, Duration::ZERO, self.drift_factor).is_none() {
             return Err(Error::invalid_argument(format!(
-                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}",
-                quorum::drift(whole, self.drift_factor)
+                "TTL {ttl:?} leaves no validity after the clock drift allowance of {:?}; \
+                 give a TTL of at least {:?}",
+                quorum::drift(whole, self.drift_factor),
+                quorum::shortest_ttl(Duration::ZERO, self.drift_factor)
             )));
         }
+        if let Some(shortest) = self.short_of(whole) {
+            // Accepted (see "TTLs" in the crate docs), said once.
+            if !self.warned_short_ttl.swap(true, Ordering::Relaxed) {
+                crate::base::logging::log!(
+                    warn,
+                    "redlock_sync::config",
+                    "TTL {ttl:?} is too short for the node timeout of {:?}: while one member \
+                     takes the whole node timeout to answer, every attempt fails (no \
+                     validity left); give a TTL of at least {shortest:?}",
+                    self.node_timeout
+                );
+            }
+        }
         Ok(ttl_ms)
+    }
+
+    /// When `ttl` leaves no validity after a round in which one member
+    /// takes the whole node timeout (the round waits for it): the
+    /// shortest TTL that does.
+    pub(crate) fn short_of(&self, ttl: Duration) -> Option<Duration> {
+        quorum::validity(ttl, self.node_timeout, self.drift_factor)
+            .is_none()
+            .then(|| quorum::shortest_ttl(self.node_timeout, self.drift_factor))
+    }
+
+    /// The error of a round a quorum confirmed too late for `ttl`.
+    pub(crate) fn no_validity(&self, resource: String, elapsed: Duration, ttl: Duration) -> Error {
+        Error::NoValidity {
+            resource,
+            elapsed,
+            ttl,
+            shortest: self.short_of(ttl),
+        }
     }
 
     /// With fencing on, how long (ms, as a command argument) a counter is
@@ -642,11 +678,7 @@ impl Engine {
                 all.add(raised);
                 all.no_quorum(&shown)
             }
-            None if granted >= quorum => Error::NoValidity {
-                resource: shown,
-                elapsed,
-                ttl,
-            },
+            None if granted >= quorum => self.no_validity(shown, elapsed, ttl),
             None => {
                 let mut err =
                     Tally::count(votes.into_iter().map(|v| v.answer)).acquire_error(&shown);

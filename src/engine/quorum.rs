@@ -41,6 +41,19 @@ pub(crate) fn validity(ttl: Duration, elapsed: Duration, factor: f64) -> Option<
         .filter(|v| !v.is_zero())
 }
 
+/// The shortest TTL (whole milliseconds) that leaves some validity after
+/// a round that took `elapsed` (see [`validity`]).
+pub(crate) fn shortest_ttl(elapsed: Duration, factor: f64) -> Duration {
+    // ttl - elapsed - ttl * factor - BASE_DRIFT > 0, solved, then stepped
+    // up past rounding.
+    let guess = (elapsed + BASE_DRIFT).as_secs_f64() / (1.0 - factor.clamp(0.0, 0.999));
+    let mut ms = (guess * 1000.0) as u64;
+    while validity(Duration::from_millis(ms), elapsed, factor).is_none() {
+        ms += 1;
+    }
+    Duration::from_millis(ms)
+}
+
 /// A pause drawn uniformly from `[max / 2, max]` using 64 random bits
 /// (`random`), with nanosecond resolution: random, so that contenders
 /// that failed together do not ask again together, and never shorter
@@ -330,6 +343,17 @@ pub(crate) fn after_extend(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_shortest_ttl_is_the_first_that_leaves_validity() {
+        for (nt, factor) in [(50, 0.01), (500, 0.01), (2000, 0.25), (0, 0.0), (7, 0.9)] {
+            let nt = Duration::from_millis(nt);
+            let ttl = shortest_ttl(nt, factor);
+            assert!(validity(ttl, nt, factor).is_some(), "{ttl:?}");
+            let less = ttl - Duration::from_millis(1);
+            assert!(validity(less, nt, factor).is_none(), "{less:?}");
+        }
+    }
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);

@@ -416,7 +416,7 @@ impl Builder {
     /// (`appendfsync always` with `no-appendfsync-on-rewrite no`) are
     /// exempt, and so is any server whose `INFO` this user may not read. A
     /// server kept out is a failure in `Taken` and `NoQuorum`: "restarted
-    /// 0.4s ago, not voting for 9.6s".
+    /// 0.4s ago: in restart quarantine, not voting for 9.6s".
     ///
     /// Always on, with or without it: a change this manager witnessed (the
     /// server's `run_id` changed since it last connected: a restart, or
@@ -605,6 +605,7 @@ impl Builder {
                 members,
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
+                warned_short_ttl: Default::default(),
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,

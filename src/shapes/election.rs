@@ -405,11 +405,9 @@ impl Election {
                 // done is an attempt too slow for its TTL, which waiting
                 // may cure.
                 let too_slow = |e: Error| match e {
-                    Error::NotHeld { .. } => Error::NoValidity {
-                        resource: quorum::display(&self.name),
-                        elapsed: start.elapsed(),
-                        ttl,
-                    },
+                    Error::NotHeld { .. } => {
+                        engine.no_validity(quorum::display(&self.name), start.elapsed(), ttl)
+                    }
                     e => e,
                 };
                 self.claim(engine, guard.token(), term, 1, value)

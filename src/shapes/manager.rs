@@ -809,29 +809,54 @@ mod tests {
     use super::*;
     use crate::engine::pipeline::MAX_TTL;
 
-    fn manager(drift_factor: f64) -> LockManager {
+    fn manager(drift_factor: f64, node_timeout: Duration) -> LockManager {
         LockManager::builder()
             .node("redis://127.0.0.1:1")
             .drift_factor(drift_factor)
+            .node_timeout(node_timeout)
             .build()
             .unwrap()
     }
 
     #[test]
     fn ttl_checks() {
-        let m = manager(0.01);
+        let m = manager(0.01, Duration::from_millis(50));
         let s = &m.engine;
         assert_eq!(s.check_ttl(Duration::from_millis(1500)).unwrap(), 1500);
         assert_eq!(s.check_ttl(Duration::from_micros(1_500_900)).unwrap(), 1500);
         assert!(s.check_ttl(Duration::ZERO).is_err());
         assert!(s.check_ttl(Duration::from_micros(999)).is_err());
+        // Accepted, though a round with one member at the whole 50 ms
+        // node timeout leaves 53 - 50 - (0.53 + 2) of 53 ms, nothing of
+        // 52: an attempt that took that long says so.
+        assert!(s.check_ttl(Duration::from_millis(52)).is_ok());
+        assert_eq!(
+            s.short_of(Duration::from_millis(52)),
+            Some(Duration::from_millis(53))
+        );
+        assert_eq!(s.short_of(Duration::from_millis(53)), None);
+        let slow = s.no_validity(
+            "r".into(),
+            Duration::from_millis(51),
+            Duration::from_millis(52),
+        );
+        assert!(
+            slow.to_string().ends_with("give a TTL of at least 53ms)"),
+            "{slow}"
+        );
         assert!(s.check_ttl(Duration::from_millis(2)).is_err());
+        let tiny = s
+            .check_ttl(Duration::from_millis(2))
+            .unwrap_err()
+            .to_string();
+        assert!(tiny.ends_with("give a TTL of at least 3ms"), "{tiny}");
         assert!(s.check_ttl(Duration::from_millis(3)).is_ok());
         assert!(s.check_ttl(MAX_TTL).is_ok());
-        assert!(s.check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
+        let long = s.check_ttl(MAX_TTL + Duration::from_millis(1)).unwrap_err();
+        assert!(long.to_string().contains("maximum of"), "{long}");
         assert!(s.check_ttl(Duration::MAX).is_err());
         // with a 0.5 factor, 4 ms leaves 4 - 2 - 2 = 0
-        let m = manager(0.5);
+        let m = manager(0.5, Duration::from_millis(1));
         assert!(m.engine.check_ttl(Duration::from_millis(4)).is_err());
         assert!(m.engine.check_ttl(Duration::from_millis(6)).is_ok());
     }
@@ -875,7 +900,7 @@ mod tests {
 
     #[test]
     fn set_retry_rejects_zero_attempts_and_keeps_old_settings() {
-        let mut m = manager(0.01);
+        let mut m = manager(0.01, Duration::from_millis(50));
         assert_eq!(m.retry(), (3, Duration::from_millis(200)));
         assert!(matches!(
             m.set_retry(0, Duration::ZERO),

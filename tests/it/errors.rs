@@ -574,3 +574,37 @@ fn waiting_stops_at_once_when_a_majority_refuses_the_credentials() {
     assert!(started.elapsed() >= short, "{:?}: {err}", started.elapsed());
     assert!(!err.is_misconfigured() && err.is_retryable(), "{err:?}");
 }
+
+/// A TTL too short for the node timeout is accepted (it works while every
+/// member answers quickly); while one member hangs, the attempt fails
+/// saying that the TTL is the cause, and the TTL that would do.
+#[test]
+fn a_ttl_too_short_for_the_node_timeout_is_named_when_a_member_hangs() {
+    let nodes = Nodes::start(2).unwrap();
+    let timeout = Duration::from_millis(300);
+    let ttl = Duration::from_millis(200);
+    let quick = support::manager_over(nodes.urls(), timeout);
+    quick
+        .try_lock(resource("short-ttl"), ttl)
+        .unwrap()
+        .release()
+        .unwrap();
+    let (port, _silent) = peer(b"", false);
+    let mut urls = nodes.urls();
+    urls.push(format!("redis://127.0.0.1:{port}"));
+    let dlm = support::manager_over(urls, timeout);
+    let err = dlm.try_lock(resource("short-ttl"), ttl).unwrap_err();
+    match &err {
+        Error::NoValidity {
+            shortest: Some(shortest),
+            ..
+        } => assert!(*shortest > timeout, "{shortest:?}"),
+        other => panic!("{other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("the TTL is too short for the node timeout")
+            && msg.contains("give a TTL of at least 30"),
+        "{msg}"
+    );
+}
