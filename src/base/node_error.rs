@@ -265,7 +265,7 @@ pub enum NodeErrorKind {
     Tls,
     /// The server restarted without its data recently and does not vote
     /// yet (see [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)):
-    /// "restarted 0.4s ago, not voting for 9.6s".
+    /// "restarted 0.4s ago: in restart quarantine, not voting for 9.6s".
     Restarted,
     /// The write was not acknowledged by as many replicas as
     /// [`Builder::replica_acks`](crate::Builder::replica_acks) asks, within

@@ -440,16 +440,15 @@ impl Node {
     /// The failure of a server kept out after a restart.
     #[cold]
     fn quarantined(&self, q: Quarantine) -> NodeError {
-        let (seen, why) = if q.witnessed {
-            (
+        let (seen, why) = match q.witnessed {
+            true => (
                 "restarted or replaced (run_id changed)",
-                "a restart, or another server behind its address",
-            )
-        } else {
-            ("restarted", "within the restart quarantine")
+                " (a restart, or another server behind its address)",
+            ),
+            false => ("restarted", ""),
         };
         let e = Cause::Restarted(format!(
-            "{seen} {:.1}s ago, not voting for {:.1}s ({why})",
+            "{seen} {:.1}s ago: in restart quarantine, not voting for {:.1}s{why}",
             q.up.as_secs_f64(),
             q.left.as_secs_f64()
         ));

@@ -53,6 +53,9 @@ pub(crate) fn url_parts(url: &str) -> Option<UrlParts<'_>> {
 /// reads it: no scheme, an unknown one, no host, a bad port.
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let Some(parts) = url_parts(url) else {
+        if let Some(fixed) = misspelt_scheme(url) {
+            return Err(format!("malformed scheme: write {fixed}"));
+        }
         return Err(if url.starts_with('/') {
             format!("no scheme: write unix://{url} for a socket path")
         } else {
@@ -88,6 +91,28 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
         }
         _ => Ok(()),
     }
+}
+
+/// A URL whose scheme is one of ours but not followed by `://` (`redis//h`,
+/// `redis:/h`), written as meant. Not `redis:6379`: that is a host named
+/// `redis`.
+fn misspelt_scheme(url: &str) -> Option<String> {
+    let (scheme, rest) = SCHEMES
+        .iter()
+        .filter_map(|s| {
+            let head = url.get(..s.len())?;
+            head.eq_ignore_ascii_case(s).then(|| (*s, &url[s.len()..]))
+        })
+        .max_by_key(|(s, _)| s.len())?;
+    let after = rest.strip_prefix(':').unwrap_or(rest);
+    if !after.starts_with('/') {
+        return None;
+    }
+    let path = after.trim_start_matches('/');
+    Some(match scheme.contains("unix") {
+        true => format!("{scheme}:///{path}"),
+        false => format!("{scheme}://{path}"),
+    })
 }
 
 /// The URL with any credentials replaced by `***`, for error messages.
@@ -131,6 +156,16 @@ mod tests {
     fn url_mistakes_are_named() {
         let why = |url| check_url(url).unwrap_err();
         assert!(why("127.0.0.1:7000").contains("write redis://127.0.0.1:7000"));
+        assert_eq!(
+            why("redis//127.0.0.1:7101"),
+            "malformed scheme: write redis://127.0.0.1:7101"
+        );
+        assert_eq!(why("rediss:/h:1"), "malformed scheme: write rediss://h:1");
+        assert_eq!(
+            why("unix//tmp/r.sock"),
+            "malformed scheme: write unix:///tmp/r.sock"
+        );
+        assert!(why("redis:6379").contains("write redis://redis:6379"));
         assert!(why("/tmp/r.sock").contains("unix:///tmp/r.sock"));
         assert!(why("http://h:1").contains("unknown scheme \"http\""));
         assert!(why("redis://h:70000").contains("bad port \"70000\""));

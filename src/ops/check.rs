@@ -496,7 +496,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     }
     if let Some(q) = node.quarantine() {
         let text = format!(
-            "restarted {:.1}s ago, not voting for {:.1}s",
+            "restarted {:.1}s ago: in restart quarantine, not voting for {:.1}s",
             q.up.as_secs_f64(),
             q.left.as_secs_f64()
         );

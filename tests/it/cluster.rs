@@ -797,3 +797,40 @@ fn read_locks_on_a_cluster_member_live_in_the_names_slot_and_wake_writers() {
     drop(rw.try_read(TTL).unwrap());
     assert_eq!(get(owner, name.as_bytes()), None);
 }
+
+/// A cluster member whose master for the resource sits in the restart
+/// quarantine says so, naming the master and the quarantine, for a lock
+/// and for a set spread over its slot groups.
+#[test]
+fn a_quarantined_cluster_master_is_named_with_the_quarantine() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let dlm = LockManager::builder()
+        .cluster(cluster.seeds())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .restart_quarantine(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let err = dlm
+        .try_lock(resource("cluster-quarantine"), TTL)
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("in restart quarantine, not voting for"),
+        "{msg}"
+    );
+    assert_eq!(err.failures()[0].kind(), NodeErrorKind::Restarted, "{msg}");
+    let names = [
+        resource("cluster-quarantine-a"),
+        resource("cluster-quarantine-b"),
+    ];
+    let err = dlm.try_lock_all(&names, TTL).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("in restart quarantine, not voting for"),
+        "{msg}"
+    );
+}

@@ -296,7 +296,23 @@ fn bad_command_lines_exit_64_and_say_what_is_wrong() {
         ),
         (
             &["--nodes", node, "--ttl", "0s", "res", "--", "true"],
-            "TTL must be at least 1 ms",
+            "--ttl 0ms is too short for --node-timeout 50ms",
+        ),
+        (
+            &["--nodes", node, "--ttl", "40ms", "res", "--", "true"],
+            "give a TTL of at least",
+        ),
+        (
+            &[
+                "--nodes",
+                node,
+                "--ttl",
+                "99999999999999999999999s",
+                "res",
+                "--",
+                "true",
+            ],
+            "--ttl: \"99999999999999999999999s\" is out of range: at most 18446744073709551615s",
         ),
         (
             &["--nodes", "not a url", "res", "--", "true"],
@@ -359,28 +375,35 @@ fn failing_nodes_are_named_with_their_cause() {
         s
     };
     let key = resource("lockrun-causes");
-    for (url, says) in [
+    // Refused credentials are a setting to fix (78); the rest may pass
+    // (69).
+    for (url, says, status) in [
         (
             format!("redis://:wrong@127.0.0.1:{}", secured.port()),
             "wrong user name or password",
+            78,
         ),
         (
             format!("redis://127.0.0.1:{}", secured.port()),
             "requires a password and none was given",
+            78,
         ),
         (
             format!("redis://:s3cret@127.0.0.1:{}", open.port()),
             "a password was given but the server has none set",
+            78,
         ),
         (
             format!("redis://127.0.0.1:{}", dead.port()),
             "connection refused",
+            69,
         ),
         // `.invalid` never resolves (RFC 6761); a resolver that does not
         // answer in time is a timeout instead (still a stated cause).
         (
             "redis://no-such-host.invalid:6390".to_owned(),
             "no-such-host.invalid:6390: name resolution failed",
+            69,
         ),
     ] {
         let out = Command::new(lockrun_bin())
@@ -390,7 +413,7 @@ fn failing_nodes_are_named_with_their_cause() {
             .output()
             .unwrap();
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        assert_eq!(out.status.code(), Some(status), "{url}: {err}");
         let resolver_hung = url.contains(".invalid") && err.contains("no connection within 2s");
         assert!(
             err.contains(says) || resolver_hung,
@@ -828,6 +851,13 @@ fn check_reports_each_server_and_exits_1_when_one_is_unsafe() {
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(text.lines().all(|l| l.starts_with("warning ")), "{text}");
     assert!(text.contains("no persistence"), "{text}");
+    // Said to be expected of throwaway nodes, with what production needs.
+    let note = stderr(&out);
+    assert!(
+        note.contains("2 of 2 servers keep no append-only file: expected for throwaway")
+            && note.contains("appendonly yes and appendfsync always"),
+        "{note}"
+    );
 
     let lru =
         support::Server::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"])
@@ -1372,7 +1402,7 @@ fn inspect_and_force_unlock_from_the_command_line() {
     assert_eq!(free.status.code(), Some(1), "{}", stderr(&free));
     assert!(String::from_utf8_lossy(&free.stdout).contains("free"));
     let marker = scratch("inspect.started");
-    let mut holder = spawn(&mut lockrun(
+    let holder = spawn(&mut lockrun(
         &cluster,
         &["--ttl", "3s"],
         &key,
@@ -1428,6 +1458,16 @@ fn inspect_and_force_unlock_from_the_command_line() {
     cluster.servers[1].kill();
     let blind = op("--inspect", &cluster);
     assert_eq!(blind.status.code(), Some(69), "{}", stderr(&blind));
+    // Each member that failed has its line, as when enough answer.
+    let lines = String::from_utf8_lossy(&blind.stdout).into_owned();
+    for dead in &cluster.servers[..2] {
+        assert!(
+            lines
+                .lines()
+                .any(|l| l.starts_with(&format!("127.0.0.1:{}: ", dead.port()))),
+            "{lines}"
+        );
+    }
 }
 
 /// `--min-hold`: a command that ends at once still keeps others out until

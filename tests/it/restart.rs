@@ -85,7 +85,7 @@ fn assert_kept_out(result: redlock_sync::Result<redlock_sync::LockGuard>, node: 
     assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("restarted") && msg.contains("not voting for"),
+        msg.contains("restarted") && msg.contains("in restart quarantine, not voting for"),
         "{msg}"
     );
 }

@@ -245,10 +245,10 @@ pub(crate) fn parse() -> Result<Parsed, String> {
     // While one member takes the whole node timeout to answer and a
     // majority answers, the validity dips to `dip` before each renewal
     // lands: the kill margin must stay below that, or a command would be
-    // killed while a majority answers. (A zero TTL is refused by the
-    // library, which says so.)
+    // killed while a majority answers. (A zero TTL too, with the same
+    // words and the TTL that would do.)
     let dip = healthy_dip(args.ttl, args.node_timeout);
-    if command.is_some() && !args.ttl.is_zero() && dip <= args.kill_margin() {
+    if command.is_some() && dip <= args.kill_margin() {
         let enough = (1..=36_000u32)
             .map(|tenths| Duration::from_millis(100) * tenths)
             .find(|ttl| healthy_dip(*ttl, args.node_timeout) > kill_margin(*ttl))
@@ -403,7 +403,12 @@ fn duration(text: &str) -> Result<Duration, String> {
         "h" => number * 3600.0,
         _ => return Err(format!("unknown unit {unit:?} in {text:?} (ms, s, m, h)")),
     };
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        format!(
+            "{text:?} is out of range: at most {}s",
+            Duration::MAX.as_secs()
+        )
+    })
 }
 
 /// A duration as a person writes it: `10s`, `500ms`, `1.5s`, `2m`.
@@ -472,6 +477,11 @@ mod tests {
         assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
         assert!(duration("-5s").is_err());
         assert!(duration("5parsecs").is_err());
+        let far = duration("99999999999999999999999s").unwrap_err();
+        assert!(
+            far.ends_with("out of range: at most 18446744073709551615s"),
+            "{far}"
+        );
         assert_eq!(human(Duration::from_millis(999_600)), "16.7m");
         assert_eq!(human(Duration::from_millis(999)), "999ms");
         assert_eq!(human(Duration::from_millis(1000)), "1s");

@@ -46,6 +46,17 @@ pub(crate) fn check(dlm: &LockManager, resource: Option<&String>) -> ExitCode {
             println!("{report}");
         }
     }
+    // Throwaway nodes (the README's, `--save '' --appendonly no`) all get
+    // this warning: say that it is expected there, and what production
+    // needs.
+    let diskless = reports.iter().filter(|r| r.aof == Some(false)).count();
+    if diskless > 0 {
+        say!(
+            WARN,
+            "{diskless} of {} servers keep no append-only file: expected for throwaway              test nodes, and safe (a restarted one sits out votes for the restart              quarantine); in production set appendonly yes and appendfsync always, so that              a restart keeps its locks and votes at once",
+            reports.len()
+        );
+    }
     let unsafe_ = reports
         .iter()
         .filter(|r| r.verdict == Verdict::Unsafe)
@@ -70,6 +81,10 @@ pub(crate) fn inspect(dlm: &LockManager, resource: &str) -> ExitCode {
         Ok(info) => info,
         Err(e) if e.is_invalid() => return usage_error(e.to_string()),
         Err(e) => {
+            // A line for each member that failed, as when enough answer.
+            for failure in e.failures() {
+                println!("{failure}");
+            }
             say!(ERROR, "cannot tell who holds {resource:?}: {e}");
             return ExitCode::from(EX_UNAVAILABLE);
         }

@@ -184,9 +184,16 @@ pub(crate) fn majority(
     // did not answer could make one.
     let most = best.map_or(0, |(_, c)| c);
     if most + failures.len() >= q && !failures.is_empty() {
+        // Too few answered to tell: counted as `inspect` counts them
+        // (each answer to a read agrees); else those that agree on the
+        // likeliest leader, short of a majority.
+        let yes = match answered.len() < q {
+            true => answered.len(),
+            false => most,
+        };
         let tally = Tally {
-            yes: most,
-            no: answered.len() - most,
+            yes,
+            no: answered.len() - yes,
             gone: 0,
             failures,
         };
@@ -327,6 +334,15 @@ mod tests {
             ),
             "{err:?}"
         );
+        // A majority down: the one that answered is counted, as
+        // `inspect` counts it.
+        let err = read(vec![
+            Some(Err(failed())),
+            Some(Err(failed())),
+            Some(Ok(free())),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("1 of 3 nodes agreed"), "{err}");
         assert!(
             read(vec![
                 Some(Err(failed())),
