@@ -63,10 +63,38 @@
 //! `{job:42}:report`); otherwise the server answers `CROSSSLOT`
 //! ([`FenceError::Redis`]).
 //!
+//! **Which `redis`.** [`Fence::set`] and [`Fence::highest`] take a
+//! connection of the [`redis`](https://docs.rs/redis/1) crate, version 1
+//! (anything that implements its [`ConnectionLike`] trait: a
+//! `redis::Connection`, a pooled one, a cluster connection). Use the
+//! crate through this module's re-export, [`fence::redis`](redis), and the
+//! versions always match; or add it yourself with the same major version
+//! (`cargo add redis@1`, or `redis = "1"` in `Cargo.toml`). A connection
+//! of another major version (`redis = "0.23"`) does not implement this
+//! trait: the compiler then says `the trait bound … ConnectionLike is not
+//! satisfied` and that several versions of `redis` are in the build.
+//!
+//! ```no_run
+//! // No `redis` line needed in Cargo.toml: the re-export is enough.
+//! use redlock_sync::fence::{Fence, redis};
+//!
+//! fn record(token: u64) -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = redis::Client::open("redis://127.0.0.1:7101")?;
+//!     let mut con = client.get_connection()?;
+//!     Fence::new("jobs/report").set(&mut con, "report:latest", b"done", token)?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! For a SQL database, the same rule is a condition on the update: see the
 //! manual's "Fencing tokens".
 
 use std::sync::OnceLock;
+
+/// The [`redis`](https://docs.rs/redis/1) crate, version 1, whose
+/// connections [`Fence`]'s methods take: use it from here (`use
+/// redlock_sync::fence::redis;`) so that its version is this library's.
+pub use redis;
 
 use redis::ConnectionLike;
 
