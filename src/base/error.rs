@@ -314,8 +314,9 @@ fn not_held_reason(
     } else if taken_over == 0 && removed {
         format!(
             "its key was removed before it could expire: {lost_on} of {nodes} nodes no \
-             longer have it while its validity ran (a force unlock, a DEL, an eviction, a \
-             flush, or a node restarted without its data; none holds another owner's token)"
+             longer have it while its validity ran, so at least one lost it to a removal (a \
+             force unlock, a DEL, an eviction, a flush, or a node restarted without its \
+             data; none holds another owner's token)"
         )
     } else if taken_over == 0 {
         format!(

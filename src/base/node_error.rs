@@ -433,13 +433,14 @@ impl NodeError {
     /// [`Protocol`]: NodeErrorKind::Protocol
     /// [`Server`]: NodeErrorKind::Server
     pub fn is_misconfigured(&self) -> bool {
+        // A call that panicked is a bug here, not a setting there.
         matches!(
             self.kind,
             NodeErrorKind::Auth
                 | NodeErrorKind::Permission
                 | NodeErrorKind::Tls
                 | NodeErrorKind::Protocol
-        )
+        ) && !matches!(self.cause, Cause::Panicked)
     }
 
     /// Whether the same call may succeed on this node later without a

@@ -411,10 +411,12 @@ pub(crate) fn attempt<S: Queued>(
     ttl_ms: u64,
     refusal: &mut Refusal,
 ) -> Result<Granted> {
+    let was_active = shape.place().is_some_and(Fair::active);
     let result = p.acquire(shape, token, ttl_ms, refusal);
     let Some(fair) = shape.place() else {
         return result;
     };
+    refusal.fell_back = was_active && !fair.active();
     match &result {
         Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
             shape.leave(p, fair, token);

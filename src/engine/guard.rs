@@ -315,11 +315,17 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                 pause = due.max(retry).saturating_sub(took);
             }
             Err(err @ Error::NotHeld { .. }) => {
-                crate::base::logging::log!(
-                    error,
-                    "redlock_sync::keepalive",
-                    "kept-alive lock lost: {err}"
-                );
+                // Not when the guard is being released: this round may
+                // have found the release's own deletion.
+                if !*stop.0.lock() {
+                    crate::base::logging::log!(
+                        error,
+                        "redlock_sync::keepalive",
+                        "kept-alive lock lost: {err}"
+                    );
+                }
+                #[cfg(not(feature = "log"))]
+                let _ = err;
                 return;
             }
             Err(err) => {
@@ -684,7 +690,7 @@ impl<M: Mode> Guard<M> {
     /// expire with their TTL.
     pub fn release(mut self) -> Result<()> {
         self.armed = false;
-        let early = self.state.ensure_held().is_ok();
+        let deadline = self.state.valid_until();
         let (tally, hold_failed) = self.unlock(true);
         if let Some(err) = hold_failed {
             return Err(err);
@@ -692,6 +698,9 @@ impl<M: Mode> Guard<M> {
         if tally.reached() {
             Ok(())
         } else {
+            // Ended within the validity: keys gone from a quorum were
+            // removed, not expired (as `extend_round` counts).
+            let early = Instant::now() < deadline;
             Err(tally.held_error(&self.state.shown(), early))
         }
     }
@@ -768,7 +777,7 @@ impl<M: Mode> Guard<M> {
         let why = if tally.reached() {
             state.not_held(None, None)
         } else {
-            tally.held_error(&state.shown(), true)
+            tally.held_error(&state.shown(), Instant::now() < deadline)
         };
         // The hold round took its time already: a second round from `Drop`
         // goes to a thread of its own (inline if none can be started), and

@@ -183,6 +183,11 @@ pub(crate) struct Refusal {
     /// manager's other waiters (the members' queue decides who goes
     /// first; see `fair.rs`).
     pub(crate) queued: bool,
+    /// A fair attempt's queue commands were refused (`NOPERM`: an ACL
+    /// rule without the fair additions): its permission failures say
+    /// nothing of whether the lock can be taken, and the next attempt
+    /// goes unfair (see `Fair::heed`), so waiting goes on.
+    pub(crate) fell_back: bool,
 }
 
 /// A shape's names (see [`Shape::resources`]): one, borrowed, for every
@@ -499,18 +504,26 @@ impl Engine {
                 quorum::shortest_ttl(Duration::ZERO, self.drift_factor)
             )));
         }
-        if let Some(shortest) = self.short_of(whole) {
-            // Accepted (see "TTLs" in the crate docs), said once.
-            if !self.warned_short_ttl.swap(true, Ordering::Relaxed) {
-                crate::base::logging::log!(
-                    warn,
-                    "redlock_sync::config",
-                    "TTL {ttl:?} is too short for the node timeout of {:?}: while one member \
-                     takes the whole node timeout to answer, every attempt fails (no \
-                     validity left); give a TTL of at least {shortest:?}",
-                    self.node_timeout
-                );
-            }
+        Ok(ttl_ms)
+    }
+
+    /// [`check_ttl`](Self::check_ttl) for an acquisition's TTL, which
+    /// also warns (once a manager, with the `log` feature) when it is too
+    /// short for the node timeout (see "TTLs" in the crate docs: accepted,
+    /// as an extend's short TTL is without a word).
+    pub(crate) fn acquisition_ttl(&self, ttl: Duration) -> Result<u64> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        if let Some(shortest) = self.short_of(Duration::from_millis(ttl_ms))
+            && !self.warned_short_ttl.swap(true, Ordering::Relaxed)
+        {
+            crate::base::logging::log!(
+                warn,
+                "redlock_sync::config",
+                "TTL {ttl:?} is too short for the node timeout of {:?}: while one member \
+                 takes the whole node timeout to answer, every attempt fails (no \
+                 validity left); give a TTL of at least {shortest:?}",
+                self.node_timeout
+            );
         }
         Ok(ttl_ms)
     }
@@ -662,6 +675,7 @@ impl Engine {
             readers: votes.iter().any(|v| v.readers),
             lapse: None,
             queued: false,
+            fell_back: false,
         };
         if let Some(err) = conflict.or(refused) {
             return Err(err);

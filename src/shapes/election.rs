@@ -390,7 +390,7 @@ impl Election {
     pub fn campaign_with(&self, ttl: Duration, wait: Wait) -> Result<Leadership> {
         let value = &*self.value;
         let engine = self.manager.engine();
-        let ttl_ms = engine.check_ttl(ttl)?;
+        let ttl_ms = engine.acquisition_ttl(ttl)?;
         let names = [&self.name[..]];
         let wait_on = WaitOn::names(&names);
         let budget = self.manager.budget(wait);

@@ -65,11 +65,13 @@
 //!
 //! **Which `redis`.** [`Fence::set`] and [`Fence::highest`] take a
 //! connection of the [`redis`](https://docs.rs/redis/1) crate, version 1
-//! (anything that implements its [`ConnectionLike`] trait: a
-//! `redis::Connection`, a pooled one, a cluster connection). Use the
-//! crate through this module's re-export, [`fence::redis`](redis), and the
-//! versions always match; or add it yourself with the same major version
-//! (`cargo add redis@1`, or `redis = "1"` in `Cargo.toml`). A connection
+//! (anything that implements its [`ConnectionLike`] trait). For a plain
+//! `redis::Connection`, use the crate through this module's re-export,
+//! [`fence::redis`](redis), and the versions always match; it has only
+//! the features this library needs (`script`). For a pooled or cluster
+//! connection, add `redis` yourself with the same major version and the
+//! features you need (`cargo add redis@1 --features cluster`, or
+//! `redis = { version = "1", features = ["cluster"] }`). A connection
 //! of another major version (`redis = "0.23"`) does not implement this
 //! trait: the compiler then says `the trait bound … ConnectionLike is not
 //! satisfied` and that several versions of `redis` are in the build.

@@ -222,7 +222,7 @@ impl LockManager {
     fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
         keys::check_resource(resource)?;
         let engine = self.engine();
-        let ttl_ms = engine.check_ttl(ttl)?;
+        let ttl_ms = engine.acquisition_ttl(ttl)?;
         let writer = Writer(resource);
         let names = [resource];
         let wait = WaitOn {

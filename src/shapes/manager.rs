@@ -561,8 +561,8 @@ impl LockManager {
                         return Ok(acquired);
                     }
                     // Owed the last attempt, or one that waiting cannot
-                    // help (bad arguments or configuration).
-                    Err(err) if state.owed || !err.is_retryable() => {
+                    // help (see `waiting_helps`).
+                    Err(err) if state.owed || !waiting_helps(&err, &state.refusal) => {
                         state.done(&wait_on, engine, &token);
                         return Err(err);
                     }
@@ -802,6 +802,15 @@ impl Counts {
             Counts::Many(all) => all[i],
         }
     }
+}
+
+/// Whether another attempt may succeed after `err`: not after bad
+/// arguments or configuration, nor refused credentials, permissions, TLS
+/// or a peer that is not Redis on too many members, but for a fair
+/// queue's refused permissions (see `Refusal::fell_back`): the next
+/// attempt does without the queue.
+fn waiting_helps(err: &Error, refusal: &Refusal) -> bool {
+    err.is_retryable() || (refusal.fell_back && err.is_misconfigured())
 }
 
 #[cfg(test)]

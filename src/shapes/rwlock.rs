@@ -231,7 +231,7 @@ impl RwLock {
         let name = &self.name[..];
         keys::check_resource(name)?;
         let engine = self.manager.engine();
-        let ttl_ms = engine.check_ttl(ttl)?;
+        let ttl_ms = engine.acquisition_ttl(ttl)?;
         let names = [name];
         let wait = WaitOn {
             shared: true,

@@ -295,7 +295,7 @@ impl Semaphore {
 
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
         let engine = self.manager.engine();
-        let ttl_ms = engine.check_ttl(ttl)?;
+        let ttl_ms = engine.acquisition_ttl(ttl)?;
         self.manager.permit_attempts(&self.name, budget, |token| {
             // The attempt's second try (after the survey) writes a value
             // of its own, as every attempt does: it may pick the slot the

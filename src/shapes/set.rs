@@ -128,7 +128,7 @@ impl LockManager {
         let owned: Vec<Vec<u8>> = resources.into_iter().map(|r| r.as_ref().to_vec()).collect();
         check_set(&owned)?;
         let engine = self.engine();
-        let ttl_ms = engine.check_ttl(ttl)?;
+        let ttl_ms = engine.acquisition_ttl(ttl)?;
         let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
         let waits = !matches!(budget, Budget::Once);
         let shape = Arc::new(Set {

@@ -686,6 +686,61 @@ fn a_fair_manager_refused_the_queues_commands_still_waits_and_locks() {
     }
 }
 
+/// A fair waiter whose first attempt is a claim (its name contended
+/// lately in its manager) once the manager's memory of a refused queue
+/// has lapsed (60 s): the claim is refused on every server (`NOPERM`),
+/// which is the queue's refusal, not the lock's, so it waits on, as an
+/// unfair waiter, and locks; it does not stop as for refused credentials
+/// (a review found it did). A minute long, so a soak:
+///
+/// ```text
+/// cargo test --all-features --test it acl::a_claim_refused_first -- --ignored
+/// ```
+#[test]
+#[ignore = "a soak (62 s): see its docs for the command"]
+fn a_claim_refused_first_keeps_waiting_unfairly() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+    }
+    let dlm = LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .retry(3, Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(10);
+    let r = "lock:claim-refused-first";
+    let contend = |dlm: &LockManager| {
+        let guard = dlm.lock(r, ttl).unwrap();
+        let waiting = thread::spawn({
+            let dlm = dlm.clone();
+            move || dlm.try_lock_for(r, ttl, Duration::from_secs(10)).map(drop)
+        });
+        thread::sleep(Duration::from_millis(300));
+        guard.release().unwrap();
+        waiting.join().unwrap()
+    };
+    // Waited for without a break (each wait keeps the name "lately"
+    // contended), past the minute for which the first refusal is noted:
+    // every acquisition locks.
+    let started = Instant::now();
+    let mut rounds = 0;
+    while started.elapsed() < Duration::from_secs(62) {
+        let got = contend(&dlm);
+        assert!(
+            got.is_ok(),
+            "round {rounds} at {:?}: {got:?}",
+            started.elapsed()
+        );
+        rounds += 1;
+    }
+}
+
 /// A user whose key pattern covers the resources but not their fair
 /// queues (fencing off, fair waiting on by default): a lock's and a set's
 /// release go again as unfair ones where the hand-off was refused, and

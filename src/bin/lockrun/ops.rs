@@ -53,7 +53,10 @@ pub(crate) fn check(dlm: &LockManager, resource: Option<&String>) -> ExitCode {
     if diskless > 0 {
         say!(
             WARN,
-            "{diskless} of {} servers keep no append-only file: expected for throwaway              test nodes, and safe (a restarted one sits out votes for the restart              quarantine); in production set appendonly yes and appendfsync always, so that              a restart keeps its locks and votes at once",
+            "{diskless} of {} servers keep no append-only file: expected for throwaway \
+             test nodes; in production set appendonly yes and appendfsync always, so that \
+             a restarted server keeps its locks (one that restarts empty may vote for a \
+             lock it forgot: see --restart-quarantine)",
             reports.len()
         );
     }
