@@ -677,7 +677,10 @@ pub(crate) fn handing_call(
 ) -> Call {
     let mut keys = queued_keys(locks);
     keys.extend(record.map(<[u8]>::to_vec));
-    let mut args = vec![token.to_vec(), reserve_ms(p).into_bytes()];
+    let every = p
+        .fair_yield_ms
+        .map_or_else(Vec::new, |ms| ms.to_string().into_bytes());
+    let mut args = vec![token.to_vec(), reserve_ms(p).into_bytes(), every];
     announce(&mut args, message, cluster, wakes);
     (keys, args)
 }

@@ -28,6 +28,7 @@ const DEFAULT_FENCING: bool = true;
 const DEFAULT_FENCING_EXPIRY: Duration = Duration::from_secs(10 * 60);
 const DEFAULT_WAKE_ON_RELEASE: bool = true;
 const DEFAULT_FAIR: bool = true;
+const DEFAULT_FAIR_YIELD: Option<Duration> = Some(Duration::from_secs(1));
 const DEFAULT_NAME_HOLDERS: bool = true;
 const DEFAULT_REPLICA_ACKS: u32 = 0;
 
@@ -92,6 +93,7 @@ pub struct Builder {
     fencing_expiry: Duration,
     wake_on_release: bool,
     fair: bool,
+    fair_yield: Option<Duration>,
     name_holders: bool,
     holder_label: Option<String>,
     replica_acks: u32,
@@ -133,6 +135,7 @@ impl fmt::Debug for Builder {
             .field("fencing_expiry", &self.fencing_expiry)
             .field("wake_on_release", &self.wake_on_release)
             .field("fair", &self.fair)
+            .field("fair_yield", &self.fair_yield)
             .field("name_holders", &self.name_holders)
             .field("holder_label", &self.holder_label)
             .field("replica_acks", &self.replica_acks)
@@ -157,6 +160,7 @@ impl Default for Builder {
             fencing_expiry: DEFAULT_FENCING_EXPIRY,
             wake_on_release: DEFAULT_WAKE_ON_RELEASE,
             fair: DEFAULT_FAIR,
+            fair_yield: DEFAULT_FAIR_YIELD,
             name_holders: DEFAULT_NAME_HOLDERS,
             holder_label: None,
             replica_acks: DEFAULT_REPLICA_ACKS,
@@ -349,6 +353,30 @@ impl Builder {
     /// Defaults to on.
     pub fn fair(mut self, on: bool) -> Builder {
         self.fair = on;
+        self
+    }
+
+    /// Sets how long a fair manager's releases may hand a lock on from
+    /// queued waiter to queued waiter without a break before one release
+    /// yields it instead: deletes the key, tells no waiter, and for a
+    /// reservation's length (two node timeouts) lets no claim reserve the
+    /// free key for the waiter first in line. The first waiter still takes
+    /// it at its own next claim, unless a client that cannot queue takes
+    /// it first: other Redlock clients (node-redlock, redsync, pottery,
+    /// the `redlock` crate) and this library's managers with
+    /// [`fair(false)`](Self::fair), which otherwise never find the key
+    /// free while fair waiters keep coming. `None`: never yield (every
+    /// client of the resource is a fair manager of this library).
+    ///
+    /// Under contention that never lets up, it costs the fair waiters
+    /// about half a queued pause (at most two node timeouts) of a free
+    /// key once per period; otherwise nothing. See "Mixing clients" in
+    /// [Fair waiting across processes](crate#fair-waiting-across-processes)
+    /// for what it was measured to cost and to give.
+    ///
+    /// Defaults to `Some(1 s)`.
+    pub fn fair_yield(mut self, every: Option<Duration>) -> Builder {
+        self.fair_yield = every;
         self
     }
 
@@ -606,6 +634,9 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 node_timeout: self.node_timeout,
                 warned_short_ttl: Default::default(),
+                fair_yield_ms: self
+                    .fair_yield
+                    .map(|d| d.as_millis().min(u64::MAX as u128) as u64),
                 fencing_expiry_ms: self.fencing.then_some(expiry_ms),
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,

@@ -863,3 +863,121 @@ fn a_waiters_own_leftover_value_keeps_it_out_of_nothing() {
     assert_eq!(guard.agreed(), 2);
     guard.release().unwrap();
 }
+
+/// Sections each client made on one resource in `length`: three fair
+/// managers of this library with default settings (but `fair_yield`), and
+/// one client of the `redlock` crate, which cannot queue (plain `SET NX`,
+/// a random retry pause of up to 200 ms), each holding for about 1 ms.
+/// The other client starts once the fair waiters made 30 sections (their
+/// queue formed), and its `length` counts from then; the run ends early
+/// once it made `enough`.
+fn mixed_run(
+    nodes: &Nodes,
+    name: &str,
+    fair_yield: Option<Duration>,
+    length: Duration,
+    enough: usize,
+) -> (Vec<usize>, usize) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = AtomicBool::new(false);
+    let theirs = AtomicUsize::new(0);
+    let ours: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+    thread::scope(|s| {
+        for count in &ours {
+            let dlm = LockManager::builder()
+                .nodes(nodes.urls())
+                .fair_yield(fair_yield)
+                .build()
+                .unwrap();
+            let stop = &stop;
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(guard) = dlm.try_lock_for(name, TTL, Duration::from_secs(5)) {
+                        thread::sleep(Duration::from_millis(1));
+                        let _ = guard.release();
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let rival = redlock::RedLock::new(nodes.urls());
+        // From the fair waiters' steady state on (their queue formed).
+        let warm = Instant::now();
+        while ours
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<usize>()
+            < 30
+            && warm.elapsed() < length
+        {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let started = Instant::now();
+        while started.elapsed() < length && theirs.load(Ordering::Relaxed) < enough {
+            if let Ok(Some(lock)) = rival.lock(name.as_bytes(), TTL.as_millis() as usize) {
+                thread::sleep(Duration::from_millis(1));
+                rival.unlock(&lock);
+                theirs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    (
+        ours.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        theirs.load(Ordering::Relaxed),
+    )
+}
+
+/// Another Redlock client (the `redlock` crate) on a resource that fair
+/// waiters of this library keep contended gets turns with the default
+/// settings: a key handed on for a second is yielded once, free for
+/// whoever asks first, and the fair waiters keep going too. With
+/// `fair_yield(None)` the other client gets none (the queue is never
+/// empty, so every release hands the key on).
+#[test]
+fn another_redlock_client_gets_turns_beside_fair_waiters() {
+    let _heavy = support::heavy();
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("mixed-clients");
+    let (ours, theirs) = mixed_run(
+        &nodes,
+        &name,
+        Some(Duration::from_secs(1)),
+        Duration::from_secs(30),
+        3,
+    );
+    eprintln!("yielding: ours {ours:?}, theirs {theirs}");
+    assert!(
+        theirs >= 3,
+        "the other client made {theirs} sections in 30 s; ours {ours:?}"
+    );
+    assert!(ours.iter().all(|&n| n > 0), "ours {ours:?}");
+}
+
+/// What yielding costs and gives, measured: the sections of each client
+/// in 4 s with `fair_yield` at its default and off, three runs each
+/// (a measurement, not a test: its figures are in the manual's
+/// "Mixing clients").
+///
+/// ```text
+/// cargo test --release --all-features --test it fair::mixed_clients_measured -- --ignored --nocapture
+/// ```
+#[test]
+#[ignore = "a measurement: see its docs for the command"]
+fn mixed_clients_measured() {
+    let nodes = Nodes::start(3).unwrap();
+    for run in 0..3 {
+        for (label, every) in [
+            ("default (1 s)", Some(Duration::from_secs(1))),
+            ("off", None),
+        ] {
+            let name = resource(&format!("mixed-measured-{run}-{label}"));
+            let (ours, theirs) =
+                mixed_run(&nodes, &name, every, Duration::from_secs(4), usize::MAX);
+            let total: usize = ours.iter().sum();
+            eprintln!(
+                "run {run}, fair_yield {label}: ours {ours:?} = {total}, the redlock crate {theirs}"
+            );
+        }
+    }
+}

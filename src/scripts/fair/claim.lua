@@ -36,7 +36,8 @@
 -- ARGV[9]  optional: how long a reservation lasts (ms); the first key
 --          not ours to take, when it is free but a live waiter ahead of
 --          us goes first for it, is then reserved for that waiter (an
---          offer, see hand.lua), as a release hands a key on
+--          offer, see hand.lua), as a release hands a key on; not while
+--          a release's yield of the key stands (see release.lua)
 -- ARGV[10] optional, with ARGV[9]: PUBLISH (nodes) or SPUBLISH (Redis
 --          Cluster), to tell that waiter
 -- ARGV[11] with ARGV[10]: the message (":" and the waiter's token follow)
@@ -269,7 +270,12 @@ if is_set and blocker and ARGV[9] then
         end
     end
 end
-if not refused_held and ARGV[9] then
+-- A key a release yielded (see release.lua) stays free for the first
+-- waiter's own next claim, or a client that does not queue, until the
+-- mark lapses: not reserved for that waiter by our claim.
+local yielded = refused and
+    (tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0) > now
+if not refused_held and ARGV[9] and not yielded then
     -- Free, but a live waiter arrived before us: it may not know (its
     -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release

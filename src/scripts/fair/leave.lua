@@ -11,9 +11,10 @@
 --            "deadline:address")
 -- ARGV[1]    our token
 -- ARGV[2]    how long a reservation lasts (ms)
--- ARGV[3]    optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
--- ARGV[4]    the release message
--- ARGV[4+i]  the release channel of the key i
+-- ARGV[3]    unused (a release's: the same arguments are built for both)
+-- ARGV[4]    optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
+-- ARGV[5]    the release message
+-- ARGV[5+i]  the release channel of the key i
 --
 -- Answers 1 when it gave up a reservation, 0 otherwise. The announcement
 -- names the next waiter, as a release's does.
@@ -29,7 +30,7 @@ for i = 1, n do
     drop(queue, tickets, waiter)
     if redis.call("GET", KEYS[i]) == "redlock:next:" .. waiter then
         gave = 1
-        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], waiter)
+        hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i], waiter)
     end
 end
 return gave

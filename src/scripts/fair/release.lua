@@ -16,9 +16,24 @@
 --          key holds
 -- ARGV[1]    our token
 -- ARGV[2]    how long a reservation lasts (ms)
--- ARGV[3]    optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
--- ARGV[4]    the release message
--- ARGV[4+i]  the release channel of the key i
+-- ARGV[3]    how long a key is handed on without a break before a
+--            release yields it ("" for never, see below)
+-- ARGV[4]    optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
+-- ARGV[5]    the release message
+-- ARGV[5+i]  the release channel of the key i
+--
+-- Yielding. Clients that do not queue (other Redlock clients, our
+-- managers with fair waiting off) only ever find a key free between
+-- holders; a key handed from waiter to waiter never is. So once a key
+-- has been handed on for ARGV[3] ms without a break (its "chain", noted
+-- in the tickets hash at its first hand-off, cleared when nobody is
+-- handed it), the release deletes it instead, tells nobody, and marks
+-- the key "yield" for a reservation's length: meanwhile a claim that
+-- finds it free does not reserve it for the waiter ahead (see claim.lua).
+-- The first waiter in line still takes it at its own next claim (within
+-- a queued pause, as after a lost wake-up), unless a client that does
+-- not queue takes it first. Safety is untouched (a plain release);
+-- a waiter waits at most a queued pause more, once a chain.
 --
 -- A key that holds a value of an earlier attempt of ours (a late claim,
 -- see claim.lua) is let go as ours, and not counted.
@@ -36,6 +51,26 @@ local waiter = waiter_of(ARGV[1])
 local n = math.floor(#KEYS / 3)
 local record = KEYS[3 * n + 1]
 local now = nil
+local every = tonumber(ARGV[3] or "")
+
+-- Whether the key of `tickets`, handed on without a break for `every`
+-- ms, is yielded now (see above); if so, its chain ends and the yield is
+-- marked for a reservation's length.
+local function yields(tickets)
+    if not every then
+        return false
+    end
+    local chain = tonumber(redis.call("HGET", tickets, "chain") or "")
+    if not chain or now - chain < every then
+        return false
+    end
+    redis.call("HDEL", tickets, "chain")
+    redis.call("HSET", tickets, "yield", now + tonumber(ARGV[2]))
+    if redis.call("PTTL", tickets) < tonumber(ARGV[2]) then
+        redis.call("PEXPIRE", tickets, ARGV[2])
+    end
+    return true
+end
 
 -- Hands the key i to the first live waiter of its queue, or deletes it,
 -- and announces it (see hand.lua); answers the waiter, if any.
@@ -44,8 +79,8 @@ local function let_go(i)
     if redis.call("PTTL", queue) == -2 then
         -- Nobody waits: no clock, no queue traffic.
         redis.call("DEL", KEYS[i])
-        if ARGV[3] then
-            redis.pcall(ARGV[3], ARGV[4 + i], ARGV[4])
+        if ARGV[4] then
+            redis.pcall(ARGV[4], ARGV[5 + i], ARGV[5])
         end
         return nil
     end
@@ -56,7 +91,22 @@ local function let_go(i)
         local t = redis.call("TIME")
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    return hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[3], ARGV[4], ARGV[4 + i], waiter)
+    if yields(tickets) then
+        -- Free for a client that does not queue; nobody is told.
+        drop(queue, tickets, waiter)
+        redis.call("DEL", KEYS[i])
+        return nil
+    end
+    local first = hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i],
+        waiter)
+    if not every then
+        return first
+    elseif not first then
+        redis.call("HDEL", tickets, "chain")
+    elseif not redis.call("HGET", tickets, "chain") then
+        redis.call("HSET", tickets, "chain", now)
+    end
+    return first
 end
 
 local mine, other, handed = 0, 0, false
@@ -80,11 +130,11 @@ end
 -- commands still frees them: a script's writes before an error stay).
 if record and redis.call("HGET", record, "token") == ARGV[1] then
     redis.call("DEL", record)
-    if handed and ARGV[3] then
+    if handed and ARGV[4] then
         -- A leadership handed to a candidate: its observers hear the
         -- change on the release channel (":-" names no waiter, so no
         -- waiter asks).
-        redis.pcall(ARGV[3], ARGV[5], ARGV[4] .. ":-")
+        redis.pcall(ARGV[4], ARGV[6], ARGV[5] .. ":-")
     end
 end
 if other > 0 then
