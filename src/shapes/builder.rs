@@ -370,7 +370,8 @@ impl Builder {
     ///
     /// Under contention that never lets up, it costs the fair waiters
     /// about half a queued pause (at most two node timeouts) of a free
-    /// key once per period; otherwise nothing. See "Mixing clients" in
+    /// key once per period, and at most a reservation (two node timeouts)
+    /// more when the waiter first in line is dead; otherwise nothing. See "Mixing clients" in
     /// [Fair waiting across processes](crate#fair-waiting-across-processes)
     /// for what it was measured to cost and to give.
     ///
@@ -519,11 +520,19 @@ impl Builder {
     /// [`Error::InvalidConfig`] when there are no nodes, a URL cannot be
     /// read or needs a feature not compiled in, the same server appears
     /// twice, the drift factor is outside `[0, 1)`, the node timeout or
-    /// the fencing expiry is 0 or above [`MAX_TTL`], or the retry count is
-    /// 0.
+    /// the fencing expiry is 0 or above [`MAX_TTL`], the retry count is
+    /// 0, or [`fair_yield`](Self::fair_yield) is under 1 ms or above
+    /// [`MAX_TTL`].
     pub fn build(self) -> Result<LockManager> {
         if self.members.is_empty() {
             return Err(Error::invalid_config("no Redis nodes were given"));
+        }
+        if let Some(every) = self.fair_yield
+            && !(Duration::from_millis(1)..=MAX_TTL).contains(&every)
+        {
+            return Err(Error::invalid_config(format!(
+                "fair_yield must be from 1 ms to {MAX_TTL:?} (or None for never), got {every:?}"
+            )));
         }
         if !(0.0..1.0).contains(&self.drift_factor) {
             return Err(Error::invalid_config(format!(

@@ -273,8 +273,13 @@ end
 -- A key a release yielded (see release.lua) stays free for the first
 -- waiter's own next claim, or a client that does not queue, until the
 -- mark lapses: not reserved for that waiter by our claim.
-local yielded = refused and
-    (tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0) > now
+local yield_until = tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0
+local yielded = yield_until > now
+if yielded and not refused_held and not is_set then
+    -- Free, a waiter ahead: ask again when the mark lapses (should that
+    -- waiter be dead, it is then offered the key, as below).
+    return -(3 + yield_until - now)
+end
 if not refused_held and ARGV[9] and not yielded then
     -- Free, but a live waiter arrived before us: it may not know (its
     -- holder died and the key expired, attempts split the votes, or its

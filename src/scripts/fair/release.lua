@@ -32,8 +32,10 @@
 -- finds it free does not reserve it for the waiter ahead (see claim.lua).
 -- The first waiter in line still takes it at its own next claim (within
 -- a queued pause, as after a lost wake-up), unless a client that does
--- not queue takes it first. Safety is untouched (a plain release);
--- a waiter waits at most a queued pause more, once a chain.
+-- not queue takes it first; a claim of a waiter behind it learns when the
+-- mark lapses, and asks then. Safety is untouched (a plain release); a
+-- waiter waits at most a reservation more (two node timeouts), once a
+-- chain, should the first in line be dead.
 --
 -- A key that holds a value of an earlier attempt of ours (a late claim,
 -- see claim.lua) is let go as ours, and not counted.
@@ -53,23 +55,24 @@ local record = KEYS[3 * n + 1]
 local now = nil
 local every = tonumber(ARGV[3] or "")
 
--- Whether the key of `tickets`, handed on without a break for `every`
--- ms, is yielded now (see above); if so, its chain ends and the yield is
--- marked for a reservation's length.
-local function yields(tickets)
+-- Whether the key of `tickets` has been handed on without a break for
+-- `every` ms (see above).
+local function due(tickets)
     if not every then
         return false
     end
     local chain = tonumber(redis.call("HGET", tickets, "chain") or "")
-    if not chain or now - chain < every then
-        return false
-    end
+    return chain ~= nil and now - chain >= every
+end
+
+-- Ends the chain of the key of `tickets` and marks its yield for a
+-- reservation's length.
+local function yield(tickets)
     redis.call("HDEL", tickets, "chain")
     redis.call("HSET", tickets, "yield", now + tonumber(ARGV[2]))
     if redis.call("PTTL", tickets) < tonumber(ARGV[2]) then
         redis.call("PEXPIRE", tickets, ARGV[2])
     end
-    return true
 end
 
 -- Hands the key i to the first live waiter of its queue, or deletes it,
@@ -91,10 +94,16 @@ local function let_go(i)
         local t = redis.call("TIME")
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    if yields(tickets) then
-        -- Free for a client that does not queue; nobody is told.
-        drop(queue, tickets, waiter)
+    if due(tickets) and first_live(queue, tickets, now, waiter) then
+        -- Free for a client that does not queue. Announced with a message
+        -- that names no waiter (":-"), so that observers (an election's)
+        -- hear it and no waiter asks; with nobody live in line, a plain
+        -- release below.
+        yield(tickets)
         redis.call("DEL", KEYS[i])
+        if ARGV[4] then
+            redis.pcall(ARGV[4], ARGV[5 + i], ARGV[5] .. ":-")
+        end
         return nil
     end
     local first = hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i],
