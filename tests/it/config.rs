@@ -132,8 +132,15 @@ fn zero_node_timeout_and_zero_attempts() {
     assert!(reason.contains("node timeout"), "{reason}");
     let reason = config_error(base.clone().node_timeout(Duration::MAX).build());
     assert!(reason.contains("node timeout"), "{reason}");
-    let reason = config_error(base.retry(0, Duration::ZERO).build());
+    let reason = config_error(base.clone().retry(0, Duration::ZERO).build());
     assert!(reason.contains("at least 1"), "{reason}");
+    // A yield every 0 ms would end fair waiting at every second release.
+    let reason = config_error(base.clone().fair_yield(Some(Duration::ZERO)).build());
+    assert!(
+        reason.contains("fair_yield must be from 1 ms to") && reason.ends_with("got 0ns"),
+        "{reason}"
+    );
+    assert!(base.fair_yield(None).build().is_ok());
 }
 
 #[test]
