@@ -326,9 +326,9 @@ pub(crate) struct Engine {
     pub(crate) members: Arc<[Member]>,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
-    /// How long (ms) a fair release hands a key on without a break
-    /// before it yields it to clients that do not queue (see
-    /// `Builder::fair_yield`); `None`: never.
+    /// How long (ms) fair releases hand a key on (from its first hand-off
+    /// or last yield) before one yields it to clients that do not queue
+    /// (see `Builder::fair_yield`); `None`: never.
     pub(crate) fair_yield_ms: Option<u64>,
     /// A TTL too short for the node timeout was logged (once a manager).
     pub(crate) warned_short_ttl: AtomicBool,

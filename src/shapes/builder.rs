@@ -357,15 +357,18 @@ impl Builder {
     }
 
     /// Sets how long a fair manager's releases may hand a lock on from
-    /// queued waiter to queued waiter without a break before one release
-    /// yields it instead: deletes the key, tells no waiter, and for a
+    /// queued waiter to queued waiter (from the first hand-off, or the
+    /// last yield, while waiters stay queued) before one release yields
+    /// it instead: deletes the key, tells no waiter, and for a
     /// reservation's length (two node timeouts) lets no claim reserve the
     /// free key for the waiter first in line. The first waiter still takes
     /// it at its own next claim, unless a client that cannot queue takes
     /// it first: other Redlock clients (node-redlock, redsync, pottery,
     /// the `redlock` crate) and this library's managers with
     /// [`fair(false)`](Self::fair), which otherwise never find the key
-    /// free while fair waiters keep coming. `None`: never yield (every
+    /// free while fair waiters keep coming. Each yield is a chance for
+    /// them, not a turn: they take it when their next attempt comes
+    /// before the first waiter's next claim. `None`: never yield (every
     /// client of the resource is a fair manager of this library).
     ///
     /// Under contention that never lets up, it costs the fair waiters

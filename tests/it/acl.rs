@@ -154,6 +154,21 @@ fn manager_waiting_as(cluster: &Nodes, user: &str, delay: Duration) -> LockManag
         .unwrap()
 }
 
+/// A fair manager (the default) for the user `locker`, three attempts.
+fn locker(cluster: &Nodes) -> LockManager {
+    LockManager::builder()
+        .nodes(
+            cluster
+                .servers
+                .iter()
+                .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
+        )
+        .retry(3, Duration::from_millis(200))
+        .fair(true)
+        .build()
+        .unwrap()
+}
+
 fn counter_key(resource: &str) -> Vec<u8> {
     redlock_sync::fence_key(resource)
 }
@@ -527,19 +542,7 @@ fn fair_waiting_runs_with_the_readme_rule_and_its_fair_additions() {
             "+time", "+zadd", "+zrem", "+zrange", "+hset", "+hget", "+hdel",
         ],
     );
-    let fair = || {
-        LockManager::builder()
-            .nodes(
-                cluster
-                    .servers
-                    .iter()
-                    .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
-            )
-            .retry(3, Duration::from_millis(200))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
+    let fair = || locker(&cluster);
     let (holder, waiter) = (fair(), fair());
     let ttl = Duration::from_secs(10);
     let guard = holder.lock("lock:fair", ttl).unwrap();
@@ -651,19 +654,7 @@ fn a_fair_manager_refused_the_queues_commands_still_waits_and_locks() {
     for server in &cluster.servers {
         create_user(server, "locker", "lock:*");
     }
-    let fair = || {
-        LockManager::builder()
-            .nodes(
-                cluster
-                    .servers
-                    .iter()
-                    .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
-            )
-            .retry(3, Duration::from_millis(200))
-            .fair(true)
-            .build()
-            .unwrap()
-    };
+    let fair = || locker(&cluster);
     let (holder, waiter) = (fair(), fair());
     let ttl = Duration::from_secs(10);
     for round in 0..2 {
@@ -703,16 +694,7 @@ fn a_claim_refused_first_keeps_waiting_unfairly() {
     for server in &cluster.servers {
         create_user(server, "locker", "lock:*");
     }
-    let dlm = LockManager::builder()
-        .nodes(
-            cluster
-                .servers
-                .iter()
-                .map(|s| format!("redis://locker:s3cret@127.0.0.1:{}", s.port())),
-        )
-        .retry(3, Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let dlm = locker(&cluster);
     let ttl = Duration::from_secs(10);
     let r = "lock:claim-refused-first";
     let contend = |dlm: &LockManager| {

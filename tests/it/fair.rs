@@ -955,7 +955,7 @@ fn another_redlock_client_gets_turns_beside_fair_waiters() {
 }
 
 /// What yielding costs and gives, measured: the sections of each client
-/// in 4 s with `fair_yield` at its default and off, three runs each
+/// in 4 s with `fair_yield` at its default and off, five runs each
 /// (a measurement, not a test: its figures are in the manual's
 /// "Mixing clients").
 ///
@@ -966,7 +966,7 @@ fn another_redlock_client_gets_turns_beside_fair_waiters() {
 #[ignore = "a measurement: see its docs for the command"]
 fn mixed_clients_measured() {
     let nodes = Nodes::start(3).unwrap();
-    for run in 0..3 {
+    for run in 0..5 {
         for (label, every) in [
             ("default (1 s)", Some(Duration::from_secs(1))),
             ("off", None),

@@ -16,8 +16,9 @@
 --          key holds
 -- ARGV[1]    our token
 -- ARGV[2]    how long a reservation lasts (ms)
--- ARGV[3]    how long a key is handed on without a break before a
---            release yields it ("" for never, see below)
+-- ARGV[3]    how long a key is handed on from its first hand-off (or
+--            its last yield) before a release yields it ("" for never,
+--            see below)
 -- ARGV[4]    optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
 -- ARGV[5]    the release message
 -- ARGV[5+i]  the release channel of the key i
@@ -25,9 +26,12 @@
 -- Yielding. Clients that do not queue (other Redlock clients, our
 -- managers with fair waiting off) only ever find a key free between
 -- holders; a key handed from waiter to waiter never is. So once a key
--- has been handed on for ARGV[3] ms without a break (its "chain", noted
--- in the tickets hash at its first hand-off, cleared when nobody is
--- handed it), the release deletes it instead, tells nobody, and marks
+-- has been handed on for ARGV[3] ms (its "chain", noted in the tickets
+-- hash at its first hand-off and cleared by a yield; it goes with the
+-- hash once nobody waits. Not cleared by a release that found nobody
+-- live in line: under load, lapsed tickets broke every chain, and the
+-- other client of the test got no turn in 30 s), and a waiter is live
+-- in line, the release deletes it instead, tells nobody, and marks
 -- the key "yield" for a reservation's length: meanwhile a claim that
 -- finds it free does not reserve it for the waiter ahead (see claim.lua).
 -- The first waiter in line still takes it at its own next claim (within
@@ -55,8 +59,8 @@ local record = KEYS[3 * n + 1]
 local now = nil
 local every = tonumber(ARGV[3] or "")
 
--- Whether the key of `tickets` has been handed on without a break for
--- `every` ms (see above).
+-- Whether the key of `tickets` has been handed on for `every` ms since
+-- its chain began (see above).
 local function due(tickets)
     if not every then
         return false
@@ -108,11 +112,7 @@ local function let_go(i)
     end
     local first = hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i],
         waiter)
-    if not every then
-        return first
-    elseif not first then
-        redis.call("HDEL", tickets, "chain")
-    elseif not redis.call("HGET", tickets, "chain") then
+    if every and first and not redis.call("HGET", tickets, "chain") then
         redis.call("HSET", tickets, "chain", now)
     end
     return first
