@@ -245,18 +245,21 @@ impl Error {
     /// enough members failed for a passing cause only (a timeout, a
     /// refused connection, a restart) or answered.
     pub fn is_misconfigured(&self) -> bool {
+        self.failed_past_quorum(NodeError::is_misconfigured)
+    }
+
+    /// Whether the members whose failure is `such` are more than a quorum
+    /// can spare, so that the rest cannot make one whatever they answer
+    /// (`Taken` and `NoQuorum`; false for the others).
+    pub(crate) fn failed_past_quorum(&self, such: impl Fn(&NodeError) -> bool) -> bool {
         let (nodes, quorum) = match self {
             Error::Taken { nodes, quorum, .. } | Error::NoQuorum { nodes, quorum, .. } => {
                 (*nodes, *quorum)
             }
             _ => return false,
         };
-        let fixed = self
-            .failures()
-            .iter()
-            .filter(|f| f.is_misconfigured())
-            .count();
-        fixed > nodes.saturating_sub(quorum)
+        let failed = self.failures().iter().filter(|f| such(f)).count();
+        failed > nodes.saturating_sub(quorum)
     }
 
     /// Waiting was stopped by a [`Cancel`](crate::Cancel) switch

@@ -428,7 +428,7 @@ pub(crate) fn attempt<S: Queued>(
         // next claim refused where it is heard takes its place back (its
         // tickets on the members it cannot reach lapse within a ticket's
         // life).
-        Err(e @ Error::NoQuorum { .. }) if fair.queued() && cut_off(p, e) => {
+        Err(e @ Error::NoQuorum { .. }) if fair.queued() && cut_off(e) => {
             shape.leave(p, fair, token);
         }
         Err(Error::Taken { .. }) if fair.queued() => {
@@ -470,22 +470,16 @@ pub(crate) fn attempt<S: Queued>(
 /// every waiter meets alike (a restart quarantine, `LOADING`, a `WAIT`
 /// short of replicas) do not count: all waiters stepping out of line
 /// would lose the order they arrived in.
-fn cut_off(p: &Engine, e: &Error) -> bool {
-    let members = p.members.len();
-    let unreachable = e
-        .failures()
-        .iter()
-        .filter(|f| {
-            matches!(
-                f.kind(),
-                NodeErrorKind::Timeout
-                    | NodeErrorKind::Connect
-                    | NodeErrorKind::Disconnected
-                    | NodeErrorKind::Resolve
-            )
-        })
-        .count();
-    unreachable > members - crate::engine::quorum::quorum(members)
+fn cut_off(e: &Error) -> bool {
+    e.failed_past_quorum(|f| {
+        matches!(
+            f.kind(),
+            NodeErrorKind::Timeout
+                | NodeErrorKind::Connect
+                | NodeErrorKind::Disconnected
+                | NodeErrorKind::Resolve
+        )
+    })
 }
 
 /// An acquisition of `shape` that gave up with `token`: a fair waiter

@@ -147,8 +147,8 @@ impl State {
             return Err(self.not_held(None, None));
         }
         if !tally.reached() {
-            // Started within the validity (checked above): keys gone
-            // from a quorum were removed.
+            // Ended within the validity (`end < deadline`, checked
+            // above): keys gone from a quorum were removed.
             let err = tally.held_error(&self.shown(), true);
             if let Error::NotHeld {
                 lost_on,

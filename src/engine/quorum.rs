@@ -258,9 +258,9 @@ impl Tally {
     /// The error for a release or extend round that did not confirm a
     /// quorum: `NotHeld` when the nodes that lost our token (to another
     /// owner, or because the key is gone) alone rule a quorum out,
-    /// otherwise `NoQuorum`. `early`: the round started while the holder's
-    /// validity ran, so keys gone from a quorum were removed, not expired
-    /// (see `Error::NotHeld`'s `removed`).
+    /// otherwise `NoQuorum`. `early`: the round ended while the holder's
+    /// validity still ran, so keys gone from a quorum were removed, not
+    /// expired (see `Error::NotHeld`'s `removed`).
     pub(crate) fn held_error(self, resource: &str, early: bool) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
         let lost = self.no + self.gone;

@@ -272,8 +272,12 @@ if is_set and blocker and ARGV[9] then
 end
 -- A key a release yielded (see release.lua) stays free for the first
 -- waiter's own next claim, or a client that does not queue, until the
--- mark lapses: not reserved for that waiter by our claim.
-local yield_until = tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0
+-- mark lapses: not reserved for that waiter by our claim. (Read only for
+-- a free key: a held one is reserved for nobody anyway.)
+local yield_until = 0
+if not refused_held then
+    yield_until = tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0
+end
 local yielded = yield_until > now
 if yielded and not refused_held and not is_set then
     -- Free, a waiter ahead: ask again when the mark lapses (should that

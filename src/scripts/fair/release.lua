@@ -59,14 +59,13 @@ local record = KEYS[3 * n + 1]
 local now = nil
 local every = tonumber(ARGV[3] or "")
 
--- Whether the key of `tickets` has been handed on for `every` ms since
--- its chain began (see above).
-local function due(tickets)
+-- When the chain of the key of `tickets` began (see above), if it has
+-- one and yielding is on.
+local function chain_of(tickets)
     if not every then
-        return false
+        return nil
     end
-    local chain = tonumber(redis.call("HGET", tickets, "chain") or "")
-    return chain ~= nil and now - chain >= every
+    return tonumber(redis.call("HGET", tickets, "chain") or "")
 end
 
 -- Ends the chain of the key of `tickets` and marks its yield for a
@@ -98,7 +97,9 @@ local function let_go(i)
         local t = redis.call("TIME")
         now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    if due(tickets) and first_live(queue, tickets, now, waiter) then
+    -- Read once: whether the chain is due, and whether it begins here.
+    local chain = chain_of(tickets)
+    if chain and now - chain >= every and first_live(queue, tickets, now, waiter) then
         -- Free for a client that does not queue. Announced with a message
         -- that names no waiter (":-"), so that observers (an election's)
         -- hear it and no waiter asks; with nobody live in line, a plain
@@ -112,7 +113,7 @@ local function let_go(i)
     end
     local first = hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i],
         waiter)
-    if every and first and not redis.call("HGET", tickets, "chain") then
+    if every and first and not chain then
         redis.call("HSET", tickets, "chain", now)
     end
     return first
