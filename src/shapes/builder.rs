@@ -360,21 +360,21 @@ impl Builder {
     /// queued waiter to queued waiter (from the first hand-off, or the
     /// last yield, while waiters stay queued) before one release yields
     /// it instead: deletes the key, tells no waiter, and for a
-    /// reservation's length (two node timeouts) lets no claim reserve the
-    /// free key for the waiter first in line. The first waiter still takes
-    /// it at its own next claim, unless a client that cannot queue takes
-    /// it first: other Redlock clients (node-redlock, redsync, pottery,
-    /// the `redlock` crate) and this library's managers with
-    /// [`fair(false)`](Self::fair), which otherwise never find the key
-    /// free while fair waiters keep coming. Each yield is a chance for
-    /// them, not a turn: they take it when their next attempt comes
-    /// before the first waiter's next claim. `None`: never yield (every
-    /// client of the resource is a fair manager of this library).
+    /// reservation's length (two node timeouts) no fair waiter takes the
+    /// free key, the first in line included. Meanwhile a client that
+    /// cannot queue may take it: other Redlock clients (node-redlock,
+    /// redsync, pottery, the `redlock` crate) and this library's managers
+    /// with [`fair(false)`](Self::fair), which otherwise never find the
+    /// key free while fair waiters keep coming. Each yield is a chance
+    /// for them, not a turn: they take it when an attempt of theirs comes
+    /// within that time. `None`: never yield (every client of the
+    /// resource is a fair manager of this library).
     ///
-    /// Under contention that never lets up, it costs the fair waiters
-    /// about half a queued pause (at most two node timeouts) of a free
-    /// key once per period, and at most a reservation (two node timeouts)
-    /// more when the waiter first in line is dead; otherwise nothing. See "Mixing clients" in
+    /// Under contention that never lets up, it costs the fair waiters a
+    /// reservation (two node timeouts) and a quarter of a node timeout
+    /// of a free key once per period when no other client takes it, and
+    /// a reservation more when the waiter first in line is dead;
+    /// otherwise nothing. See "Mixing clients" in
     /// [Fair waiting across processes](crate#fair-waiting-across-processes)
     /// for what it was measured to cost and to give.
     ///

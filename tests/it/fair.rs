@@ -877,19 +877,37 @@ fn mixed_run(
     fair_yield: Option<Duration>,
     length: Duration,
     enough: usize,
-) -> (Vec<usize>, usize) {
+) -> Mixed {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let stop = AtomicBool::new(false);
     let theirs = AtomicUsize::new(0);
+    let yields = AtomicUsize::new(0);
     let ours: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+    // The yields the first node announced (":-" on the release channel),
+    // counted until the run's end is announced there.
+    let channel = redlock_sync::release_channel(name);
+    let mut sub = admin(&nodes[0]);
+    let mut sub = sub.as_pubsub();
+    sub.subscribe(&channel).unwrap();
     thread::scope(|s| {
+        let (stop, yields) = (&stop, &yields);
+        s.spawn(move || {
+            while let Ok(msg) = sub.get_message() {
+                let payload = msg.get_payload_bytes();
+                if payload == b"end of the run" {
+                    break;
+                }
+                if payload.ends_with(b":-") {
+                    yields.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
         for count in &ours {
             let dlm = LockManager::builder()
                 .nodes(nodes.urls())
                 .fair_yield(fair_yield)
                 .build()
                 .unwrap();
-            let stop = &stop;
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok(guard) = dlm.try_lock_for(name, TTL, Duration::from_secs(5)) {
@@ -921,17 +939,112 @@ fn mixed_run(
             }
         }
         stop.store(true, Ordering::Relaxed);
+        let _: () = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg("end of the run")
+            .query(&mut admin(&nodes[0]))
+            .unwrap();
     });
-    (
-        ours.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
-        theirs.load(Ordering::Relaxed),
-    )
+    Mixed {
+        ours: ours.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        theirs: theirs.load(Ordering::Relaxed),
+        yields: yields.load(Ordering::Relaxed),
+    }
+}
+
+/// What [`mixed_run`] counted.
+#[derive(Debug)]
+struct Mixed {
+    /// Sections of each fair manager.
+    ours: Vec<usize>,
+    /// Sections of the other client.
+    theirs: usize,
+    /// Yields the first node announced.
+    yields: usize,
+}
+
+/// Members decide to yield by their own clocks, so one may yield a key at
+/// a release at which the others hand it on. That member keeps the key
+/// free under its yield's mark, also from the waiter the others told,
+/// which holds the lock on them only (taken there too, it began that
+/// member's next chain a release early, and the yields of the members
+/// never met again: CI saw a client that does not queue get no turn in
+/// 30 s). That waiter's release then yields on the others (their chains
+/// are as old), and a client that does not queue finds a majority free.
+/// The next waiter gets the lock once that client lets go.
+#[test]
+fn a_key_one_member_yielded_alone_stays_free_there_and_the_next_release_yields_on_the_others() {
+    let nodes = Nodes::start(3).unwrap();
+    let servers: Vec<&Server> = (0..3).map(|i| &nodes[i]).collect();
+    let name = resource("yield-alone");
+    // A reservation, and a yield's mark, last a second (two node
+    // timeouts); fair_yield is its default (a second).
+    let manager = || {
+        LockManager::builder()
+            .nodes(nodes.urls())
+            .node_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let (a, b, c) = (manager(), manager(), manager());
+    let held = a.lock(&name, TTL).unwrap();
+    thread::scope(|s| {
+        let waiting_b = s.spawn(|| b.try_lock_for(&name, TTL, Duration::from_secs(30)));
+        until_queued(&servers, &name, 1);
+        let waiting_c = s.spawn(|| c.try_lock_for(&name, TTL, Duration::from_secs(30)));
+        until_queued(&servers, &name, 2);
+        // Server 0's chain is due: it began 5 s ago by its clock.
+        let tickets = beside(&nodes[0], &name, "tickets").unwrap();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut admin(&nodes[0])).unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(&tickets)
+            .arg("chain")
+            .arg(secs * 1000 + micros / 1000 - 5000)
+            .query(&mut admin(&nodes[0]))
+            .unwrap();
+        held.release().unwrap();
+        let guard_b = waiting_b.join().unwrap().unwrap();
+        assert_eq!(
+            guard_b.agreed(),
+            2,
+            "the waiter took the key server 0 yielded"
+        );
+        // The others' chains began at that hand-off: a second on, the
+        // waiter's release yields there.
+        thread::sleep(Duration::from_millis(1100));
+        guard_b.release().unwrap();
+        for i in [1, 2] {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&name)
+                .arg("another client")
+                .arg("NX")
+                .arg("PX")
+                .arg(10_000)
+                .query(&mut admin(&nodes[i]))
+                .unwrap();
+            assert_eq!(
+                set.as_deref(),
+                Some("OK"),
+                "server {i} did not yield the key"
+            );
+        }
+        for i in [1, 2] {
+            let _: () = redis::cmd("DEL")
+                .arg(&name)
+                .query(&mut admin(&nodes[i]))
+                .unwrap();
+        }
+        let guard_c = waiting_c.join().unwrap().unwrap();
+        assert!(guard_c.agreed() >= 2);
+        guard_c.release().unwrap();
+    });
 }
 
 /// Another Redlock client (the `redlock` crate) on a resource that fair
 /// waiters of this library keep contended gets turns with the default
-/// settings: a key handed on for a second is yielded once, free for
-/// whoever asks first, and the fair waiters keep going too. With
+/// settings: a key handed on for a second is yielded once, and for two
+/// node timeouts no fair waiter takes it; the fair waiters keep going
+/// too. With
 /// `fair_yield(None)` the other client gets none (the queue is never
 /// empty, so every release hands the key on).
 #[test]
@@ -939,19 +1052,20 @@ fn another_redlock_client_gets_turns_beside_fair_waiters() {
     let _heavy = support::heavy();
     let nodes = Nodes::start(3).unwrap();
     let name = resource("mixed-clients");
-    let (ours, theirs) = mixed_run(
+    let run = mixed_run(
         &nodes,
         &name,
         Some(Duration::from_secs(1)),
         Duration::from_secs(30),
         3,
     );
-    eprintln!("yielding: ours {ours:?}, theirs {theirs}");
+    eprintln!("yielding: {run:?}");
     assert!(
-        theirs >= 3,
-        "the other client made {theirs} sections in 30 s; ours {ours:?}"
+        run.theirs >= 3,
+        "the other client made {} sections in 30 s: {run:?}",
+        run.theirs
     );
-    assert!(ours.iter().all(|&n| n > 0), "ours {ours:?}");
+    assert!(run.ours.iter().all(|&n| n > 0), "{run:?}");
 }
 
 /// What yielding costs and gives, measured: the sections of each client
@@ -972,11 +1086,14 @@ fn mixed_clients_measured() {
             ("off", None),
         ] {
             let name = resource(&format!("mixed-measured-{run}-{label}"));
-            let (ours, theirs) =
-                mixed_run(&nodes, &name, every, Duration::from_secs(4), usize::MAX);
+            let Mixed {
+                ours,
+                theirs,
+                yields,
+            } = mixed_run(&nodes, &name, every, Duration::from_secs(4), usize::MAX);
             let total: usize = ours.iter().sum();
             eprintln!(
-                "run {run}, fair_yield {label}: ours {ours:?} = {total}, the redlock crate {theirs}"
+                "run {run}, fair_yield {label}: ours {ours:?} = {total}, the redlock crate {theirs}, yields {yields}"
             );
         }
     }

@@ -37,7 +37,8 @@
 --          not ours to take, when it is free but a live waiter ahead of
 --          us goes first for it, is then reserved for that waiter (an
 --          offer, see hand.lua), as a release hands a key on; not while
---          a release's yield of the key stands (see release.lua)
+--          a release's yield of the key stands (see release.lua:
+--          meanwhile no claim takes it)
 -- ARGV[10] optional, with ARGV[9]: PUBLISH (nodes) or SPUBLISH (Redis
 --          Cluster), to tell that waiter
 -- ARGV[11] with ARGV[10]: the message (":" and the waiter's token follow)
@@ -49,10 +50,10 @@
 -- the highest: a token above each resource's earlier ones). Otherwise,
 -- a lock (ARGV[6] empty): 0 when another holds it or a waiter ahead of us
 -- goes first; -2 when readers hold it; -3 - N when it holds another
--- waiter's reservation (or we reserved it for the waiter ahead), which
--- lapses in N ms. A set (ARGV[6] given, whatever n): -i for the first
+-- waiter's reservation (or we reserved it for the waiter ahead), or a
+-- release's yield of it stands, which lapses in N ms. A set (ARGV[6] given, whatever n): -i for the first
 -- key i a holder keeps, or else for the first key i not ours to take
--- (another's reservation, or a waiter ahead), where the set waits in
+-- (another's reservation, a waiter ahead, a yield), where the set waits in
 -- line once a majority named it (the set goes where it is kept longest;
 -- a reservation whose waiter has left the key's queue keeps the key from
 -- nobody: see ours_to_take).
@@ -104,6 +105,10 @@ local function before(score, token)
     return score ~= nil and (score < arrival or (score == arrival and token < waiter))
 end
 
+-- Where a key is free under a release's yield (see ours_to_take): when
+-- the yield's mark lapses (server ms), by key.
+local yielded = {}
+
 -- Whether the key i is ours to take, and what it holds.
 local function ours_to_take(i)
     local held = values[i]
@@ -141,6 +146,20 @@ local function ours_to_take(i)
         if redis.call("ZSCORE", queue, string.sub(held, 14)) then
             return false, held
         end
+    end
+    -- A key a release yielded (see release.lua) is free for clients that
+    -- do not queue until the mark lapses: none of our waiters takes it,
+    -- the first in line included. (Taken by the first at its next claim,
+    -- the key was free only until then: often too short for a client
+    -- that retries every 100 ms or so; and a member that yielded while
+    -- the others handed the key on then had its key taken at once by the
+    -- waiter they told, which began its chain a release early: its yields
+    -- never again met the others', and CI saw a client that does not
+    -- queue get no turn in 30 s.)
+    local mark = tonumber(redis.call("HGET", tickets, "yield") or "") or 0
+    if mark > now then
+        yielded[i] = mark
+        return false, held
     end
     while true do
         local head = redis.call("ZRANGE", queue, 0, 0, "WITHSCORES")
@@ -270,21 +289,14 @@ if is_set and blocker and ARGV[9] then
         end
     end
 end
--- A key a release yielded (see release.lua) stays free for the first
--- waiter's own next claim, or a client that does not queue, until the
--- mark lapses: not reserved for that waiter by our claim. (Read only for
--- a free key: a held one is reserved for nobody anyway.)
-local yield_until = 0
-if not refused_held then
-    yield_until = tonumber(redis.call("HGET", KEYS[2 * n + refused], "yield") or "") or 0
-end
-local yielded = yield_until > now
-if yielded and not refused_held and not is_set then
-    -- Free, a waiter ahead: ask again when the mark lapses (should that
-    -- waiter be dead, it is then offered the key, as below).
+-- A key a release yielded (see ours_to_take) is reserved for nobody
+-- until the mark lapses: a lock asks again then (the first waiter in
+-- line takes it; a claim of one behind it offers it the key, as below).
+local yield_until = yielded[refused]
+if yield_until and not is_set then
     return -(3 + yield_until - now)
 end
-if not refused_held and ARGV[9] and not yielded then
+if not refused_held and ARGV[9] and not yield_until then
     -- Free, but a live waiter arrived before us: it may not know (its
     -- holder died and the key expired, attempts split the votes, or its
     -- wake was lost). Reserve the key for it and tell it, as a release

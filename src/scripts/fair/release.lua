@@ -32,14 +32,17 @@
 -- live in line: under load, lapsed tickets broke every chain, and the
 -- other client of the test got no turn in 30 s), and a waiter is live
 -- in line, the release deletes it instead, tells nobody, and marks
--- the key "yield" for a reservation's length: meanwhile a claim that
--- finds it free does not reserve it for the waiter ahead (see claim.lua).
--- The first waiter in line still takes it at its own next claim (within
--- a queued pause, as after a lost wake-up), unless a client that does
--- not queue takes it first; a claim of a waiter behind it learns when the
--- mark lapses, and asks then. Safety is untouched (a plain release); a
--- waiter waits at most a reservation more (two node timeouts), once a
--- chain, should the first in line be dead.
+-- the key "yield" for a reservation's length: meanwhile no claim takes
+-- it or reserves it, the first waiter's included (see claim.lua), so a
+-- client that does not queue has that long to take it; our claims learn
+-- when the mark lapses, and ask then, in order. Safety is untouched (a
+-- plain release); our waiters wait at most a reservation more (two node
+-- timeouts) once a chain, and one more should the first in line be dead.
+-- Members decide alone, by their own clocks, so one may yield at a
+-- release at which the others hand the key on: the waiter they told
+-- holds it on them only, and its release yields there (their chains are
+-- as old) while this member's key stays free under its mark; the chains
+-- then all begin at the next hand-off again.
 --
 -- A key that holds a value of an earlier attempt of ours (a late claim,
 -- see claim.lua) is let go as ours, and not counted.
@@ -132,8 +135,13 @@ for i = 1, n do
         -- release rather than keep the key from everyone until its TTL.
         -- (Not counted: our grant was not here.)
         handed = let_go(i) ~= nil or handed
-    elseif held then
-        other = other + 1
+    else
+        if held then
+            other = other + 1
+        end
+        -- Granted on the other members, we may still be queued here (a
+        -- claim refused here, by a yield say): we wait no more.
+        drop(KEYS[n + i], KEYS[2 * n + i], waiter)
     end
 end
 -- A record of ours goes after the keys (a user refused the record's
