@@ -360,8 +360,8 @@ impl Builder {
     /// queued waiter to queued waiter (from the first hand-off, or the
     /// last yield, while waiters stay queued) before one release yields
     /// it instead: deletes the key, tells no waiter, and for a
-    /// reservation's length (two node timeouts) no fair waiter takes the
-    /// free key, the first in line included. Meanwhile a client that
+    /// reservation's length (two node timeouts) no queued fair waiter
+    /// takes the free key, the first in line included. Meanwhile a client that
     /// cannot queue may take it: other Redlock clients (node-redlock,
     /// redsync, pottery, the `redlock` crate) and this library's managers
     /// with [`fair(false)`](Self::fair), which otherwise never find the
@@ -372,8 +372,9 @@ impl Builder {
     ///
     /// Under contention that never lets up, it costs the fair waiters a
     /// reservation (two node timeouts) and a quarter of a node timeout
-    /// of a free key once per period when no other client takes it, and
-    /// a reservation more when the waiter first in line is dead;
+    /// of a free key once per period when no other client takes it (sets,
+    /// which learn no lapse, up to two reservations), and a reservation
+    /// more when the waiter first in line is dead;
     /// otherwise nothing. See "Mixing clients" in
     /// [Fair waiting across processes](crate#fair-waiting-across-processes)
     /// for what it was measured to cost and to give.

@@ -887,6 +887,9 @@ fn mixed_run(
     // counted until the run's end is announced there.
     let channel = redlock_sync::release_channel(name);
     let mut sub = admin(&nodes[0]);
+    // Should the run's end not be heard, the count ends (and the test
+    // with it) within a minute.
+    sub.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut sub = sub.as_pubsub();
     sub.subscribe(&channel).unwrap();
     thread::scope(|s| {

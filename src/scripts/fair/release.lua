@@ -34,8 +34,9 @@
 -- in line, the release deletes it instead, tells nobody, and marks
 -- the key "yield" for a reservation's length: meanwhile no claim takes
 -- it or reserves it, the first waiter's included (see claim.lua), so a
--- client that does not queue has that long to take it; our claims learn
--- when the mark lapses, and ask then, in order. Safety is untouched (a
+-- client that does not queue has that long to take it; a lock's claims
+-- learn when the mark lapses, and ask then (a claim that finds the first
+-- waiter ahead reserves the key for it). Safety is untouched (a
 -- plain release); our waiters wait at most a reservation more (two node
 -- timeouts) once a chain, and one more should the first in line be dead.
 -- Members decide alone, by their own clocks, so one may yield at a
@@ -140,8 +141,20 @@ for i = 1, n do
             other = other + 1
         end
         -- Granted on the other members, we may still be queued here (a
-        -- claim refused here, by a yield say): we wait no more.
-        drop(KEYS[n + i], KEYS[2 * n + i], waiter)
+        -- claim refused here, by a yield say, and its leave lost): we
+        -- wait no more, and a reservation of ours goes on, as a leave's.
+        if redis.call("PTTL", KEYS[n + i]) == -2 then
+            -- Nobody waits: no queue traffic (as let_go).
+        elseif held == "redlock:next:" .. waiter then
+            if not now then
+                local t = redis.call("TIME")
+                now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            end
+            hand_off(KEYS[i], KEYS[n + i], KEYS[2 * n + i], now, ARGV[2], ARGV[4], ARGV[5],
+                ARGV[5 + i], waiter)
+        else
+            drop(KEYS[n + i], KEYS[2 * n + i], waiter)
+        end
     end
 end
 -- A record of ours goes after the keys (a user refused the record's
