@@ -5,6 +5,10 @@
 //! `members::restart`). See TESTING.md, "Model checking".
 
 pub(crate) mod explore;
+pub(crate) mod fair;
+#[cfg(test)]
+mod fair_scripts;
+pub(crate) mod fair_server;
 pub(crate) mod lock;
 #[cfg(test)]
 mod scripts;

@@ -27,9 +27,9 @@ const START: u64 = 1000;
 /// A server of its own on a free port, killed when dropped; whether it
 /// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
 /// the library sends).
-struct Real {
+pub(super) struct Real {
     _server: Reaped,
-    con: redis::Connection,
+    pub(super) con: redis::Connection,
     legacy: bool,
 }
 
@@ -44,7 +44,7 @@ impl Drop for Reaped {
 }
 
 impl Real {
-    fn start() -> Real {
+    pub(super) fn start() -> Real {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -80,7 +80,7 @@ impl Real {
         }
     }
 
-    fn eval(&mut self, source: &[u8], keys: &[&str], args: &[Vec<u8>]) -> i64 {
+    pub(super) fn eval(&mut self, source: &[u8], keys: &[&str], args: &[Vec<u8>]) -> i64 {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(source).arg(keys.len()).arg(keys).arg(args);
         cmd.query(&mut self.con).expect("the script ran")
@@ -158,10 +158,10 @@ impl Real {
 }
 
 /// splitmix64.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -8,7 +8,9 @@
 //! much). `MODEL_DEPTH` and `MODEL_STATES` bound a run; the deeper run is
 //! `the_lock_holds_deeper` (see TESTING.md, "Model checking").
 
-use super::explore::{Outcome, check};
+use super::explore::{Model, Outcome, check};
+use super::fair::{EVERY_MASK, FairModel, FairRules, FairSize, NONE_OR_ALL};
+use super::fair_server::ScriptRules;
 use super::lock::{LockModel, Rules, Size};
 
 /// A bound from the environment variable `name`, or `default`.
@@ -20,9 +22,19 @@ fn bound(name: &str, default: usize) -> usize {
 }
 
 fn run(size: Size, rules: Rules, depth: usize, states: usize) -> Outcome {
-    let outcome = check(&LockModel::new(size, rules), depth, states);
+    explore(
+        &LockModel::new(size, rules),
+        format!("{rules:?}, {size:?}"),
+        depth,
+        states,
+    )
+}
+
+/// Checks `model` (`what` names it for people) and prints what it found.
+fn explore<M: Model>(model: &M, what: String, depth: usize, states: usize) -> Outcome {
+    let outcome = check(model, depth, states);
     eprintln!(
-        "{rules:?}, {size:?}: {} states, every schedule of {} steps{}",
+        "{what}: {} states, every schedule of {} steps{}",
         outcome.states,
         outcome.depth,
         if outcome.complete {
@@ -205,4 +217,110 @@ fn without_the_raise_a_later_grant_counts_a_lower_fencing_token() {
 )]
 fn with_default_settings_a_restart_before_a_clients_first_contact_lets_an_empty_server_vote() {
     finds(SIZES[1], Rules::ALL, sound(SIZES[1]), 8, "both hold");
+}
+
+/// The fair lock: two fair clients, two acquisitions each (a first
+/// attempt and two claims at most), 30 ms of time, every request
+/// delivered once.
+const FAIR: FairSize = FairSize {
+    acquisitions: [2, 2],
+    duplicates: 0,
+    losses: 0,
+    horizon: 3,
+    contended: false,
+    masks: EVERY_MASK,
+};
+
+/// From a held lock with a waiter queued, requests sent to none or all
+/// at once: deeper schedules.
+const CONTENDED: FairSize = FairSize {
+    acquisitions: [2, 1],
+    horizon: 1,
+    contended: true,
+    masks: NONE_OR_ALL,
+    ..FAIR
+};
+
+/// The fair lock's sizes: from nothing (30 ms), and from a held lock
+/// with a waiter queued with a request lost and one run twice (30 ms).
+const FAIR_SIZES: [FairSize; 2] = [
+    FairSize {
+        masks: NONE_OR_ALL,
+        ..FAIR
+    },
+    FairSize {
+        losses: 1,
+        duplicates: 1,
+        horizon: 3,
+        ..CONTENDED
+    },
+];
+
+fn fair_run(size: FairSize, rules: FairRules, depth: usize, states: usize) -> Outcome {
+    explore(
+        &FairModel::new(size, rules),
+        format!("fair {rules:?}, {size:?}"),
+        depth,
+        states,
+    )
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn the_fair_lock_holds_in_every_interleaving_of_three_servers_and_two_clients() {
+    fair_sizes(bound("MODEL_DEPTH", 30), bound("MODEL_STATES", 2_000_000));
+}
+
+fn fair_sizes(depth: usize, states: usize) {
+    for size in FAIR_SIZES {
+        let outcome = fair_run(size, FairRules::ALL, depth, states);
+        assert!(outcome.counterexample.is_none());
+    }
+}
+
+/// The fair lock's deeper run: 8 million states a size (about 10 GB).
+#[test]
+#[ignore = "deep: cargo test --release --lib model::tests::the_fair_lock_holds_deeper -- --ignored"]
+fn the_fair_lock_holds_deeper() {
+    fair_sizes(bound("MODEL_DEPTH", 40), bound("MODEL_STATES", 8_000_000));
+}
+
+/// The late-deliveries issue's two holders: a waiter's claim held back
+/// past its round, delivered after a later attempt of the same waiter was
+/// granted, took that grant's key as a free one, and its clean-up, late
+/// too, deleted it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_late_claim_rule_a_late_claim_and_its_clean_up_make_two_holders() {
+    let rules = FairRules {
+        scripts: ScriptRules { late_claims: false },
+        ..FairRules::ALL
+    };
+    let outcome = fair_run(CONTENDED, rules, 40, bound("MODEL_STATES", 12_000_000));
+    let (why, steps) = outcome
+        .counterexample
+        .unwrap_or_else(|| panic!("no counterexample in {} states", outcome.states));
+    assert!(why.contains("both hold"), "{why}");
+    let safe = fair_run(
+        CONTENDED,
+        FairRules::ALL,
+        steps.len(),
+        bound("MODEL_STATES", 12_000_000),
+    );
+    assert!(
+        safe.counterexample.is_none(),
+        "the library's rules broke too"
+    );
+    assert!(
+        safe.depth >= steps.len() || safe.complete,
+        "the sound rules were checked to {} steps only, not {}",
+        safe.depth,
+        steps.len()
+    );
 }

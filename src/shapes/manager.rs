@@ -280,8 +280,14 @@ pub(crate) trait Writer: Sync {
 /// without the raise, a token that does not grow. With the default
 /// settings it finds assumption 3 at work: a server that restarted empty
 /// before a manager first reached it votes there at once (strict mode
-/// closes it). Not modelled yet: fair waiting, the other shapes, moved
-/// addresses, liveness (TESTING.md in the repository, "Model checking").
+/// closes it). The fair lock too: two fair clients (a first `SET NX`,
+/// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
+/// of the queue's scripts, each tied to its Lua by a differential test
+/// on real servers; every schedule of 7-9 steps, none with two holders,
+/// and with the late-claim rule off two holders in 9. Not modelled yet:
+/// the fair lock's yield, fencing and restarts, the other shapes, moved
+/// addresses, liveness (TESTING.md in the repository, "Model
+/// checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,

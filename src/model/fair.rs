@@ -1,0 +1,522 @@
+//! The fair lock's protocol as a model: three servers running the fair
+//! scripts' Rust models ([`FairServer`]), two fair clients, every request
+//! in flight at once, delivered in any order (also after its round
+//! ended), lost or delivered twice, server 0's lock key expiring a tick
+//! early (its clock fast by the drift), time in ticks of 10 ms.
+//!
+//! A client's acquisition is as the library's (`engine::fair::attempt`):
+//! its first attempt a plain `SET NX`; refused, it joins the queue on
+//! every server and claims from then on; a failed attempt is cleaned up
+//! where it may have written (a claim's clean-up puts back a reservation
+//! it took); granted by some servers only, or giving up, it leaves the
+//! queues; its release hands the key to the first live waiter. The
+//! verdict and validity are the library's code (`engine::verdict`,
+//! `quorum::valid_until`).
+//!
+//! Left out: fencing, yielding (`fair_yield(None)`), restarts, the wake
+//! messages (a waiter may ask at any moment, which covers any timing of
+//! them), and the release that knows of no waiter (the plain unlock, then
+//! the hand-off: the model always sends the hand-off).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
+use super::lock::{Answer, CLIENTS, NODES, Value};
+use crate::engine::quorum;
+use crate::engine::verdict::{self, Ballot};
+use crate::model::explore::Model;
+
+/// One tick of the model's clock.
+const TICK_MS: u64 = 10;
+/// The lock's TTL, a ticket's life and a reservation's, in ticks.
+pub(crate) const LENGTHS: Lengths = Lengths {
+    ttl: 4,
+    ticket: 3,
+    reserve: 1,
+};
+/// Attempts an acquisition makes before it gives up.
+const ATTEMPTS: u8 = 3;
+/// The drift factor (a tick over a TTL).
+const FACTOR: f64 = 0.25;
+/// Every set of servers a request may run on at once.
+const MASKS: [u8; 1 << NODES] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+/// The rules past flaws made; each can be turned off to show the checker
+/// finds the flaw.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FairRules {
+    /// Each attempt writes a value of its own.
+    pub(crate) per_attempt_values: bool,
+    /// The scripts' rules (a late claim changes nothing).
+    pub(crate) scripts: ScriptRules,
+}
+
+impl FairRules {
+    pub(crate) const ALL: FairRules = FairRules {
+        per_attempt_values: true,
+        scripts: ScriptRules { late_claims: true },
+    };
+}
+
+/// How large a system, and which faults.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FairSize {
+    /// Acquisitions each client makes.
+    pub(crate) acquisitions: [u8; CLIENTS],
+    /// Requests delivered twice, in all.
+    pub(crate) duplicates: u8,
+    /// Messages lost, in all.
+    pub(crate) losses: u8,
+    /// The last tick time may reach.
+    pub(crate) horizon: u16,
+    /// Where the run starts: from nothing, or (to reach deeper
+    /// schedules) client 0 holding the lock, granted by every server at
+    /// 0 ms, and client 1 refused by them and queued on each.
+    pub(crate) contended: bool,
+    /// The sets of servers a request may run on at once as it is sent
+    /// (a shortcut; the others are delivered one step each).
+    pub(crate) masks: &'static [u8],
+}
+
+/// Every set of servers.
+pub(crate) const EVERY_MASK: &[u8] = &MASKS;
+/// None or all.
+pub(crate) const NONE_OR_ALL: &[u8] = &[0, 7];
+
+/// A request in flight (see `lock::Message`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Msg {
+    node: u8,
+    client: u8,
+    current: bool,
+    request: FairRequest,
+}
+
+/// Where a client is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    Idle,
+    /// An attempt's round (a claim when the client is queued).
+    Taking {
+        value: Value,
+        start: u16,
+        answers: [Option<Answer>; NODES],
+    },
+    /// Holding, valid until `until_ms`.
+    Holding {
+        value: Value,
+        until_ms: u64,
+    },
+}
+
+/// One client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct FairClient {
+    phase: Phase,
+    /// Acquisitions over (granted and released, or given up).
+    done: u8,
+    /// Attempts of the current acquisition.
+    attempts: u8,
+    /// Its arrival, once refused (it then claims).
+    arrival: Option<u64>,
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct FairState {
+    now: u16,
+    servers: [FairServer; NODES],
+    clients: [FairClient; CLIENTS],
+    /// In flight, kept sorted (a multiset).
+    net: Vec<Msg>,
+    duplicates: u8,
+    losses: u8,
+}
+
+/// A step (see `lock::Action`).
+#[derive(Clone, Debug)]
+pub(crate) enum FairAction {
+    Start(usize, u8),
+    Deliver(usize),
+    DeliverMute(usize),
+    Duplicate(usize),
+    Lose(usize),
+    Conclude(usize, u8),
+    Release(usize, u8),
+    Tick,
+}
+
+/// The fair lock model.
+pub(crate) struct FairModel {
+    pub(crate) size: FairSize,
+    pub(crate) rules: FairRules,
+    base: Instant,
+}
+
+/// Whether `answer` says no for sure (nothing of the attempt's written).
+fn refusal(answer: &Option<Answer>) -> bool {
+    matches!(
+        answer,
+        Some(Answer::Took { set: false, .. }) | Some(Answer::Int(..=0))
+    )
+}
+
+fn yes(answer: &Option<Answer>) -> bool {
+    matches!(
+        answer,
+        Some(Answer::Took { set: true, .. }) | Some(Answer::Int(1))
+    )
+}
+
+impl FairModel {
+    pub(crate) fn new(size: FairSize, rules: FairRules) -> FairModel {
+        FairModel {
+            size,
+            rules,
+            base: Instant::now(),
+        }
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.base + Duration::from_millis(ms)
+    }
+
+    /// Sends `request` from client `c` to every server, and runs it at
+    /// once on those whose bit is set in `now` (see `lock::LockModel::send`).
+    fn send(&self, s: &mut FairState, c: usize, to: [bool; NODES], now: u8, request: FairRequest) {
+        for node in (0..NODES).filter(|&n| to[n]) {
+            s.net.push(Msg {
+                node: node as u8,
+                client: c as u8,
+                current: true,
+                request,
+            });
+        }
+        s.net.sort();
+        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
+            let at = s.net.iter().position(|m| {
+                usize::from(m.node) == node
+                    && usize::from(m.client) == c
+                    && m.current
+                    && m.request == request
+            });
+            if let Some(i) = at {
+                self.deliver(s, i, true);
+            }
+        }
+    }
+
+    fn deliver(&self, s: &mut FairState, i: usize, reply: bool) {
+        let m = s.net.remove(i);
+        let n = usize::from(m.node);
+        let answer = s.servers[n].run(m.request, u64::from(s.now), LENGTHS, self.rules.scripts);
+        let c = usize::from(m.client);
+        if m.current
+            && reply
+            && let Phase::Taking { answers, .. } = &mut s.clients[c].phase
+        {
+            answers[n] = Some(answer);
+            if answers.iter().all(Option::is_some) {
+                self.conclude(s, c, 0);
+            }
+        }
+    }
+
+    /// Client `c` stops waiting for its round: what it sent is late.
+    fn end_round(s: &mut FairState, c: usize) {
+        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
+            m.current = false;
+        }
+        s.net.sort();
+    }
+
+    /// Client `c`'s attempt ends: granted with its validity, or cleaned
+    /// up, and its place in line taken, kept or left.
+    fn conclude(&self, s: &mut FairState, c: usize, mask: u8) {
+        let Phase::Taking {
+            value,
+            start,
+            answers,
+        } = s.clients[c].phase
+        else {
+            return;
+        };
+        Self::end_round(s, c);
+        let ballots = answers.map(|a| Ballot {
+            yes: yes(&a).then_some(1),
+            low: 1,
+        });
+        let count = verdict::count(ballots, NODES, false);
+        let ttl = Duration::from_millis(LENGTHS.ttl * TICK_MS);
+        let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
+        let start_at = self.at(u64::from(start) * TICK_MS);
+        let until = count
+            .reached
+            .then(|| quorum::valid_until(start_at, elapsed, ttl, FACTOR))
+            .flatten();
+        let all = [true; NODES];
+        let queued = s.clients[c].arrival.is_some();
+        let leave = FairRequest::Leave { value };
+        if let Some(until) = until {
+            let until_ms = until.saturating_duration_since(self.base).as_millis() as u64;
+            s.clients[c].phase = Phase::Holding { value, until_ms };
+            if queued && count.granted < NODES {
+                self.send(s, c, all, mask, leave);
+            }
+            Self::end_round(s, c);
+            return;
+        }
+        // Failed: cleaned up wherever it may have written.
+        let dirty = answers.map(|a| !refusal(&a));
+        let cleanup = match queued {
+            true => FairRequest::Unclaim { value },
+            false => FairRequest::Unlock { value },
+        };
+        self.send(s, c, dirty, mask, cleanup);
+        let client = &mut s.clients[c];
+        client.phase = Phase::Idle;
+        let refused = answers.iter().any(refusal);
+        let answered = answers.iter().filter(|a| a.is_some()).count();
+        let mut leaves = false;
+        if !queued && refused {
+            let arrival = u64::from(s.now);
+            client.arrival = Some(arrival);
+            self.send(s, c, all, mask, FairRequest::Join { value, arrival });
+        } else if queued && answered < quorum::quorum(NODES) {
+            // Cut off: it steps out of line (its arrival stays).
+            leaves = true;
+        }
+        let client = &mut s.clients[c];
+        if client.attempts >= ATTEMPTS {
+            // It gives up: out of line everywhere.
+            leaves = client.arrival.is_some();
+            client.done += 1;
+            client.attempts = 0;
+            client.arrival = None;
+        }
+        if leaves {
+            self.send(s, c, all, mask, leave);
+        }
+        Self::end_round(s, c);
+    }
+
+    fn next_state(&self, s: &FairState, action: &FairAction) -> Option<FairState> {
+        let mut s = s.clone();
+        match *action {
+            FairAction::Start(c, now) => {
+                let client = &mut s.clients[c];
+                client.attempts += 1;
+                let value = Value {
+                    client: c as u8,
+                    acquisition: client.done,
+                    attempt: if self.rules.per_attempt_values {
+                        client.attempts
+                    } else {
+                        0
+                    },
+                };
+                client.phase = Phase::Taking {
+                    value,
+                    start: s.now,
+                    answers: [None; NODES],
+                };
+                let request = match client.arrival {
+                    Some(arrival) => FairRequest::Claim { value, arrival },
+                    None => FairRequest::Take { value },
+                };
+                self.send(&mut s, c, [true; NODES], now, request);
+            }
+            FairAction::Deliver(i) => self.deliver(&mut s, i, true),
+            FairAction::DeliverMute(i) => {
+                s.losses += 1;
+                self.deliver(&mut s, i, false);
+            }
+            FairAction::Duplicate(i) => {
+                s.duplicates += 1;
+                let copy = s.net[i];
+                self.deliver(&mut s, i, true);
+                s.net.push(Msg {
+                    current: false,
+                    ..copy
+                });
+                s.net.sort();
+            }
+            FairAction::Lose(i) => {
+                s.net.remove(i);
+                s.losses += 1;
+            }
+            FairAction::Conclude(c, now) => self.conclude(&mut s, c, now),
+            FairAction::Release(c, now) => {
+                let Phase::Holding { value, .. } = s.clients[c].phase else {
+                    return None;
+                };
+                let client = &mut s.clients[c];
+                client.phase = Phase::Idle;
+                client.done += 1;
+                client.attempts = 0;
+                client.arrival = None;
+                self.send(
+                    &mut s,
+                    c,
+                    [true; NODES],
+                    now,
+                    FairRequest::Release { value },
+                );
+                Self::end_round(&mut s, c);
+            }
+            FairAction::Tick => s.now += 1,
+        }
+        Some(s)
+    }
+}
+
+impl Model for FairModel {
+    type State = FairState;
+    type Action = FairAction;
+
+    fn init(&self) -> FairState {
+        let mut servers: [FairServer; NODES] = Default::default();
+        servers[0].fast = true;
+        let client = FairClient {
+            phase: Phase::Idle,
+            done: 0,
+            attempts: 0,
+            arrival: None,
+        };
+        let mut s = FairState {
+            now: 0,
+            servers,
+            clients: [client.clone(), client],
+            net: Vec::new(),
+            duplicates: 0,
+            losses: 0,
+        };
+        if self.size.contended {
+            // Client 0's first attempt granted everywhere, client 1's
+            // refused everywhere, and its join run everywhere.
+            for (c, answer) in [(0, true), (1, false)] {
+                self.next_state(&s, &FairAction::Start(c, 7))
+                    .map(|next| s = next)
+                    .expect("an attempt starts");
+                debug_assert!(matches!(s.clients[c].phase, Phase::Holding { .. }) == answer);
+            }
+            while !s.net.is_empty() {
+                self.deliver(&mut s, 0, false);
+            }
+        }
+        s
+    }
+
+    fn actions(&self, s: &FairState, out: &mut Vec<FairAction>) {
+        for (c, client) in s.clients.iter().enumerate() {
+            match client.phase {
+                Phase::Idle if client.done < self.size.acquisitions[c] => {
+                    out.extend(self.size.masks.iter().map(|&now| FairAction::Start(c, now)))
+                }
+                Phase::Taking { .. } => out.extend(
+                    self.size
+                        .masks
+                        .iter()
+                        .map(|&now| FairAction::Conclude(c, now)),
+                ),
+                Phase::Holding { .. } => out.extend(
+                    self.size
+                        .masks
+                        .iter()
+                        .map(|&now| FairAction::Release(c, now)),
+                ),
+                Phase::Idle => {}
+            }
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            if i > 0 && s.net[i - 1] == *m {
+                continue;
+            }
+            out.push(FairAction::Deliver(i));
+            if s.losses < self.size.losses {
+                out.push(FairAction::Lose(i));
+                out.push(FairAction::DeliverMute(i));
+            }
+            if s.duplicates < self.size.duplicates {
+                out.push(FairAction::Duplicate(i));
+            }
+        }
+        if s.now < self.size.horizon {
+            out.push(FairAction::Tick);
+        }
+    }
+
+    fn next(&self, s: &FairState, action: &FairAction) -> Option<FairState> {
+        self.next_state(s, action)
+    }
+
+    fn broken(&self, s: &FairState) -> Option<String> {
+        let now_ms = u64::from(s.now) * TICK_MS;
+        let valid: Vec<usize> = (0..CLIENTS)
+            .filter(|&c| {
+                matches!(s.clients[c].phase, Phase::Holding { until_ms, .. } if now_ms < until_ms)
+            })
+            .collect();
+        (valid.len() > 1).then(|| format!("clients {valid:?} both hold the lock at {now_ms} ms"))
+    }
+
+    fn describe(&self, s: &FairState, action: &FairAction) -> String {
+        let mut line = format!("t={:>3} ms  ", u64::from(s.now) * TICK_MS);
+        let at_once = |mask: u8| match mask {
+            0 => String::new(),
+            _ => format!(
+                ", running at once on server(s) {:?}",
+                (0..NODES)
+                    .filter(|n| mask & (1 << n) != 0)
+                    .collect::<Vec<_>>()
+            ),
+        };
+        let _ = match *action {
+            FairAction::Deliver(i)
+            | FairAction::DeliverMute(i)
+            | FairAction::Duplicate(i)
+            | FairAction::Lose(i) => {
+                let m = s.net[i];
+                let what = match action {
+                    FairAction::Lose(_) => "lost",
+                    FairAction::DeliverMute(_) => "runs, its reply is lost",
+                    FairAction::Duplicate(_) => "runs (and again later)",
+                    _ if m.current => "runs",
+                    _ => "runs LATE (its round is over)",
+                };
+                let mut server = s.servers[usize::from(m.node)].clone();
+                let answer = server.run(m.request, u64::from(s.now), LENGTHS, self.rules.scripts);
+                let key = server.key.map(|(h, _)| h);
+                write!(
+                    line,
+                    "client {}'s {:?} to server {}: {what}, answers {answer:?}, key {}",
+                    m.client,
+                    m.request,
+                    m.node,
+                    match key {
+                        Some(Held::Token(v)) => format!("{v:?}"),
+                        Some(Held::Next(w)) => format!("reserved for {w:?}"),
+                        None => "free".into(),
+                    }
+                )
+            }
+            FairAction::Start(c, now) => {
+                let what = match s.clients[c].arrival {
+                    Some(_) => "claims",
+                    None => "starts an attempt",
+                };
+                write!(line, "client {c} {what}{}", at_once(now))
+            }
+            FairAction::Conclude(c, now) => write!(
+                line,
+                "client {c} ends its round ({:?}){}",
+                s.clients[c].phase,
+                at_once(now)
+            ),
+            FairAction::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
+            FairAction::Tick => write!(line, "{TICK_MS} ms pass"),
+        };
+        line
+    }
+}

@@ -1,0 +1,443 @@
+//! What the fair lock's scripts leave on one server, modelled in Rust:
+//! the lock key (a token, or a waiter's reservation), its queue (waiters
+//! by arrival) and its tickets hash (each waiter's ticket, an offer of
+//! the key, the deadline of a reservation a claim took). Each request
+//! runs as its Lua does (`fair/claim.lua`, `fair/release.lua`,
+//! `fair/unclaim.lua`, `fair/leave.lua`, `fair/join.lua`, with
+//! `fair/hand.lua`'s helpers), for one lock key, without fencing or
+//! yielding (`fair_yield(None)`); the differential test in
+//! `fair_scripts.rs` ties the two together on real servers.
+//!
+//! Time is a number of units (ticks for the checker, milliseconds for the
+//! differential test); the server's `TIME` reads the caller's `now`.
+
+use super::lock::{Answer, Value};
+
+/// A waiter: an acquisition, whatever its attempt (the token without
+/// its `#attempt` tail; `waiter_of` in `fair/waiter.lua`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Waiter {
+    pub(crate) client: u8,
+    pub(crate) acquisition: u8,
+}
+
+impl std::fmt::Debug for Waiter {
+    /// `c1/a0`, as the queues name it (its order is the names' order).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}/a{}", self.client, self.acquisition)
+    }
+}
+
+impl Value {
+    /// The waiter whose attempt wrote this value.
+    pub(crate) fn waiter(&self) -> Waiter {
+        Waiter {
+            client: self.client,
+            acquisition: self.acquisition,
+        }
+    }
+}
+
+/// What the lock key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Held {
+    /// An attempt's token.
+    Token(Value),
+    /// A waiter's reservation (`redlock:next:` and its name).
+    Next(Waiter),
+}
+
+impl Held {
+    /// As the key holds it.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        match self {
+            Held::Token(v) => v.bytes(),
+            Held::Next(w) => format!("redlock:next:{w:?}").into_bytes(),
+        }
+    }
+}
+
+/// A waiter's fields in the tickets hash: its ticket's deadline, the
+/// deadline of an offer of the key (`offer:`), and of the reservation a
+/// claim of its took (`next:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Notes {
+    pub(crate) ticket: Option<u64>,
+    pub(crate) offer: Option<u64>,
+    pub(crate) next: Option<u64>,
+}
+
+/// How long things last, in the caller's units.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lengths {
+    /// The lock's TTL.
+    pub(crate) ttl: u64,
+    /// A ticket's life unless refreshed.
+    pub(crate) ticket: u64,
+    /// A reservation's (two node timeouts).
+    pub(crate) reserve: u64,
+}
+
+/// Which of the rules past flaws made are on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScriptRules {
+    /// A claim that finds a value of a later attempt of its waiter
+    /// changes nothing (`later_attempt` in claim.lua).
+    pub(crate) late_claims: bool,
+}
+
+/// A request, as the library sends it (for one lock key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum FairRequest {
+    /// `SET key value NX PX ttl`: an acquisition's first attempt.
+    Take { value: Value },
+    /// `fair/join.lua`: refused, it takes its place in line.
+    Join { value: Value, arrival: u64 },
+    /// `fair/claim.lua`: a queued waiter's attempt.
+    Claim { value: Value, arrival: u64 },
+    /// `fair/unclaim.lua`: a failed claim's clean-up.
+    Unclaim { value: Value },
+    /// `lock/unlock.lua`: a failed first attempt's clean-up.
+    Unlock { value: Value },
+    /// `fair/release.lua`: a release, handing the key on.
+    Release { value: Value },
+    /// `fair/leave.lua`: a waiter steps out of line.
+    Leave { value: Value },
+}
+
+/// One server's keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct FairServer {
+    /// The lock key, and when it expires (gone from then on).
+    pub(crate) key: Option<(Held, u64)>,
+    /// The queue: arrival and waiter, in the sorted set's order.
+    pub(crate) queue: Vec<(u64, Waiter)>,
+    /// When the queue key expires (`None`: no expiry, or no key).
+    pub(crate) queue_until: Option<u64>,
+    /// The tickets hash, by waiter.
+    pub(crate) tickets: Vec<(Waiter, Notes)>,
+    /// When the tickets key expires.
+    pub(crate) tickets_until: Option<u64>,
+    /// Its run: a restart starts another.
+    pub(crate) run: u8,
+    /// Its clock runs fast: a token expires a unit early.
+    pub(crate) fast: bool,
+}
+
+/// `PEXPIRE key len` where `PTTL key < len` (no expiry reads -1).
+fn at_least(until: &mut Option<u64>, now: u64, len: u64) {
+    if until.is_none_or(|u| u - now < len) {
+        *until = Some(now + len);
+    }
+}
+
+impl FairServer {
+    /// Keys expired at `now` are gone.
+    fn expire(&mut self, now: u64) {
+        if self.key.is_some_and(|(_, until)| until <= now) {
+            self.key = None;
+        }
+        if self.queue_until.is_some_and(|u| u <= now) {
+            self.queue.clear();
+            self.queue_until = None;
+        }
+        if self.tickets_until.is_some_and(|u| u <= now) {
+            self.tickets.clear();
+            self.tickets_until = None;
+        }
+    }
+
+    /// The lock key, set for `len` at `now`; a token's expires a unit
+    /// early on a fast clock (the drift of a TTL; a reservation, a
+    /// unit long in the checker, is left whole).
+    fn set(&mut self, held: Held, now: u64, len: u64) {
+        let early = matches!(held, Held::Token(_)) && self.fast;
+        self.key = Some((held, now + len - u64::from(early)));
+    }
+
+    fn notes(&self, w: Waiter) -> Notes {
+        self.tickets
+            .iter()
+            .find(|(t, _)| *t == w)
+            .map_or_else(Notes::default, |(_, n)| *n)
+    }
+
+    /// Changes `w`'s fields (`HSET`, `HDEL`); a hash left empty is gone,
+    /// and one created anew has no expiry.
+    fn note(&mut self, w: Waiter, change: impl FnOnce(&mut Notes)) {
+        if self.tickets.is_empty() {
+            self.tickets_until = None;
+        }
+        let at = match self.tickets.binary_search_by_key(&w, |(t, _)| *t) {
+            Ok(at) => at,
+            Err(at) => {
+                self.tickets.insert(at, (w, Notes::default()));
+                at
+            }
+        };
+        change(&mut self.tickets[at].1);
+        if self.tickets[at].1 == Notes::default() {
+            self.tickets.remove(at);
+        }
+        if self.tickets.is_empty() {
+            self.tickets_until = None;
+        }
+    }
+
+    fn queued(&self, w: Waiter) -> bool {
+        self.queue.iter().any(|(_, q)| *q == w)
+    }
+
+    /// `ZADD queue NX arrival w`.
+    fn enqueue(&mut self, arrival: u64, w: Waiter) {
+        if self.queued(w) {
+            return;
+        }
+        if self.queue.is_empty() {
+            self.queue_until = None;
+        }
+        let at = self.queue.partition_point(|e| *e < (arrival, w));
+        self.queue.insert(at, (arrival, w));
+    }
+
+    /// `drop` in hand.lua: off the queue, its ticket and offer gone.
+    fn drop_waiter(&mut self, w: Waiter) {
+        self.queue.retain(|(_, q)| *q != w);
+        if self.queue.is_empty() {
+            self.queue_until = None;
+        }
+        self.note(w, |n| {
+            n.ticket = None;
+            n.offer = None;
+        });
+    }
+
+    /// `live_at` in hand.lua.
+    fn live(&self, w: Waiter, now: u64) -> bool {
+        let n = self.notes(w);
+        n.ticket.is_some_and(|t| t > now) && n.offer.is_none_or(|o| o > now)
+    }
+
+    /// `first_live` in hand.lua.
+    fn first_live(
+        &mut self,
+        now: u64,
+        gone: Option<Waiter>,
+        passed: Option<Waiter>,
+    ) -> Option<Waiter> {
+        if let Some(gone) = gone {
+            self.drop_waiter(gone);
+        }
+        let mut at = 0;
+        loop {
+            let &(_, head) = self.queue.get(at)?;
+            if Some(head) == passed {
+                at += 1;
+            } else if self.live(head, now) {
+                return Some(head);
+            } else {
+                self.drop_waiter(head);
+            }
+        }
+    }
+
+    /// `hand_off` in hand.lua.
+    fn hand_off(&mut self, now: u64, len: Lengths, gone: Option<Waiter>) -> Option<Waiter> {
+        let first = self.first_live(now, gone, None);
+        match first {
+            Some(first) => {
+                self.set(Held::Next(first), now, len.reserve);
+                self.note(first, |n| n.offer = Some(now + len.reserve));
+                at_least(&mut self.tickets_until, now, len.reserve);
+            }
+            None => self.key = None,
+        }
+        first
+    }
+
+    /// Runs `request` at `now`, as its script (or command) does.
+    pub(crate) fn run(
+        &mut self,
+        request: FairRequest,
+        now: u64,
+        len: Lengths,
+        rules: ScriptRules,
+    ) -> Answer {
+        self.expire(now);
+        match request {
+            FairRequest::Take { value } => {
+                let set = self.key.is_none();
+                if set {
+                    self.set(Held::Token(value), now, len.ttl);
+                }
+                Answer::Took { set, count: 0 }
+            }
+            FairRequest::Unlock { value } => match self.key {
+                Some((Held::Token(v), _)) if v == value => {
+                    self.key = None;
+                    Answer::Int(1)
+                }
+                Some(_) => Answer::Int(0),
+                None => Answer::Int(-1),
+            },
+            FairRequest::Join { value, arrival } => {
+                let w = value.waiter();
+                self.enqueue(arrival, w);
+                self.note(w, |n| n.ticket = Some(now + len.ticket));
+                at_least(&mut self.queue_until, now, len.ticket);
+                at_least(&mut self.tickets_until, now, len.ticket);
+                Answer::Int(1)
+            }
+            FairRequest::Claim { value, arrival } => self.claim(value, arrival, now, len, rules),
+            FairRequest::Unclaim { value } => self.unclaim(value, now),
+            FairRequest::Release { value } => self.release(value, now, len),
+            FairRequest::Leave { value } => {
+                let w = value.waiter();
+                self.drop_waiter(w);
+                if self.key.is_some_and(|(h, _)| h == Held::Next(w)) {
+                    self.hand_off(now, len, Some(w));
+                    return Answer::Int(1);
+                }
+                Answer::Int(0)
+            }
+        }
+    }
+
+    /// `ours_to_take` in claim.lua: whether the key is ours to take, and
+    /// what it holds (a value of an earlier attempt of ours reads as
+    /// none).
+    fn ours_to_take(&mut self, w: Waiter, arrival: u64, now: u64) -> (bool, Option<Held>) {
+        let mut held = self.key.map(|(h, _)| h);
+        match held {
+            Some(Held::Next(x)) if x == w => return (true, held),
+            Some(Held::Token(v)) if v.waiter() == w => held = None,
+            Some(Held::Token(_)) => return (false, held),
+            Some(Held::Next(x)) if self.queued(x) => return (false, held),
+            Some(Held::Next(_)) | None => {}
+        }
+        loop {
+            let Some(&(score, head)) = self.queue.first() else {
+                return (true, held);
+            };
+            let before = score < arrival || (score == arrival && head < w);
+            if head == w || !before {
+                return (true, held);
+            }
+            if self.live(head, now) {
+                return (false, held);
+            }
+            self.drop_waiter(head);
+        }
+    }
+
+    fn claim(
+        &mut self,
+        value: Value,
+        arrival: u64,
+        now: u64,
+        len: Lengths,
+        rules: ScriptRules,
+    ) -> Answer {
+        let w = value.waiter();
+        if let Some((Held::Token(held), _)) = self.key
+            && rules.late_claims
+            && held.waiter() == w
+            && held.attempt > value.attempt
+        {
+            return Answer::Int(0);
+        }
+        let (take, held) = self.ours_to_take(w, arrival, now);
+        if take {
+            if held == Some(Held::Next(w))
+                && let Some((_, until)) = self.key
+                && until > now
+            {
+                let left = until - now;
+                self.note(w, |n| n.next = Some(now + left));
+                at_least(&mut self.tickets_until, now, left);
+            }
+            self.set(Held::Token(value), now, len.ttl);
+            self.note(w, |n| n.offer = None);
+            return Answer::Int(1);
+        }
+        // Refused: our place in line, our ticket refreshed.
+        self.enqueue(arrival, w);
+        self.note(w, |n| {
+            n.ticket = Some(now + len.ticket);
+            n.offer = None;
+        });
+        at_least(&mut self.queue_until, now, len.ticket);
+        at_least(&mut self.tickets_until, now, len.ticket);
+        if held.is_none() {
+            // Free, a live waiter ahead: reserved for it (once an offer).
+            let head = self.queue.first().map(|&(_, h)| h);
+            let offer = head.and_then(|h| self.notes(h).offer);
+            if let Some(offer) = offer.filter(|&o| o > now) {
+                return Answer::Int(-(3 + (offer - now) as i64));
+            } else if head.is_some_and(|h| h != w) && self.hand_off(now, len, None).is_some() {
+                return Answer::Int(-(3 + len.reserve as i64));
+            }
+        }
+        if let (Some(Held::Next(_)), Some((_, until))) = (held, self.key) {
+            return Answer::Int(-(3 + (until - now) as i64));
+        }
+        Answer::Int(0)
+    }
+
+    fn unclaim(&mut self, value: Value, now: u64) -> Answer {
+        let w = value.waiter();
+        match self.key {
+            Some((Held::Token(v), _)) if v == value => {
+                let deadline = self.notes(w).next;
+                self.note(w, |n| n.next = None);
+                match deadline.filter(|&d| d > now) {
+                    Some(d) => self.set(Held::Next(w), now, d - now),
+                    None => self.key = None,
+                }
+                Answer::Int(1)
+            }
+            Some(_) => Answer::Int(0),
+            None => Answer::Int(-1),
+        }
+    }
+
+    fn release(&mut self, value: Value, now: u64, len: Lengths) -> Answer {
+        let w = value.waiter();
+        let (mut mine, mut other) = (false, false);
+        match self.key {
+            Some((Held::Token(v), _)) if v == value => {
+                mine = true;
+                self.let_go(w, now, len);
+            }
+            Some((Held::Token(v), _)) if v.waiter() == w && value.attempt > v.attempt => {
+                self.let_go(w, now, len);
+            }
+            held => {
+                // Not ours here: out of line (a reservation of ours goes
+                // on), where a queue stands.
+                other = held.is_some();
+                if self.queue.is_empty() {
+                } else if held.is_some_and(|(h, _)| h == Held::Next(w)) {
+                    self.hand_off(now, len, Some(w));
+                } else {
+                    self.drop_waiter(w);
+                }
+            }
+        }
+        Answer::Int(match (other, mine) {
+            (true, _) => 0,
+            (false, true) => 1,
+            (false, false) => -1,
+        })
+    }
+
+    /// `let_go` in release.lua (no yielding).
+    fn let_go(&mut self, w: Waiter, now: u64, len: Lengths) {
+        if self.queue.is_empty() {
+            self.key = None;
+            return;
+        }
+        self.note(w, |n| n.next = None);
+        self.hand_off(now, len, Some(w));
+    }
+}
