@@ -34,6 +34,7 @@ pub(crate) const LENGTHS: Lengths = Lengths {
     ttl: 4,
     ticket: 3,
     reserve: 1,
+    every: None,
 };
 /// Attempts an acquisition makes before it gives up.
 const ATTEMPTS: u8 = 3;
@@ -267,7 +268,9 @@ impl FairModel {
             Self::end_round(s, c);
             return;
         }
-        // Failed: cleaned up wherever it may have written.
+        // Failed: cleaned up wherever it may have written (the round is
+        // over first: the clean-up's answers are not the attempt's).
+        s.clients[c].phase = Phase::Idle;
         let dirty = answers.map(|a| !refusal(&a));
         let cleanup = match queued {
             true => FairRequest::Unclaim { value },
@@ -275,11 +278,13 @@ impl FairModel {
         };
         self.send(s, c, dirty, mask, cleanup);
         let client = &mut s.clients[c];
-        client.phase = Phase::Idle;
-        let refused = answers.iter().any(refusal);
+        // `Taken` (`quorum::Tally::acquire_error`): the refusals alone
+        // rule a quorum out. Only then does a waiter join the queue.
+        let refusals = answers.iter().filter(|a| refusal(a)).count();
+        let taken = refusals > NODES - quorum::quorum(NODES);
         let answered = answers.iter().filter(|a| a.is_some()).count();
         let mut leaves = false;
-        if !queued && refused {
+        if !queued && taken {
             let arrival = u64::from(s.now);
             client.arrival = Some(arrival);
             self.send(s, c, all, mask, FairRequest::Join { value, arrival });

@@ -4,9 +4,9 @@
 //! the key, the deadline of a reservation a claim took). Each request
 //! runs as its Lua does (`fair/claim.lua`, `fair/release.lua`,
 //! `fair/unclaim.lua`, `fair/leave.lua`, `fair/join.lua`, with
-//! `fair/hand.lua`'s helpers), for one lock key, without fencing or
-//! yielding (`fair_yield(None)`); the differential test in
-//! `fair_scripts.rs` ties the two together on real servers.
+//! `fair/hand.lua`'s helpers), for one lock key, without fencing; the
+//! differential test in `fair_scripts.rs` ties the two together on real
+//! servers.
 //!
 //! Time is a number of units (ticks for the checker, milliseconds for the
 //! differential test); the server's `TIME` reads the caller's `now`.
@@ -76,6 +76,9 @@ pub(crate) struct Lengths {
     pub(crate) ticket: u64,
     /// A reservation's (two node timeouts).
     pub(crate) reserve: u64,
+    /// How long a key is handed on before a release yields it
+    /// (`fair_yield`; `None`: never).
+    pub(crate) every: Option<u64>,
 }
 
 /// Which of the rules past flaws made are on.
@@ -105,6 +108,30 @@ pub(crate) enum FairRequest {
     Leave { value: Value },
 }
 
+/// What `ours_to_take` found: whether the key is ours to take, what it
+/// holds (a value of an earlier attempt of ours reads as none), and a
+/// release's yield that keeps it from us (when it lapses).
+struct Taking {
+    take: bool,
+    held: Option<Held>,
+    mark: Option<u64>,
+}
+
+impl FairRequest {
+    /// The value (the attempt) it is sent for.
+    pub(crate) fn value(&self) -> Value {
+        match *self {
+            FairRequest::Take { value }
+            | FairRequest::Join { value, .. }
+            | FairRequest::Claim { value, .. }
+            | FairRequest::Unclaim { value }
+            | FairRequest::Unlock { value }
+            | FairRequest::Release { value }
+            | FairRequest::Leave { value } => value,
+        }
+    }
+}
+
 /// One server's keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct FairServer {
@@ -116,6 +143,10 @@ pub(crate) struct FairServer {
     pub(crate) queue_until: Option<u64>,
     /// The tickets hash, by waiter.
     pub(crate) tickets: Vec<(Waiter, Notes)>,
+    /// The tickets hash's own fields: when the key's chain of hand-offs
+    /// began (`chain`), and until when a release's yield stands (`yield`).
+    pub(crate) chain: Option<u64>,
+    pub(crate) yielded: Option<u64>,
     /// When the tickets key expires.
     pub(crate) tickets_until: Option<u64>,
     /// Its run: a restart starts another.
@@ -133,7 +164,7 @@ fn at_least(until: &mut Option<u64>, now: u64, len: u64) {
 
 impl FairServer {
     /// Keys expired at `now` are gone.
-    fn expire(&mut self, now: u64) {
+    pub(crate) fn expire(&mut self, now: u64) {
         if self.key.is_some_and(|(_, until)| until <= now) {
             self.key = None;
         }
@@ -143,6 +174,7 @@ impl FairServer {
         }
         if self.tickets_until.is_some_and(|u| u <= now) {
             self.tickets.clear();
+            (self.chain, self.yielded) = (None, None);
             self.tickets_until = None;
         }
     }
@@ -164,8 +196,13 @@ impl FairServer {
 
     /// Changes `w`'s fields (`HSET`, `HDEL`); a hash left empty is gone,
     /// and one created anew has no expiry.
+    /// Whether the tickets hash exists (has a field).
+    fn has_tickets(&self) -> bool {
+        !self.tickets.is_empty() || self.chain.is_some() || self.yielded.is_some()
+    }
+
     fn note(&mut self, w: Waiter, change: impl FnOnce(&mut Notes)) {
-        if self.tickets.is_empty() {
+        if !self.has_tickets() {
             self.tickets_until = None;
         }
         let at = match self.tickets.binary_search_by_key(&w, |(t, _)| *t) {
@@ -179,7 +216,7 @@ impl FairServer {
         if self.tickets[at].1 == Notes::default() {
             self.tickets.remove(at);
         }
-        if self.tickets.is_empty() {
+        if !self.has_tickets() {
             self.tickets_until = None;
         }
     }
@@ -303,30 +340,56 @@ impl FairServer {
         }
     }
 
-    /// `ours_to_take` in claim.lua: whether the key is ours to take, and
-    /// what it holds (a value of an earlier attempt of ours reads as
-    /// none).
-    fn ours_to_take(&mut self, w: Waiter, arrival: u64, now: u64) -> (bool, Option<Held>) {
+    /// A release's yield that stands (a key free for clients that do not
+    /// queue), when the claim's cap (a reservation) allows: when it
+    /// lapses.
+    fn yield_mark(&self, now: u64, cap: u64) -> Option<u64> {
+        self.yielded.filter(|&m| m > now && m - now <= cap)
+    }
+
+    /// `ours_to_take` in claim.lua (see [`Taking`]); `cap`: the longest
+    /// a yield's mark may stand (a reservation).
+    fn ours_to_take(&mut self, w: Waiter, arrival: u64, now: u64, cap: u64) -> Taking {
         let mut held = self.key.map(|(h, _)| h);
+        let refused = |held| Taking {
+            take: false,
+            held,
+            mark: None,
+        };
         match held {
-            Some(Held::Next(x)) if x == w => return (true, held),
+            Some(Held::Next(x)) if x == w => {
+                return Taking {
+                    take: true,
+                    held,
+                    mark: None,
+                };
+            }
             Some(Held::Token(v)) if v.waiter() == w => held = None,
-            Some(Held::Token(_)) => return (false, held),
-            Some(Held::Next(x)) if self.queued(x) => return (false, held),
+            Some(Held::Token(_)) => return refused(held),
+            Some(Held::Next(x)) if self.queued(x) => return refused(held),
             Some(Held::Next(_)) | None => {}
         }
-        loop {
-            let Some(&(score, head)) = self.queue.first() else {
-                return (true, held);
+        if let Some(mark) = self.yield_mark(now, cap) {
+            return Taking {
+                take: false,
+                held,
+                mark: Some(mark),
             };
+        }
+        while let Some(&(score, head)) = self.queue.first() {
             let before = score < arrival || (score == arrival && head < w);
             if head == w || !before {
-                return (true, held);
+                break;
             }
             if self.live(head, now) {
-                return (false, held);
+                return refused(held);
             }
             self.drop_waiter(head);
+        }
+        Taking {
+            take: true,
+            held,
+            mark: None,
         }
     }
 
@@ -346,7 +409,7 @@ impl FairServer {
         {
             return Answer::Int(0);
         }
-        let (take, held) = self.ours_to_take(w, arrival, now);
+        let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.reserve);
         if take {
             if held == Some(Held::Next(w))
                 && let Some((_, until)) = self.key
@@ -368,6 +431,9 @@ impl FairServer {
         });
         at_least(&mut self.queue_until, now, len.ticket);
         at_least(&mut self.tickets_until, now, len.ticket);
+        if let Some(mark) = mark {
+            return Answer::Int(-(3 + (mark - now) as i64));
+        }
         if held.is_none() {
             // Free, a live waiter ahead: reserved for it (once an offer).
             let head = self.queue.first().map(|&(_, h)| h);
@@ -431,13 +497,86 @@ impl FairServer {
         })
     }
 
-    /// `let_go` in release.lua (no yielding).
+    /// `let_go` in release.lua: hands the key on, or yields it once its
+    /// chain of hand-offs is due and a waiter is live in line.
     fn let_go(&mut self, w: Waiter, now: u64, len: Lengths) {
         if self.queue.is_empty() {
             self.key = None;
             return;
         }
         self.note(w, |n| n.next = None);
-        self.hand_off(now, len, Some(w));
+        let chain = len.every.and(self.chain);
+        if let (Some(chain), Some(every)) = (chain, len.every)
+            && now - chain >= every
+            && self.first_live(now, Some(w), None).is_some()
+        {
+            self.chain = None;
+            self.yielded = Some(now + len.reserve);
+            at_least(&mut self.tickets_until, now, len.reserve);
+            self.key = None;
+            return;
+        }
+        let first = self.hand_off(now, len, Some(w));
+        if len.every.is_some() && first.is_some() && chain.is_none() {
+            if !self.has_tickets() {
+                self.tickets_until = None;
+            }
+            self.chain = Some(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEN: Lengths = Lengths {
+        ttl: 300,
+        ticket: 200,
+        reserve: 100,
+        every: Some(50),
+    };
+    const RULES: ScriptRules = ScriptRules { late_claims: true };
+
+    fn value(client: u8) -> Value {
+        Value {
+            client,
+            acquisition: 0,
+            attempt: 1,
+        }
+    }
+
+    /// A key handed on for `every` is yielded by the next release with a
+    /// waiter live in line, and no claim takes it until the mark lapses.
+    #[test]
+    fn a_chain_due_is_yielded_and_the_mark_keeps_claims_out() {
+        let (a, b) = (value(0), value(1));
+        let mut s = FairServer::default();
+        let claim = |v: Value, arrival| FairRequest::Claim { value: v, arrival };
+        assert_eq!(
+            s.run(FairRequest::Take { value: a }, 0, LEN, RULES),
+            Answer::Took {
+                set: true,
+                count: 0
+            }
+        );
+        assert_eq!(s.run(claim(b, 1), 1, LEN, RULES), Answer::Int(0));
+        // The first hand-off begins the chain.
+        assert_eq!(
+            s.run(FairRequest::Release { value: a }, 10, LEN, RULES),
+            Answer::Int(1)
+        );
+        assert_eq!(s.chain, Some(10));
+        assert_eq!(s.run(claim(b, 1), 11, LEN, RULES), Answer::Int(1));
+        assert_eq!(s.run(claim(a, 2), 12, LEN, RULES), Answer::Int(0));
+        // 60 units on, with a waiter live in line: yielded.
+        assert_eq!(
+            s.run(FairRequest::Release { value: b }, 70, LEN, RULES),
+            Answer::Int(1)
+        );
+        assert_eq!((s.key, s.chain, s.yielded), (None, None, Some(170)));
+        // The first in line is refused until the mark lapses.
+        assert_eq!(s.run(claim(a, 2), 80, LEN, RULES), Answer::Int(-(3 + 90)));
+        assert_eq!(s.run(claim(a, 2), 171, LEN, RULES), Answer::Int(1));
     }
 }
