@@ -13,7 +13,7 @@
 //! verdict and validity are the library's code (`engine::verdict`,
 //! `quorum::valid_until`).
 //!
-//! Left out: fencing, yielding (`fair_yield(None)`), restarts, the wake
+//! Left out: fencing, restarts, the wake
 //! messages (a waiter may ask at any moment, which covers any timing of
 //! them), and the release that knows of no waiter (the plain unlock, then
 //! the hand-off: the model always sends the hand-off).
@@ -75,6 +75,9 @@ pub(crate) struct FairSize {
     /// schedules) client 0 holding the lock, granted by every server at
     /// 0 ms, and client 1 refused by them and queued on each.
     pub(crate) contended: bool,
+    /// Releases yield a key handed on for this many ticks
+    /// (`fair_yield`; `None`: never).
+    pub(crate) yield_every: Option<u64>,
     /// The sets of servers a request may run on at once as it is sent
     /// (a shortcut; the others are delivered one step each).
     pub(crate) masks: &'static [u8],
@@ -179,6 +182,14 @@ impl FairModel {
         }
     }
 
+    /// The scripts' lengths, with the size's yield.
+    fn lengths(&self) -> Lengths {
+        Lengths {
+            every: self.size.yield_every,
+            ..LENGTHS
+        }
+    }
+
     fn at(&self, ms: u64) -> Instant {
         self.base + Duration::from_millis(ms)
     }
@@ -211,7 +222,12 @@ impl FairModel {
     fn deliver(&self, s: &mut FairState, i: usize, reply: bool) {
         let m = s.net.remove(i);
         let n = usize::from(m.node);
-        let answer = s.servers[n].run(m.request, u64::from(s.now), LENGTHS, self.rules.scripts);
+        let answer = s.servers[n].run(
+            m.request,
+            u64::from(s.now),
+            self.lengths(),
+            self.rules.scripts,
+        );
         let c = usize::from(m.client);
         if m.current
             && reply
@@ -491,7 +507,12 @@ impl Model for FairModel {
                     _ => "runs LATE (its round is over)",
                 };
                 let mut server = s.servers[usize::from(m.node)].clone();
-                let answer = server.run(m.request, u64::from(s.now), LENGTHS, self.rules.scripts);
+                let answer = server.run(
+                    m.request,
+                    u64::from(s.now),
+                    self.lengths(),
+                    self.rules.scripts,
+                );
                 let key = server.key.map(|(h, _)| h);
                 write!(
                     line,

@@ -236,6 +236,7 @@ const FAIR: FairSize = FairSize {
     losses: 0,
     horizon: 3,
     contended: false,
+    yield_every: None,
     masks: EVERY_MASK,
 };
 
@@ -249,9 +250,10 @@ const CONTENDED: FairSize = FairSize {
     ..FAIR
 };
 
-/// The fair lock's sizes: from nothing (30 ms), and from a held lock
-/// with a waiter queued with a request lost and one run twice (30 ms).
-const FAIR_SIZES: [FairSize; 2] = [
+/// The fair lock's sizes: from nothing (30 ms), from a held lock with a
+/// waiter queued with a request lost and one run twice (30 ms), and
+/// from there with keys yielded once handed on for a tick (20 ms).
+const FAIR_SIZES: [FairSize; 3] = [
     FairSize {
         masks: NONE_OR_ALL,
         ..FAIR
@@ -260,6 +262,11 @@ const FAIR_SIZES: [FairSize; 2] = [
         losses: 1,
         duplicates: 1,
         horizon: 3,
+        ..CONTENDED
+    },
+    FairSize {
+        horizon: 2,
+        yield_every: Some(1),
         ..CONTENDED
     },
 ];

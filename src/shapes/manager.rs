@@ -284,8 +284,9 @@ pub(crate) trait Writer: Sync {
 /// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
 /// of the queue's scripts, each tied to its Lua by a differential test
 /// on real servers; every schedule of 7-9 steps, none with two holders,
-/// and with the late-claim rule off two holders in 9. Not modelled yet:
-/// the fair lock's yield, fencing and restarts, the other shapes, moved
+/// and with the late-claim rule off two holders in 9 (a yield is
+/// modelled too). Not modelled yet: the fair lock's fencing and
+/// restarts, the other shapes, moved
 /// addresses, liveness (TESTING.md in the repository, "Model
 /// checking").
 #[derive(Clone)]
