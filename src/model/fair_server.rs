@@ -341,14 +341,14 @@ impl FairServer {
     }
 
     /// A release's yield that stands (a key free for clients that do not
-    /// queue), when the claim's cap (a reservation) allows: when it
+    /// queue), when the claim's cap (a ticket's life) allows: when it
     /// lapses.
     fn yield_mark(&self, now: u64, cap: u64) -> Option<u64> {
         self.yielded.filter(|&m| m > now && m - now <= cap)
     }
 
     /// `ours_to_take` in claim.lua (see [`Taking`]); `cap`: the longest
-    /// a yield's mark may stand (a reservation).
+    /// a yield's mark may stand (a ticket's life).
     fn ours_to_take(&mut self, w: Waiter, arrival: u64, now: u64, cap: u64) -> Taking {
         let mut held = self.key.map(|(h, _)| h);
         let refused = |held| Taking {
@@ -409,7 +409,7 @@ impl FairServer {
         {
             return Answer::Int(0);
         }
-        let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.reserve);
+        let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.ticket);
         if take {
             if held == Some(Held::Next(w))
                 && let Some((_, until)) = self.key

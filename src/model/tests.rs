@@ -293,6 +293,13 @@ fn fair_sizes(depth: usize, states: usize) {
     for size in FAIR_SIZES {
         let outcome = fair_run(size, FairRules::ALL, depth, states);
         assert!(outcome.counterexample.is_none());
+        // A yield takes 8 steps; the checker's figures (TESTING.md) are
+        // of 7 and more.
+        assert!(
+            outcome.depth >= 7 || outcome.complete,
+            "{size:?} checked to {} steps only",
+            outcome.depth
+        );
     }
 }
 

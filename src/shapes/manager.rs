@@ -284,8 +284,8 @@ pub(crate) trait Writer: Sync {
 /// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
 /// of the queue's scripts, each tied to its Lua by a differential test
 /// on real servers; every schedule of 7-9 steps, none with two holders,
-/// and with the late-claim rule off two holders in 9 (a yield is
-/// modelled too). Not modelled yet: the fair lock's fencing and
+/// and with the late-claim rule off two holders in 9; a run reaches a
+/// yield, not yet what follows it. Not modelled yet: the fair lock's fencing and
 /// restarts, the other shapes, moved
 /// addresses, liveness (TESTING.md in the repository, "Model
 /// checking").

@@ -156,10 +156,11 @@ local function ours_to_take(i)
     -- waiter they told, which began its chain a release early: its yields
     -- never again met the others', and CI saw a client that does not
     -- queue get no turn in 30 s.)
-    -- A mark further ahead than a reservation (a ticket's life when the
-    -- claim does not say) is a clock that stepped back: ignored.
+    -- A mark further ahead than our ticket's life (twelve of our node
+    -- timeouts: a releaser's reservation, two of its own, may be longer
+    -- than ours) is a clock that stepped back: ignored.
     local mark = tonumber(redis.call("HGET", tickets, "yield") or "") or 0
-    if mark > now and mark - now <= (tonumber(ARGV[9] or "") or tonumber(ARGV[4])) then
+    if mark > now and mark - now <= tonumber(ARGV[4]) then
         yielded[i] = mark
         return false, held
     end

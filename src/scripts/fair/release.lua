@@ -37,8 +37,10 @@
 -- client that does not queue has that long to take it; a lock's claims
 -- learn when the mark lapses, and ask then (a claim that finds the first
 -- waiter ahead reserves the key for it). Safety is untouched (a
--- plain release); our waiters wait at most a reservation more (two node
--- timeouts) once a chain, and one more should the first in line be dead.
+-- plain release); our waiters wait at most a reservation (two node
+-- timeouts) and a quarter of a node timeout more once a chain (a set,
+-- which learns no lapse, up to two reservations), and a reservation more
+-- should the first in line be dead.
 -- Members decide alone, by their own clocks, so one may yield at a
 -- release at which the others hand the key on: the waiter they told
 -- holds it on them only, and its release yields there (their chains are
