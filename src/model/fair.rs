@@ -13,10 +13,15 @@
 //! verdict and validity are the library's code (`engine::verdict`,
 //! `quorum::valid_until`).
 //!
-//! Left out: fencing, restarts, the wake
-//! messages (a waiter may ask at any moment, which covers any timing of
-//! them), and the release that knows of no waiter (the plain unlock, then
-//! the hand-off: the model always sends the hand-off).
+//! The liveness run ([`FairSize::synchronous`]) has no network faults
+//! and no timeouts; its clients ask once a tick and when woken (the wake
+//! on release), one may crash, and a live waiter must not wait longer than
+//! [`WAIT_BOUND`] for a lock free for it.
+//!
+//! Left out: fencing, restarts, the wake messages in the safety runs (a
+//! waiter may ask at any moment, which covers any timing of them), and
+//! the release that knows of no waiter (the plain unlock, then the
+//! hand-off: the model always sends the hand-off).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -36,8 +41,6 @@ pub(crate) const LENGTHS: Lengths = Lengths {
     reserve: 1,
     every: None,
 };
-/// Attempts an acquisition makes before it gives up.
-const ATTEMPTS: u8 = 3;
 /// The drift factor (a tick over a TTL).
 const FACTOR: f64 = 0.25;
 /// Every set of servers a request may run on at once.
@@ -56,7 +59,7 @@ pub(crate) struct FairRules {
 impl FairRules {
     pub(crate) const ALL: FairRules = FairRules {
         per_attempt_values: true,
-        scripts: ScriptRules { late_claims: true },
+        scripts: ScriptRules::ALL,
     };
 }
 
@@ -81,12 +84,31 @@ pub(crate) struct FairSize {
     /// The sets of servers a request may run on at once as it is sent
     /// (a shortcut; the others are delivered one step each).
     pub(crate) masks: &'static [u8],
+    /// Attempts an acquisition makes before it gives up.
+    pub(crate) attempts: u8,
+    /// Clients that may crash (stop for good), in all.
+    pub(crate) crashes: u8,
+    /// The liveness run: no timeouts, every request answered within its
+    /// tick (a tick passes only when nothing is in flight and every live
+    /// waiter has asked in it), and a live waiter that the lock is free
+    /// for, nobody alive ahead of it, waits at most [`WAIT_BOUND`] ticks.
+    pub(crate) synchronous: bool,
 }
+
+/// The longest a live waiter waits, in ticks, while nobody alive holds
+/// the lock or is ahead of it in line, and no token holds the key on a
+/// majority (a crashed holder's, until its TTL): a dead waiter's
+/// reservation (a hand-off's offer), the library's account ("a dead
+/// waiter costs one reservation"; see hand.lua). A waiter asks once a
+/// tick, and at once when a hand-off tells it (the wake on release).
+pub(crate) const WAIT_BOUND: u8 = LENGTHS.reserve as u8;
 
 /// Every set of servers.
 pub(crate) const EVERY_MASK: &[u8] = &MASKS;
 /// None or all.
 pub(crate) const NONE_OR_ALL: &[u8] = &[0, 7];
+/// All.
+pub(crate) const ALL_AT_ONCE: &[u8] = &[7];
 
 /// A request in flight (see `lock::Message`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,6 +146,13 @@ pub(crate) struct FairClient {
     attempts: u8,
     /// Its arrival, once refused (it then claims).
     arrival: Option<u64>,
+    /// Not crashed.
+    alive: bool,
+    /// It asked in this tick (the liveness run).
+    asked: bool,
+    /// Ticks it has waited while the lock was free for it (see
+    /// [`WAIT_BOUND`]).
+    waited: u8,
 }
 
 /// The whole system.
@@ -136,6 +165,7 @@ pub(crate) struct FairState {
     net: Vec<Msg>,
     duplicates: u8,
     losses: u8,
+    crashes: u8,
 }
 
 /// A step (see `lock::Action`).
@@ -148,6 +178,7 @@ pub(crate) enum FairAction {
     Lose(usize),
     Conclude(usize, u8),
     Release(usize, u8),
+    Crash(usize),
     Tick,
 }
 
@@ -222,15 +253,41 @@ impl FairModel {
     fn deliver(&self, s: &mut FairState, i: usize, reply: bool) {
         let m = s.net.remove(i);
         let n = usize::from(m.node);
+        let now = u64::from(s.now);
+        let before = s.servers[n].key.filter(|&(_, until)| until > now);
         let answer = s.servers[n].run(
             m.request,
             u64::from(s.now),
             self.lengths(),
             self.rules.scripts,
         );
+        // The wake on release: a hand-off tells its waiter (a release's,
+        // a leave's, or a claim's for the waiter ahead), a key deleted
+        // tells every waiter; they ask at once, again in this tick. (A
+        // clean-up that puts a reservation back tells nobody; a key that
+        // expires tells nobody either, and waiters learn at their next
+        // claim.)
+        match s.servers[n].key.map(|(h, _)| h) {
+            Some(Held::Next(w))
+                if before.map(|(h, _)| h) != Some(Held::Next(w))
+                    && !matches!(m.request, FairRequest::Unclaim { .. }) =>
+            {
+                let woken = &mut s.clients[usize::from(w.client)];
+                if woken.done == w.acquisition {
+                    woken.asked = false;
+                }
+            }
+            None if before.is_some() => {
+                for client in &mut s.clients {
+                    client.asked = false;
+                }
+            }
+            _ => {}
+        }
         let c = usize::from(m.client);
         if m.current
             && reply
+            && s.clients[c].alive
             && let Phase::Taking { answers, .. } = &mut s.clients[c].phase
         {
             answers[n] = Some(answer);
@@ -278,6 +335,7 @@ impl FairModel {
         if let Some(until) = until {
             let until_ms = until.saturating_duration_since(self.base).as_millis() as u64;
             s.clients[c].phase = Phase::Holding { value, until_ms };
+            s.clients[c].waited = 0;
             if queued && count.granted < NODES {
                 self.send(s, c, all, mask, leave);
             }
@@ -309,7 +367,7 @@ impl FairModel {
             leaves = true;
         }
         let client = &mut s.clients[c];
-        if client.attempts >= ATTEMPTS {
+        if client.attempts >= self.size.attempts {
             // It gives up: out of line everywhere.
             leaves = client.arrival.is_some();
             client.done += 1;
@@ -328,6 +386,7 @@ impl FairModel {
             FairAction::Start(c, now) => {
                 let client = &mut s.clients[c];
                 client.attempts += 1;
+                client.asked = self.size.synchronous;
                 let value = Value {
                     client: c as u8,
                     acquisition: client.done,
@@ -377,6 +436,8 @@ impl FairModel {
                 client.done += 1;
                 client.attempts = 0;
                 client.arrival = None;
+                // Its next acquisition asks anew.
+                client.asked = false;
                 self.send(
                     &mut s,
                     c,
@@ -386,9 +447,67 @@ impl FairModel {
                 );
                 Self::end_round(&mut s, c);
             }
-            FairAction::Tick => s.now += 1,
+            FairAction::Crash(c) => {
+                s.crashes += 1;
+                s.clients[c].alive = false;
+            }
+            FairAction::Tick => {
+                for c in 0..CLIENTS {
+                    let free = self.size.synchronous && self.waits(&s, c) && self.free_for(&s, c);
+                    let client = &mut s.clients[c];
+                    client.waited = if free { client.waited + 1 } else { 0 };
+                    client.asked = false;
+                }
+                s.now += 1;
+            }
         }
         Some(s)
+    }
+
+    /// Whether client `c` is alive and wants the lock (between attempts;
+    /// the liveness run has no other moment at a tick).
+    fn waits(&self, s: &FairState, c: usize) -> bool {
+        let client = &s.clients[c];
+        client.alive
+            && !matches!(client.phase, Phase::Holding { .. })
+            && client.done < self.size.acquisitions[c]
+    }
+
+    /// Whether the lock is free for client `c` (see [`WAIT_BOUND`]).
+    fn free_for(&self, s: &FairState, c: usize) -> bool {
+        let now = u64::from(s.now);
+        let tokens = s
+            .servers
+            .iter()
+            .filter(|v| matches!(v.key, Some((Held::Token(_), until)) if until > now))
+            .count();
+        let me = &s.clients[c];
+        let kept = |d: usize| {
+            let other = &s.clients[d];
+            let ahead = match (other.arrival, me.arrival) {
+                (Some(a), Some(b)) => (a, d) < (b, c),
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            let holds = matches!(other.phase,
+                Phase::Holding { until_ms, .. } if now * TICK_MS < until_ms);
+            other.alive && (ahead || holds)
+        };
+        tokens < quorum::quorum(NODES) && !(0..CLIENTS).any(|d| d != c && kept(d))
+    }
+
+    /// Whether time may pass: in the liveness run, only once nothing is
+    /// in flight and every live client that waits has asked in this tick.
+    fn may_tick(&self, s: &FairState) -> bool {
+        s.now < self.size.horizon
+            && (!self.size.synchronous
+                || (s.net.is_empty()
+                    && (0..CLIENTS).all(|c| {
+                        let client = &s.clients[c];
+                        !client.alive
+                            || (!matches!(client.phase, Phase::Taking { .. })
+                                && (client.asked || !self.waits(s, c)))
+                    })))
     }
 }
 
@@ -404,6 +523,9 @@ impl Model for FairModel {
             done: 0,
             attempts: 0,
             arrival: None,
+            alive: true,
+            asked: false,
+            waited: 0,
         };
         let mut s = FairState {
             now: 0,
@@ -412,6 +534,7 @@ impl Model for FairModel {
             net: Vec::new(),
             duplicates: 0,
             losses: 0,
+            crashes: 0,
         };
         if self.size.contended {
             // Client 0's first attempt granted everywhere, client 1's
@@ -430,12 +553,20 @@ impl Model for FairModel {
     }
 
     fn actions(&self, s: &FairState, out: &mut Vec<FairAction>) {
+        let sync = self.size.synchronous;
         for (c, client) in s.clients.iter().enumerate() {
+            if !client.alive {
+                continue;
+            }
+            if s.crashes < self.size.crashes {
+                out.push(FairAction::Crash(c));
+            }
             match client.phase {
-                Phase::Idle if client.done < self.size.acquisitions[c] => {
+                Phase::Idle if client.done < self.size.acquisitions[c] && !client.asked => {
                     out.extend(self.size.masks.iter().map(|&now| FairAction::Start(c, now)))
                 }
-                Phase::Taking { .. } => out.extend(
+                // Rounds end when answered in the liveness run.
+                Phase::Taking { .. } if !sync => out.extend(
                     self.size
                         .masks
                         .iter()
@@ -447,7 +578,7 @@ impl Model for FairModel {
                         .iter()
                         .map(|&now| FairAction::Release(c, now)),
                 ),
-                Phase::Idle => {}
+                Phase::Idle | Phase::Taking { .. } => {}
             }
         }
         for (i, m) in s.net.iter().enumerate() {
@@ -463,7 +594,7 @@ impl Model for FairModel {
                 out.push(FairAction::Duplicate(i));
             }
         }
-        if s.now < self.size.horizon {
+        if self.may_tick(s) {
             out.push(FairAction::Tick);
         }
     }
@@ -479,18 +610,33 @@ impl Model for FairModel {
                 matches!(s.clients[c].phase, Phase::Holding { until_ms, .. } if now_ms < until_ms)
             })
             .collect();
-        (valid.len() > 1).then(|| format!("clients {valid:?} both hold the lock at {now_ms} ms"))
+        if valid.len() > 1 {
+            return Some(format!(
+                "clients {valid:?} both hold the lock at {now_ms} ms"
+            ));
+        }
+        let waited = (0..CLIENTS).find(|&c| s.clients[c].waited > WAIT_BOUND)?;
+        Some(format!(
+            "client {waited} waited {} ms for a lock free for it, nobody alive ahead of it",
+            u64::from(s.clients[waited].waited) * TICK_MS
+        ))
     }
 
     fn describe(&self, s: &FairState, action: &FairAction) -> String {
         let mut line = format!("t={:>3} ms  ", u64::from(s.now) * TICK_MS);
+        // A request run at once: where, and the keys it left there.
+        let after = self.next_state(s, action);
         let at_once = |mask: u8| match mask {
             0 => String::new(),
             _ => format!(
-                ", running at once on server(s) {:?}",
+                ", running at once on server(s) {:?}, keys now {}",
                 (0..NODES)
                     .filter(|n| mask & (1 << n) != 0)
+                    .collect::<Vec<_>>(),
+                after.as_ref().map_or_else(String::new, |after| (0..NODES)
+                    .map(|n| held(after.servers[n].key.map(|(h, _)| h)))
                     .collect::<Vec<_>>()
+                    .join(", "))
             ),
         };
         let _ = match *action {
@@ -504,6 +650,14 @@ impl Model for FairModel {
                     FairAction::DeliverMute(_) => "runs, its reply is lost",
                     FairAction::Duplicate(_) => "runs (and again later)",
                     _ if m.current => "runs",
+                    // Sent as the round ended: a clean-up, a join, a leave.
+                    _ if !matches!(
+                        m.request,
+                        FairRequest::Take { .. } | FairRequest::Claim { .. }
+                    ) =>
+                    {
+                        "runs"
+                    }
                     _ => "runs LATE (its round is over)",
                 };
                 let mut server = s.servers[usize::from(m.node)].clone();
@@ -520,11 +674,7 @@ impl Model for FairModel {
                     m.client,
                     m.request,
                     m.node,
-                    match key {
-                        Some(Held::Token(v)) => format!("{v:?}"),
-                        Some(Held::Next(w)) => format!("reserved for {w:?}"),
-                        None => "free".into(),
-                    }
+                    held(key)
                 )
             }
             FairAction::Start(c, now) => {
@@ -541,8 +691,18 @@ impl Model for FairModel {
                 at_once(now)
             ),
             FairAction::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
+            FairAction::Crash(c) => write!(line, "client {c} crashes"),
             FairAction::Tick => write!(line, "{TICK_MS} ms pass"),
         };
         line
+    }
+}
+
+/// What a lock key holds, for people.
+fn held(key: Option<Held>) -> String {
+    match key {
+        Some(Held::Token(v)) => format!("{v:?}"),
+        Some(Held::Next(w)) => format!("reserved for {w:?}"),
+        None => "free".into(),
     }
 }

@@ -361,7 +361,7 @@ fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
         });
     eprintln!("seed {seed}");
     let mut rng = Rng(seed);
-    let rules = ScriptRules { late_claims: true };
+    let rules = ScriptRules::ALL;
     // Sequences the test was held up in (a request that ran too long
     // after the model's reading of the clock to tell on which side of a
     // deadline): given up, not compared further.

@@ -87,6 +87,18 @@ pub(crate) struct ScriptRules {
     /// A claim that finds a value of a later attempt of its waiter
     /// changes nothing (`later_attempt` in claim.lua).
     pub(crate) late_claims: bool,
+    /// A waiter that let an offer of the key lapse is no longer live
+    /// (`live_at` in hand.lua): a dead waiter costs one reservation, not
+    /// its ticket's life.
+    pub(crate) offers_lapse: bool,
+}
+
+impl ScriptRules {
+    /// The scripts' rules, as they are.
+    pub(crate) const ALL: ScriptRules = ScriptRules {
+        late_claims: true,
+        offers_lapse: true,
+    };
 }
 
 /// A request, as the library sends it (for one lock key).
@@ -250,15 +262,17 @@ impl FairServer {
     }
 
     /// `live_at` in hand.lua.
-    fn live(&self, w: Waiter, now: u64) -> bool {
+    fn live(&self, w: Waiter, now: u64, rules: ScriptRules) -> bool {
         let n = self.notes(w);
-        n.ticket.is_some_and(|t| t > now) && n.offer.is_none_or(|o| o > now)
+        n.ticket.is_some_and(|t| t > now)
+            && (!rules.offers_lapse || n.offer.is_none_or(|o| o > now))
     }
 
     /// `first_live` in hand.lua.
     fn first_live(
         &mut self,
         now: u64,
+        rules: ScriptRules,
         gone: Option<Waiter>,
         passed: Option<Waiter>,
     ) -> Option<Waiter> {
@@ -270,7 +284,7 @@ impl FairServer {
             let &(_, head) = self.queue.get(at)?;
             if Some(head) == passed {
                 at += 1;
-            } else if self.live(head, now) {
+            } else if self.live(head, now, rules) {
                 return Some(head);
             } else {
                 self.drop_waiter(head);
@@ -279,8 +293,14 @@ impl FairServer {
     }
 
     /// `hand_off` in hand.lua.
-    fn hand_off(&mut self, now: u64, len: Lengths, gone: Option<Waiter>) -> Option<Waiter> {
-        let first = self.first_live(now, gone, None);
+    fn hand_off(
+        &mut self,
+        now: u64,
+        len: Lengths,
+        rules: ScriptRules,
+        gone: Option<Waiter>,
+    ) -> Option<Waiter> {
+        let first = self.first_live(now, rules, gone, None);
         match first {
             Some(first) => {
                 self.set(Held::Next(first), now, len.reserve);
@@ -327,12 +347,12 @@ impl FairServer {
             }
             FairRequest::Claim { value, arrival } => self.claim(value, arrival, now, len, rules),
             FairRequest::Unclaim { value } => self.unclaim(value, now),
-            FairRequest::Release { value } => self.release(value, now, len),
+            FairRequest::Release { value } => self.release(value, now, len, rules),
             FairRequest::Leave { value } => {
                 let w = value.waiter();
                 self.drop_waiter(w);
                 if self.key.is_some_and(|(h, _)| h == Held::Next(w)) {
-                    self.hand_off(now, len, Some(w));
+                    self.hand_off(now, len, rules, Some(w));
                     return Answer::Int(1);
                 }
                 Answer::Int(0)
@@ -349,7 +369,14 @@ impl FairServer {
 
     /// `ours_to_take` in claim.lua (see [`Taking`]); `cap`: the longest
     /// a yield's mark may stand (a ticket's life).
-    fn ours_to_take(&mut self, w: Waiter, arrival: u64, now: u64, cap: u64) -> Taking {
+    fn ours_to_take(
+        &mut self,
+        w: Waiter,
+        arrival: u64,
+        now: u64,
+        cap: u64,
+        rules: ScriptRules,
+    ) -> Taking {
         let mut held = self.key.map(|(h, _)| h);
         let refused = |held| Taking {
             take: false,
@@ -381,7 +408,7 @@ impl FairServer {
             if head == w || !before {
                 break;
             }
-            if self.live(head, now) {
+            if self.live(head, now, rules) {
                 return refused(held);
             }
             self.drop_waiter(head);
@@ -409,7 +436,7 @@ impl FairServer {
         {
             return Answer::Int(0);
         }
-        let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.ticket);
+        let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.ticket, rules);
         if take {
             if held == Some(Held::Next(w))
                 && let Some((_, until)) = self.key
@@ -440,7 +467,8 @@ impl FairServer {
             let offer = head.and_then(|h| self.notes(h).offer);
             if let Some(offer) = offer.filter(|&o| o > now) {
                 return Answer::Int(-(3 + (offer - now) as i64));
-            } else if head.is_some_and(|h| h != w) && self.hand_off(now, len, None).is_some() {
+            } else if head.is_some_and(|h| h != w) && self.hand_off(now, len, rules, None).is_some()
+            {
                 return Answer::Int(-(3 + len.reserve as i64));
             }
         }
@@ -467,16 +495,16 @@ impl FairServer {
         }
     }
 
-    fn release(&mut self, value: Value, now: u64, len: Lengths) -> Answer {
+    fn release(&mut self, value: Value, now: u64, len: Lengths, rules: ScriptRules) -> Answer {
         let w = value.waiter();
         let (mut mine, mut other) = (false, false);
         match self.key {
             Some((Held::Token(v), _)) if v == value => {
                 mine = true;
-                self.let_go(w, now, len);
+                self.let_go(w, now, len, rules);
             }
             Some((Held::Token(v), _)) if v.waiter() == w && value.attempt > v.attempt => {
-                self.let_go(w, now, len);
+                self.let_go(w, now, len, rules);
             }
             held => {
                 // Not ours here: out of line (a reservation of ours goes
@@ -484,7 +512,7 @@ impl FairServer {
                 other = held.is_some();
                 if self.queue.is_empty() {
                 } else if held.is_some_and(|(h, _)| h == Held::Next(w)) {
-                    self.hand_off(now, len, Some(w));
+                    self.hand_off(now, len, rules, Some(w));
                 } else {
                     self.drop_waiter(w);
                 }
@@ -499,7 +527,7 @@ impl FairServer {
 
     /// `let_go` in release.lua: hands the key on, or yields it once its
     /// chain of hand-offs is due and a waiter is live in line.
-    fn let_go(&mut self, w: Waiter, now: u64, len: Lengths) {
+    fn let_go(&mut self, w: Waiter, now: u64, len: Lengths, rules: ScriptRules) {
         if self.queue.is_empty() {
             self.key = None;
             return;
@@ -508,7 +536,7 @@ impl FairServer {
         let chain = len.every.and(self.chain);
         if let (Some(chain), Some(every)) = (chain, len.every)
             && now - chain >= every
-            && self.first_live(now, Some(w), None).is_some()
+            && self.first_live(now, rules, Some(w), None).is_some()
         {
             self.chain = None;
             self.yielded = Some(now + len.reserve);
@@ -516,7 +544,7 @@ impl FairServer {
             self.key = None;
             return;
         }
-        let first = self.hand_off(now, len, Some(w));
+        let first = self.hand_off(now, len, rules, Some(w));
         if len.every.is_some() && first.is_some() && chain.is_none() {
             if !self.has_tickets() {
                 self.tickets_until = None;
@@ -536,7 +564,7 @@ mod tests {
         reserve: 100,
         every: Some(50),
     };
-    const RULES: ScriptRules = ScriptRules { late_claims: true };
+    const RULES: ScriptRules = ScriptRules::ALL;
 
     fn value(client: u8) -> Value {
         Value {

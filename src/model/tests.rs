@@ -9,7 +9,7 @@
 //! `the_lock_holds_deeper` (see TESTING.md, "Model checking").
 
 use super::explore::{Model, Outcome, check};
-use super::fair::{EVERY_MASK, FairModel, FairRules, FairSize, NONE_OR_ALL};
+use super::fair::{ALL_AT_ONCE, EVERY_MASK, FairModel, FairRules, FairSize, NONE_OR_ALL};
 use super::fair_server::ScriptRules;
 use super::lock::{LockModel, Rules, Size};
 
@@ -238,6 +238,9 @@ const FAIR: FairSize = FairSize {
     contended: false,
     yield_every: None,
     masks: EVERY_MASK,
+    attempts: 3,
+    crashes: 0,
+    synchronous: false,
 };
 
 /// From a held lock with a waiter queued, requests sent to none or all
@@ -322,7 +325,10 @@ fn the_fair_lock_holds_deeper() {
 )]
 fn without_the_late_claim_rule_a_late_claim_gives_away_a_later_grants_key() {
     let rules = FairRules {
-        scripts: ScriptRules { late_claims: false },
+        scripts: ScriptRules {
+            late_claims: false,
+            ..ScriptRules::ALL
+        },
         ..FairRules::ALL
     };
     let states = bound("MODEL_STATES", 12_000_000);
@@ -330,5 +336,59 @@ fn without_the_late_claim_rule_a_late_claim_gives_away_a_later_grants_key() {
         fair_run(CONTENDED, rules, 40, states),
         |depth| fair_run(CONTENDED, FairRules::ALL, depth, states),
         "both hold",
+    );
+}
+
+/// The liveness run: from a held lock with a waiter queued, no faults
+/// but one client's crash, every request run on every server at once and
+/// answered within its tick, every live waiter asking each tick and when
+/// woken, 50 ms. (Delivered one server at a time too, it is 8 million
+/// states at 14 steps: too many for CI.)
+const LIVE: FairSize = FairSize {
+    acquisitions: [2, 1],
+    horizon: 5,
+    contended: true,
+    masks: ALL_AT_ONCE,
+    attempts: 10,
+    crashes: 1,
+    synchronous: true,
+    ..FAIR
+};
+
+/// No live waiter waits longer than a dead waiter's reservation and the
+/// claim after it while the lock is free for it and nobody alive is
+/// ahead of it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn a_live_waiter_waits_for_a_free_lock_one_dead_waiters_reservation_at_most() {
+    let outcome = fair_run(LIVE, FairRules::ALL, 200, bound("MODEL_STATES", 3_000_000));
+    assert!(outcome.counterexample.is_none());
+    assert!(outcome.complete, "checked to {} steps only", outcome.depth);
+}
+
+/// Without the offer's lapse (a waiter that let an offer of the key lapse
+/// stays live until its ticket does), a dead waiter is offered the key
+/// again and again while the live one behind it asks.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_offers_lapse_a_dead_waiter_keeps_a_free_lock_from_the_next() {
+    let rules = FairRules {
+        scripts: ScriptRules {
+            offers_lapse: false,
+            ..ScriptRules::ALL
+        },
+        ..FairRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        fair_run(LIVE, rules, 200, states),
+        |depth| fair_run(LIVE, FairRules::ALL, depth, states),
+        "nobody alive ahead",
     );
 }

@@ -285,10 +285,14 @@ pub(crate) trait Writer: Sync {
 /// of the queue's scripts, each tied to its Lua by a differential test
 /// on real servers; every schedule of 7-9 steps, none with two holders,
 /// and with the late-claim rule off two holders in 9; a run reaches a
-/// yield, not yet what follows it. Not modelled yet: the fair lock's fencing and
-/// restarts, the other shapes, moved
-/// addresses, liveness (TESTING.md in the repository, "Model
-/// checking").
+/// yield, not yet what follows it. A liveness run (no network faults,
+/// one client may crash, waiters woken on release) covers every schedule
+/// of 50 ms: no live waiter waits longer than one reservation for a lock
+/// free for it with nobody alive ahead; with the offer's lapse turned off
+/// a crashed waiter keeps the lock from it for its ticket's life. Not
+/// modelled yet: the fair lock's fencing and restarts, the other shapes,
+/// moved addresses, liveness under network faults (TESTING.md in the
+/// repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
