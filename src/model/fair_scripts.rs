@@ -31,10 +31,10 @@ const LEN: Lengths = Lengths {
 };
 /// How near (ms) a request may run to a deadline, and how far the
 /// server's and the model's readings may differ.
-const BAND: u64 = 25;
+pub(super) const BAND: u64 = 25;
 
 /// The server's clock, in ms.
-fn time(real: &mut Real) -> u64 {
+pub(super) fn time(real: &mut Real) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut real.con).unwrap();
     secs * 1000 + micros / 1000
 }
@@ -236,7 +236,7 @@ fn deadlines(model: &FairServer) -> Vec<u64> {
 
 /// Whether `expiry` (the model's, `None`: none) matches the server's
 /// `pttl` at `now`; `exists`: the model has the key.
-fn same_expiry(expiry: Option<u64>, exists: bool, pttl: i64, now: u64) -> bool {
+pub(super) fn same_expiry(expiry: Option<u64>, exists: bool, pttl: i64, now: u64) -> bool {
     match (exists, expiry) {
         (false, _) => pttl == -2,
         (true, None) => pttl == -1,

@@ -12,6 +12,8 @@ use super::explore::{Model, Outcome, check};
 use super::fair::{ALL_AT_ONCE, EVERY_MASK, FairModel, FairRules, FairSize, NONE_OR_ALL};
 use super::fair_server::ScriptRules;
 use super::lock::{LockModel, Rules, Size};
+use super::rw_server::RwRules;
+use super::rwlock::{RW, RwModel, RwModelRules, RwSize};
 
 /// A bound from the environment variable `name`, or `default`.
 fn bound(name: &str, default: usize) -> usize {
@@ -390,5 +392,109 @@ fn without_the_offers_lapse_a_dead_waiter_keeps_a_free_lock_from_the_next() {
         fair_run(LIVE, rules, 200, states),
         |depth| fair_run(LIVE, FairRules::ALL, depth, states),
         "nobody alive ahead",
+    );
+}
+
+fn rw_run(size: RwSize, rules: RwModelRules, depth: usize, states: usize) -> Outcome {
+    explore(
+        &RwModel::new(size, rules),
+        format!("rwlock {rules:?}, {size:?}"),
+        depth,
+        states,
+    )
+}
+
+/// The read-write lock's sizes: a reader of two acquisitions and a
+/// writer, requests at once on none or all servers, 30 ms; and with a
+/// request lost and one run twice.
+const RW_SIZES: [RwSize; 2] = [
+    RwSize {
+        masks: NONE_OR_ALL,
+        ..RW
+    },
+    RwSize {
+        losses: 1,
+        duplicates: 1,
+        masks: NONE_OR_ALL,
+        ..RW
+    },
+];
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn the_rwlock_holds_in_every_interleaving_of_three_servers_a_reader_and_a_writer() {
+    rw_sizes(bound("MODEL_DEPTH", 30), bound("MODEL_STATES", 1_000_000));
+}
+
+fn rw_sizes(depth: usize, states: usize) {
+    for size in RW_SIZES {
+        let outcome = rw_run(size, RwModelRules::ALL, depth, states);
+        assert!(outcome.counterexample.is_none());
+        // The figures in TESTING.md are of 7 steps and more.
+        assert!(
+            outcome.depth >= 7 || outcome.complete,
+            "{size:?} checked to {} steps only",
+            outcome.depth
+        );
+    }
+}
+
+/// The read-write lock's deeper run: 8 million states a size.
+#[test]
+#[ignore = "deep: cargo test --release --lib model::tests::the_rwlock_holds_deeper -- --ignored"]
+fn the_rwlock_holds_deeper() {
+    rw_sizes(bound("MODEL_DEPTH", 40), bound("MODEL_STATES", 8_000_000));
+}
+
+/// A reader's failed attempt, cleaned up late: without per-attempt
+/// values its `unread` removes the reader a later attempt added, and, the
+/// last reader gone, deletes the key under it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_per_attempt_values_a_late_unread_lets_a_writer_in_under_a_reader() {
+    let rules = RwModelRules {
+        per_attempt_values: false,
+        ..RwModelRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        rw_run(RW, rules, 30, states),
+        |depth| rw_run(RW, RwModelRules::ALL, depth, states),
+        "writer(s) and 1 reader(s)",
+    );
+}
+
+/// A read that finds the readers' mark expiring before its own TTL: the
+/// key must last as long as the new reader, or a writer's `SET NX` gets
+/// in when it expires.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_key_covering_each_reader_a_writer_gets_in_under_a_later_reader() {
+    let rules = RwModelRules {
+        scripts: RwRules {
+            key_covers_readers: false,
+        },
+        ..RwModelRules::ALL
+    };
+    // Two acquisitions 20 ms apart: requests at once on all servers.
+    let size = RwSize {
+        horizon: 5,
+        masks: ALL_AT_ONCE,
+        ..RW
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        rw_run(size, rules, 30, states),
+        |depth| rw_run(size, RwModelRules::ALL, depth, states),
+        "writer(s) and 1 reader(s)",
     );
 }

@@ -289,10 +289,11 @@ pub(crate) trait Writer: Sync {
 /// one client may crash, waiters woken on release) covers every schedule
 /// of 50 ms: no live waiter waits longer than one reservation for a lock
 /// free for it with nobody alive ahead; with the offer's lapse turned off
-/// a crashed waiter keeps the lock from it for its ticket's life. Not
-/// modelled yet: the fair lock's fencing and restarts, the other shapes,
-/// moved addresses, liveness under network faults (TESTING.md in the
-/// repository, "Model checking").
+/// a crashed waiter keeps the lock from it for its ticket's life. The
+/// read-write lock too (see [`RwLock`](crate::RwLock), "Why it is
+/// safe"). Not modelled yet: the fair lock's fencing and restarts, sets,
+/// semaphores and elections, moved addresses, liveness under network
+/// faults (TESTING.md in the repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
