@@ -1,10 +1,15 @@
 //! The protocol, model checked (tests only): [`explore`] visits every
 //! state a small system can reach, in every interleaving of its
-//! deliveries and faults; [`lock`], [`fair`] and [`rwlock`] are the
-//! lock's, the fair lock's and the read-write lock's protocols, deciding
+//! deliveries and faults; [`lock`], [`fair`], [`rwlock`] and
+//! [`election`] are the lock's, the fair lock's, the read-write lock's
+//! and the election's protocols, deciding
 //! with the library's own code (`engine::verdict`, `engine::quorum`,
 //! `members::restart`). See TESTING.md, "Model checking".
 
+#[cfg(test)]
+mod el_scripts;
+pub(crate) mod el_server;
+pub(crate) mod election;
 pub(crate) mod explore;
 pub(crate) mod fair;
 #[cfg(test)]

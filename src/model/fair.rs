@@ -150,6 +150,9 @@ pub(crate) struct FairClient {
     alive: bool,
     /// It asked in this tick (the liveness run).
     asked: bool,
+    /// Release messages heard since it last acquired, by the value they
+    /// were sent for, and how many servers sent each.
+    heard: Vec<(Value, u8)>,
     /// Ticks it has waited while the lock was free for it (see
     /// [`WAIT_BOUND`]).
     waited: u8,
@@ -261,12 +264,30 @@ impl FairModel {
             self.lengths(),
             self.rules.scripts,
         );
-        // The wake on release: a hand-off tells its waiter (a release's,
-        // a leave's, or a claim's for the waiter ahead), a key deleted
-        // tells every waiter; they ask at once, again in this tick. (A
-        // clean-up that puts a reservation back tells nobody; a key that
-        // expires tells nobody either, and waiters learn at their next
-        // claim.)
+        // The wake on release (`engine::wait`'s `heard`): each server's
+        // message is counted by the request's value; a hand-off (a
+        // release's, a leave's, or a claim's for the waiter ahead) wakes
+        // its waiter once a majority announced it, a key deleted wakes the
+        // others at the first message and again at the majority's; they
+        // ask at once, again in this tick. Nobody hears a clean-up of its
+        // own, a yield (announced to nobody), a reservation put back or
+        // an expiry: waiters learn of those at their next claim.
+        let q = quorum::quorum(NODES) as u8;
+        let yielded = s.servers[n].yielded.is_some_and(|y| y > now);
+        let value = m.request.value();
+        let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
+            let at = match client.heard.iter().position(|(v, _)| *v == value) {
+                Some(at) => at,
+                None => {
+                    client.heard.push((value, 0));
+                    client.heard.len() - 1
+                }
+            };
+            client.heard[at].1 += 1;
+            if wakes(client.heard[at].1) {
+                client.asked = false;
+            }
+        };
         match s.servers[n].key.map(|(h, _)| h) {
             Some(Held::Next(w))
                 if before.map(|(h, _)| h) != Some(Held::Next(w))
@@ -274,12 +295,14 @@ impl FairModel {
             {
                 let woken = &mut s.clients[usize::from(w.client)];
                 if woken.done == w.acquisition {
-                    woken.asked = false;
+                    hear(woken, &|count| count == q);
                 }
             }
-            None if before.is_some() => {
-                for client in &mut s.clients {
-                    client.asked = false;
+            None if before.is_some() && !yielded => {
+                for (d, client) in s.clients.iter_mut().enumerate() {
+                    if d != usize::from(m.client) {
+                        hear(client, &|count| count == 1 || count == q);
+                    }
                 }
             }
             _ => {}
@@ -336,6 +359,7 @@ impl FairModel {
             let until_ms = until.saturating_duration_since(self.base).as_millis() as u64;
             s.clients[c].phase = Phase::Holding { value, until_ms };
             s.clients[c].waited = 0;
+            s.clients[c].heard.clear();
             if queued && count.granted < NODES {
                 self.send(s, c, all, mask, leave);
             }
@@ -525,6 +549,7 @@ impl Model for FairModel {
             arrival: None,
             alive: true,
             asked: false,
+            heard: Vec::new(),
             waited: 0,
         };
         let mut s = FairState {

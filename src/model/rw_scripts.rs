@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::fair_scripts::{BAND, same_expiry, time};
 use super::lock::{Answer, Value};
-use super::rw_server::{RwRequest, RwRules, RwServer};
+use super::rw_server::{RwHeld, RwRequest, RwRules, RwServer};
 use super::scripts::{Real, Rng};
 use crate::base::keys::READERS_MARK;
 use crate::engine::single::UNLOCK;
@@ -173,6 +173,8 @@ fn each_rwlock_script_model_answers_and_leaves_what_its_lua_does() {
     let (mut held_up, mut compared) = (0, 0);
     // Reads that found a mark expiring before their TTL (key_covers_readers).
     let mut raised = 0;
+    // Releases of readers that left the mark to the others.
+    let mut kept = 0;
     for sequence in 0..16 {
         let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
         let offset = time(&mut real);
@@ -206,8 +208,14 @@ fn each_rwlock_script_model_answers_and_leaves_what_its_lua_does() {
                 && model
                     .key
                     .is_some_and(|(_, until)| until > at && until - at < ttl);
+            let marked = |m: &RwServer| matches!(m.key, Some((RwHeld::Readers, _)));
+            let was_marked = marked(&model);
             let got = model.run(request, at, ttl, RwRules::ALL);
             raised += usize::from(short && got == Answer::Int(1));
+            // A reader out, others left: the mark shrunk to the longest.
+            kept += usize::from(
+                matches!(request, RwRequest::Unread { .. }) && was_marked && marked(&model),
+            );
             let what = || format!("sequence {sequence} (seed {seed}): {done:?}");
             assert_eq!(got, want, "answers differ after {}", what());
             match compare(&mut real, &model, offset) {
@@ -218,9 +226,10 @@ fn each_rwlock_script_model_answers_and_leaves_what_its_lua_does() {
         }
     }
     eprintln!(
-        "{held_up} of 16 sequences given up (the test was held up); {compared} steps compared; {raised} marks raised"
+        "{held_up} of 16 sequences given up (the test was held up); {compared} steps compared; {raised} marks raised; {kept} marks kept for other readers"
     );
     assert!(held_up <= 8, "{held_up} of 16 sequences given up");
     assert!(compared >= 100, "only {compared} steps compared");
     assert!(raised > 0, "no read found a mark shorter than its TTL");
+    assert!(kept > 0, "no reader's release left the mark to another");
 }

@@ -1,6 +1,6 @@
 //! The read-write lock's protocol as a model: three servers running the
-//! read-write scripts' Rust models ([`RwServer`]), a reader and a writer
-//! (or two readers), every request in flight at once, delivered in any
+//! read-write scripts' Rust models ([`RwServer`]), a reader and a writer,
+//! every request in flight at once, delivered in any
 //! order (also after its round ended), lost or delivered twice, server
 //! 0's clock fast by the drift, time in ticks of 10 ms.
 //!

@@ -8,6 +8,8 @@
 //! much). `MODEL_DEPTH` and `MODEL_STATES` bound a run; the deeper run is
 //! `the_lock_holds_deeper` (see TESTING.md, "Model checking").
 
+use super::el_server::ElRules;
+use super::election::{ElModel, ElSize};
 use super::explore::{Model, Outcome, check};
 use super::fair::{ALL_AT_ONCE, EVERY_MASK, FairModel, FairRules, FairSize, NONE_OR_ALL};
 use super::fair_server::ScriptRules;
@@ -341,14 +343,15 @@ fn without_the_late_claim_rule_a_late_claim_gives_away_a_later_grants_key() {
     );
 }
 
-/// The liveness run: from a held lock with a waiter queued, no faults
-/// but one client's crash, every request run on every server at once and
-/// answered within its tick, every live waiter asking each tick and when
-/// woken, 50 ms. (Delivered one server at a time too, it is 8 million
-/// states at 14 steps: too many for CI.)
+/// The liveness run: from a held lock with a waiter queued (client 0
+/// makes three acquisitions, client 1 one), no faults but one client's
+/// crash, every request run on every server at once and answered within
+/// its tick, every live waiter asking each tick and when woken, 80 ms
+/// (twice the TTL). (Delivered one server at a time too, 8 million
+/// states reach 14 steps: too many for CI.)
 const LIVE: FairSize = FairSize {
-    acquisitions: [2, 1],
-    horizon: 5,
+    acquisitions: [3, 1],
+    horizon: 8,
     contended: true,
     masks: ALL_AT_ONCE,
     attempts: 10,
@@ -405,9 +408,9 @@ fn rw_run(size: RwSize, rules: RwModelRules, depth: usize, states: usize) -> Out
 }
 
 /// The read-write lock's sizes: a reader of two acquisitions and a
-/// writer, requests at once on none or all servers, 30 ms; and with a
-/// request lost and one run twice.
-const RW_SIZES: [RwSize; 2] = [
+/// writer, requests at once on none or all servers, 30 ms; with a
+/// request lost and one run twice; and 50 ms.
+const RW_SIZES: [RwSize; 3] = [
     RwSize {
         masks: NONE_OR_ALL,
         ..RW
@@ -415,6 +418,13 @@ const RW_SIZES: [RwSize; 2] = [
     RwSize {
         losses: 1,
         duplicates: 1,
+        masks: NONE_OR_ALL,
+        ..RW
+    },
+    // Past the TTL (keys lapse on every server): the mark's raise, an
+    // abandoned guard's keys expiring, unread dropping expired readers.
+    RwSize {
+        horizon: 5,
         masks: NONE_OR_ALL,
         ..RW
     },
@@ -485,10 +495,10 @@ fn without_the_key_covering_each_reader_a_writer_gets_in_under_a_later_reader() 
         },
         ..RwModelRules::ALL
     };
-    // Two acquisitions 20 ms apart: requests at once on all servers.
+    // Two acquisitions 20 ms apart, a writer after the TTL: 50 ms.
     let size = RwSize {
         horizon: 5,
-        masks: ALL_AT_ONCE,
+        masks: NONE_OR_ALL,
         ..RW
     };
     let states = bound("MODEL_STATES", 3_000_000);
@@ -496,5 +506,99 @@ fn without_the_key_covering_each_reader_a_writer_gets_in_under_a_later_reader() 
         rw_run(size, rules, 30, states),
         |depth| rw_run(size, RwModelRules::ALL, depth, states),
         "writer(s) and 1 reader(s)",
+    );
+}
+
+fn el_run(size: ElSize, rules: ElRules, depth: usize, states: usize) -> Outcome {
+    explore(
+        &ElModel::new(size, rules),
+        format!("election {rules:?}, {size:?}"),
+        depth,
+        states,
+    )
+}
+
+/// Two candidates of one campaign each, a leader's two proclaims, two
+/// reads, requests at once on none or all servers, 30 ms.
+const ELECTION: ElSize = ElSize {
+    campaigns: [1, 1],
+    proclaims: 2,
+    reads: 2,
+    duplicates: 0,
+    losses: 0,
+    horizon: 3,
+    masks: NONE_OR_ALL,
+};
+
+/// The election's sizes: as above, with a request lost and one run
+/// twice, and 50 ms.
+const EL_SIZES: [ElSize; 3] = [
+    ELECTION,
+    ElSize {
+        losses: 1,
+        duplicates: 1,
+        ..ELECTION
+    },
+    // Past the TTL: a leadership lapses on every server, the other
+    // candidate may be elected.
+    ElSize {
+        horizon: 5,
+        ..ELECTION
+    },
+];
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn the_election_holds_in_every_interleaving_of_three_servers_two_candidates_and_a_reader() {
+    el_sizes(bound("MODEL_DEPTH", 30), bound("MODEL_STATES", 1_000_000));
+}
+
+fn el_sizes(depth: usize, states: usize) {
+    for size in EL_SIZES {
+        let outcome = el_run(size, ElRules::ALL, depth, states);
+        assert!(outcome.counterexample.is_none());
+        // The figures in TESTING.md are of 6 steps and more.
+        assert!(
+            outcome.depth >= 6 || outcome.complete,
+            "{size:?} checked to {} steps only",
+            outcome.depth
+        );
+    }
+}
+
+/// The election's deeper run: 8 million states a size.
+#[test]
+#[ignore = "deep: cargo test --release --lib model::tests::the_election_holds_deeper -- --ignored"]
+fn the_election_holds_deeper() {
+    el_sizes(bound("MODEL_DEPTH", 40), bound("MODEL_STATES", 8_000_000));
+}
+
+/// A proclaim given up on (its round ended short of a quorum) and
+/// delivered after the next one succeeded: without the claim's order
+/// (term, then number) it replaces the newer value on two members, and a
+/// read names the older one.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_claims_order_a_late_proclaim_takes_a_newer_value_back() {
+    let rules = ElRules {
+        newer_claims_kept: false,
+    };
+    // One candidate, one read.
+    let size = ElSize {
+        campaigns: [1, 0],
+        reads: 1,
+        ..ELECTION
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        el_run(size, rules, 30, states),
+        |depth| el_run(size, ElRules::ALL, depth, states),
+        "a read names",
     );
 }

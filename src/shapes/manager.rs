@@ -287,13 +287,15 @@ pub(crate) trait Writer: Sync {
 /// and with the late-claim rule off two holders in 9; a run reaches a
 /// yield, not yet what follows it. A liveness run (no network faults,
 /// one client may crash, waiters woken on release) covers every schedule
-/// of 50 ms: no live waiter waits longer than one reservation for a lock
+/// of 80 ms: no live waiter waits longer than one reservation for a lock
 /// free for it with nobody alive ahead; with the offer's lapse turned off
-/// a crashed waiter keeps the lock from it for its ticket's life. The
-/// read-write lock too (see [`RwLock`](crate::RwLock), "Why it is
-/// safe"). Not modelled yet: the fair lock's fencing and restarts, sets,
-/// semaphores and elections, moved addresses, liveness under network
-/// faults (TESTING.md in the repository, "Model checking").
+/// a crashed waiter is offered the lock at every claim, and the wait
+/// exceeds that bound. The
+/// read-write lock and elections too (see [`RwLock`](crate::RwLock),
+/// "Why it is safe", and [`Election`](crate::Election)). Not modelled
+/// yet: the fair lock's fencing and restarts, sets, semaphores, moved
+/// addresses, liveness under network faults (TESTING.md in the
+/// repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,

@@ -66,6 +66,22 @@ pub(crate) struct View {
     record: Option<(Vec<u8>, u64, u64, Vec<u8>)>,
 }
 
+#[cfg(test)]
+impl View {
+    /// A view as a member's read would give it (for the model checker).
+    pub(crate) fn new(
+        holder: Option<Vec<u8>>,
+        left: u64,
+        record: Option<(Vec<u8>, u64, u64, Vec<u8>)>,
+    ) -> View {
+        View {
+            holder,
+            left,
+            record,
+        }
+    }
+}
+
 /// A member's answer to the read, as a view; an unreadable reply is a
 /// failure of the member.
 pub(crate) fn view(

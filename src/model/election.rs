@@ -1,0 +1,609 @@
+//! An election's protocol as a model: three servers running the election
+//! scripts' Rust models ([`ElServer`]), two candidates and an observer,
+//! every request in flight at once, delivered in any order (also after
+//! its round ended), lost or delivered twice, server 0's clock fast by
+//! the drift, time in ticks of 10 ms.
+//!
+//! A candidate campaigns as `Election::campaign` does: a fenced `SET NX`
+//! on every member, the library's verdict (the term is the highest count
+//! granted) and validity; elected, a claim round writes its record (claim
+//! number 1); a claim round short of a quorum, or ending past the
+//! validity, fails the campaign, which resigns everywhere (a failed
+//! attempt resigns where it may have written). A leader proclaims (the
+//! next claim number; a proclaim short of a quorum fails, and the number
+//! stays used) or resigns. The observer reads as `Election::leader`
+//! does: `read.lua` on every member, then the library's majority read
+//! (`shapes::election::majority`).
+//!
+//! Properties: at most one valid leader; and a read that starts after a
+//! claim round succeeded, and ends while that leader is still valid,
+//! names that leader with that claim or a later one, or fails (the
+//! "Reading who leads" promise on `Election`).
+//!
+//! Left out: the raise of lagging term counters (terms are the lock's
+//! fencing tokens: the lock model's fenced run checks that they grow),
+//! renewals, fair campaigns, restarts.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::el_server::{ElAnswer, ElRequest, ElRules, ElServer, Record};
+use super::lock::{NODES, Value};
+use crate::base::node_error::NodeError;
+use crate::engine::quorum;
+use crate::engine::verdict::{self, Ballot};
+use crate::model::explore::Model;
+use crate::shapes::election::majority::{View, majority};
+
+/// One tick of the model's clock.
+const TICK_MS: u64 = 10;
+/// The TTL, in ticks.
+const TTL: u64 = 4;
+/// The drift factor.
+const FACTOR: f64 = 0.25;
+/// The observer's index among the actors.
+const OBSERVER: usize = 2;
+
+/// How large a system, and which faults.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ElSize {
+    /// Campaigns each candidate makes (one attempt each).
+    pub(crate) campaigns: [u8; 2],
+    /// Proclaims a leader makes.
+    pub(crate) proclaims: u8,
+    /// Reads the observer makes.
+    pub(crate) reads: u8,
+    /// Requests delivered twice, in all.
+    pub(crate) duplicates: u8,
+    /// Messages lost, in all.
+    pub(crate) losses: u8,
+    /// The last tick time may reach.
+    pub(crate) horizon: u16,
+    /// The sets of servers a request may run on at once as it is sent.
+    pub(crate) masks: &'static [u8],
+}
+
+/// A request in flight (`client` 2 is the observer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ElMsg {
+    node: u8,
+    client: u8,
+    current: bool,
+    request: ElRequest,
+}
+
+/// A claim round that succeeded: whose, the term and claim number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Claimed {
+    leader: u8,
+    term: u64,
+    seq: u8,
+}
+
+/// Where an actor is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum ElPhase {
+    Idle,
+    /// A campaign's attempt (sent running at once on `mask`: its claim
+    /// round, should it end answered, runs there at once too).
+    Taking {
+        value: Value,
+        start: u16,
+        answers: [Option<ElAnswer>; NODES],
+        mask: u8,
+    },
+    /// Elected (valid until `until_ms`, term `term`); a claim round for
+    /// claim number `seq` under way, or none (`answers` is `None`).
+    Leading {
+        value: Value,
+        until_ms: u64,
+        term: u64,
+        seq: u8,
+        answers: Option<[Option<ElAnswer>; NODES]>,
+    },
+    /// The observer's read, and the claim it must see (see the module's
+    /// properties).
+    Reading {
+        answers: [Option<ElAnswer>; NODES],
+        floor: Option<Claimed>,
+    },
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ElState {
+    now: u16,
+    servers: [ElServer; NODES],
+    /// Two candidates, then the observer.
+    phases: [ElPhase; 3],
+    /// Campaigns (candidates) or reads (the observer) over.
+    done: [u8; 3],
+    /// The latest claim round that succeeded.
+    claimed: Option<Claimed>,
+    net: Vec<ElMsg>,
+    duplicates: u8,
+    losses: u8,
+    /// A read that broke the property: what it found.
+    misread: Option<String>,
+}
+
+/// A step.
+#[derive(Clone, Debug)]
+pub(crate) enum ElAction {
+    Start(usize, u8),
+    Proclaim(usize, u8),
+    Resign(usize, u8),
+    Read(u8),
+    Deliver(usize),
+    DeliverMute(usize),
+    Duplicate(usize),
+    Lose(usize),
+    Conclude(usize, u8),
+    Tick,
+}
+
+/// The election model.
+pub(crate) struct ElModel {
+    pub(crate) size: ElSize,
+    pub(crate) rules: ElRules,
+    base: Instant,
+}
+
+impl ElModel {
+    pub(crate) fn new(size: ElSize, rules: ElRules) -> ElModel {
+        ElModel {
+            size,
+            rules,
+            base: Instant::now(),
+        }
+    }
+
+    /// Sends `request` from actor `c` to the servers in `to`, running it
+    /// at once on those whose bit is set in `now`.
+    fn send(&self, s: &mut ElState, c: usize, to: [bool; NODES], now: u8, request: ElRequest) {
+        for node in (0..NODES).filter(|&n| to[n]) {
+            s.net.push(ElMsg {
+                node: node as u8,
+                client: c as u8,
+                current: true,
+                request,
+            });
+        }
+        s.net.sort();
+        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
+            let at = s.net.iter().position(|m| {
+                usize::from(m.node) == node
+                    && usize::from(m.client) == c
+                    && m.current
+                    && m.request == request
+            });
+            if let Some(i) = at {
+                self.deliver(s, i, true);
+            }
+        }
+    }
+
+    fn deliver(&self, s: &mut ElState, i: usize, reply: bool) {
+        let m = s.net.remove(i);
+        let n = usize::from(m.node);
+        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules);
+        let c = usize::from(m.client);
+        if !(m.current && reply) {
+            return;
+        }
+        let answers = match &mut s.phases[c] {
+            ElPhase::Taking { answers, .. } | ElPhase::Reading { answers, .. } => answers,
+            ElPhase::Leading {
+                answers: Some(answers),
+                ..
+            } => answers,
+            _ => return,
+        };
+        answers[n] = Some(answer);
+        if answers.iter().all(Option::is_some) {
+            let mask = match s.phases[c] {
+                ElPhase::Taking { mask, .. } => mask,
+                _ => 0,
+            };
+            self.conclude(s, c, mask);
+        }
+    }
+
+    /// Actor `c` stops waiting for its round: what it sent is late.
+    fn end_round(s: &mut ElState, c: usize) {
+        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
+            m.current = false;
+        }
+        s.net.sort();
+    }
+
+    /// Actor `c`'s round ends.
+    fn conclude(&self, s: &mut ElState, c: usize, mask: u8) {
+        Self::end_round(s, c);
+        let now_ms = u64::from(s.now) * TICK_MS;
+        match s.phases[c].clone() {
+            ElPhase::Taking {
+                value,
+                start,
+                answers,
+                ..
+            } => {
+                let ballots = answers.map(|a| match a {
+                    Some(ElAnswer::Took { set: true, count }) => Ballot {
+                        yes: Some(count),
+                        low: count,
+                    },
+                    _ => Ballot::default(),
+                });
+                let count = verdict::count(ballots, NODES, false);
+                let ttl = Duration::from_millis(TTL * TICK_MS);
+                let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
+                let from = self.base + Duration::from_millis(u64::from(start) * TICK_MS);
+                let until = count
+                    .reached
+                    .then(|| quorum::valid_until(from, elapsed, ttl, FACTOR))
+                    .flatten();
+                match until {
+                    Some(until) => {
+                        let until_ms = until.saturating_duration_since(self.base).as_millis();
+                        let term = count.highest;
+                        s.phases[c] = ElPhase::Leading {
+                            value,
+                            until_ms: until_ms as u64,
+                            term,
+                            seq: 1,
+                            answers: Some([None; NODES]),
+                        };
+                        let claim = ElRequest::Claim {
+                            value,
+                            term,
+                            seq: 1,
+                        };
+                        self.send(s, c, [true; NODES], mask, claim);
+                    }
+                    None => {
+                        let dirty =
+                            answers.map(|a| !matches!(a, Some(ElAnswer::Took { set: false, .. })));
+                        self.fail(s, c, value, dirty, mask);
+                    }
+                }
+            }
+            ElPhase::Leading {
+                value,
+                until_ms,
+                term,
+                seq,
+                answers: Some(answers),
+            } => {
+                let yes = answers
+                    .iter()
+                    .filter(|a| **a == Some(ElAnswer::Int(1)))
+                    .count();
+                // Then `ensure_held`: the claim counts while valid.
+                let ok = yes >= quorum::quorum(NODES) && now_ms < until_ms;
+                if ok {
+                    s.claimed = Some(Claimed {
+                        leader: c as u8,
+                        term,
+                        seq,
+                    });
+                }
+                if !ok && seq == 1 {
+                    // The campaign fails: its guard is dropped.
+                    self.fail(s, c, value, [true; NODES], mask);
+                    return;
+                }
+                s.phases[c] = ElPhase::Leading {
+                    value,
+                    until_ms,
+                    term,
+                    seq,
+                    answers: None,
+                };
+            }
+            ElPhase::Reading { answers, floor } => {
+                s.phases[c] = ElPhase::Idle;
+                s.done[c] += 1;
+                let views = answers
+                    .iter()
+                    .map(|a| {
+                        Some(match a {
+                            Some(ElAnswer::View {
+                                holder,
+                                left,
+                                record,
+                            }) => Ok(view(*holder, *left, *record)),
+                            _ => Err(NodeError::cluster(
+                                "n".into(),
+                                "no answer".into(),
+                                Duration::from_millis(TICK_MS),
+                            )),
+                        })
+                    })
+                    .collect();
+                let read = majority(views, b"e");
+                // The leader of that claim still leads, valid.
+                let leads = |f: &Claimed| {
+                    matches!(s.phases[usize::from(f.leader)],
+                        ElPhase::Leading { term, until_ms, .. } if term == f.term && now_ms < until_ms)
+                };
+                if let Some(floor) = floor.filter(leads) {
+                    let fine = match &read {
+                        Err(_) => true,
+                        Ok(Some(leader)) => {
+                            leader.term() == floor.term && leader.value() >= &[floor.seq][..]
+                        }
+                        Ok(None) => false,
+                    };
+                    if !fine && s.misread.is_none() {
+                        s.misread = Some(format!(
+                            "a read names {read:?} while the leader of term {} is valid, its claim {} done before the read began",
+                            floor.term, floor.seq
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A campaign that failed: resigns where it may have written.
+    fn fail(&self, s: &mut ElState, c: usize, value: Value, dirty: [bool; NODES], mask: u8) {
+        s.phases[c] = ElPhase::Idle;
+        s.done[c] += 1;
+        self.send(s, c, dirty, mask, ElRequest::Resign { value });
+        Self::end_round(s, c);
+    }
+
+    fn next_state(&self, s: &ElState, action: &ElAction) -> Option<ElState> {
+        let mut s = s.clone();
+        match *action {
+            ElAction::Start(c, now) => {
+                let value = Value {
+                    client: c as u8,
+                    acquisition: s.done[c],
+                    attempt: 1,
+                };
+                s.phases[c] = ElPhase::Taking {
+                    value,
+                    start: s.now,
+                    answers: [None; NODES],
+                    mask: now,
+                };
+                self.send(&mut s, c, [true; NODES], now, ElRequest::Take { value });
+            }
+            ElAction::Proclaim(c, now) => {
+                let ElPhase::Leading {
+                    value,
+                    until_ms,
+                    term,
+                    seq,
+                    answers: None,
+                } = s.phases[c]
+                else {
+                    return None;
+                };
+                let seq = seq + 1;
+                s.phases[c] = ElPhase::Leading {
+                    value,
+                    until_ms,
+                    term,
+                    seq,
+                    answers: Some([None; NODES]),
+                };
+                let claim = ElRequest::Claim { value, term, seq };
+                self.send(&mut s, c, [true; NODES], now, claim);
+            }
+            ElAction::Resign(c, now) => {
+                let ElPhase::Leading { value, .. } = s.phases[c] else {
+                    return None;
+                };
+                self.fail(&mut s, c, value, [true; NODES], now);
+            }
+            ElAction::Read(now) => {
+                let floor = s.claimed;
+                s.phases[OBSERVER] = ElPhase::Reading {
+                    answers: [None; NODES],
+                    floor,
+                };
+                self.send(&mut s, OBSERVER, [true; NODES], now, ElRequest::Read);
+            }
+            ElAction::Deliver(i) => self.deliver(&mut s, i, true),
+            ElAction::DeliverMute(i) => {
+                s.losses += 1;
+                self.deliver(&mut s, i, false);
+            }
+            ElAction::Duplicate(i) => {
+                s.duplicates += 1;
+                let copy = s.net[i];
+                self.deliver(&mut s, i, true);
+                s.net.push(ElMsg {
+                    current: false,
+                    ..copy
+                });
+                s.net.sort();
+            }
+            ElAction::Lose(i) => {
+                s.net.remove(i);
+                s.losses += 1;
+            }
+            ElAction::Conclude(c, now) => self.conclude(&mut s, c, now),
+            ElAction::Tick => s.now += 1,
+        }
+        Some(s)
+    }
+}
+
+/// The library's view of a member's read (`read.lua`'s array).
+fn view(holder: Option<Value>, left: u64, record: Option<Record>) -> View {
+    View::new(
+        holder.map(|v| v.bytes()),
+        left * TICK_MS,
+        record.map(|r| (r.token.bytes(), r.term, u64::from(r.seq), vec![r.seq])),
+    )
+}
+
+impl Model for ElModel {
+    type State = ElState;
+    type Action = ElAction;
+
+    fn init(&self) -> ElState {
+        let mut servers: [ElServer; NODES] = Default::default();
+        servers[0].fast = true;
+        ElState {
+            now: 0,
+            servers,
+            phases: [ElPhase::Idle, ElPhase::Idle, ElPhase::Idle],
+            done: [0; 3],
+            claimed: None,
+            net: Vec::new(),
+            duplicates: 0,
+            losses: 0,
+            misread: None,
+        }
+    }
+
+    fn actions(&self, s: &ElState, out: &mut Vec<ElAction>) {
+        let masks = self.size.masks;
+        for c in 0..2 {
+            match &s.phases[c] {
+                ElPhase::Idle if s.done[c] < self.size.campaigns[c] => {
+                    out.extend(masks.iter().map(|&now| ElAction::Start(c, now)))
+                }
+                ElPhase::Taking { .. }
+                | ElPhase::Leading {
+                    answers: Some(_), ..
+                } => out.extend(masks.iter().map(|&now| ElAction::Conclude(c, now))),
+                ElPhase::Leading { seq, .. } => {
+                    if *seq <= self.size.proclaims {
+                        out.extend(masks.iter().map(|&now| ElAction::Proclaim(c, now)));
+                    }
+                    out.extend(masks.iter().map(|&now| ElAction::Resign(c, now)));
+                }
+                _ => {}
+            }
+        }
+        match s.phases[OBSERVER] {
+            ElPhase::Idle if s.done[OBSERVER] < self.size.reads => {
+                out.extend(masks.iter().map(|&now| ElAction::Read(now)))
+            }
+            ElPhase::Reading { .. } => {
+                out.extend(masks.iter().map(|&now| ElAction::Conclude(OBSERVER, now)))
+            }
+            _ => {}
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            if i > 0 && s.net[i - 1] == *m {
+                continue;
+            }
+            out.push(ElAction::Deliver(i));
+            if s.losses < self.size.losses {
+                out.push(ElAction::Lose(i));
+                out.push(ElAction::DeliverMute(i));
+            }
+            if s.duplicates < self.size.duplicates {
+                out.push(ElAction::Duplicate(i));
+            }
+        }
+        if s.now < self.size.horizon {
+            out.push(ElAction::Tick);
+        }
+    }
+
+    fn next(&self, s: &ElState, action: &ElAction) -> Option<ElState> {
+        self.next_state(s, action)
+    }
+
+    fn broken(&self, s: &ElState) -> Option<String> {
+        let now_ms = u64::from(s.now) * TICK_MS;
+        let leaders: Vec<usize> = (0..2)
+            .filter(
+                |&c| matches!(s.phases[c], ElPhase::Leading { until_ms, .. } if now_ms < until_ms),
+            )
+            .collect();
+        if leaders.len() > 1 {
+            return Some(format!("candidates {leaders:?} both lead at {now_ms} ms"));
+        }
+        s.misread.clone()
+    }
+
+    fn describe(&self, s: &ElState, action: &ElAction) -> String {
+        let mut line = format!("t={:>3} ms  ", u64::from(s.now) * TICK_MS);
+        let after = self.next_state(s, action);
+        let at_once = |mask: u8| match mask {
+            0 => String::new(),
+            _ => format!(
+                ", running at once on server(s) {:?}; servers now {}",
+                (0..NODES)
+                    .filter(|n| mask & (1 << n) != 0)
+                    .collect::<Vec<_>>(),
+                after.as_ref().map_or_else(String::new, servers)
+            ),
+        };
+        let who = |c: usize| match c {
+            OBSERVER => "the observer".to_owned(),
+            c => format!("candidate {c}"),
+        };
+        let _ = match *action {
+            ElAction::Deliver(i)
+            | ElAction::DeliverMute(i)
+            | ElAction::Duplicate(i)
+            | ElAction::Lose(i) => {
+                let m = s.net[i];
+                let what = match action {
+                    ElAction::Lose(_) => "lost",
+                    ElAction::DeliverMute(_) => "runs, its reply is lost",
+                    ElAction::Duplicate(_) => "runs (and again later)",
+                    _ if m.current => "runs",
+                    _ => match m.request {
+                        ElRequest::Resign { .. } => "runs",
+                        _ => "runs LATE (its round is over)",
+                    },
+                };
+                let mut server = s.servers[usize::from(m.node)].clone();
+                let answer = server.run(m.request, u64::from(s.now), TTL, self.rules);
+                write!(
+                    line,
+                    "{}'s {:?} to server {}: {what}, answers {answer:?}; server {}",
+                    who(usize::from(m.client)),
+                    m.request,
+                    m.node,
+                    held(&server)
+                )
+            }
+            ElAction::Start(c, now) => write!(line, "{} campaigns{}", who(c), at_once(now)),
+            ElAction::Proclaim(c, now) => write!(line, "{} proclaims{}", who(c), at_once(now)),
+            ElAction::Resign(c, now) => write!(line, "{} resigns{}", who(c), at_once(now)),
+            ElAction::Read(now) => write!(line, "the observer reads{}", at_once(now)),
+            ElAction::Conclude(c, now) => write!(
+                line,
+                "{} ends its round ({:?}){}",
+                who(c),
+                s.phases[c],
+                at_once(now)
+            ),
+            ElAction::Tick => write!(line, "{TICK_MS} ms pass"),
+        };
+        line
+    }
+}
+
+/// A server's key and record, for people.
+fn held(server: &ElServer) -> String {
+    let key = match server.key {
+        Some((v, _)) => format!("key {v:?}"),
+        None => "key free".into(),
+    };
+    match server.record {
+        Some((r, _)) => format!(
+            "{key}, record {:?} term {} claim {}",
+            r.token, r.term, r.seq
+        ),
+        None => key,
+    }
+}
+
+/// Every server's key and record, for people.
+fn servers(s: &ElState) -> String {
+    s.servers.iter().map(held).collect::<Vec<_>>().join("; ")
+}
