@@ -528,6 +528,7 @@ const ELECTION: ElSize = ElSize {
     losses: 0,
     horizon: 3,
     masks: NONE_OR_ALL,
+    drift: true,
 };
 
 /// The election's sizes: as above, with a request lost and one run
@@ -600,5 +601,36 @@ fn without_the_claims_order_a_late_proclaim_takes_a_newer_value_back() {
         el_run(size, rules, 30, states),
         |depth| el_run(size, ElRules::ALL, depth, states),
         "a read names",
+    );
+}
+
+/// Validity that does not allow for drift: a leader counts on its key
+/// past the tick the fast server lets it go, and the other candidate is
+/// elected there meanwhile.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_drift_allowance_two_candidates_lead_at_once() {
+    let size = ElSize {
+        horizon: 5,
+        proclaims: 0,
+        reads: 0,
+        ..ELECTION
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        el_run(
+            ElSize {
+                drift: false,
+                ..size
+            },
+            ElRules::ALL,
+            30,
+            states,
+        ),
+        |depth| el_run(size, ElRules::ALL, depth, states),
+        "both lead",
     );
 }

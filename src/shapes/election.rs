@@ -236,12 +236,13 @@ const UNHEARD: Duration = Duration::from_millis(500);
 ///
 /// *What arrives late.* A claim (the campaign's, or a proclaim given up
 /// on) delivered after a newer claim of the same leadership finds that
-/// claim's higher term or number in the record and leaves it: without
-/// that order, a proclaim that failed and reached two members late would
-/// put the older value back under a newer one that succeeded, and reads
-/// would name it. A claim of an attempt that was not elected finds the
-/// lock key holding another token and writes nothing; a resignation
-/// deletes only its own token's key and record.
+/// claim's higher number in the record and leaves it: without that
+/// order, a proclaim that failed and reached the members late would put
+/// the older value back under a newer one that succeeded, and reads would
+/// name it. A claim of an attempt that holds no key on a member (not
+/// granted there, or resigned since) finds another token or none and
+/// writes nothing there; a resignation deletes only its own token's key
+/// and record.
 ///
 /// *Model checked.* The project's tests check these promises over every
 /// interleaving of a small system, to a bound: three servers (one with a
@@ -254,10 +255,11 @@ const UNHEARD: Duration = Duration::from_millis(500);
 /// that begins after a claim round succeeded and ends while its leader is
 /// valid names anything but that claim or a later one (or fails), in
 /// every schedule of 6-8 steps; with the claim's order turned off the
-/// checker finds a read naming the older value in 10. Not modelled: the
-/// raise of lagging term counters (the lock's fenced model checks that
-/// terms grow), renewals, fair campaigns, restarts (TESTING.md in the
-/// repository, "Model checking").
+/// checker finds a read naming the older value in 8, and without the
+/// drift allowance two leaders. Not modelled: campaigns of more than one
+/// attempt, the raise of lagging term counters (the lock's fenced model
+/// checks that terms grow), renewals, fair campaigns, restarts, the
+/// record's channel (TESTING.md in the repository, "Model checking").
 ///
 /// # Waiting for a change
 ///

@@ -37,8 +37,10 @@ if mine[1] == ARGV[1] and term and seq
 end
 redis.call("DEL", KEYS[2])
 redis.call("HSET", KEYS[2], "token", ARGV[1], "term", ARGV[2], "seq", ARGV[3], "value", ARGV[4])
+-- (A key in its last millisecond reads a PTTL of 0: the record gets 1
+-- ms, not none, which would outlive the leadership.)
 local left = redis.call("PTTL", KEYS[1])
-if left > 0 then
-    redis.call("PEXPIRE", KEYS[2], left)
+if left >= 0 then
+    redis.call("PEXPIRE", KEYS[2], math.max(left, 1))
 end
 return 1
