@@ -16,6 +16,7 @@ pub(crate) mod fair;
 mod fair_scripts;
 pub(crate) mod fair_server;
 pub(crate) mod lock;
+pub(crate) mod net;
 #[cfg(test)]
 mod rw_scripts;
 pub(crate) mod rw_server;

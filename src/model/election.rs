@@ -35,6 +35,7 @@ use crate::base::node_error::NodeError;
 use crate::engine::quorum;
 use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
+use crate::model::net::{Msg, Net, Step, Wired};
 use crate::shapes::election::majority::{View, majority};
 
 /// One tick of the model's clock.
@@ -66,15 +67,6 @@ pub(crate) struct ElSize {
     /// Validity allows for clock drift (the library's factor; off only
     /// to show the checker finds two leaders without it).
     pub(crate) drift: bool,
-}
-
-/// A request in flight (`client` 2 is the observer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct ElMsg {
-    node: u8,
-    client: u8,
-    current: bool,
-    request: ElRequest,
 }
 
 /// A claim round that succeeded: whose, the term and claim number.
@@ -125,9 +117,7 @@ pub(crate) struct ElState {
     done: [u8; 3],
     /// The latest claim round that succeeded.
     claimed: Option<Claimed>,
-    net: Vec<ElMsg>,
-    duplicates: u8,
-    losses: u8,
+    net: Net<ElRequest>,
     /// A read that broke the property: what it found.
     misread: Option<String>,
 }
@@ -139,10 +129,8 @@ pub(crate) enum ElAction {
     Proclaim(usize, u8),
     Resign(usize, u8),
     Read(u8),
-    Deliver(usize),
-    DeliverMute(usize),
-    Duplicate(usize),
-    Lose(usize),
+    /// A step of a message in flight.
+    Net(usize, Step),
     Conclude(usize, u8),
     Tick,
 }
@@ -163,68 +151,9 @@ impl ElModel {
         }
     }
 
-    /// Sends `request` from actor `c` to the servers in `to`, running it
-    /// at once on those whose bit is set in `now`.
-    fn send(&self, s: &mut ElState, c: usize, to: [bool; NODES], now: u8, request: ElRequest) {
-        for node in (0..NODES).filter(|&n| to[n]) {
-            s.net.push(ElMsg {
-                node: node as u8,
-                client: c as u8,
-                current: true,
-                request,
-            });
-        }
-        s.net.sort();
-        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
-            let at = s.net.iter().position(|m| {
-                usize::from(m.node) == node
-                    && usize::from(m.client) == c
-                    && m.current
-                    && m.request == request
-            });
-            if let Some(i) = at {
-                self.deliver(s, i, true);
-            }
-        }
-    }
-
-    fn deliver(&self, s: &mut ElState, i: usize, reply: bool) {
-        let m = s.net.remove(i);
-        let n = usize::from(m.node);
-        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules);
-        let c = usize::from(m.client);
-        if !(m.current && reply) {
-            return;
-        }
-        let answers = match &mut s.phases[c] {
-            ElPhase::Taking { answers, .. } | ElPhase::Reading { answers, .. } => answers,
-            ElPhase::Leading {
-                answers: Some(answers),
-                ..
-            } => answers,
-            _ => return,
-        };
-        answers[n] = Some(answer);
-        if answers.iter().all(Option::is_some) {
-            let mask = match s.phases[c] {
-                ElPhase::Taking { mask, .. } => mask,
-                _ => 0,
-            };
-            self.conclude(s, c, mask);
-        }
-    }
-
-    /// Actor `c` stops waiting for its round: what it sent is late.
-    fn end_round(s: &mut ElState, c: usize) {
-        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
-            m.current = false;
-        }
-        s.net.sort();
-    }
-
     /// Actor `c`'s round ends.
     fn conclude(&self, s: &mut ElState, c: usize, mask: u8) {
-        Self::end_round(s, c);
+        s.net.end_round(c);
         let now_ms = u64::from(s.now) * TICK_MS;
         match s.phases[c].clone() {
             ElPhase::Taking {
@@ -360,7 +289,7 @@ impl ElModel {
         s.phases[c] = ElPhase::Idle;
         s.done[c] += 1;
         self.send(s, c, dirty, mask, ElRequest::Resign { value });
-        Self::end_round(s, c);
+        s.net.end_round(c);
     }
 
     fn next_state(&self, s: &ElState, action: &ElAction) -> Option<ElState> {
@@ -421,25 +350,7 @@ impl ElModel {
                 };
                 self.send(&mut s, OBSERVER, [true; NODES], now, ElRequest::Read);
             }
-            ElAction::Deliver(i) => self.deliver(&mut s, i, true),
-            ElAction::DeliverMute(i) => {
-                s.losses += 1;
-                self.deliver(&mut s, i, false);
-            }
-            ElAction::Duplicate(i) => {
-                s.duplicates += 1;
-                let copy = s.net[i];
-                self.deliver(&mut s, i, true);
-                s.net.push(ElMsg {
-                    current: false,
-                    ..copy
-                });
-                s.net.sort();
-            }
-            ElAction::Lose(i) => {
-                s.net.remove(i);
-                s.losses += 1;
-            }
+            ElAction::Net(i, step) => self.step(&mut s, i, step),
             ElAction::Conclude(c, now) => self.conclude(&mut s, c, now),
             ElAction::Tick => s.now += 1,
         }
@@ -456,6 +367,40 @@ fn view(holder: Option<Value>, left: u64, record: Option<Record>) -> View {
     )
 }
 
+impl Wired for ElModel {
+    type State = ElState;
+    type Request = ElRequest;
+
+    fn net(s: &mut ElState) -> &mut Net<ElRequest> {
+        &mut s.net
+    }
+
+    fn arrive(&self, s: &mut ElState, m: Msg<ElRequest>, reply: bool) {
+        let n = usize::from(m.node);
+        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules);
+        let c = usize::from(m.client);
+        if !(m.current && reply) {
+            return;
+        }
+        let answers = match &mut s.phases[c] {
+            ElPhase::Taking { answers, .. } | ElPhase::Reading { answers, .. } => answers,
+            ElPhase::Leading {
+                answers: Some(answers),
+                ..
+            } => answers,
+            _ => return,
+        };
+        answers[n] = Some(answer);
+        if answers.iter().all(Option::is_some) {
+            let mask = match s.phases[c] {
+                ElPhase::Taking { mask, .. } => mask,
+                _ => 0,
+            };
+            self.conclude(s, c, mask);
+        }
+    }
+}
+
 impl Model for ElModel {
     type State = ElState;
     type Action = ElAction;
@@ -469,9 +414,7 @@ impl Model for ElModel {
             phases: [ElPhase::Idle, ElPhase::Idle, ElPhase::Idle],
             done: [0; 3],
             claimed: None,
-            net: Vec::new(),
-            duplicates: 0,
-            losses: 0,
+            net: Net::default(),
             misread: None,
         }
     }
@@ -505,19 +448,10 @@ impl Model for ElModel {
             }
             _ => {}
         }
-        for (i, m) in s.net.iter().enumerate() {
-            if i > 0 && s.net[i - 1] == *m {
-                continue;
-            }
-            out.push(ElAction::Deliver(i));
-            if s.losses < self.size.losses {
-                out.push(ElAction::Lose(i));
-                out.push(ElAction::DeliverMute(i));
-            }
-            if s.duplicates < self.size.duplicates {
-                out.push(ElAction::Duplicate(i));
-            }
-        }
+        s.net
+            .steps(self.size.losses, self.size.duplicates, |i, step| {
+                out.push(ElAction::Net(i, step))
+            });
         if s.now < self.size.horizon {
             out.push(ElAction::Tick);
         }
@@ -558,21 +492,10 @@ impl Model for ElModel {
             c => format!("candidate {c}"),
         };
         let _ = match *action {
-            ElAction::Deliver(i)
-            | ElAction::DeliverMute(i)
-            | ElAction::Duplicate(i)
-            | ElAction::Lose(i) => {
-                let m = s.net[i];
-                let what = match action {
-                    ElAction::Lose(_) => "lost",
-                    ElAction::DeliverMute(_) => "runs, its reply is lost",
-                    ElAction::Duplicate(_) => "runs (and again later)",
-                    _ if m.current => "runs",
-                    _ => match m.request {
-                        ElRequest::Resign { .. } => "runs",
-                        _ => "runs LATE (its round is over)",
-                    },
-                };
+            ElAction::Net(i, step) => {
+                let m = s.net.msgs[i];
+                let late = !m.current && !matches!(m.request, ElRequest::Resign { .. });
+                let what = step.says(late);
                 let mut server = s.servers[usize::from(m.node)].clone();
                 let answer = server.run(m.request, u64::from(s.now), TTL, self.rules);
                 write!(

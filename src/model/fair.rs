@@ -31,6 +31,7 @@ use super::lock::{Answer, CLIENTS, NODES, Value};
 use crate::engine::quorum;
 use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
+use crate::model::net::{Msg, Net, Step, Wired};
 
 /// One tick of the model's clock.
 const TICK_MS: u64 = 10;
@@ -110,15 +111,6 @@ pub(crate) const NONE_OR_ALL: &[u8] = &[0, 7];
 /// All.
 pub(crate) const ALL_AT_ONCE: &[u8] = &[7];
 
-/// A request in flight (see `lock::Message`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Msg {
-    node: u8,
-    client: u8,
-    current: bool,
-    request: FairRequest,
-}
-
 /// Where a client is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Phase {
@@ -165,9 +157,7 @@ pub(crate) struct FairState {
     servers: [FairServer; NODES],
     clients: [FairClient; CLIENTS],
     /// In flight, kept sorted (a multiset).
-    net: Vec<Msg>,
-    duplicates: u8,
-    losses: u8,
+    net: Net<FairRequest>,
     crashes: u8,
 }
 
@@ -175,10 +165,8 @@ pub(crate) struct FairState {
 #[derive(Clone, Debug)]
 pub(crate) enum FairAction {
     Start(usize, u8),
-    Deliver(usize),
-    DeliverMute(usize),
-    Duplicate(usize),
-    Lose(usize),
+    /// A step of a message in flight.
+    Net(usize, Step),
     Conclude(usize, u8),
     Release(usize, u8),
     Crash(usize),
@@ -228,106 +216,6 @@ impl FairModel {
         self.base + Duration::from_millis(ms)
     }
 
-    /// Sends `request` from client `c` to every server, and runs it at
-    /// once on those whose bit is set in `now` (see `lock::LockModel::send`).
-    fn send(&self, s: &mut FairState, c: usize, to: [bool; NODES], now: u8, request: FairRequest) {
-        for node in (0..NODES).filter(|&n| to[n]) {
-            s.net.push(Msg {
-                node: node as u8,
-                client: c as u8,
-                current: true,
-                request,
-            });
-        }
-        s.net.sort();
-        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
-            let at = s.net.iter().position(|m| {
-                usize::from(m.node) == node
-                    && usize::from(m.client) == c
-                    && m.current
-                    && m.request == request
-            });
-            if let Some(i) = at {
-                self.deliver(s, i, true);
-            }
-        }
-    }
-
-    fn deliver(&self, s: &mut FairState, i: usize, reply: bool) {
-        let m = s.net.remove(i);
-        let n = usize::from(m.node);
-        let now = u64::from(s.now);
-        let before = s.servers[n].key.filter(|&(_, until)| until > now);
-        let answer = s.servers[n].run(
-            m.request,
-            u64::from(s.now),
-            self.lengths(),
-            self.rules.scripts,
-        );
-        // The wake on release (`engine::wait`'s `heard`): each server's
-        // message is counted by the request's value; a hand-off (a
-        // release's, a leave's, or a claim's for the waiter ahead) wakes
-        // its waiter once a majority announced it, a key deleted wakes the
-        // others at the first message and again at the majority's; they
-        // ask at once, again in this tick. Nobody hears a clean-up of its
-        // own, a yield (announced to nobody), a reservation put back or
-        // an expiry: waiters learn of those at their next claim.
-        let q = quorum::quorum(NODES) as u8;
-        let yielded = s.servers[n].yielded.is_some_and(|y| y > now);
-        let value = m.request.value();
-        let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
-            let at = match client.heard.iter().position(|(v, _)| *v == value) {
-                Some(at) => at,
-                None => {
-                    client.heard.push((value, 0));
-                    client.heard.len() - 1
-                }
-            };
-            client.heard[at].1 += 1;
-            if wakes(client.heard[at].1) {
-                client.asked = false;
-            }
-        };
-        match s.servers[n].key.map(|(h, _)| h) {
-            Some(Held::Next(w))
-                if before.map(|(h, _)| h) != Some(Held::Next(w))
-                    && !matches!(m.request, FairRequest::Unclaim { .. }) =>
-            {
-                let woken = &mut s.clients[usize::from(w.client)];
-                if woken.done == w.acquisition {
-                    hear(woken, &|count| count == q);
-                }
-            }
-            None if before.is_some() && !yielded => {
-                for (d, client) in s.clients.iter_mut().enumerate() {
-                    if d != usize::from(m.client) {
-                        hear(client, &|count| count == 1 || count == q);
-                    }
-                }
-            }
-            _ => {}
-        }
-        let c = usize::from(m.client);
-        if m.current
-            && reply
-            && s.clients[c].alive
-            && let Phase::Taking { answers, .. } = &mut s.clients[c].phase
-        {
-            answers[n] = Some(answer);
-            if answers.iter().all(Option::is_some) {
-                self.conclude(s, c, 0);
-            }
-        }
-    }
-
-    /// Client `c` stops waiting for its round: what it sent is late.
-    fn end_round(s: &mut FairState, c: usize) {
-        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
-            m.current = false;
-        }
-        s.net.sort();
-    }
-
     /// Client `c`'s attempt ends: granted with its validity, or cleaned
     /// up, and its place in line taken, kept or left.
     fn conclude(&self, s: &mut FairState, c: usize, mask: u8) {
@@ -339,7 +227,7 @@ impl FairModel {
         else {
             return;
         };
-        Self::end_round(s, c);
+        s.net.end_round(c);
         let ballots = answers.map(|a| Ballot {
             yes: yes(&a).then_some(1),
             low: 1,
@@ -363,7 +251,7 @@ impl FairModel {
             if queued && count.granted < NODES {
                 self.send(s, c, all, mask, leave);
             }
-            Self::end_round(s, c);
+            s.net.end_round(c);
             return;
         }
         // Failed: cleaned up wherever it may have written (the round is
@@ -401,7 +289,7 @@ impl FairModel {
         if leaves {
             self.send(s, c, all, mask, leave);
         }
-        Self::end_round(s, c);
+        s.net.end_round(c);
     }
 
     fn next_state(&self, s: &FairState, action: &FairAction) -> Option<FairState> {
@@ -431,25 +319,7 @@ impl FairModel {
                 };
                 self.send(&mut s, c, [true; NODES], now, request);
             }
-            FairAction::Deliver(i) => self.deliver(&mut s, i, true),
-            FairAction::DeliverMute(i) => {
-                s.losses += 1;
-                self.deliver(&mut s, i, false);
-            }
-            FairAction::Duplicate(i) => {
-                s.duplicates += 1;
-                let copy = s.net[i];
-                self.deliver(&mut s, i, true);
-                s.net.push(Msg {
-                    current: false,
-                    ..copy
-                });
-                s.net.sort();
-            }
-            FairAction::Lose(i) => {
-                s.net.remove(i);
-                s.losses += 1;
-            }
+            FairAction::Net(i, step) => self.step(&mut s, i, step),
             FairAction::Conclude(c, now) => self.conclude(&mut s, c, now),
             FairAction::Release(c, now) => {
                 let Phase::Holding { value, .. } = s.clients[c].phase else {
@@ -469,7 +339,7 @@ impl FairModel {
                     now,
                     FairRequest::Release { value },
                 );
-                Self::end_round(&mut s, c);
+                s.net.end_round(c);
             }
             FairAction::Crash(c) => {
                 s.crashes += 1;
@@ -525,13 +395,94 @@ impl FairModel {
     fn may_tick(&self, s: &FairState) -> bool {
         s.now < self.size.horizon
             && (!self.size.synchronous
-                || (s.net.is_empty()
+                || (s.net.msgs.is_empty()
                     && (0..CLIENTS).all(|c| {
                         let client = &s.clients[c];
                         !client.alive
                             || (!matches!(client.phase, Phase::Taking { .. })
                                 && (client.asked || !self.waits(s, c)))
                     })))
+    }
+}
+
+impl Wired for FairModel {
+    type State = FairState;
+    type Request = FairRequest;
+
+    fn net(s: &mut FairState) -> &mut Net<FairRequest> {
+        &mut s.net
+    }
+
+    fn arrive(&self, s: &mut FairState, m: Msg<FairRequest>, reply: bool) {
+        let n = usize::from(m.node);
+        let now = u64::from(s.now);
+        let before = s.servers[n].key.filter(|&(_, until)| until > now);
+        let answer = s.servers[n].run(
+            m.request,
+            u64::from(s.now),
+            self.lengths(),
+            self.rules.scripts,
+        );
+        // The wake on release (`engine::wait`'s `heard`): each server's
+        // message is counted by the request's value; a hand-off (a
+        // release's, a leave's, or a claim's for the waiter ahead) wakes
+        // its waiter once a majority announced it, a key deleted wakes the
+        // others at the first message and again at the majority's; they
+        // ask at once, again in this tick. Nobody hears a clean-up of its
+        // own, a yield (announced to nobody), a reservation put back or
+        // an expiry: waiters learn of those at their next claim.
+        let q = quorum::quorum(NODES) as u8;
+        let yielded = s.servers[n].yielded.is_some_and(|y| y > now);
+        let value = m.request.value();
+        let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
+            let at = match client.heard.iter().position(|(v, _)| *v == value) {
+                Some(at) => at,
+                None => {
+                    client.heard.push((value, 0));
+                    client.heard.len() - 1
+                }
+            };
+            client.heard[at].1 += 1;
+            if wakes(client.heard[at].1) {
+                client.asked = false;
+            }
+        };
+        // (Only the liveness run counts messages: elsewhere a waiter may
+        // ask at any moment, and the counts would only split states.)
+        let heard = self
+            .size
+            .synchronous
+            .then(|| s.servers[n].key.map(|(h, _)| h));
+        match heard.flatten() {
+            Some(Held::Next(w))
+                if before.map(|(h, _)| h) != Some(Held::Next(w))
+                    && !matches!(m.request, FairRequest::Unclaim { .. }) =>
+            {
+                let woken = &mut s.clients[usize::from(w.client)];
+                if woken.done == w.acquisition {
+                    hear(woken, &|count| count == q);
+                }
+            }
+            None if heard.is_some() && before.is_some() && !yielded => {
+                for (d, client) in s.clients.iter_mut().enumerate() {
+                    if d != usize::from(m.client) {
+                        hear(client, &|count| count == 1 || count == q);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let c = usize::from(m.client);
+        if m.current
+            && reply
+            && s.clients[c].alive
+            && let Phase::Taking { answers, .. } = &mut s.clients[c].phase
+        {
+            answers[n] = Some(answer);
+            if answers.iter().all(Option::is_some) {
+                self.conclude(s, c, 0);
+            }
+        }
     }
 }
 
@@ -556,9 +507,7 @@ impl Model for FairModel {
             now: 0,
             servers,
             clients: [client.clone(), client],
-            net: Vec::new(),
-            duplicates: 0,
-            losses: 0,
+            net: Net::default(),
             crashes: 0,
         };
         if self.size.contended {
@@ -570,8 +519,9 @@ impl Model for FairModel {
                     .expect("an attempt starts");
                 debug_assert!(matches!(s.clients[c].phase, Phase::Holding { .. }) == answer);
             }
-            while !s.net.is_empty() {
-                self.deliver(&mut s, 0, false);
+            while !s.net.msgs.is_empty() {
+                let m = s.net.msgs.remove(0);
+                self.arrive(&mut s, m, false);
             }
         }
         s
@@ -606,19 +556,10 @@ impl Model for FairModel {
                 Phase::Idle | Phase::Taking { .. } => {}
             }
         }
-        for (i, m) in s.net.iter().enumerate() {
-            if i > 0 && s.net[i - 1] == *m {
-                continue;
-            }
-            out.push(FairAction::Deliver(i));
-            if s.losses < self.size.losses {
-                out.push(FairAction::Lose(i));
-                out.push(FairAction::DeliverMute(i));
-            }
-            if s.duplicates < self.size.duplicates {
-                out.push(FairAction::Duplicate(i));
-            }
-        }
+        s.net
+            .steps(self.size.losses, self.size.duplicates, |i, step| {
+                out.push(FairAction::Net(i, step))
+            });
         if self.may_tick(s) {
             out.push(FairAction::Tick);
         }
@@ -665,26 +606,16 @@ impl Model for FairModel {
             ),
         };
         let _ = match *action {
-            FairAction::Deliver(i)
-            | FairAction::DeliverMute(i)
-            | FairAction::Duplicate(i)
-            | FairAction::Lose(i) => {
-                let m = s.net[i];
-                let what = match action {
-                    FairAction::Lose(_) => "lost",
-                    FairAction::DeliverMute(_) => "runs, its reply is lost",
-                    FairAction::Duplicate(_) => "runs (and again later)",
-                    _ if m.current => "runs",
-                    // Sent as the round ended: a clean-up, a join, a leave.
-                    _ if !matches!(
+            FairAction::Net(i, step) => {
+                let m = s.net.msgs[i];
+                // Late: a round's own request (not a clean-up, a join or
+                // a leave, sent as the round ended).
+                let late = !m.current
+                    && matches!(
                         m.request,
                         FairRequest::Take { .. } | FairRequest::Claim { .. }
-                    ) =>
-                    {
-                        "runs"
-                    }
-                    _ => "runs LATE (its round is over)",
-                };
+                    );
+                let what = step.says(late);
                 let mut server = s.servers[usize::from(m.node)].clone();
                 let answer = server.run(
                     m.request,

@@ -24,6 +24,7 @@ use super::rw_server::{RwHeld, RwRequest, RwRules, RwServer};
 use crate::engine::quorum;
 use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
+use crate::model::net::{Msg, Net, Step, Wired};
 
 /// One tick of the model's clock.
 const TICK_MS: u64 = 10;
@@ -79,15 +80,6 @@ pub(crate) const RW: RwSize = RwSize {
     masks: EVERY_MASK,
 };
 
-/// A request in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct RwMsg {
-    node: u8,
-    client: u8,
-    current: bool,
-    request: RwRequest,
-}
-
 /// Where a client is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum RwPhase {
@@ -120,19 +112,15 @@ pub(crate) struct RwState {
     now: u16,
     servers: [RwServer; NODES],
     clients: [RwClient; 2],
-    net: Vec<RwMsg>,
-    duplicates: u8,
-    losses: u8,
+    net: Net<RwRequest>,
 }
 
 /// A step.
 #[derive(Clone, Debug)]
 pub(crate) enum RwAction {
     Start(usize, u8),
-    Deliver(usize),
-    DeliverMute(usize),
-    Duplicate(usize),
-    Lose(usize),
+    /// A step of a message in flight.
+    Net(usize, Step),
     Conclude(usize, u8),
     Release(usize, u8),
     Abandon(usize),
@@ -159,55 +147,6 @@ impl RwModel {
         self.base + Duration::from_millis(ms)
     }
 
-    /// Sends `request` from client `c` to the servers in `to`, and runs
-    /// it at once on those whose bit is set in `now`.
-    fn send(&self, s: &mut RwState, c: usize, to: [bool; NODES], now: u8, request: RwRequest) {
-        for node in (0..NODES).filter(|&n| to[n]) {
-            s.net.push(RwMsg {
-                node: node as u8,
-                client: c as u8,
-                current: true,
-                request,
-            });
-        }
-        s.net.sort();
-        for node in (0..NODES).filter(|&n| to[n] && now & (1 << n) != 0) {
-            let at = s.net.iter().position(|m| {
-                usize::from(m.node) == node
-                    && usize::from(m.client) == c
-                    && m.current
-                    && m.request == request
-            });
-            if let Some(i) = at {
-                self.deliver(s, i, true);
-            }
-        }
-    }
-
-    fn deliver(&self, s: &mut RwState, i: usize, reply: bool) {
-        let m = s.net.remove(i);
-        let n = usize::from(m.node);
-        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules.scripts);
-        let c = usize::from(m.client);
-        if m.current
-            && reply
-            && let RwPhase::Taking { answers, .. } = &mut s.clients[c].phase
-        {
-            answers[n] = Some(answer);
-            if answers.iter().all(Option::is_some) {
-                self.conclude(s, c, 0);
-            }
-        }
-    }
-
-    /// Client `c` stops waiting for its round: what it sent is late.
-    fn end_round(s: &mut RwState, c: usize) {
-        for m in s.net.iter_mut().filter(|m| usize::from(m.client) == c) {
-            m.current = false;
-        }
-        s.net.sort();
-    }
-
     /// Client `c`'s attempt ends: granted with its validity, or cleaned
     /// up where it may have written.
     fn conclude(&self, s: &mut RwState, c: usize, mask: u8) {
@@ -219,7 +158,7 @@ impl RwModel {
         else {
             return;
         };
-        Self::end_round(s, c);
+        s.net.end_round(c);
         let yes = |a: &Option<Answer>| {
             matches!(
                 a,
@@ -261,7 +200,7 @@ impl RwModel {
             client.done += 1;
             client.attempts = 0;
         }
-        Self::end_round(s, c);
+        s.net.end_round(c);
     }
 
     fn next_state(&self, s: &RwState, action: &RwAction) -> Option<RwState> {
@@ -290,25 +229,7 @@ impl RwModel {
                 };
                 self.send(&mut s, c, [true; NODES], now, request);
             }
-            RwAction::Deliver(i) => self.deliver(&mut s, i, true),
-            RwAction::DeliverMute(i) => {
-                s.losses += 1;
-                self.deliver(&mut s, i, false);
-            }
-            RwAction::Duplicate(i) => {
-                s.duplicates += 1;
-                let copy = s.net[i];
-                self.deliver(&mut s, i, true);
-                s.net.push(RwMsg {
-                    current: false,
-                    ..copy
-                });
-                s.net.sort();
-            }
-            RwAction::Lose(i) => {
-                s.net.remove(i);
-                s.losses += 1;
-            }
+            RwAction::Net(i, step) => self.step(&mut s, i, step),
             RwAction::Conclude(c, now) => self.conclude(&mut s, c, now),
             RwAction::Release(c, now) => {
                 let RwPhase::Holding { value, .. } = s.clients[c].phase else {
@@ -323,7 +244,7 @@ impl RwModel {
                 client.done += 1;
                 client.attempts = 0;
                 self.send(&mut s, c, [true; NODES], now, request);
-                Self::end_round(&mut s, c);
+                s.net.end_round(c);
             }
             RwAction::Abandon(c) => {
                 let RwPhase::Holding { until_ms, .. } = s.clients[c].phase else {
@@ -338,6 +259,30 @@ impl RwModel {
             RwAction::Tick => s.now += 1,
         }
         Some(s)
+    }
+}
+
+impl Wired for RwModel {
+    type State = RwState;
+    type Request = RwRequest;
+
+    fn net(s: &mut RwState) -> &mut Net<RwRequest> {
+        &mut s.net
+    }
+
+    fn arrive(&self, s: &mut RwState, m: Msg<RwRequest>, reply: bool) {
+        let n = usize::from(m.node);
+        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules.scripts);
+        let c = usize::from(m.client);
+        if m.current
+            && reply
+            && let RwPhase::Taking { answers, .. } = &mut s.clients[c].phase
+        {
+            answers[n] = Some(answer);
+            if answers.iter().all(Option::is_some) {
+                self.conclude(s, c, 0);
+            }
+        }
     }
 }
 
@@ -358,9 +303,7 @@ impl Model for RwModel {
             now: 0,
             servers,
             clients: [client.clone(), client],
-            net: Vec::new(),
-            duplicates: 0,
-            losses: 0,
+            net: Net::default(),
         }
     }
 
@@ -381,19 +324,10 @@ impl Model for RwModel {
                 RwPhase::Idle => {}
             }
         }
-        for (i, m) in s.net.iter().enumerate() {
-            if i > 0 && s.net[i - 1] == *m {
-                continue;
-            }
-            out.push(RwAction::Deliver(i));
-            if s.losses < self.size.losses {
-                out.push(RwAction::Lose(i));
-                out.push(RwAction::DeliverMute(i));
-            }
-            if s.duplicates < self.size.duplicates {
-                out.push(RwAction::Duplicate(i));
-            }
-        }
+        s.net
+            .steps(self.size.losses, self.size.duplicates, |i, step| {
+                out.push(RwAction::Net(i, step))
+            });
         if s.now < self.size.horizon {
             out.push(RwAction::Tick);
         }
@@ -443,23 +377,11 @@ impl Model for RwModel {
             }
         };
         let _ = match *action {
-            RwAction::Deliver(i)
-            | RwAction::DeliverMute(i)
-            | RwAction::Duplicate(i)
-            | RwAction::Lose(i) => {
-                let m = s.net[i];
-                let what = match action {
-                    RwAction::Lose(_) => "lost",
-                    RwAction::DeliverMute(_) => "runs, its reply is lost",
-                    RwAction::Duplicate(_) => "runs (and again later)",
-                    _ if m.current => "runs",
-                    _ => match m.request {
-                        RwRequest::Read { .. } | RwRequest::Write { .. } => {
-                            "runs LATE (its round is over)"
-                        }
-                        _ => "runs",
-                    },
-                };
+            RwAction::Net(i, step) => {
+                let m = s.net.msgs[i];
+                let late = !m.current
+                    && matches!(m.request, RwRequest::Read { .. } | RwRequest::Write { .. });
+                let what = step.says(late);
                 let mut server = s.servers[usize::from(m.node)].clone();
                 let answer = server.run(m.request, u64::from(s.now), TTL, self.rules.scripts);
                 write!(
