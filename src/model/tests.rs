@@ -89,6 +89,18 @@ fn flaw(flawed: Outcome, sound: impl FnOnce(usize) -> Outcome, what: &str) {
     );
 }
 
+/// Expects `outcome` (a run with the library's rules) to find no flaw,
+/// and to have checked every schedule of at least `min` steps (the
+/// figures TESTING.md gives) or every state there is.
+fn holds(outcome: Outcome, min: usize, what: impl std::fmt::Debug) {
+    assert!(outcome.counterexample.is_none(), "{what:?} broke");
+    assert!(
+        outcome.depth >= min || outcome.complete,
+        "{what:?} checked to {} steps only",
+        outcome.depth
+    );
+}
+
 /// Three servers (server 0's clock fast by the drift), two clients of
 /// one acquisition of up to two attempts each, 30 ms of time, a TTL of
 /// 40 ms; no extends, no restart, every request delivered once.
@@ -297,16 +309,9 @@ fn the_fair_lock_holds_in_every_interleaving_of_three_servers_and_two_clients() 
 }
 
 fn fair_sizes(depth: usize, states: usize) {
+    // A yield takes 8 steps; the figures are of 7 and more.
     for size in FAIR_SIZES {
-        let outcome = fair_run(size, FairRules::ALL, depth, states);
-        assert!(outcome.counterexample.is_none());
-        // A yield takes 8 steps; the checker's figures (TESTING.md) are
-        // of 7 and more.
-        assert!(
-            outcome.depth >= 7 || outcome.complete,
-            "{size:?} checked to {} steps only",
-            outcome.depth
-        );
+        holds(fair_run(size, FairRules::ALL, depth, states), 7, size);
     }
 }
 
@@ -441,14 +446,7 @@ fn the_rwlock_holds_in_every_interleaving_of_three_servers_a_reader_and_a_writer
 
 fn rw_sizes(depth: usize, states: usize) {
     for size in RW_SIZES {
-        let outcome = rw_run(size, RwModelRules::ALL, depth, states);
-        assert!(outcome.counterexample.is_none());
-        // The figures in TESTING.md are of 7 steps and more.
-        assert!(
-            outcome.depth >= 7 || outcome.complete,
-            "{size:?} checked to {} steps only",
-            outcome.depth
-        );
+        holds(rw_run(size, RwModelRules::ALL, depth, states), 7, size);
     }
 }
 
@@ -559,14 +557,7 @@ fn the_election_holds_in_every_interleaving_of_three_servers_two_candidates_and_
 
 fn el_sizes(depth: usize, states: usize) {
     for size in EL_SIZES {
-        let outcome = el_run(size, ElRules::ALL, depth, states);
-        assert!(outcome.counterexample.is_none());
-        // The figures in TESTING.md are of 6 steps and more.
-        assert!(
-            outcome.depth >= 6 || outcome.complete,
-            "{size:?} checked to {} steps only",
-            outcome.depth
-        );
+        holds(el_run(size, ElRules::ALL, depth, states), 6, size);
     }
 }
 
