@@ -18,6 +18,8 @@ pub(crate) mod fair_server;
 pub(crate) mod lock;
 pub(crate) mod net;
 #[cfg(test)]
+mod realtime;
+#[cfg(test)]
 mod rw_scripts;
 pub(crate) mod rw_server;
 pub(crate) mod rwlock;

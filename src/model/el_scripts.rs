@@ -5,7 +5,7 @@
 //! and 300 ms, so that keys and records lapse between requests) go to a
 //! real server and to the model, which must give the same answers and
 //! leave the same key, counter, record and expiries. Time is real, as in
-//! `fair_scripts.rs`. The server is `redis-server`, or what
+//! `fair_scripts.rs` (`realtime.rs`). The server is `redis-server`, or what
 //! `REDIS_SERVER_BIN` names.
 
 use std::time::Duration;
@@ -13,8 +13,8 @@ use std::time::Duration;
 use redis::Value as Reply;
 
 use super::el_server::{ElAnswer, ElRequest, ElRules, ElServer, Record};
-use super::fair_scripts::{BAND, same_expiry, time};
 use super::lock::Value;
+use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::scripts::{Real, Rng};
 use crate::shapes::election::{CLAIM, READ_LEADER, RESIGN};
 
@@ -261,16 +261,7 @@ fn same(got: ElAnswer, want: ElAnswer, skew: u64) -> bool {
 #[test]
 fn each_election_script_model_answers_and_leaves_what_its_lua_does() {
     let mut real = Real::start();
-    // MODEL_SEED replays a run's requests (not its timing).
-    let seed = std::env::var("MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed {seed}");
+    let seed = seed();
     let mut rng = Rng(seed);
     let (mut held_up, mut compared) = (0, 0);
     // Claims that found a later claim of their own token and kept it.
@@ -308,28 +299,17 @@ fn each_election_script_model_answers_and_leaves_what_its_lua_does() {
             // The first sequence at once (its key must not lapse).
             let pause = if sequence == 0 { 0 } else { rng.below(100) };
             std::thread::sleep(Duration::from_millis(pause));
-            let now = loop {
-                let now = time(&mut real) - offset;
-                if deadlines(&model).iter().all(|&d| d.abs_diff(now) > BAND) {
-                    break now;
-                }
-                std::thread::sleep(Duration::from_millis(BAND + 5));
-            };
+            let (now, ran) = timed(&mut real, offset, &deadlines(&model), |real| {
+                run(real, request, ttl)
+            });
             done.push((now, request, ttl));
-            let want = run(&mut real, request, ttl);
-            let after = time(&mut real) - offset;
-            let skew = (after - now) / 2;
-            if skew > 20
-                || deadlines(&model)
-                    .iter()
-                    .any(|&d| d > now && d <= after + BAND)
-            {
+            let Some((want, skew)) = ran else {
                 held_up += 1;
                 keeping_given_up |= sequence == 0;
                 break;
-            }
+            };
             let before = model.record;
-            let got = model.run(request, now + skew, ttl, ElRules::ALL);
+            let got = model.run(request, now, ttl, ElRules::ALL);
             kept += usize::from(
                 matches!(request, ElRequest::Claim { .. })
                     && got == ElAnswer::Int(1)

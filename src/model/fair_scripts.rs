@@ -14,6 +14,7 @@ use redis::Value as Reply;
 
 use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, Value};
+use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::scripts::{Real, Rng};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, UNCLAIM};
 use crate::engine::single::UNLOCK;
@@ -29,16 +30,6 @@ const LEN: Lengths = Lengths {
     reserve: 100,
     every: Some(50),
 };
-/// How near (ms) a request may run to a deadline, and how far the
-/// server's and the model's readings may differ.
-pub(super) const BAND: u64 = 25;
-
-/// The server's clock, in ms.
-pub(super) fn time(real: &mut Real) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut real.con).unwrap();
-    secs * 1000 + micros / 1000
-}
-
 /// What `request` answers on the server, sent as the library sends it.
 fn run(real: &mut Real, request: FairRequest) -> Answer {
     let num = |n: u64| n.to_string().into_bytes();
@@ -234,16 +225,6 @@ fn deadlines(model: &FairServer) -> Vec<u64> {
     all
 }
 
-/// Whether `expiry` (the model's, `None`: none) matches the server's
-/// `pttl` at `now`; `exists`: the model has the key.
-pub(super) fn same_expiry(expiry: Option<u64>, exists: bool, pttl: i64, now: u64) -> bool {
-    match (exists, expiry) {
-        (false, _) => pttl == -2,
-        (true, None) => pttl == -1,
-        (true, Some(u)) => pttl >= 0 && (u as i64 - now as i64 - pttl).unsigned_abs() <= BAND,
-    }
-}
-
 /// What the server holds, read in one pipeline with its clock: ms on the
 /// model's clock, the key and its PTTL, the queue and its PTTL, the
 /// tickets' fields and their PTTL.
@@ -350,16 +331,7 @@ fn compare(real: &mut Real, model: &FairServer, offset: u64) -> Result<bool, Str
 #[test]
 fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
     let mut real = Real::start();
-    // MODEL_SEED replays a run's requests (not its timing).
-    let seed = std::env::var("MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed {seed}");
+    let seed = seed();
     let mut rng = Rng(seed);
     let rules = ScriptRules::ALL;
     // Sequences the test was held up in (a request that ran too long
@@ -390,34 +362,17 @@ fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
                 ),
             };
             std::thread::sleep(Duration::from_millis(pause));
-            // Not within a guard band of a deadline.
-            let now = loop {
-                let now = time(&mut real) - offset;
-                if deadlines(&model).iter().all(|&d| d.abs_diff(now) > BAND) {
-                    break now;
-                }
-                std::thread::sleep(Duration::from_millis(BAND + 5));
-            };
+            let (now, ran) = timed(&mut real, offset, &deadlines(&model), |real| {
+                run(real, request)
+            });
             done.push((now, request));
-            let want = run(&mut real, request);
-            // The server ran it between `now` and `after`: the model runs
-            // it halfway, so that what it sets is at most half that far
-            // off. Held up longer, or a deadline passed meanwhile (which
-            // side of it the server was on cannot be told): the sequence
-            // is given up.
-            let after = time(&mut real) - offset;
-            let skew = (after - now) / 2;
-            if skew > 20
-                || deadlines(&model)
-                    .iter()
-                    .any(|&d| d > now && d <= after + BAND)
-            {
+            let Some((want, skew)) = ran else {
                 held_up += 1;
                 yield_given_up |= sequence == 0;
                 break;
-            }
+            };
             let mark = model.yielded;
-            let got = model.run(request, now + skew, LEN, rules);
+            let got = model.run(request, now, LEN, rules);
             yields += usize::from(model.yielded.is_some() && model.yielded != mark);
             let what = || format!("sequence {sequence} (seed {seed}): {done:?}");
             let same = match (got, want) {

@@ -5,13 +5,13 @@
 //! requests and a read may find a mark that expires before it would) go
 //! to a real server and to the model, which must give the same answers
 //! and leave the same lock key, readers and expiries. Time is real, as in
-//! `fair_scripts.rs` (whose clock and guard band this shares). The server
+//! `fair_scripts.rs` (the clock and guard band of `realtime.rs`). The server
 //! is `redis-server`, or what `REDIS_SERVER_BIN` names.
 
 use std::time::Duration;
 
-use super::fair_scripts::{BAND, same_expiry, time};
 use super::lock::{Answer, Value};
+use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::rw_server::{RwHeld, RwRequest, RwRules, RwServer};
 use super::scripts::{Real, Rng};
 use crate::base::keys::READERS_MARK;
@@ -159,16 +159,7 @@ fn compare(real: &mut Real, model: &RwServer, offset: u64) -> Result<bool, Strin
 #[test]
 fn each_rwlock_script_model_answers_and_leaves_what_its_lua_does() {
     let mut real = Real::start();
-    // MODEL_SEED replays a run's requests (not its timing).
-    let seed = std::env::var("MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("seed {seed}");
+    let seed = seed();
     let mut rng = Rng(seed);
     let (mut held_up, mut compared) = (0, 0);
     // Reads that found a mark expiring before their TTL (key_covers_readers).
@@ -184,26 +175,15 @@ fn each_rwlock_script_model_answers_and_leaves_what_its_lua_does() {
             let request = request(&mut rng, done.last().map(|(_, r, _)| r.value()));
             let ttl = TTLS[rng.below(2) as usize];
             std::thread::sleep(Duration::from_millis(rng.below(120)));
-            let now = loop {
-                let now = time(&mut real) - offset;
-                if deadlines(&model).iter().all(|&d| d.abs_diff(now) > BAND) {
-                    break now;
-                }
-                std::thread::sleep(Duration::from_millis(BAND + 5));
-            };
+            let (now, ran) = timed(&mut real, offset, &deadlines(&model), |real| {
+                run(real, request, ttl)
+            });
             done.push((now, request, ttl));
-            let want = run(&mut real, request, ttl);
-            let after = time(&mut real) - offset;
-            let skew = (after - now) / 2;
-            if skew > 20
-                || deadlines(&model)
-                    .iter()
-                    .any(|&d| d > now && d <= after + BAND)
-            {
+            let Some((want, _)) = ran else {
                 held_up += 1;
                 break;
-            }
-            let at = now + skew;
+            };
+            let at = now;
             let short = matches!(request, RwRequest::Read { .. })
                 && model
                     .key
