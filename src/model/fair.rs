@@ -143,7 +143,8 @@ pub(crate) struct FairClient {
     /// It asked in this tick (the liveness run).
     asked: bool,
     /// Release messages heard since it last acquired, by the value they
-    /// were sent for, and how many servers sent each.
+    /// were sent for, and how many servers sent each (the liveness run
+    /// only).
     heard: Vec<(Value, u8)>,
     /// Ticks it has waited while the lock was free for it (see
     /// [`WAIT_BOUND`]).

@@ -45,8 +45,9 @@ pub(super) fn same_expiry(expiry: Option<u64>, exists: bool, pttl: i64, now: u64
 
 /// Sends `request` to the server, with `deadlines` (the model's, in ms
 /// on its clock, which starts at the server's `offset`) more than a guard
-/// band away: when it ran on the model's clock, what it answered, and how
-/// far that time may be off. The server ran it between two readings of
+/// band away: when it ran on the model's clock (given up: the reading
+/// before it was sent), what it answered, and how far that time may be
+/// off. The server ran it between two readings of
 /// its clock: the model runs it halfway, so that what it sets is at most
 /// half that far off. Held up longer, or a deadline passed meanwhile
 /// (which side of it the server was on cannot be told): `None`, and the
