@@ -26,4 +26,7 @@ pub(crate) mod rwlock;
 #[cfg(test)]
 mod scripts;
 #[cfg(test)]
+mod set_scripts;
+pub(crate) mod set_server;
+#[cfg(test)]
 mod tests;

@@ -183,19 +183,15 @@ impl Fair {
     /// checker found such stalls). A claim granted on a member keeps the
     /// set's place there only at that key, too.
     pub(crate) fn wait_at(&self, of: &[usize]) -> String {
-        let at = self.wait_at.load(Ordering::Relaxed);
-        of.iter()
-            .position(|&i| i == at)
-            .map_or(0, |k| k + 1)
-            .to_string()
+        named(self.wait_at.load(Ordering::Relaxed), of).to_string()
     }
 
-    /// Notes where the set waits in line from now on: `at`, the resource
-    /// that refused it on a majority of members (unchanged when none did).
-    fn waits_at(&self, at: Option<usize>) {
-        if let Some(at) = at {
-            self.wait_at.store(at, Ordering::Relaxed);
-        }
+    /// Notes where the set waits in line from now on, after a refusal
+    /// at `blocked` (see [`waits_next`]).
+    fn waits_at(&self, blocked: Option<usize>) {
+        let was = self.wait_at.load(Ordering::Relaxed);
+        self.wait_at
+            .store(waits_next(was, blocked), Ordering::Relaxed);
     }
 
     /// Whether it has taken its place (its attempts are claims).
@@ -379,6 +375,22 @@ impl Fair {
     }
 }
 
+/// Where a set that waited in line at its resource `was` (its first one
+/// before its first refusal) waits after a refusal that `blocked` names
+/// (the resource that refused it on a majority of members, see
+/// `pipeline::most_busy`): there, or where it was when no majority named
+/// one (so that it does not go from queue to queue).
+pub(crate) fn waits_next(was: usize, blocked: Option<usize>) -> usize {
+    blocked.unwrap_or(was)
+}
+
+/// Where a set that waits in line at its resource `at` names, in a claim
+/// of the resources `of` (see [`Fair::wait_at`]): k for the k-th of
+/// them (from 1), 0 for none of them.
+pub(crate) fn named(at: usize, of: &[usize]) -> usize {
+    of.iter().position(|&i| i == at).map_or(0, |k| k + 1)
+}
+
 /// A shape that may wait fairly: its place in the queues, if any, and how
 /// it leaves them.
 pub(crate) trait Queued: Shape {
@@ -437,12 +449,9 @@ pub(crate) fn attempt<S: Queued>(
         }
         Err(Error::Taken { .. }) if fair.active() => {
             let resources = shape.resources();
-            let at = refusal
-                .blocked
-                .filter(|&i| i < resources.len())
-                .unwrap_or(0);
-            fair.waits_at(Some(at));
-            fair.join(p, resources[at], token);
+            fair.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
+            let at = fair.wait_at.load(Ordering::Relaxed);
+            fair.join(p, resources[at.min(resources.len() - 1)], token);
         }
         _ => {}
     }

@@ -452,17 +452,14 @@ pub(crate) type Args<'a> = &'a [&'a [u8]];
 /// (see `Fair::wait_at`), and a key a majority refused is where the set is
 /// held up; a refusal by fewer (members that differ under faults) moves
 /// it nowhere, so that it does not go from queue to queue at every
-/// attempt, first in each by its early arrival.
-fn most_busy(votes: &[Vote], resources: usize) -> Option<usize> {
+/// attempt, first in each by its early arrival. `busy`: the resource each
+/// member's refusal named, if any.
+pub(crate) fn most_busy(busy: &[Option<usize>], resources: usize) -> Option<usize> {
     let mut count = vec![0usize; resources];
-    for i in votes
-        .iter()
-        .filter_map(|v| v.busy)
-        .filter(|&i| i < resources)
-    {
+    for &i in busy.iter().flatten().filter(|&&i| i < resources) {
         count[i] += 1;
     }
-    let quorum = quorum::quorum(votes.len());
+    let quorum = quorum::quorum(busy.len());
     count.iter().position(|&c| c >= quorum)
 }
 
@@ -675,7 +672,10 @@ impl Engine {
         }
         let resources = shape.resources();
         *refusal = Refusal {
-            blocked: most_busy(&votes, resources.len()),
+            blocked: most_busy(
+                &votes.iter().map(|v| v.busy).collect::<Vec<_>>(),
+                resources.len(),
+            ),
             readers: votes.iter().any(|v| v.readers),
             lapse: None,
             queued: false,
@@ -845,7 +845,7 @@ mod tests {
             busy(Some(1)),
             busy(None),
         ];
-        assert_eq!(most_busy(&votes, 2), Some(1));
+        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), Some(1));
         // Fewer than a majority (members that differ) name nowhere: the
         // set stays where it waits.
         let votes = [
@@ -855,11 +855,11 @@ mod tests {
             busy(None),
             busy(None),
         ];
-        assert_eq!(most_busy(&votes, 2), None);
+        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), None);
         // A no that names no resource (another's token on an extend, a
         // failure) names nowhere to wait.
         let votes = [busy(Some(usize::MAX)), busy(Some(usize::MAX)), busy(None)];
-        assert_eq!(most_busy(&votes, 2), None);
+        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), None);
     }
 
     #[test]

@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 
 use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, CLIENTS, NODES, Value};
-use crate::engine::quorum;
+use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
+use crate::engine::fair as engine_fair;
 use crate::engine::verdict::{self, Ballot};
+use crate::engine::{pipeline, quorum};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
 
@@ -41,6 +43,7 @@ pub(crate) const LENGTHS: Lengths = Lengths {
     ticket: 3,
     reserve: 1,
     every: None,
+    handing: true,
 };
 /// The drift factor (a tick over a TTL).
 const FACTOR: f64 = 0.25;
@@ -55,12 +58,15 @@ pub(crate) struct FairRules {
     pub(crate) per_attempt_values: bool,
     /// The scripts' rules (a late claim changes nothing).
     pub(crate) scripts: ScriptRules,
+    /// The sets' rules (a set waits in line at one key).
+    pub(crate) sets: SetRules,
 }
 
 impl FairRules {
     pub(crate) const ALL: FairRules = FairRules {
         per_attempt_values: true,
         scripts: ScriptRules::ALL,
+        sets: SetRules::ALL,
     };
 }
 
@@ -94,7 +100,50 @@ pub(crate) struct FairSize {
     /// waiter has asked in it), and a live waiter that the lock is free
     /// for, nobody alive ahead of it, waits at most [`WAIT_BOUND`] ticks.
     pub(crate) synchronous: bool,
+    /// What each client's acquisitions are for: the lock key `a`
+    /// (`On::Key(0)`), `b`, or a set of both.
+    pub(crate) wants: [On; CLIENTS],
+    /// Client [`HOLDER`] holds `a` throughout (granted before the run,
+    /// valid past its end), while its acquisitions ask for what it
+    /// wants.
+    pub(crate) holds_a: bool,
+    /// Which clients' acquisitions claim from their first attempt on
+    /// (the library's, when its manager's threads waited for the name
+    /// lately).
+    pub(crate) claims_first: [bool; CLIENTS],
+    /// Managers wake waiters on release (`wake_on_release`): claims
+    /// hand keys on (see [`Lengths::handing`]). Without it an acquisition
+    /// never claims first (nothing tells that threads waited lately).
+    pub(crate) handing: bool,
+    /// `b` holds the token of a client that died until this tick (it
+    /// expires; nobody releases it).
+    pub(crate) b_dead_until: Option<u64>,
+    /// The liveness run's bound: the longest, in ticks, a live waiter may
+    /// wait for a lock free for it (see [`WAIT_BOUND`], one reservation:
+    /// the fair lock's; the runs of sets have their own).
+    pub(crate) wait_bound: u8,
 }
+
+/// Every client's acquisitions lock `a`; nobody claims first; claims
+/// hand keys on (the sizes of the fair lock's runs).
+pub(crate) const LOCK_OF_A: FairSize = FairSize {
+    acquisitions: [1, 1],
+    duplicates: 0,
+    losses: 0,
+    horizon: 3,
+    contended: false,
+    yield_every: None,
+    masks: EVERY_MASK,
+    attempts: 3,
+    crashes: 0,
+    synchronous: false,
+    wants: [On::Key(0), On::Key(0)],
+    holds_a: false,
+    claims_first: [false, false],
+    handing: true,
+    b_dead_until: None,
+    wait_bound: WAIT_BOUND,
+};
 
 /// The longest a live waiter waits, in ticks, while nobody alive holds
 /// the lock or is ahead of it in line, and no token holds the key on a
@@ -143,22 +192,26 @@ pub(crate) struct FairClient {
     /// It asked in this tick (the liveness run).
     asked: bool,
     /// Release messages heard since it last acquired, by the value they
-    /// were sent for, and how many servers sent each (the liveness run
-    /// only).
-    heard: Vec<(Value, u8)>,
+    /// were sent for and the key, and how many servers sent each (the
+    /// liveness run only).
+    heard: Vec<(Value, u8, u8)>,
     /// Ticks it has waited while the lock was free for it (see
     /// [`WAIT_BOUND`]).
     waited: u8,
+    /// A set's: the index of the key it waits in line at (its first
+    /// before a majority refused it elsewhere; `engine::fair::Fair`'s
+    /// `wait_at`).
+    wait_at: usize,
 }
 
 /// The whole system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct FairState {
     now: u16,
-    servers: [FairServer; NODES],
+    servers: [SetServer; NODES],
     clients: [FairClient; CLIENTS],
     /// In flight, kept sorted (a multiset).
-    net: Net<FairRequest>,
+    net: Net<SetRequest>,
     crashes: u8,
 }
 
@@ -179,6 +232,14 @@ pub(crate) struct FairModel {
     pub(crate) size: FairSize,
     pub(crate) rules: FairRules,
     base: Instant,
+}
+
+/// The key a set's refusal names (its `-i`), as the library reads it.
+fn busy(answer: &Option<Answer>) -> Option<usize> {
+    match answer {
+        Some(Answer::Int(i)) if *i < 0 => Some((-*i - 1) as usize),
+        _ => None,
+    }
 }
 
 /// Whether `answer` says no for sure (nothing of the attempt's written).
@@ -205,11 +266,41 @@ impl FairModel {
         }
     }
 
-    /// The scripts' lengths, with the size's yield.
+    /// The scripts' lengths, with the size's yield and hand-offs.
     fn lengths(&self) -> Lengths {
         Lengths {
             every: self.size.yield_every,
+            handing: self.size.handing,
             ..LENGTHS
+        }
+    }
+
+    /// Client `c`'s `request`, for what it wants; a set's claim names
+    /// where it waits in line (`engine::fair::named`).
+    fn keyed(&self, s: &FairState, c: usize, request: FairRequest) -> SetRequest {
+        let on = self.size.wants[c];
+        let named = match on {
+            On::Set(_) => engine_fair::named(s.clients[c].wait_at, &[0, 1]) as u8,
+            On::Key(_) => 0,
+        };
+        SetRequest { on, request, named }
+    }
+
+    /// Where client `c` joins the line: a set at the one key it waits
+    /// at (at every key with that rule off), a lock at its key.
+    fn join_on(&self, s: &FairState, c: usize) -> On {
+        match self.size.wants[c] {
+            On::Set(keys) if self.rules.sets.one_key => On::Key(keys[s.clients[c].wait_at]),
+            on => on,
+        }
+    }
+
+    /// The keys of `on`.
+    fn keys(on: On) -> &'static [u8] {
+        match on {
+            On::Key(0) => &[0],
+            On::Key(_) => &[1],
+            On::Set(_) => &[0, 1],
         }
     }
 
@@ -243,7 +334,7 @@ impl FairModel {
             .flatten();
         let all = [true; NODES];
         let queued = s.clients[c].arrival.is_some();
-        let leave = FairRequest::Leave { value };
+        let leave = self.keyed(s, c, FairRequest::Leave { value });
         if let Some(until) = until {
             let until_ms = until.saturating_duration_since(self.base).as_millis() as u64;
             s.clients[c].phase = Phase::Holding { value, until_ms };
@@ -263,18 +354,33 @@ impl FairModel {
             true => FairRequest::Unclaim { value },
             false => FairRequest::Unlock { value },
         };
+        let cleanup = self.keyed(s, c, cleanup);
         self.send(s, c, dirty, mask, cleanup);
-        let client = &mut s.clients[c];
         // `Taken` (`quorum::Tally::acquire_error`): the refusals alone
-        // rule a quorum out. Only then does a waiter join the queue.
+        // rule a quorum out. Only then does a waiter join the queue (a
+        // set at the key a majority refused it at, `pipeline::most_busy`).
         let refusals = answers.iter().filter(|a| refusal(a)).count();
         let taken = refusals > NODES - quorum::quorum(NODES);
         let answered = answers.iter().filter(|a| a.is_some()).count();
+        let blocked = match self.size.wants[c] {
+            On::Set(_) => pipeline::most_busy(&answers.map(|a| busy(&a)), KEYS),
+            On::Key(_) => None,
+        };
+        let client = &mut s.clients[c];
         let mut leaves = false;
-        if !queued && taken {
+        // Where a set waits in line next (`engine::fair::attempt`).
+        let next = engine_fair::waits_next(client.wait_at, blocked.filter(|_| taken));
+        if taken && queued {
+            client.wait_at = next;
+        } else if !queued && taken {
             let arrival = u64::from(s.now);
             client.arrival = Some(arrival);
-            self.send(s, c, all, mask, FairRequest::Join { value, arrival });
+            client.wait_at = next;
+            let join = SetRequest {
+                on: self.join_on(s, c),
+                ..self.keyed(s, c, FairRequest::Join { value, arrival })
+            };
+            self.send(s, c, all, mask, join);
         } else if queued && answered < quorum::quorum(NODES) {
             // Cut off: it steps out of line (its arrival stays).
             leaves = true;
@@ -286,6 +392,7 @@ impl FairModel {
             client.done += 1;
             client.attempts = 0;
             client.arrival = None;
+            client.wait_at = 0;
         }
         if leaves {
             self.send(s, c, all, mask, leave);
@@ -314,10 +421,14 @@ impl FairModel {
                     start: s.now,
                     answers: [None; NODES],
                 };
+                if self.size.claims_first[c] && client.arrival.is_none() {
+                    client.arrival = Some(u64::from(s.now));
+                }
                 let request = match client.arrival {
                     Some(arrival) => FairRequest::Claim { value, arrival },
                     None => FairRequest::Take { value },
                 };
+                let request = self.keyed(&s, c, request);
                 self.send(&mut s, c, [true; NODES], now, request);
             }
             FairAction::Net(i, step) => self.step(&mut s, i, step),
@@ -331,15 +442,11 @@ impl FairModel {
                 client.done += 1;
                 client.attempts = 0;
                 client.arrival = None;
+                client.wait_at = 0;
                 // Its next acquisition asks anew.
                 client.asked = false;
-                self.send(
-                    &mut s,
-                    c,
-                    [true; NODES],
-                    now,
-                    FairRequest::Release { value },
-                );
+                let release = self.keyed(&s, c, FairRequest::Release { value });
+                self.send(&mut s, c, [true; NODES], now, release);
                 s.net.end_round(c);
             }
             FairAction::Crash(c) => {
@@ -371,12 +478,30 @@ impl FairModel {
     /// Whether the lock is free for client `c` (see [`WAIT_BOUND`]).
     fn free_for(&self, s: &FairState, c: usize) -> bool {
         let now = u64::from(s.now);
-        let tokens = s
-            .servers
-            .iter()
-            .filter(|v| matches!(v.key, Some((Held::Token(_), until)) if until > now))
-            .count();
+        let wants = Self::keys(self.size.wants[c]);
+        let taken = wants.iter().any(|&k| {
+            let tokens = s
+                .servers
+                .iter()
+                .filter(|v| {
+                    matches!(v.lanes[usize::from(k)].key,
+                        Some((Held::Token(_), until)) if until > now)
+                })
+                .count();
+            tokens >= quorum::quorum(NODES)
+        });
         let me = &s.clients[c];
+        // Whether client `d` validly holds the key `k`.
+        let holds = |d: usize, k: u8| {
+            (d == HOLDER && k == 0 && self.size.holds_a)
+                || (Self::keys(self.size.wants[d]).contains(&k)
+                    && matches!(s.clients[d].phase,
+                        Phase::Holding { until_ms, .. } if now * TICK_MS < until_ms))
+        };
+        // Another client keeps the lock from `c` when it is alive and
+        // holds a key `c` wants, or is ahead of it in line for one and
+        // can take what it waits for (a set that waits for a key `c`
+        // holds cannot: should it keep `c` waiting, that is a deadlock).
         let kept = |d: usize| {
             let other = &s.clients[d];
             let ahead = match (other.arrival, me.arrival) {
@@ -384,11 +509,12 @@ impl FairModel {
                 (Some(_), None) => true,
                 (None, _) => false,
             };
-            let holds = matches!(other.phase,
-                Phase::Holding { until_ms, .. } if now * TICK_MS < until_ms);
-            other.alive && (ahead || holds)
+            let theirs = Self::keys(self.size.wants[d]);
+            let shared = wants.iter().any(|k| theirs.contains(k));
+            let stuck = theirs.iter().any(|&k| holds(c, k));
+            other.alive && (wants.iter().any(|&k| holds(d, k)) || (shared && ahead && !stuck))
         };
-        tokens < quorum::quorum(NODES) && !(0..CLIENTS).any(|d| d != c && kept(d))
+        !taken && !(0..CLIENTS).any(|d| d != c && kept(d))
     }
 
     /// Whether time may pass: in the liveness run, only once nothing is
@@ -408,70 +534,79 @@ impl FairModel {
 
 impl Wired for FairModel {
     type State = FairState;
-    type Request = FairRequest;
+    type Request = SetRequest;
 
-    fn net(s: &mut FairState) -> &mut Net<FairRequest> {
+    fn net(s: &mut FairState) -> &mut Net<SetRequest> {
         &mut s.net
     }
 
-    fn arrive(&self, s: &mut FairState, m: Msg<FairRequest>, reply: bool) {
+    fn arrive(&self, s: &mut FairState, m: Msg<SetRequest>, reply: bool) {
         let n = usize::from(m.node);
         let now = u64::from(s.now);
-        let before = s.servers[n].key.filter(|&(_, until)| until > now);
+        let lanes = Self::keys(m.request.on);
+        let live = |lane: &FairServer| lane.key.filter(|&(_, until)| until > now);
+        let before: Vec<_> = lanes
+            .iter()
+            .map(|&k| live(&s.servers[n].lanes[usize::from(k)]))
+            .collect();
         let answer = s.servers[n].run(
             m.request,
             u64::from(s.now),
             self.lengths(),
             self.rules.scripts,
+            self.rules.sets,
         );
         // The wake on release (`engine::wait`'s `heard`): each server's
-        // message is counted by the request's value; a hand-off (a
-        // release's, a leave's, or a claim's for the waiter ahead) wakes
-        // its waiter once a majority announced it, a key deleted wakes the
-        // others at the first message and again at the majority's; they
-        // ask at once, again in this tick. Nobody hears a clean-up of its
-        // own, a yield (announced to nobody), a reservation put back or
-        // an expiry: waiters learn of those at their next claim.
-        let q = quorum::quorum(NODES) as u8;
-        let yielded = s.servers[n].yielded.is_some_and(|y| y > now);
-        let value = m.request.value();
-        let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
-            let at = match client.heard.iter().position(|(v, _)| *v == value) {
-                Some(at) => at,
-                None => {
-                    client.heard.push((value, 0));
-                    client.heard.len() - 1
-                }
-            };
-            client.heard[at].1 += 1;
-            if wakes(client.heard[at].1) {
-                client.asked = false;
-            }
-        };
+        // message is counted by the key and the request's value; a
+        // hand-off (a release's, a leave's, or a claim's for the waiter
+        // ahead) wakes its waiter once a majority announced it, a key
+        // deleted wakes the others at the first message and again at the
+        // majority's; they ask at once, again in this tick. Nobody hears a
+        // clean-up of its own, a yield (announced to nobody), a
+        // reservation put back or an expiry: waiters learn of those at
+        // their next claim. Without `wake_on_release` nobody hears
+        // anything.
         // (Only the liveness run counts messages: elsewhere a waiter may
         // ask at any moment, and the counts would only split states.)
-        let heard = self
-            .size
-            .synchronous
-            .then(|| s.servers[n].key.map(|(h, _)| h));
-        match heard.flatten() {
-            Some(Held::Next(w))
-                if before.map(|(h, _)| h) != Some(Held::Next(w))
-                    && !matches!(m.request, FairRequest::Unclaim { .. }) =>
-            {
-                let woken = &mut s.clients[usize::from(w.client)];
-                if woken.done == w.acquisition {
-                    hear(woken, &|count| count == q);
-                }
-            }
-            None if heard.is_some() && before.is_some() && !yielded => {
-                for (d, client) in s.clients.iter_mut().enumerate() {
-                    if d != usize::from(m.client) {
-                        hear(client, &|count| count == 1 || count == q);
+        if self.size.synchronous && self.size.handing {
+            let q = quorum::quorum(NODES) as u8;
+            let value = m.request.request.value();
+            for (&k, before) in lanes.iter().zip(before) {
+                let lane = &s.servers[n].lanes[usize::from(k)];
+                let yielded = lane.yielded.is_some_and(|y| y > now);
+                let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
+                    let at = match client.heard.iter().position(|h| (h.0, h.1) == (value, k)) {
+                        Some(at) => at,
+                        None => {
+                            client.heard.push((value, k, 0));
+                            client.heard.len() - 1
+                        }
+                    };
+                    client.heard[at].2 += 1;
+                    if wakes(client.heard[at].2) {
+                        client.asked = false;
                     }
+                };
+                match lane.key.map(|(h, _)| h) {
+                    Some(Held::Next(w))
+                        if before.map(|(h, _)| h) != Some(Held::Next(w))
+                            && !matches!(m.request.request, FairRequest::Unclaim { .. }) =>
+                    {
+                        let woken = &mut s.clients[usize::from(w.client)];
+                        if woken.done == w.acquisition {
+                            hear(woken, &|count| count == q);
+                        }
+                    }
+                    None if before.is_some() && !yielded => {
+                        for (d, client) in s.clients.iter_mut().enumerate() {
+                            if d != usize::from(m.client) {
+                                hear(client, &|count| count == 1 || count == q);
+                            }
+                        }
+                    }
+                    _ => {}
                 }
             }
-            _ => {}
         }
         let c = usize::from(m.client);
         if m.current
@@ -492,8 +627,32 @@ impl Model for FairModel {
     type Action = FairAction;
 
     fn init(&self) -> FairState {
-        let mut servers: [FairServer; NODES] = Default::default();
-        servers[0].fast = true;
+        let mut servers: [SetServer; NODES] = Default::default();
+        for lane in &mut servers[0].lanes {
+            lane.fast = true;
+        }
+        if self.size.holds_a {
+            // The holder's token on `a` everywhere, past the run's end.
+            let a = Value {
+                client: HOLDER as u8,
+                acquisition: HOLDS_A,
+                attempt: 1,
+            };
+            for server in &mut servers {
+                server.lanes[0].key = Some((Held::Token(a), u64::MAX));
+            }
+        }
+        if let Some(until) = self.size.b_dead_until {
+            // A client that is not in the run, dead.
+            let dead = Value {
+                client: CLIENTS as u8,
+                acquisition: 0,
+                attempt: 1,
+            };
+            for server in &mut servers {
+                server.lanes[1].key = Some((Held::Token(dead), until));
+            }
+        }
         let client = FairClient {
             phase: Phase::Idle,
             done: 0,
@@ -503,6 +662,7 @@ impl Model for FairModel {
             asked: false,
             heard: Vec::new(),
             waited: 0,
+            wait_at: 0,
         };
         let mut s = FairState {
             now: 0,
@@ -572,19 +732,28 @@ impl Model for FairModel {
 
     fn broken(&self, s: &FairState) -> Option<String> {
         let now_ms = u64::from(s.now) * TICK_MS;
-        let valid: Vec<usize> = (0..CLIENTS)
-            .filter(|&c| {
-                matches!(s.clients[c].phase, Phase::Holding { until_ms, .. } if now_ms < until_ms)
-            })
-            .collect();
-        if valid.len() > 1 {
-            return Some(format!(
-                "clients {valid:?} both hold the lock at {now_ms} ms"
-            ));
+        for k in 0..KEYS as u8 {
+            let valid: Vec<usize> = (0..CLIENTS)
+                .filter(|&c| {
+                    (c == HOLDER && k == 0 && self.size.holds_a)
+                        || (Self::keys(self.size.wants[c]).contains(&k)
+                            && matches!(s.clients[c].phase,
+                                Phase::Holding { until_ms, .. } if now_ms < until_ms))
+                })
+                .collect();
+            if valid.len() > 1 {
+                let lock = match (k, self.size.wants) {
+                    (_, [On::Key(0), On::Key(0)]) => "the lock".to_owned(),
+                    (0, _) => "a".to_owned(),
+                    _ => "b".to_owned(),
+                };
+                return Some(format!("clients {valid:?} both hold {lock} at {now_ms} ms"));
+            }
         }
-        let waited = (0..CLIENTS).find(|&c| s.clients[c].waited > WAIT_BOUND)?;
+        let waited = (0..CLIENTS).find(|&c| s.clients[c].waited > self.size.wait_bound)?;
         Some(format!(
-            "client {waited} waited {} ms for a lock free for it, nobody alive ahead of it",
+            "client {waited} waited {} ms for a lock free for it, nobody alive ahead of it \
+             that can take it",
             u64::from(s.clients[waited].waited) * TICK_MS
         ))
     }
@@ -600,10 +769,14 @@ impl Model for FairModel {
                 (0..NODES)
                     .filter(|n| mask & (1 << n) != 0)
                     .collect::<Vec<_>>(),
-                after.as_ref().map_or_else(String::new, |after| (0..NODES)
-                    .map(|n| held(after.servers[n].key.map(|(h, _)| h)))
-                    .collect::<Vec<_>>()
-                    .join(", "))
+                after.as_ref().map_or_else(String::new, |after| {
+                    let keys: Vec<String> =
+                        (0..NODES).map(|n| self.shown(&after.servers[n])).collect();
+                    match keys.iter().all(|k| *k == keys[0]) {
+                        true => format!("{} on each", keys[0]),
+                        false => keys.join(", "),
+                    }
+                })
             ),
         };
         let _ = match *action {
@@ -613,7 +786,7 @@ impl Model for FairModel {
                 // a leave, sent as the round ended).
                 let late = !m.current
                     && matches!(
-                        m.request,
+                        m.request.request,
                         FairRequest::Take { .. } | FairRequest::Claim { .. }
                     );
                 let what = step.says(late);
@@ -623,15 +796,31 @@ impl Model for FairModel {
                     u64::from(s.now),
                     self.lengths(),
                     self.rules.scripts,
+                    self.rules.sets,
                 );
-                let key = server.key.map(|(h, _)| h);
+                let request = match m.request.on {
+                    On::Key(_) if !self.two_keys() => format!("{:?}", m.request.request),
+                    On::Key(k) => {
+                        format!("{:?} of {}", m.request.request, KEY_NAMES[usize::from(k)])
+                    }
+                    On::Set(keys)
+                        if m.request.named > 0
+                            && matches!(m.request.request, FairRequest::Claim { .. }) =>
+                    {
+                        format!(
+                            "set's {:?} (waiting at {})",
+                            m.request.request,
+                            KEY_NAMES[usize::from(keys[usize::from(m.request.named - 1)])]
+                        )
+                    }
+                    On::Set(_) => format!("set's {:?}", m.request.request),
+                };
                 write!(
                     line,
-                    "client {}'s {:?} to server {}: {what}, answers {answer:?}, key {}",
+                    "client {}'s {request} to server {}: {what}, answers {answer:?}, {}",
                     m.client,
-                    m.request,
                     m.node,
-                    held(key)
+                    self.shown(&server)
                 )
             }
             FairAction::Start(c, now) => {
@@ -652,6 +841,43 @@ impl Model for FairModel {
             FairAction::Tick => write!(line, "{TICK_MS} ms pass"),
         };
         line
+    }
+}
+
+/// The client that holds `a` throughout in the runs of sets
+/// ([`FairSize::holds_a`]), and the acquisition number of its token
+/// there.
+pub(crate) const HOLDER: usize = 1;
+const HOLDS_A: u8 = 9;
+
+/// The lock keys' names, for people.
+const KEY_NAMES: [&str; KEYS] = ["a", "b"];
+
+impl FairModel {
+    /// Whether the run has two keys (sets, or a lock of `b`).
+    fn two_keys(&self) -> bool {
+        self.size.holds_a || self.size.wants != [On::Key(0); CLIENTS]
+    }
+
+    /// What a server's lock keys hold, for people.
+    fn shown(&self, server: &SetServer) -> String {
+        let key = |k: usize| held(server.lanes[k].key.map(|(h, _)| h));
+        // With two keys, who waits in line for each.
+        let line = |k: usize| match &server.lanes[k].queue[..] {
+            [] => String::new(),
+            queue => format!(
+                " (in line: {})",
+                queue
+                    .iter()
+                    .map(|(_, w)| format!("{w:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        match self.two_keys() {
+            false => format!("key {}", key(0)),
+            true => format!("[a {}{}, b {}{}]", key(0), line(0), key(1), line(1)),
+        }
     }
 }
 

@@ -18,36 +18,65 @@ use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::scripts::{Real, Rng};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, UNCLAIM};
 use crate::engine::single::UNLOCK;
+use crate::shapes::set::{LOCK_SET, UNLOCK_SET};
 
-const KEY: &str = "model:lock";
-const QUEUE: &str = "model:lock:queue";
-const TICKETS: &str = "model:lock:tickets";
+/// A lock key's names on the server: the key, its queue and its tickets
+/// hash.
+#[derive(Clone, Copy)]
+pub(super) struct Names {
+    pub(super) key: &'static str,
+    pub(super) queue: &'static str,
+    pub(super) tickets: &'static str,
+}
+
+/// The one lock key of this test.
+const ONE: Names = Names {
+    key: "model:lock",
+    queue: "model:lock:queue",
+    tickets: "model:lock:tickets",
+};
+
 /// Lengths in ms: short, so that tickets, offers, reservations and locks
 /// lapse within a sequence.
-const LEN: Lengths = Lengths {
+pub(super) const LEN: Lengths = Lengths {
     ttl: 300,
     ticket: 400,
     reserve: 100,
     every: Some(50),
+    handing: true,
 };
+
 /// What `request` answers on the server, sent as the library sends it.
 fn run(real: &mut Real, request: FairRequest) -> Answer {
+    run_on(real, &[ONE], request, None, LEN)
+}
+
+/// What `request` answers on the server for the lock keys `on`, sent as
+/// the library sends it: a lock's (one key, `named` none), or a set's
+/// (`named`: where its claim says it waits, claim.lua's ARGV[6]), with
+/// `len`'s lengths; claims hand keys on with `len.handing` (ARGV[9] on).
+pub(super) fn run_on(
+    real: &mut Real,
+    on: &[Names],
+    request: FairRequest,
+    named: Option<u8>,
+    len: Lengths,
+) -> Answer {
     let num = |n: u64| n.to_string().into_bytes();
-    let announce = || {
-        [
-            b"PUBLISH".to_vec(),
-            b"released".to_vec(),
-            b"channel".to_vec(),
-        ]
-    };
+    let of = |f: fn(&Names) -> &'static str| on.iter().map(f).collect::<Vec<_>>();
+    let (locks, queues, tickets) = (of(|n| n.key), of(|n| n.queue), of(|n| n.tickets));
+    // PUBLISH, the message and each key's channel.
+    let mut announce = vec![b"PUBLISH".to_vec(), b"released".to_vec()];
+    announce.extend(on.iter().map(|_| b"channel".to_vec()));
+    let set = named.is_some();
     let (value, lua, keys, mut args) = match request {
-        FairRequest::Take { value } => {
+        FairRequest::Take { value } if !set => {
             let reply: Reply = redis::cmd("SET")
-                .arg(KEY)
+                .arg(on[0].key)
                 .arg(value.bytes())
                 .arg("NX")
                 .arg("PX")
-                .arg(LEN.ttl)
+                .arg(len.ttl)
                 .query(&mut real.con)
                 .unwrap();
             return Answer::Took {
@@ -55,43 +84,48 @@ fn run(real: &mut Real, request: FairRequest) -> Answer {
                 count: 0,
             };
         }
-        FairRequest::Unlock { value } => (value, &*UNLOCK, &[KEY][..], vec![]),
+        FairRequest::Take { value } => (value, &*LOCK_SET, locks, vec![num(len.ttl)]),
+        FairRequest::Unlock { value } if !set => (value, &*UNLOCK, locks, vec![]),
+        FairRequest::Unlock { value } => (value, &*UNLOCK_SET, locks, announce),
         FairRequest::Join { value, arrival } => (
             value,
             &*JOIN,
-            &[QUEUE, TICKETS][..],
-            vec![num(arrival), num(LEN.ticket), Vec::new()],
+            [queues, tickets].concat(),
+            vec![num(arrival), num(len.ticket), Vec::new()],
         ),
         FairRequest::Claim { value, arrival } => {
             let mut args = vec![
-                num(LEN.ttl),
+                num(len.ttl),
                 num(arrival),
-                num(LEN.ticket),
+                num(len.ticket),
                 Vec::new(),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-                num(LEN.reserve),
+                named.map_or_else(Vec::new, |k| num(u64::from(k))),
             ];
-            args.extend(announce());
-            (value, &*CLAIM_QUEUED, &[KEY, QUEUE, TICKETS][..], args)
+            if len.handing {
+                args.extend([Vec::new(), Vec::new(), num(len.reserve)]);
+                args.extend(announce);
+            }
+            (
+                value,
+                &*CLAIM_QUEUED,
+                [locks, queues, tickets].concat(),
+                args,
+            )
         }
-        FairRequest::Unclaim { value } => {
-            (value, &*UNCLAIM, &[KEY, TICKETS][..], announce().to_vec())
-        }
+        FairRequest::Unclaim { value } => (value, &*UNCLAIM, [locks, tickets].concat(), announce),
         FairRequest::Release { value } | FairRequest::Leave { value } => {
             // A leave takes a release's arguments, its third unused.
             let (lua, every) = match request {
-                FairRequest::Release { .. } => (&*HANDOFF, LEN.every.map_or_else(Vec::new, num)),
+                FairRequest::Release { .. } => (&*HANDOFF, len.every.map_or_else(Vec::new, num)),
                 _ => (&*LEAVE, Vec::new()),
             };
-            let mut args = vec![num(LEN.reserve), every];
-            args.extend(announce());
-            (value, lua, &[KEY, QUEUE, TICKETS][..], args)
+            let mut args = vec![num(len.reserve), every];
+            args.extend(announce);
+            (value, lua, [locks, queues, tickets].concat(), args)
         }
     };
     args.insert(0, value.bytes());
-    Answer::Int(real.eval(lua.source(), keys, &args))
+    Answer::Int(real.eval(lua.source(), &keys, &args))
 }
 
 /// A request drawn from two waiters' attempts (one acquisition each,
@@ -212,7 +246,7 @@ const YIELDING: [(u64, FairRequest); 8] = {
 };
 
 /// Every deadline and expiry the model holds (ms on its clock).
-fn deadlines(model: &FairServer) -> Vec<u64> {
+pub(super) fn deadlines(model: &FairServer) -> Vec<u64> {
     let mut all: Vec<u64> = model.key.map(|(_, u)| u).into_iter().collect();
     all.extend(model.queue_until);
     all.extend(model.tickets_until);
@@ -238,16 +272,23 @@ type Reading = (
     i64,
 );
 
-fn read(real: &mut Real, offset: u64) -> Reading {
+fn read(real: &mut Real, offset: u64, names: Names) -> Reading {
     let mut pipe = redis::pipe();
-    pipe.cmd("TIME").cmd("GET").arg(KEY).cmd("PTTL").arg(KEY);
+    pipe.cmd("TIME")
+        .cmd("GET")
+        .arg(names.key)
+        .cmd("PTTL")
+        .arg(names.key);
     pipe.cmd("ZRANGE")
-        .arg(QUEUE)
+        .arg(names.queue)
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES");
-    pipe.cmd("PTTL").arg(QUEUE);
-    pipe.cmd("HGETALL").arg(TICKETS).cmd("PTTL").arg(TICKETS);
+    pipe.cmd("PTTL").arg(names.queue);
+    pipe.cmd("HGETALL")
+        .arg(names.tickets)
+        .cmd("PTTL")
+        .arg(names.tickets);
     let ((secs, micros), key, key_left, queue, queue_left, fields, tickets_left): (
         (u64, u64),
         _,
@@ -261,21 +302,31 @@ fn read(real: &mut Real, offset: u64) -> Reading {
     (now, key, key_left, queue, queue_left, fields, tickets_left)
 }
 
-/// Compares the server's keys with the model's (`offset`: the server's
-/// ms at the model's 0), as both stand when read (the model's expiries
-/// applied then); `Err` says how they differ. A reading within a guard
-/// band of a deadline (the test was held up past it) compares nothing:
-/// `Ok(false)`.
-fn compare(real: &mut Real, model: &FairServer, offset: u64) -> Result<bool, String> {
-    let (now, value, left, queue, queue_left, mut fields, tickets_left) = read(real, offset);
-    if deadlines(model).iter().any(|&d| d.abs_diff(now) <= BAND) {
+/// Compares the server's keys of `names` with the model's (`offset`: the
+/// server's ms at the model's 0), as both stand when read (the model's
+/// expiries applied then); `Err` says how they differ. A reading within
+/// a guard band of a deadline in `near` (the test was held up past it)
+/// compares nothing: `Ok(false)`.
+pub(super) fn compare(
+    real: &mut Real,
+    model: &FairServer,
+    offset: u64,
+    names: Names,
+    near: &[u64],
+) -> Result<bool, String> {
+    let (now, value, left, queue, queue_left, mut fields, tickets_left) = read(real, offset, names);
+    if near.iter().any(|&d| d.abs_diff(now) <= BAND) {
         return Ok(false);
     }
     let mut model = model.clone();
     model.expire(now);
     let want = model.key.map(|(h, _)| h.bytes());
     if value != want {
-        return Err(format!("key {value:?}, model {want:?}"));
+        let shown = |v: &Option<Vec<u8>>| {
+            v.as_deref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        return Err(format!("key {:?}, model {:?}", shown(&value), shown(&want)));
     }
     if !same_expiry(model.key.map(|(_, u)| u), model.key.is_some(), left, now) {
         return Err(format!("key's PTTL {left}, model {:?} at {now}", model.key));
@@ -387,7 +438,7 @@ fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
                 "answers differ ({got:?} in the model, {want:?} on the server) after {}",
                 what()
             );
-            match compare(&mut real, &model, offset) {
+            match compare(&mut real, &model, offset, ONE, &deadlines(&model)) {
                 Ok(true) => compared += 1,
                 Ok(false) => {}
                 Err(why) => panic!("{why} after {}", what()),

@@ -79,6 +79,11 @@ pub(crate) struct Lengths {
     /// How long a key is handed on before a release yields it
     /// (`fair_yield`; `None`: never).
     pub(crate) every: Option<u64>,
+    /// Claims hand on keys (claim.lua's ARGV[9], given when waiters are
+    /// woken on release): a free key the waiter ahead goes first for is
+    /// reserved for it, and a set a holder keeps out gives on its
+    /// reservations.
+    pub(crate) handing: bool,
 }
 
 /// Which of the rules past flaws made are on.
@@ -123,10 +128,10 @@ pub(crate) enum FairRequest {
 /// What `ours_to_take` found: whether the key is ours to take, what it
 /// holds (a value of an earlier attempt of ours reads as none), and a
 /// release's yield that keeps it from us (when it lapses).
-struct Taking {
-    take: bool,
-    held: Option<Held>,
-    mark: Option<u64>,
+pub(super) struct Taking {
+    pub(super) take: bool,
+    pub(super) held: Option<Held>,
+    pub(super) mark: Option<u64>,
 }
 
 impl FairRequest {
@@ -168,7 +173,7 @@ pub(crate) struct FairServer {
 }
 
 /// `PEXPIRE key len` where `PTTL key < len` (no expiry reads -1).
-fn at_least(until: &mut Option<u64>, now: u64, len: u64) {
+pub(super) fn at_least(until: &mut Option<u64>, now: u64, len: u64) {
     if until.is_none_or(|u| u - now < len) {
         *until = Some(now + len);
     }
@@ -194,12 +199,12 @@ impl FairServer {
     /// The lock key, set for `len` at `now`; a token's expires a unit
     /// early on a fast clock (the drift of a TTL; a reservation, a
     /// unit long in the checker, is left whole).
-    fn set(&mut self, held: Held, now: u64, len: u64) {
+    pub(super) fn set(&mut self, held: Held, now: u64, len: u64) {
         let early = matches!(held, Held::Token(_)) && self.fast;
         self.key = Some((held, now + len - u64::from(early)));
     }
 
-    fn notes(&self, w: Waiter) -> Notes {
+    pub(super) fn notes(&self, w: Waiter) -> Notes {
         self.tickets
             .iter()
             .find(|(t, _)| *t == w)
@@ -213,7 +218,7 @@ impl FairServer {
         !self.tickets.is_empty() || self.chain.is_some() || self.yielded.is_some()
     }
 
-    fn note(&mut self, w: Waiter, change: impl FnOnce(&mut Notes)) {
+    pub(super) fn note(&mut self, w: Waiter, change: impl FnOnce(&mut Notes)) {
         if !self.has_tickets() {
             self.tickets_until = None;
         }
@@ -233,12 +238,12 @@ impl FairServer {
         }
     }
 
-    fn queued(&self, w: Waiter) -> bool {
+    pub(super) fn queued(&self, w: Waiter) -> bool {
         self.queue.iter().any(|(_, q)| *q == w)
     }
 
     /// `ZADD queue NX arrival w`.
-    fn enqueue(&mut self, arrival: u64, w: Waiter) {
+    pub(super) fn enqueue(&mut self, arrival: u64, w: Waiter) {
         if self.queued(w) {
             return;
         }
@@ -250,7 +255,7 @@ impl FairServer {
     }
 
     /// `drop` in hand.lua: off the queue, its ticket and offer gone.
-    fn drop_waiter(&mut self, w: Waiter) {
+    pub(super) fn drop_waiter(&mut self, w: Waiter) {
         self.queue.retain(|(_, q)| *q != w);
         if self.queue.is_empty() {
             self.queue_until = None;
@@ -269,7 +274,7 @@ impl FairServer {
     }
 
     /// `first_live` in hand.lua.
-    fn first_live(
+    pub(super) fn first_live(
         &mut self,
         now: u64,
         rules: ScriptRules,
@@ -293,14 +298,15 @@ impl FairServer {
     }
 
     /// `hand_off` in hand.lua.
-    fn hand_off(
+    pub(super) fn hand_off(
         &mut self,
         now: u64,
         len: Lengths,
         rules: ScriptRules,
         gone: Option<Waiter>,
+        passed: Option<Waiter>,
     ) -> Option<Waiter> {
-        let first = self.first_live(now, rules, gone, None);
+        let first = self.first_live(now, rules, gone, passed);
         match first {
             Some(first) => {
                 self.set(Held::Next(first), now, len.reserve);
@@ -352,7 +358,7 @@ impl FairServer {
                 let w = value.waiter();
                 self.drop_waiter(w);
                 if self.key.is_some_and(|(h, _)| h == Held::Next(w)) {
-                    self.hand_off(now, len, rules, Some(w));
+                    self.hand_off(now, len, rules, Some(w), None);
                     return Answer::Int(1);
                 }
                 Answer::Int(0)
@@ -369,7 +375,7 @@ impl FairServer {
 
     /// `ours_to_take` in claim.lua (see [`Taking`]); `cap`: the longest
     /// a yield's mark may stand (a ticket's life).
-    fn ours_to_take(
+    pub(super) fn ours_to_take(
         &mut self,
         w: Waiter,
         arrival: u64,
@@ -438,36 +444,22 @@ impl FairServer {
         }
         let Taking { take, held, mark } = self.ours_to_take(w, arrival, now, len.ticket, rules);
         if take {
-            if held == Some(Held::Next(w))
-                && let Some((_, until)) = self.key
-                && until > now
-            {
-                let left = until - now;
-                self.note(w, |n| n.next = Some(now + left));
-                at_least(&mut self.tickets_until, now, left);
-            }
-            self.set(Held::Token(value), now, len.ttl);
+            self.grant(value, held == Some(Held::Next(w)), now, len);
             self.note(w, |n| n.offer = None);
             return Answer::Int(1);
         }
-        // Refused: our place in line, our ticket refreshed.
-        self.enqueue(arrival, w);
-        self.note(w, |n| {
-            n.ticket = Some(now + len.ticket);
-            n.offer = None;
-        });
-        at_least(&mut self.queue_until, now, len.ticket);
-        at_least(&mut self.tickets_until, now, len.ticket);
+        self.wait_in_line(w, arrival, now, len);
         if let Some(mark) = mark {
             return Answer::Int(-(3 + (mark - now) as i64));
         }
-        if held.is_none() {
+        if held.is_none() && len.handing {
             // Free, a live waiter ahead: reserved for it (once an offer).
             let head = self.queue.first().map(|&(_, h)| h);
             let offer = head.and_then(|h| self.notes(h).offer);
             if let Some(offer) = offer.filter(|&o| o > now) {
                 return Answer::Int(-(3 + (offer - now) as i64));
-            } else if head.is_some_and(|h| h != w) && self.hand_off(now, len, rules, None).is_some()
+            } else if head.is_some_and(|h| h != w)
+                && self.hand_off(now, len, rules, None, None).is_some()
             {
                 return Answer::Int(-(3 + len.reserve as i64));
             }
@@ -478,7 +470,33 @@ impl FairServer {
         Answer::Int(0)
     }
 
-    fn unclaim(&mut self, value: Value, now: u64) -> Answer {
+    /// A claim's grant here: the key set to `value`; the deadline of
+    /// the reservation it replaced (`reserved`) noted, for the clean-up.
+    pub(super) fn grant(&mut self, value: Value, reserved: bool, now: u64, len: Lengths) {
+        if reserved
+            && let Some((_, until)) = self.key
+            && until > now
+        {
+            let left = until - now;
+            self.note(value.waiter(), |n| n.next = Some(now + left));
+            at_least(&mut self.tickets_until, now, left);
+        }
+        self.set(Held::Token(value), now, len.ttl);
+    }
+
+    /// A refused claim's place in line: queued at `arrival` (if not
+    /// already), its ticket refreshed, an offer of its forgotten.
+    pub(super) fn wait_in_line(&mut self, w: Waiter, arrival: u64, now: u64, len: Lengths) {
+        self.enqueue(arrival, w);
+        self.note(w, |n| {
+            n.ticket = Some(now + len.ticket);
+            n.offer = None;
+        });
+        at_least(&mut self.queue_until, now, len.ticket);
+        at_least(&mut self.tickets_until, now, len.ticket);
+    }
+
+    pub(super) fn unclaim(&mut self, value: Value, now: u64) -> Answer {
         let w = value.waiter();
         match self.key {
             Some((Held::Token(v), _)) if v == value => {
@@ -495,7 +513,13 @@ impl FairServer {
         }
     }
 
-    fn release(&mut self, value: Value, now: u64, len: Lengths, rules: ScriptRules) -> Answer {
+    pub(super) fn release(
+        &mut self,
+        value: Value,
+        now: u64,
+        len: Lengths,
+        rules: ScriptRules,
+    ) -> Answer {
         let w = value.waiter();
         let (mut mine, mut other) = (false, false);
         match self.key {
@@ -512,7 +536,7 @@ impl FairServer {
                 other = held.is_some();
                 if self.queue.is_empty() {
                 } else if held.is_some_and(|(h, _)| h == Held::Next(w)) {
-                    self.hand_off(now, len, rules, Some(w));
+                    self.hand_off(now, len, rules, Some(w), None);
                 } else {
                     self.drop_waiter(w);
                 }
@@ -544,7 +568,7 @@ impl FairServer {
             self.key = None;
             return;
         }
-        let first = self.hand_off(now, len, rules, Some(w));
+        let first = self.hand_off(now, len, rules, Some(w), None);
         if len.every.is_some() && first.is_some() && chain.is_none() {
             if !self.has_tickets() {
                 self.tickets_until = None;
@@ -563,6 +587,7 @@ mod tests {
         ticket: 200,
         reserve: 100,
         every: Some(50),
+        handing: true,
     };
     const RULES: ScriptRules = ScriptRules::ALL;
 
