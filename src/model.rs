@@ -1,10 +1,11 @@
 //! The protocol, model checked (tests only): [`explore`] visits every
 //! state a small system can reach, in every interleaving of its
 //! deliveries and faults; [`lock`], [`fair`], [`rwlock`] and
-//! [`election`] are the lock's, the fair lock's, the read-write lock's
-//! and the election's protocols, deciding
-//! with the library's own code (`engine::verdict`, `engine::quorum`,
-//! `members::restart`). See TESTING.md, "Model checking".
+//! [`election`] are the lock's, the fair lock's (with sets beside locks,
+//! over two keys), the read-write lock's and the election's protocols,
+//! deciding with the library's own code (`engine::verdict`,
+//! `engine::quorum`, `members::restart`, `engine::fair`). See TESTING.md,
+//! "Model checking".
 
 #[cfg(test)]
 mod el_scripts;

@@ -1,5 +1,8 @@
-//! The fair lock's protocol as a model: three servers running the fair
-//! scripts' Rust models ([`FairServer`]), two fair clients, every request
+//! The fair lock's protocol as a model, and sets' beside locks: three
+//! servers running the fair scripts' Rust models for two lock keys, `a`
+//! and `b` ([`SetServer`], a [`FairServer`] lane per key; the fair lock's
+//! runs use `a` alone), two fair clients, each wanting the lock of one key
+//! or the set of both ([`FairSize::wants`]), every request
 //! in flight at once, delivered in any order (also after its round
 //! ended), lost or delivered twice, server 0's lock key expiring a tick
 //! early (its clock fast by the drift), time in ticks of 10 ms.
@@ -13,10 +16,16 @@
 //! verdict and validity are the library's code (`engine::verdict`,
 //! `quorum::valid_until`).
 //!
-//! The liveness run ([`FairSize::synchronous`]) has no network faults
-//! and no timeouts; its clients ask once a tick and when woken (the wake
-//! on release), one may crash, and a live waiter must not wait longer than
-//! [`WAIT_BOUND`] for a lock free for it.
+//! A set waits in line where the library's code says
+//! (`pipeline::most_busy`, `fair::waits_next`, `fair::named`).
+//!
+//! The liveness runs ([`FairSize::synchronous`]) have no network faults
+//! and no timeouts; their clients ask once a tick and when woken (the
+//! wake on release), one may crash, and a live waiter must not wait longer
+//! than the size's bound ([`WAIT_BOUND`] for the fair lock) for a lock
+//! free for it: nobody alive holds a key it wants, or is ahead of it in
+//! line and able to take what it waits for (a set in line that needs a
+//! key the waiter holds is not: waiting for it is a deadlock).
 //!
 //! Left out: fencing, restarts, the wake messages in the safety runs (a
 //! waiter may ask at any moment, which covers any timing of them), and

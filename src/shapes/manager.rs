@@ -290,12 +290,17 @@ pub(crate) trait Writer: Sync {
 /// of 80 ms: no live waiter waits longer than one reservation for a lock
 /// free for it with nobody alive ahead; with the offer's lapse turned off
 /// a crashed waiter is offered the lock at every claim, and the wait
-/// exceeds that bound. The
+/// exceeds that bound. Sets beside locks, over two keys: no two holders
+/// of a key (a set's late claim gives a later grant's key away with the
+/// late-claim rule off), and no deadlock: a holder of `a` asking for a
+/// free `b` while the set {b, a} waits is never kept waiting beyond
+/// those bounds (the crate docs, "Why sets cannot deadlock"); with the
+/// set queued at every key, it waits behind the set for good. The
 /// read-write lock and elections too (see [`RwLock`](crate::RwLock),
 /// "Why it is safe", and [`Election`](crate::Election)). Not modelled
-/// yet: the fair lock's fencing and restarts, sets, semaphores, moved
-/// addresses, liveness under network faults (TESTING.md in the
-/// repository, "Model checking").
+/// yet: the fair lock's fencing and restarts, sets on Redis Cluster
+/// members, semaphores, moved addresses, liveness under network faults
+/// (TESTING.md in the repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
