@@ -80,6 +80,9 @@ pub(crate) struct Rules {
     ///
     /// [`Builder::restart_quarantine`]: crate::Builder::restart_quarantine
     pub(crate) strict: bool,
+    /// The store's fenced write (`fence/set.lua`) refuses a token below
+    /// the highest it has seen.
+    pub(crate) fence_compares: bool,
 }
 
 impl Rules {
@@ -90,6 +93,7 @@ impl Rules {
         quarantine: true,
         raise: true,
         strict: false,
+        fence_compares: true,
     };
 }
 
@@ -112,6 +116,36 @@ pub(crate) struct Size {
     pub(crate) fast: bool,
     /// Holders extend (short and long).
     pub(crate) extends: bool,
+    /// Holders write to a fenced store with their token
+    /// ([`Store`]), once a grant; the write may arrive late, after the
+    /// writer's validity or release.
+    pub(crate) writes: bool,
+    /// The sets of servers a request may run on at once as it is sent.
+    pub(crate) masks: &'static [u8],
+}
+
+/// Every set of servers.
+pub(crate) const EVERY_MASK: &[u8] = &MASKS;
+
+/// The application's store, where holders write with their fencing
+/// token (`fence::Fence`, `fence/set.lua`): the highest token seen, and
+/// the latest grant (by the order grants were made) whose write it took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Store {
+    pub(crate) seen: Option<u64>,
+    pub(crate) latest: Option<u8>,
+}
+
+impl Store {
+    /// `fence/set.lua`: writes when `token` is at least the highest seen
+    /// (and notes it); answers 1 when it wrote, 0 when refused.
+    pub(crate) fn write(&mut self, token: u64, rules: Rules) -> Answer {
+        if rules.fence_compares && self.seen.is_some_and(|seen| token < seen) {
+            return Answer::Int(0);
+        }
+        self.seen = Some(token);
+        Answer::Int(1)
+    }
 }
 
 /// The value a key holds: whose, which acquisition, which attempt.
@@ -168,6 +202,9 @@ pub(crate) enum Request {
     Extend { value: Value, ttl: u16 },
     /// `lock/unlock.lua` (a release, or a failed attempt's clean-up).
     Unlock { value: Value },
+    /// `fence/set.lua` on the store: a holder's write, with its token
+    /// and its grant's number (the order grants were made in).
+    Write { token: u64, grant: u8 },
 }
 
 /// A server's answer.
@@ -242,6 +279,8 @@ impl Server {
                 Some(_) => Answer::Int(0),
                 None => Answer::Int(-1),
             },
+            // For the store ([`Store::write`]), never a lock server.
+            Request::Write { .. } => Answer::Failed,
         }
     }
 }
@@ -291,6 +330,10 @@ pub(crate) enum Phase {
         until_ms: u64,
         token: u64,
         extending: Option<(u16, u16, [Option<bool>; NODES])>,
+        /// Its grant's number, and whether it wrote to the store (runs
+        /// with writes only: 0 and false otherwise).
+        grant: u8,
+        wrote: bool,
     },
 }
 
@@ -333,6 +376,12 @@ pub(crate) struct State {
     pub(crate) restarts: u8,
     pub(crate) duplicates: u8,
     pub(crate) losses: u8,
+    /// The store, the grants made so far (runs with writes), and a write
+    /// of an earlier grant taken after one of a later grant: (earlier,
+    /// later).
+    pub(crate) store: Store,
+    pub(crate) grants: u8,
+    pub(crate) stale: Option<(u8, u8)>,
 }
 
 /// A step.
@@ -358,6 +407,8 @@ pub(crate) enum Action {
     Extend(usize, u16, u8),
     /// A holder releases.
     Release(usize, u8),
+    /// A holder sends its write to the store (it stays in flight).
+    Write(usize),
     /// A server restarts: empty, or with its data (`true`).
     Restart(usize, bool),
     /// Time moves on a tick.
@@ -476,6 +527,16 @@ impl LockModel {
     fn deliver(&self, s: &mut State, i: usize, reply: bool) {
         let m = s.net.remove(i);
         let n = usize::from(m.node);
+        if let Request::Write { token, grant } = m.request {
+            if s.store.write(token, self.rules) == Answer::Int(1) {
+                let latest = s.store.latest.unwrap_or(0).max(grant);
+                if grant < latest && s.stale.is_none() {
+                    s.stale = Some((grant, latest));
+                }
+                s.store.latest = Some(latest);
+            }
+            return;
+        }
         if s.servers[n].run != m.run {
             // Its connection died with the server's run.
             return;
@@ -616,6 +677,8 @@ impl LockModel {
                 until_ms,
                 token,
                 extending: Some((start, ext, acks)),
+                grant,
+                wrote,
             } => {
                 let yes = acks.iter().filter(|a| **a == Some(true)).count();
                 let confirmed = yes >= quorum::quorum(NODES) && now_ms < until_ms;
@@ -631,6 +694,8 @@ impl LockModel {
                     until_ms: self.ms(until),
                     token,
                     extending: None,
+                    grant,
+                    wrote,
                 };
             }
             Phase::Holding { .. } | Phase::Idle => {}
@@ -663,11 +728,20 @@ impl LockModel {
                     }
                     s.last_token = s.last_token.max(token);
                 }
+                let grant = match self.size.writes {
+                    true => {
+                        s.grants += 1;
+                        s.grants
+                    }
+                    false => 0,
+                };
                 s.clients[c].phase = Phase::Holding {
                     value,
                     until_ms: self.ms(until),
                     token,
                     extending: None,
+                    grant,
+                    wrote: false,
                 };
             }
             None => {
@@ -707,6 +781,7 @@ impl Request {
             Request::Unlock { value } => Request::Unlock {
                 value: value.swapped(),
             },
+            Request::Write { .. } => self,
         }
     }
 }
@@ -805,6 +880,27 @@ impl LockModel {
                     ttl,
                 });
             }
+            Action::Write(c) => {
+                let Phase::Holding {
+                    token,
+                    grant,
+                    wrote,
+                    ..
+                } = &mut s.clients[c].phase
+                else {
+                    return None;
+                };
+                *wrote = true;
+                let (token, grant) = (*token, *grant);
+                s.net.push(Message {
+                    node: NODES as u8,
+                    client: c as u8,
+                    current: false,
+                    run: 0,
+                    request: Request::Write { token, grant },
+                });
+                s.net.sort();
+            }
             Action::Release(c, now) => {
                 let Phase::Holding { value, .. } = s.clients[c].phase else {
                     return None;
@@ -863,6 +959,9 @@ impl Model for LockModel {
             restarts: 0,
             duplicates: 0,
             losses: 0,
+            store: Store::default(),
+            grants: 0,
+            stale: None,
         }
     }
 
@@ -870,7 +969,7 @@ impl Model for LockModel {
         for (c, client) in s.clients.iter().enumerate() {
             match &client.phase {
                 Phase::Idle if self.may_start(client) => {
-                    out.extend(MASKS.map(|now| Action::Start(c, now)))
+                    out.extend(self.size.masks.iter().map(|&now| Action::Start(c, now)))
                 }
                 // A round ends when its node timeout runs out, which may
                 // be at any moment (a tick is longer than a node timeout).
@@ -878,19 +977,26 @@ impl Model for LockModel {
                 | Phase::Raising { .. }
                 | Phase::Holding {
                     extending: Some(_), ..
-                } => out.extend(MASKS.map(|now| Action::Conclude(c, now))),
+                } => out.extend(self.size.masks.iter().map(|&now| Action::Conclude(c, now))),
                 Phase::Holding {
                     extending: None,
                     until_ms,
+                    wrote,
                     ..
                 } => {
+                    // A write whenever (a holder paused past its validity
+                    // writes too).
+                    if self.size.writes && !wrote {
+                        out.push(Action::Write(c));
+                    }
                     // An extend only while valid (the guard refuses one
                     // after), a release whenever.
                     if self.size.extends && u64::from(s.now) * TICK_MS < *until_ms {
-                        out.extend(MASKS.map(|now| Action::Extend(c, SHORT, now)));
-                        out.extend(MASKS.map(|now| Action::Extend(c, TTL, now)));
+                        let masks = self.size.masks.iter();
+                        out.extend(masks.clone().map(|&now| Action::Extend(c, SHORT, now)));
+                        out.extend(masks.map(|&now| Action::Extend(c, TTL, now)));
                     }
-                    out.extend(MASKS.map(|now| Action::Release(c, now)));
+                    out.extend(self.size.masks.iter().map(|&now| Action::Release(c, now)));
                 }
                 Phase::Idle => {}
             }
@@ -946,6 +1052,11 @@ impl Model for LockModel {
                 "clients {valid:?} both hold the lock at {now_ms} ms"
             ));
         }
+        if let Some((earlier, later)) = s.stale {
+            return Some(format!(
+                "the store took grant {earlier}'s write after grant {later}'s"
+            ));
+        }
         s.backwards
             .map(|(before, now)| format!("fencing token {now} granted after {before}"))
     }
@@ -959,6 +1070,20 @@ impl Model for LockModel {
             | Action::Lose(i) => {
                 let m = s.net[i];
                 let c = usize::from(m.client);
+                if let Request::Write { token, grant } = m.request {
+                    let mut store = s.store;
+                    let answer = store.write(token, self.rules);
+                    let what = match (action, answer) {
+                        (Action::Lose(_), _) => "lost",
+                        (_, Answer::Int(1)) => "written",
+                        _ => "refused",
+                    };
+                    let _ = write!(
+                        line,
+                        "client {c}'s write of grant {grant} with token {token} reaches the store: {what}"
+                    );
+                    return line;
+                }
                 let what = match action {
                     Action::Lose(_) => "lost",
                     Action::DeliverMute(_) => "runs, its reply is lost",
@@ -990,6 +1115,7 @@ impl Model for LockModel {
                 at_once(now)
             ),
             Action::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
+            Action::Write(c) => write!(line, "client {c} writes to the store"),
             Action::Restart(n, false) => write!(line, "server {n} restarts empty"),
             Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
             Action::Tick => write!(line, "{} ms pass", TICK_MS),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value as Reply;
 
-use super::lock::{Answer, Request, Rules, Server, Value};
+use super::lock::{Answer, Request, Rules, Server, Store, Value};
 use crate::engine::single::{EXTEND, KEEP, RAISE, UNLOCK};
 
 /// One model tick on the real server (long, so that the sequence's own
@@ -23,6 +23,11 @@ const COUNTER: &str = "model:key:fence";
 /// The counter's keep, and where a sequence starts it.
 const KEEP_MS: u64 = 60_000;
 const START: u64 = 1000;
+/// The store's keys: the highest token seen, and the data.
+const SEEN: &str = "model:data:seen";
+const DATA: &str = "model:data";
+/// The store's fenced write, as `fence::Fence` sends it.
+const FENCE: &str = include_str!("../scripts/fence/set.lua");
 
 /// A server of its own on a free port, killed when dropped; whether it
 /// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
@@ -145,6 +150,18 @@ impl Real {
             Request::Unlock { value } => {
                 Answer::Int(self.eval(UNLOCK.source(), &[KEY], &[value.bytes()]))
             }
+            Request::Write { token, .. } => {
+                let (wrote, _): (i64, String) = redis::cmd("EVAL")
+                    .arg(FENCE)
+                    .arg(2)
+                    .arg(SEEN)
+                    .arg(DATA)
+                    .arg(token)
+                    .arg("v")
+                    .query(&mut self.con)
+                    .expect("the write ran");
+                Answer::Int(wrote)
+            }
         }
     }
 
@@ -239,6 +256,37 @@ fn each_script_model_answers_and_leaves_what_its_lua_does() {
                 );
             }
             assert_eq!(model.counter, counter, "counters differ after {}", what());
+        }
+    }
+}
+
+/// The store's fenced write (`fence/set.lua`) and its model
+/// ([`Store::write`]): random tokens (equal ones, lower and higher among
+/// them) give the same answers and leave the same highest token seen.
+#[test]
+fn the_stores_model_answers_and_leaves_what_fence_set_lua_does() {
+    let mut real = Real::start();
+    let seed = super::realtime::seed();
+    let mut rng = Rng(seed);
+    for sequence in 0..20 {
+        let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
+        let mut store = Store::default();
+        let mut done = Vec::new();
+        for _ in 0..10 {
+            let token = START + rng.below(6);
+            let request = Request::Write { token, grant: 0 };
+            done.push(token);
+            let want = real.run(request);
+            let got = store.write(token, Rules::ALL);
+            let seen: Option<u64> = redis::cmd("GET").arg(SEEN).query(&mut real.con).unwrap();
+            let what = || format!("sequence {sequence} (seed {seed}): tokens {done:?}");
+            assert_eq!(got, want, "answers differ after {}", what());
+            assert_eq!(
+                store.seen,
+                seen,
+                "the highest tokens differ after {}",
+                what()
+            );
         }
     }
 }
