@@ -280,7 +280,9 @@ pub(crate) trait Writer: Sync {
 /// without the raise, a token that does not grow. With the default
 /// settings it finds assumption 3 at work: a server that restarted empty
 /// before a manager first reached it votes there at once (strict mode
-/// closes it). The fair lock too: two fair clients (a first `SET NX`,
+/// closes it). Fenced writes at a store ([`fence`](crate::fence)): the
+/// store never takes an earlier holder's write after a later one's. The
+/// fair lock too: two fair clients (a first `SET NX`,
 /// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
 /// of the queue's scripts, each tied to its Lua by a differential test
 /// on real servers; every schedule of 7-9 steps, none with two holders,
