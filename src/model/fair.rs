@@ -607,8 +607,11 @@ impl Wired for FairModel {
                         }
                     }
                     None if before.is_some() && !yielded => {
+                        // Those who wait for this key (its channel).
                         for (d, client) in s.clients.iter_mut().enumerate() {
-                            if d != usize::from(m.client) {
+                            if d != usize::from(m.client)
+                                && Self::keys(self.size.wants[d]).contains(&k)
+                            {
                                 hear(client, &|count| count == 1 || count == q);
                             }
                         }

@@ -83,6 +83,10 @@ pub(crate) struct Rules {
     /// The store's fenced write (`fence/set.lua`) refuses a token below
     /// the highest it has seen.
     pub(crate) fence_compares: bool,
+    /// A raise counts only where the key holds the token
+    /// (`lock/raise.lua`'s check): a server that never voted (the
+    /// address moved) raises nothing and is no yes.
+    pub(crate) raise_checks_value: bool,
 }
 
 impl Rules {
@@ -94,6 +98,7 @@ impl Rules {
         raise: true,
         strict: false,
         fence_compares: true,
+        raise_checks_value: true,
     };
 }
 
@@ -122,6 +127,17 @@ pub(crate) struct Size {
     pub(crate) writes: bool,
     /// The sets of servers a request may run on at once as it is sent.
     pub(crate) masks: &'static [u8],
+    /// Addresses that move, in all: a client's connection to a server
+    /// re-pointed (a forwarder's) to an empty spare that never voted,
+    /// what was in flight on it included. Only once the client's takes
+    /// were answered (its raise, extends, release and clean-ups reach the
+    /// spare), and it starts no attempt after: a take answered by a
+    /// server that is not the member is a vote the algorithm cannot see
+    /// through (the `LockManager`'s assumption 7).
+    pub(crate) moves: u8,
+    /// The servers' fencing counters at the start (lagging ones: a
+    /// server added or restarted empty).
+    pub(crate) counters: [Option<u64>; NODES],
 }
 
 /// Every set of servers.
@@ -251,7 +267,7 @@ impl Server {
                 Answer::Took { set, count }
             }
             Request::Raise { value, to } => {
-                if self.held(now) != Some(value) {
+                if rules.raise_checks_value && self.held(now) != Some(value) {
                     return Answer::Int(0);
                 }
                 self.counter = Some(self.counter.map_or(to, |c| c.max(to)));
@@ -382,6 +398,14 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) grants: u8,
     pub(crate) stale: Option<(u8, u8)>,
+    /// A moved address: which client's connection to which server now
+    /// reaches the spare, and the spare.
+    pub(crate) moved: Option<(u8, u8)>,
+    pub(crate) spare: Server,
+    /// In runs with moves: a token granted while fewer than a quorum of
+    /// the servers (the spare not counted) held a counter that high, and
+    /// how many did.
+    pub(crate) thin: Option<(u64, usize)>,
 }
 
 /// A step.
@@ -409,6 +433,8 @@ pub(crate) enum Action {
     Release(usize, u8),
     /// A holder sends its write to the store (it stays in flight).
     Write(usize),
+    /// Client `c`'s connection to server `n` now reaches the spare.
+    Move(usize, usize),
     /// A server restarts: empty, or with its data (`true`).
     Restart(usize, bool),
     /// Time moves on a tick.
@@ -541,7 +567,11 @@ impl LockModel {
             // Its connection died with the server's run.
             return;
         }
-        let answer = s.servers[n].run(m.request, s.now, self.rules);
+        let server = match s.moved == Some((m.client, m.node)) {
+            true => &mut s.spare,
+            false => &mut s.servers[n],
+        };
+        let answer = server.run(m.request, s.now, self.rules);
         if m.current && reply {
             self.receive(s, usize::from(m.client), n, answer);
         }
@@ -549,7 +579,11 @@ impl LockModel {
 
     /// Whether `client`, idle, may start an attempt: the second of its
     /// acquisition, or the first of another while any is left.
-    fn may_start(&self, client: &Client) -> bool {
+    fn may_start(&self, s: &State, c: usize) -> bool {
+        let client = &s.clients[c];
+        if s.moved.is_some_and(|(moved, _)| usize::from(moved) == c) {
+            return false;
+        }
         match client.attempts {
             1 => true,
             0 => client.acquisitions < self.size.acquisitions,
@@ -726,6 +760,17 @@ impl LockModel {
                     if token <= s.last_token && s.backwards.is_none() {
                         s.backwards = Some((s.last_token, token));
                     }
+                    // The raise's purpose, checked where it is made: on a
+                    // quorum of the members every counter is at least the
+                    // token, so that every later grant counts above it.
+                    let holding = s
+                        .servers
+                        .iter()
+                        .filter(|server| server.counter.is_some_and(|n| n >= token))
+                        .count();
+                    if self.size.moves > 0 && holding < quorum::quorum(NODES) && s.thin.is_none() {
+                        s.thin = Some((token, holding));
+                    }
                     s.last_token = s.last_token.max(token);
                 }
                 let grant = match self.size.writes {
@@ -792,10 +837,13 @@ impl State {
     fn swapped(&self) -> State {
         let mut s = self.clone();
         s.clients.swap(0, 1);
-        for server in &mut s.servers {
+        for server in s.servers.iter_mut().chain([&mut s.spare]) {
             if let Some((value, until)) = server.key {
                 server.key = Some((value.swapped(), until));
             }
+        }
+        if let Some((c, _)) = &mut s.moved {
+            *c = 1 - *c;
         }
         for m in &mut s.net {
             m.client = 1 - m.client;
@@ -922,10 +970,17 @@ impl LockModel {
                 // Its connections die: what was in flight to or from it.
                 s.net.retain(|m| usize::from(m.node) != n);
             }
+            Action::Move(c, n) => {
+                s.moved = Some((c as u8, n as u8));
+                s.spare = Server {
+                    run: s.servers[n].run,
+                    ..Server::default()
+                };
+            }
             Action::Tick => {
                 s.now += 1;
                 let now = s.now;
-                for server in &mut s.servers {
+                for server in s.servers.iter_mut().chain([&mut s.spare]) {
                     if server.held(now).is_none() {
                         server.key = None;
                     }
@@ -943,6 +998,9 @@ impl Model for LockModel {
     fn init(&self) -> State {
         let mut servers: [Server; NODES] = Default::default();
         servers[0].fast = self.size.fast;
+        for (server, counter) in servers.iter_mut().zip(self.size.counters) {
+            server.counter = counter;
+        }
         let client = Client {
             phase: Phase::Idle,
             acquisitions: 0,
@@ -962,13 +1020,16 @@ impl Model for LockModel {
             store: Store::default(),
             grants: 0,
             stale: None,
+            moved: None,
+            spare: Server::default(),
+            thin: None,
         }
     }
 
     fn actions(&self, s: &State, out: &mut Vec<Action>) {
         for (c, client) in s.clients.iter().enumerate() {
             match &client.phase {
-                Phase::Idle if self.may_start(client) => {
+                Phase::Idle if self.may_start(s, c) => {
                     out.extend(self.size.masks.iter().map(|&now| Action::Start(c, now)))
                 }
                 // A round ends when its node timeout runs out, which may
@@ -1014,6 +1075,13 @@ impl Model for LockModel {
                 out.push(Action::Duplicate(i));
             }
         }
+        if s.moved.is_none() && self.size.moves > 0 {
+            for (c, client) in s.clients.iter().enumerate() {
+                if matches!(client.phase, Phase::Raising { .. } | Phase::Holding { .. }) {
+                    out.extend((0..NODES).map(|n| Action::Move(c, n)));
+                }
+            }
+        }
         if s.restarts < self.size.restarts {
             out.extend((0..NODES).map(|n| Action::Restart(n, false)));
             out.extend((0..NODES).map(|n| Action::Restart(n, true)));
@@ -1050,6 +1118,12 @@ impl Model for LockModel {
         if valid.len() > 1 {
             return Some(format!(
                 "clients {valid:?} both hold the lock at {now_ms} ms"
+            ));
+        }
+        if let Some((token, holding)) = s.thin {
+            return Some(format!(
+                "fencing token {token} granted while {holding} server(s) held a counter that \
+                 high: a later grant may count lower"
             ));
         }
         if let Some((earlier, later)) = s.stale {
@@ -1091,12 +1165,18 @@ impl Model for LockModel {
                     _ if m.current => "runs",
                     _ => "runs LATE (its round is over)",
                 };
-                let mut server = s.servers[usize::from(m.node)].clone();
+                let spare = s.moved == Some((m.client, m.node));
+                let mut server = match spare {
+                    true => s.spare.clone(),
+                    false => s.servers[usize::from(m.node)].clone(),
+                };
                 let answer = server.run(m.request, s.now, self.rules);
                 write!(
                     line,
-                    "client {c}'s {:?} to server {}: {what}, answers {answer:?}",
-                    m.request, m.node
+                    "client {c}'s {:?} to server {}{}: {what}, answers {answer:?}",
+                    m.request,
+                    m.node,
+                    if spare { " (reaching the spare)" } else { "" }
                 )
             }
             Action::Start(c, now) => {
@@ -1116,6 +1196,10 @@ impl Model for LockModel {
             ),
             Action::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
             Action::Write(c) => write!(line, "client {c} writes to the store"),
+            Action::Move(c, n) => write!(
+                line,
+                "client {c}'s connection to server {n} now reaches an empty spare"
+            ),
             Action::Restart(n, false) => write!(line, "server {n} restarts empty"),
             Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
             Action::Tick => write!(line, "{} ms pass", TICK_MS),

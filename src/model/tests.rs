@@ -118,6 +118,8 @@ const PLAIN: Size = Size {
     extends: false,
     writes: false,
     masks: EVERY_MASK,
+    moves: 0,
+    counters: [None; 3],
 };
 
 /// The sizes the rules are checked at: plain, with a restart (empty or
@@ -296,6 +298,59 @@ fn without_the_fences_comparison_the_store_takes_a_stale_write() {
     finds(WRITES, rules, Rules::ALL, 12, "the store took grant");
 }
 
+/// A moved address: a client's connection to a server re-pointed to an
+/// empty spare once its takes were answered (a forwarder's, right after
+/// the acquisition's reply), so that its raise, extends, release and
+/// clean-ups reach a server that never voted. Fenced, from counters
+/// that lag on servers 0 and 2 (5000 on server 1), one acquisition each,
+/// requests at once on none, all or any two servers, 40 ms. Checked
+/// besides the two holders and the tokens that run backwards: every
+/// fenced grant leaves a quorum of the servers with a counter at least
+/// its token (what the raise is for: a later grant then counts above
+/// it).
+const MOVED: Size = Size {
+    fenced: true,
+    moves: 1,
+    counters: [Some(1000), Some(5000), Some(1000)],
+    horizon: 4,
+    masks: &[0, 3, 5, 6, 7],
+    ..PLAIN
+};
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn a_guards_requests_reaching_a_server_that_never_voted_change_nothing() {
+    holds(
+        run(
+            MOVED,
+            Rules::ALL,
+            bound("MODEL_DEPTH", 30),
+            bound("MODEL_STATES", 1_000_000),
+        ),
+        6,
+        MOVED,
+    );
+}
+
+/// Without the raise's value check (`lock/raise.lua` raising whatever
+/// the key holds), a raise answered by the spare counts as a yes: the
+/// token is granted while only one server holds it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_the_raises_value_check_a_raise_answered_by_a_server_that_never_voted_counts() {
+    let rules = Rules {
+        raise_checks_value: false,
+        ..Rules::ALL
+    };
+    finds(MOVED, rules, Rules::ALL, 14, "fencing token");
+}
+
 /// The fair lock: two fair clients, two acquisitions each (a first
 /// attempt and two claims at most), 30 ms of time, every request
 /// delivered once.
@@ -465,7 +520,7 @@ const SETS_LIVE: FairSize = FairSize {
     acquisitions: [1, 2],
     crashes: 1,
     wait_bound: (LENGTHS.ticket + LENGTHS.reserve) as u8,
-    horizon: 8,
+    horizon: 12,
     masks: ALL_AT_ONCE,
     attempts: 10,
     synchronous: true,
@@ -485,7 +540,7 @@ const SETS_LIVE: FairSize = FairSize {
 /// set's claim that takes its reservation while a holder keeps its other
 /// key clears its offer, and keeps the reservation when nobody else is in
 /// line).
-const SETS_LIVE_SIZES: [FairSize; 3] = [
+const SETS_LIVE_SIZES: [FairSize; 4] = [
     SETS_LIVE,
     FairSize {
         handing: true,
@@ -496,6 +551,14 @@ const SETS_LIVE_SIZES: [FairSize; 3] = [
         handing: true,
         claims_first: [true, true],
         b_dead_until: None,
+        wait_bound: 2 * WAIT_BOUND,
+        ..SETS_LIVE
+    },
+    // Nobody holds `a`: the set is granted, the lock of `b` waits behind
+    // it or goes first.
+    FairSize {
+        handing: true,
+        holds_a: false,
         wait_bound: 2 * WAIT_BOUND,
         ..SETS_LIVE
     },

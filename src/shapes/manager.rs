@@ -281,7 +281,12 @@ pub(crate) trait Writer: Sync {
 /// settings it finds assumption 3 at work: a server that restarted empty
 /// before a manager first reached it votes there at once (strict mode
 /// closes it). Fenced writes at a store ([`fence`](crate::fence)): the
-/// store never takes an earlier holder's write after a later one's. The
+/// store never takes an earlier holder's write after a later one's. A
+/// moved address (a connection re-pointed, after the acquisition's
+/// reply, to an empty server that never voted): the raise, extends and
+/// release that reach it change nothing, and every fenced grant leaves a
+/// quorum of the servers counting at least its token; with the raise's
+/// value check off, a raise answered there counts, in 4 steps. The
 /// fair lock too: two fair clients (a first `SET NX`,
 /// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
 /// of the queue's scripts, each tied to its Lua by a differential test
@@ -294,15 +299,16 @@ pub(crate) trait Writer: Sync {
 /// a crashed waiter is offered the lock at every claim, and the wait
 /// exceeds that bound. Sets beside locks, over two keys: no two holders
 /// of a key (a set's late claim gives a later grant's key away with the
-/// late-claim rule off), and no deadlock: a holder of `a` asking for a
+/// late-claim rule off, in a deep run outside CI), and no deadlock: a holder of `a` asking for a
 /// free `b` while the set {b, a} waits is never kept waiting beyond
 /// those bounds (the crate docs, "Why sets cannot deadlock"); with the
-/// set queued at every key, it waits behind the set for good. The
+/// set queued at every key (and no wake on release, which would hand `b`
+/// on), it waits behind the set for the rest of the run. The
 /// read-write lock and elections too (see [`RwLock`](crate::RwLock),
 /// "Why it is safe", and [`Election`](crate::Election)). Not modelled
 /// yet: the fair lock's fencing and restarts, sets on Redis Cluster
-/// members, semaphores, moved addresses, liveness under network faults
-/// (TESTING.md in the repository, "Model checking").
+/// members, semaphores, liveness under network faults (TESTING.md in
+/// the repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
