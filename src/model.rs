@@ -27,6 +27,10 @@ pub(crate) mod rwlock;
 #[cfg(test)]
 mod scripts;
 #[cfg(test)]
+mod sem_scripts;
+pub(crate) mod sem_server;
+pub(crate) mod semaphore;
+#[cfg(test)]
 mod set_scripts;
 pub(crate) mod set_server;
 #[cfg(test)]
