@@ -304,11 +304,12 @@ pub(crate) trait Writer: Sync {
 /// those bounds (the crate docs, "Why sets cannot deadlock"); with the
 /// set queued at every key (and no wake on release, which would hand `b`
 /// on), it waits behind the set for the rest of the run. The
-/// read-write lock and elections too (see [`RwLock`](crate::RwLock),
-/// "Why it is safe", and [`Election`](crate::Election)). Not modelled
+/// read-write lock, elections and semaphores too (see
+/// [`RwLock`](crate::RwLock), "Why it is safe", [`Election`](crate::Election)
+/// and [`Semaphore`](crate::Semaphore)). Not modelled
 /// yet: the fair lock's fencing and restarts, sets on Redis Cluster
-/// members, semaphores, liveness under network faults (TESTING.md in
-/// the repository, "Model checking").
+/// members, liveness under network faults (TESTING.md in the
+/// repository, "Model checking").
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
