@@ -28,6 +28,13 @@ pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// Whether `no` members' sure noes alone rule a quorum of `nodes` out
+/// (whatever the others answer): the difference between `Taken` (or
+/// `NotHeld`) and `NoQuorum`.
+pub(crate) fn ruled_out(no: usize, nodes: usize) -> bool {
+    no > nodes - quorum(nodes)
+}
+
 /// The clock drift allowed for a lock of `ttl`: `ttl * factor + 2 ms`.
 pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
     ttl.mul_f64(factor) + BASE_DRIFT
@@ -240,7 +247,7 @@ impl Tally {
     /// otherwise `NoQuorum`.
     pub(crate) fn acquire_error(self, resource: &str) -> Error {
         let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
-        if self.no > nodes - quorum {
+        if ruled_out(self.no, nodes) {
             Error::Taken {
                 resource: resource.to_owned(),
                 held_elsewhere: self.no,
@@ -262,9 +269,9 @@ impl Tally {
     /// validity still ran, so keys gone from a quorum were removed, not
     /// expired (see `Error::NotHeld`'s `removed`).
     pub(crate) fn held_error(self, resource: &str, early: bool) -> Error {
-        let (nodes, quorum) = (self.nodes(), quorum(self.nodes()));
+        let nodes = self.nodes();
         let lost = self.no + self.gone;
-        if lost > nodes - quorum {
+        if ruled_out(lost, nodes) {
             Error::NotHeld {
                 resource: resource.to_owned(),
                 lost_on: lost,

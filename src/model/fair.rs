@@ -369,7 +369,7 @@ impl FairModel {
         // rule a quorum out. Only then does a waiter join the queue (a
         // set at the key a majority refused it at, `pipeline::most_busy`).
         let refusals = answers.iter().filter(|a| refusal(a)).count();
-        let taken = refusals > NODES - quorum::quorum(NODES);
+        let taken = quorum::ruled_out(refusals, NODES);
         let answered = answers.iter().filter(|a| a.is_some()).count();
         let blocked = match self.size.wants[c] {
             On::Set(_) => pipeline::most_busy(&answers.map(|a| busy(&a)), KEYS),
