@@ -448,13 +448,9 @@ impl Model for ElModel {
             }
             _ => {}
         }
-        s.net
-            .steps(self.size.losses, self.size.duplicates, |i, step| {
-                out.push(ElAction::Net(i, step))
-            });
-        if s.now < self.size.horizon {
-            out.push(ElAction::Tick);
-        }
+        let budgets = (self.size.losses, self.size.duplicates);
+        let tick = (s.now < self.size.horizon).then_some(ElAction::Tick);
+        s.net.steps_then(budgets, out, ElAction::Net, tick);
     }
 
     fn next(&self, s: &ElState, action: &ElAction) -> Option<ElState> {

@@ -729,13 +729,9 @@ impl Model for FairModel {
                 Phase::Idle | Phase::Taking { .. } => {}
             }
         }
-        s.net
-            .steps(self.size.losses, self.size.duplicates, |i, step| {
-                out.push(FairAction::Net(i, step))
-            });
-        if self.may_tick(s) {
-            out.push(FairAction::Tick);
-        }
+        let budgets = (self.size.losses, self.size.duplicates);
+        let tick = (self.may_tick(s)).then_some(FairAction::Tick);
+        s.net.steps_then(budgets, out, FairAction::Net, tick);
     }
 
     fn next(&self, s: &FairState, action: &FairAction) -> Option<FairState> {

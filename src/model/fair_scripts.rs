@@ -379,6 +379,17 @@ pub(super) fn compare(
     Ok(true)
 }
 
+/// Whether the model's answer `got` is the server's `want`, run `skew`
+/// ms apart: when a reservation or offer lapses (-3 - N) as far apart as
+/// the two clocks' readings (a reservation's length and what is left of
+/// one differ by more), any other answer the same.
+pub(super) fn same_answer(got: Answer, want: Answer, skew: u64) -> bool {
+    match (got, want) {
+        (Answer::Int(g), Answer::Int(w)) if g <= -3 && w <= -3 => g.abs_diff(w) <= 5 + skew,
+        _ => got == want,
+    }
+}
+
 #[test]
 fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
     let mut real = Real::start();
@@ -426,15 +437,8 @@ fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
             let got = model.run(request, now, LEN, rules);
             yields += usize::from(model.yielded.is_some() && model.yielded != mark);
             let what = || format!("sequence {sequence} (seed {seed}): {done:?}");
-            let same = match (got, want) {
-                // When a reservation or offer lapses, in ms: as far apart
-                // as the two clocks' readings (a reservation's length and
-                // what is left of one differ by more).
-                (Answer::Int(g), Answer::Int(w)) if g <= -3 && w <= -3 => g.abs_diff(w) <= 5 + skew,
-                _ => got == want,
-            };
             assert!(
-                same,
+                same_answer(got, want, skew),
                 "answers differ ({got:?} in the model, {want:?} on the server) after {}",
                 what()
             );

@@ -141,6 +141,19 @@ impl<R: Copy + Ord> Net<R> {
             }
         }
     }
+
+    /// A model's last actions: each step of [`steps`](Self::steps), made
+    /// an action by `step`, then `tick` when time may pass.
+    pub(crate) fn steps_then<A>(
+        &self,
+        (losses, duplicates): (u8, u8),
+        out: &mut Vec<A>,
+        step: impl Fn(usize, Step) -> A,
+        tick: Option<A>,
+    ) {
+        self.steps(losses, duplicates, |i, s| out.push(step(i, s)));
+        out.extend(tick);
+    }
 }
 
 /// A model whose state carries a [`Net`]: how a request runs when it

@@ -324,13 +324,9 @@ impl Model for RwModel {
                 RwPhase::Idle => {}
             }
         }
-        s.net
-            .steps(self.size.losses, self.size.duplicates, |i, step| {
-                out.push(RwAction::Net(i, step))
-            });
-        if s.now < self.size.horizon {
-            out.push(RwAction::Tick);
-        }
+        let budgets = (self.size.losses, self.size.duplicates);
+        let tick = (s.now < self.size.horizon).then_some(RwAction::Tick);
+        s.net.steps_then(budgets, out, RwAction::Net, tick);
     }
 
     fn next(&self, s: &RwState, action: &RwAction) -> Option<RwState> {

@@ -377,13 +377,9 @@ impl Model for SemModel {
                 SemPhase::Idle => {}
             }
         }
-        s.net
-            .steps(self.size.losses, self.size.duplicates, |i, step| {
-                out.push(SemAction::Net(i, step))
-            });
-        if s.now < self.size.horizon {
-            out.push(SemAction::Tick);
-        }
+        let budgets = (self.size.losses, self.size.duplicates);
+        let tick = (s.now < self.size.horizon).then_some(SemAction::Tick);
+        s.net.steps_then(budgets, out, SemAction::Net, tick);
     }
 
     fn next(&self, s: &SemState, action: &SemAction) -> Option<SemState> {

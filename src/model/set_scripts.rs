@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::fair_scripts::{LEN, Names, compare, deadlines, run_on};
+use super::fair_scripts::{LEN, Names, compare, deadlines, run_on, same_answer};
 use super::fair_server::{FairRequest, Held, ScriptRules};
 use super::lock::{Answer, Value};
 use super::realtime::{seed, time, timed};
@@ -200,14 +200,8 @@ fn each_set_script_model_answers_and_leaves_what_its_lua_does() {
                     .count();
             }
             let what = || format!("sequence {sequence} (seed {seed}, handing {handing}): {done:?}");
-            let same = match (got, want) {
-                // When a reservation or offer lapses: as far apart as the
-                // two clocks' readings.
-                (Answer::Int(g), Answer::Int(w)) if g <= -3 && w <= -3 => g.abs_diff(w) <= 5 + skew,
-                _ => got == want,
-            };
             assert!(
-                same,
+                same_answer(got, want, skew),
                 "answers differ ({got:?} in the model, {want:?} on the server) after {}",
                 what()
             );
