@@ -127,14 +127,18 @@ pub(crate) struct Size {
     pub(crate) writes: bool,
     /// The sets of servers a request may run on at once as it is sent.
     pub(crate) masks: &'static [u8],
-    /// Addresses that move, in all: a client's connection to a server
+    /// An address moves, once: a client's connection to a server
     /// re-pointed (a forwarder's) to an empty spare that never voted,
-    /// what was in flight on it included. Only once the client's takes
-    /// were answered (its raise, extends, release and clean-ups reach the
-    /// spare), and it starts no attempt after: a take answered by a
+    /// during an acquisition or a hold, when nothing of the client's is in
+    /// flight to that server (right after a reply: a request that timed
+    /// out instead gets its
+    /// connection dropped, and the next one's handshake would see the
+    /// spare). Its raise, extends, release and clean-ups reach the spare
+    /// from then on, and it starts no attempt after: a take answered by a
     /// server that is not the member is a vote the algorithm cannot see
-    /// through (the `LockManager`'s assumption 7).
-    pub(crate) moves: u8,
+    /// through (the `LockManager`'s assumption 7). Not with restarts (a
+    /// restart of the server would cut the spare's connection too).
+    pub(crate) moves: bool,
     /// The servers' fencing counters at the start (lagging ones: a
     /// server added or restarted empty).
     pub(crate) counters: [Option<u64>; NODES],
@@ -768,7 +772,7 @@ impl LockModel {
                         .iter()
                         .filter(|server| server.counter.is_some_and(|n| n >= token))
                         .count();
-                    if self.size.moves > 0 && holding < quorum::quorum(NODES) && s.thin.is_none() {
+                    if self.size.moves && holding < quorum::quorum(NODES) && s.thin.is_none() {
                         s.thin = Some((token, holding));
                     }
                     s.last_token = s.last_token.max(token);
@@ -1075,10 +1079,15 @@ impl Model for LockModel {
                 out.push(Action::Duplicate(i));
             }
         }
-        if s.moved.is_none() && self.size.moves > 0 {
+        if s.moved.is_none() && self.size.moves {
             for (c, client) in s.clients.iter().enumerate() {
-                if matches!(client.phase, Phase::Raising { .. } | Phase::Holding { .. }) {
-                    out.extend((0..NODES).map(|n| Action::Move(c, n)));
+                if !matches!(client.phase, Phase::Idle) {
+                    let idle = |n: usize| {
+                        !s.net
+                            .iter()
+                            .any(|m| usize::from(m.client) == c && usize::from(m.node) == n)
+                    };
+                    out.extend((0..NODES).filter(|&n| idle(n)).map(|n| Action::Move(c, n)));
                 }
             }
         }

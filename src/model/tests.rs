@@ -120,7 +120,7 @@ const PLAIN: Size = Size {
     extends: false,
     writes: false,
     masks: EVERY_MASK,
-    moves: 0,
+    moves: false,
     counters: [None; 3],
 };
 
@@ -305,14 +305,16 @@ fn without_the_fences_comparison_the_store_takes_a_stale_write() {
 /// the acquisition's reply), so that its raise, extends, release and
 /// clean-ups reach a server that never voted. Fenced, from counters
 /// that lag on servers 0 and 2 (5000 on server 1), one acquisition each,
-/// requests at once on none, all or any two servers, 40 ms. Checked
+/// holders extending, requests at once on none, all or any two servers,
+/// 40 ms. Checked
 /// besides the two holders and the tokens that run backwards: every
 /// fenced grant leaves a quorum of the servers with a counter at least
 /// its token (what the raise is for: a later grant then counts above
 /// it).
 const MOVED: Size = Size {
     fenced: true,
-    moves: 1,
+    extends: true,
+    moves: true,
     counters: [Some(1000), Some(5000), Some(1000)],
     horizon: 4,
     masks: &[0, 3, 5, 6, 7],

@@ -282,11 +282,12 @@ pub(crate) trait Writer: Sync {
 /// before a manager first reached it votes there at once (strict mode
 /// closes it). Fenced writes at a store ([`fence`](crate::fence)): the
 /// store never takes an earlier holder's write after a later one's. A
-/// moved address (a connection re-pointed, after the acquisition's
-/// reply, to an empty server that never voted): the raise, extends and
-/// release that reach it change nothing, and every fenced grant leaves a
-/// quorum of the servers counting at least its token; with the raise's
-/// value check off, a raise answered there counts, in 4 steps. The
+/// moved address (a connection re-pointed, right after a reply, to an
+/// empty server that never voted): the guard's raise, extends and release
+/// that reach it change nothing, and every fenced grant leaves a quorum
+/// of the servers counting at least its token; with the raise's value
+/// check off, a raise answered there counts, in 3 steps. (A take through
+/// such a connection is assumption 7's, not checked.) The
 /// fair lock too: two fair clients (a first `SET NX`,
 /// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
 /// of the queue's scripts, each tied to its Lua by a differential test

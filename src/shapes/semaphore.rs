@@ -204,14 +204,17 @@ const MASK_PERMITS: u32 = 52;
 /// system: three servers (one with a clock fast by the drift), a client
 /// made with one permit and one made with two, each taking its own slot,
 /// the count's check and the `SET` behind it run together or apart with
-/// other requests between, every request also late, lost or run twice,
-/// holders extending; every schedule of 6 to 8 steps (a million states),
-/// never two valid permits. With the count's check off they hold at once
+/// other requests between, every request also late, holders extending,
+/// for 60 ms; and, in a run of 30 ms (shorter than the TTL: no count
+/// lapses there), a request lost and one run twice. Every schedule of 6
+/// to 8 steps (a million states), never two valid permits. With the count's check off they hold at once
 /// in 2 steps; with the extend not keeping the count alive, the count
 /// lapses under an extended permit and the other client takes its slot, in
 /// 7. The scripts' models are tied to the Lua by a differential test on
-/// real servers. Left out: the survey and the choice of slot, fencing,
-/// restarts.
+/// real servers. Left out: the survey and the choice of slot, two
+/// clients on one slot, the refusal of the whole attempt when a member
+/// stores another count (the model grants on a quorum regardless: more
+/// than the library allows), fencing, restarts, holds.
 ///
 /// # Why a minority of dead members costs no permit
 ///
