@@ -8,8 +8,12 @@ mod engine;
 mod members;
 #[cfg(test)]
 mod model;
-mod ops;
+// The public API's room before the operators': the docs list
+// `LockManager`'s methods in the order their modules come (apart, so that
+// rustfmt keeps this order).
 mod shapes;
+
+mod ops;
 
 pub use base::{holder, telemetry};
 pub use shapes::fence;

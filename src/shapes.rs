@@ -4,11 +4,16 @@
 //! resources at once), [`rwlock`], [`semaphore`], [`election`], and
 //! [`fence`] for the storage side of fencing tokens.
 
+// In the order `LockManager`'s page lists their methods (apart, so that
+// rustfmt keeps it): making one and locking first, then the other shapes.
 pub(crate) mod builder;
+
+pub(crate) mod lock;
+
+pub(crate) mod manager;
+
 pub(crate) mod election;
 pub mod fence;
-pub(crate) mod lock;
-pub(crate) mod manager;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 pub(crate) mod set;
