@@ -8,8 +8,8 @@
 //! the key on to a fair waiter.
 //!
 //! The acquisition is `SET key token NX GET PX ttl` on every member (the
-//! safety argument is on [`LockManager`](crate::LockManager), "Why it is
-//! safe"), with the fencing counter's commands pipelined behind it.
+//! safety argument is in the crate docs, "Why the lock is safe"), with
+//! the fencing counter's commands pipelined behind it.
 
 use parking_lot::Mutex;
 use redis::Value;

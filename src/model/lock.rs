@@ -136,7 +136,7 @@ pub(crate) struct Size {
     /// spare). Its raise, extends, release and clean-ups reach the spare
     /// from then on, and it starts no attempt after: a take answered by a
     /// server that is not the member is a vote the algorithm cannot see
-    /// through (the `LockManager`'s assumption 7). Not with restarts (a
+    /// through (assumption 7 of the crate docs' "Why the lock is safe"). Not with restarts (a
     /// restart of the server would cut the spare's connection too).
     pub(crate) moves: bool,
     /// The servers' fencing counters at the start (lagging ones: a

@@ -516,8 +516,8 @@ impl Builder {
 
     /// Checks the settings and builds the manager. No connection is opened
     /// yet. The manager belongs to this process: a process forked without
-    /// `exec` builds its own (see [`LockManager`]'s "Why it is safe",
-    /// assumption 6).
+    /// `exec` builds its own (see the crate docs, [Why the lock is
+    /// safe](crate#why-the-lock-is-safe), assumption 6).
     ///
     /// # Errors
     ///

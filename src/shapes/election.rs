@@ -193,7 +193,8 @@ const UNHEARD: Duration = Duration::from_millis(500);
 /// Redlock lock, granted by a majority that holds its token, valid for
 /// the TTL less the round and the drift allowance, and renewed only when
 /// a majority confirms before the validity ends. Under the lock's
-/// assumptions (see "Why it is safe" on [`LockManager`]: bounded clock
+/// assumptions (see the crate docs, [Why the lock is
+/// safe](crate#why-the-lock-is-safe): bounded clock
 /// drift, no eviction, restart quarantine) two valid leaderships would
 /// need two majorities holding different tokens at once, which share a
 /// member.

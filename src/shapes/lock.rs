@@ -2,7 +2,8 @@
 //! every member ([`OneKey`], shared with permits and leaderships), its
 //! entry points on [`LockManager`], and the waiting writer: a lock is the
 //! write side of the read-write lock of its name (see `rwlock.rs`). The
-//! safety argument is on [`LockManager`] ("Why it is safe").
+//! safety argument is in the crate docs, [Why the lock is
+//! safe](crate#why-the-lock-is-safe).
 
 use std::time::{Duration, Instant};
 

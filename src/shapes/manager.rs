@@ -189,128 +189,13 @@ pub(crate) trait Writer: Sync {
 ///
 /// The promise: while a guard [`is_valid`](LockGuard::is_valid), no other
 /// client holds the same resource through the same members. It rests on
-/// these assumptions, each either enforced or checked where it can be:
-///
-/// 1. **Independent members.** No two members are the same server or
-///    cluster (refused at build, and again when first contact shows two
-///    names to be one server: their votes would count twice).
-/// 2. **Bounded clock drift.** The servers' clocks and this process's run
-///    at rates within the drift factor ([`Builder::drift_factor`](crate::Builder::drift_factor), 1% by
-///    default, plus 2 ms for Redis's expiry precision).
-/// 3. **Restarts keep keys, or do not vote.** A server that comes back
-///    empty could grant a key another client holds. A server seen with a
-///    new `run_id` does not vote for the longest TTL this manager used
-///    ([`Builder::restart_quarantine`](crate::Builder::restart_quarantine) extends that to any recently
-///    started server).
-/// 4. **No eviction.** A lock key must live its TTL: `maxmemory` with an
-///    evicting policy breaks that ([`check`](Self::check) says so).
-/// 5. **The holder acts within its validity.** A process that pauses past
-///    it is no longer protected: the fencing token is for that.
-/// 6. **One process per manager.** A manager (and its clones) is used only
-///    in the process that built it. A process forked without `exec`
-///    builds its own: the parent's would share its pooled connections,
-///    whose replies would cross, and the random bytes it drew for tokens
-///    in batches (see the crate docs, "How it works"), so that both
-///    processes could write the same token.
-/// 7. **One server per connection.** A member's address reaches the same
-///    server for as long as a connection to it stays up: a server change
-///    is seen at a connection's handshake (assumption 3), not inside it. A
-///    forwarder that re-points live connections after a failover is safe
-///    only where the new server holds the old one's keys
-///    ([`Builder::replica_acks`](crate::Builder::replica_acks));
-///    [`check`](Self::check) warns of a member whose server listens on
-///    another port than the one dialled (a forwarder on the server's own
-///    port is not seen).
-///
-/// **Late requests.** Any request may reach a server after its sender
-/// gave up on it and moved on. Each attempt writes a value of its own,
-/// every delete or renewal compares the whole value, renewals only raise
-/// an expiry, a fair claim that finds a later attempt of its own waiter
-/// writes nothing, and a raise counts only where the key holds the
-/// attempt's value: the crate docs, "Late requests and moved servers",
-/// give every request's answer.
-///
-/// **Mutual exclusion.** An acquisition that starts at `s` sends `SET R T
-/// NX PX ttl` to every member and is granted only when a majority `M` set
-/// the key. Each member of `M` set it after `s`, so on its own clock the
-/// key lives until at least `s + ttl`, which by assumption 2 is no earlier
-/// than `s + ttl - drift` here. The guard's validity ends at exactly
-/// `s + ttl - drift`, and no grant is made if that moment has passed when
-/// the round ends. Any other acquisition of `R` needs a majority too, which
-/// shares a member with `M`; that member refuses `SET NX` while its key
-/// exists. Keys are deleted or extended only by scripts that compare the
-/// token first, so no client removes another's key; a failed attempt
-/// removes only its own. Assumptions 3 and 4 keep the key from vanishing
-/// early for other reasons. Hence two valid guards of one resource would
-/// need one member to hold two keys `R` at once: impossible.
-///
-/// **Extend.** An extend resets the expiry only where the key still holds
-/// the token. Whatever the round returns, the validity afterwards is at
-/// most the new TTL less the drift, counted from the round's start: a
-/// member that applied a shorter TTL may let the key go that early even
-/// when the round as a whole failed. So no outcome keeps a validity the
-/// members no longer grant. Keep-alive renewals are extends.
-///
-/// **Fencing tokens.** Every member asked counts the resource's counter
-/// up in the same write as the `SET NX`; the token `T` is the highest
-/// count among the granting members, and every granting member below `T`
-/// is raised to `T` before the guard is returned (an attempt whose raise
-/// misses the quorum fails; a raise is a yes only on a member whose key
-/// still holds the attempt's value, so the raised member is the one that
-/// voted). So a quorum holds a counter of at least `T`.
-/// A later grant of `R` comes from a majority that shares a member with
-/// that quorum, whose counter only grows (raises never lower it; one
-/// created anew starts from the clock in microseconds, above every earlier
-/// count), and counts it past `T`: its token is larger. Tokens of one
-/// resource therefore only grow, across every shape that locks it.
-///
-/// Sets ([`lock_all`](Self::lock_all)) rest on the same argument, per
-/// resource; their design and proof are in the crate docs, "Several
-/// resources at once".
-///
-/// **Model checked.** The project's tests check the plain lock over
-/// every interleaving of a small system, to a bound: three servers (one
-/// with a clock fast by the drift), two clients of two attempts each,
-/// every request delivered in any order or late; in separate runs, one
-/// lost and one run twice, one restart empty or with its data, fencing,
-/// extends. The clients decide with the library's verdict, validity,
-/// extend rule and restart verdict. A run covers every schedule of 5-6
-/// steps (a million states). With per-attempt values, raise-only extends
-/// or the quarantine turned off it finds two holders in 4 to 6 steps;
-/// without the raise, a token that does not grow. With the default
-/// settings it finds assumption 3 at work: a server that restarted empty
-/// before a manager first reached it votes there at once (strict mode
-/// closes it). Fenced writes at a store ([`fence`](crate::fence)): the
-/// store never takes an earlier holder's write after a later one's. A
-/// moved address (a connection re-pointed, right after a reply, to an
-/// empty server that never voted): the guard's raise, extends and release
-/// that reach it change nothing, and every fenced grant leaves a quorum
-/// of the servers counting at least its token; with the raise's value
-/// check off, a raise answered there counts, in 3 steps. (A take through
-/// such a connection is assumption 7's, not checked.) The
-/// fair lock too: two fair clients (a first `SET NX`,
-/// then a join and claims, clean-ups, leaves, hand-offs) over Rust models
-/// of the queue's scripts, each tied to its Lua by a differential test
-/// on real servers; every schedule of 7-9 steps, none with two holders,
-/// and with the late-claim rule off two holders in 9; a run reaches a
-/// yield, not yet what follows it. A liveness run (no network faults,
-/// one client may crash, waiters woken on release) covers every schedule
-/// of 80 ms: no live waiter waits longer than one reservation for a lock
-/// free for it with nobody alive ahead; with the offer's lapse turned off
-/// a crashed waiter is offered the lock at every claim, and the wait
-/// exceeds that bound. Sets beside locks, over two keys: no two holders
-/// of a key (a set's late claim gives a later grant's key away with the
-/// late-claim rule off, in a deep run outside CI), and no deadlock: a holder of `a` asking for a
-/// free `b` while the set {b, a} waits is never kept waiting beyond
-/// those bounds (the crate docs, "Why sets cannot deadlock"); with the
-/// set queued at every key (and no wake on release, which would hand `b`
-/// on), it waits behind the set for the rest of the run. The
-/// read-write lock, elections and semaphores too (see
-/// [`RwLock`](crate::RwLock), "Why it is safe", [`Election`](crate::Election)
-/// and [`Semaphore`](crate::Semaphore)). Not modelled
-/// yet: the fair lock's fencing and restarts, sets on Redis Cluster
-/// members, liveness under network faults (TESTING.md in the
-/// repository, "Model checking").
+/// seven assumptions, each enforced or checked where it can be, and a
+/// proof: both in the crate docs, [Why the lock is
+/// safe](crate#why-the-lock-is-safe), with every request's answer to "what
+/// if this arrives late?" ([Late requests and moved
+/// servers](crate#late-requests-and-moved-servers)) and what the model
+/// checker covers. Sets, read-write locks, semaphores and elections rest
+/// on the same argument; each shape's page says what it adds.
 #[derive(Clone)]
 pub struct LockManager {
     engine: Arc<Engine>,
