@@ -868,7 +868,7 @@ impl LockManager {
     /// As [`check`](Self::check), trying the lock's commands on keys
     /// named after `resource` (followed by `:redlock-check`): for a user
     /// whose ACL allows only some keys (`~lock:*`), give a name it may
-    /// lock. (Before 0.4 this was `check(resource)`.)
+    /// lock.
     pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
         let trying = Trying {
             fencing: self.fencing(),

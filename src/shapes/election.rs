@@ -350,9 +350,9 @@ impl Election {
     /// and one pause.
     ///
     /// A candidate that should wait for its turn however long it takes
-    /// passes [`Wait::Forever`] to [`campaign_with`](Self::campaign_with).
-    /// (Before 0.4, `campaign` waited without limit; every bare verb now
-    /// waits as `lock` does, so that no call hangs its caller by default.)
+    /// passes [`Wait::Forever`] to [`campaign_with`](Self::campaign_with):
+    /// every bare verb waits as `lock` does, so that no call hangs its
+    /// caller by default.
     ///
     /// # Errors
     ///
