@@ -11,8 +11,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong when taking, extending or releasing a lock.
 ///
 /// Variants that come from a round of calls to the nodes name the resource
-/// and the nodes involved; the cause on each failing node is in
-/// [`NodeFailures`], reachable through [`std::error::Error::source`].
+/// and the nodes involved; the cause on each failing node is in the
+/// message, and in [`Error::failures`] as [`NodeError`]s. Each cause is
+/// printed once: one in the message is not also a `source()` (so that a
+/// reporter that walks the chain, as `anyhow` and `eyre` do, prints it
+/// once); a wrapped error that is not in the message is (`InvalidConfig`'s
+/// parser error, `Entropy`'s generator error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -58,7 +62,6 @@ pub enum Error {
         holder: Option<String>,
         /// Nodes that did not answer usefully during the same round, each
         /// with its cause; `None` when every node answered.
-        #[source]
         failures: Option<NodeFailures>,
     },
 
@@ -80,7 +83,6 @@ pub enum Error {
         quorum: usize,
         /// Each failing node with its cause; `None` when every node
         /// answered (and too few agreed).
-        #[source]
         failures: Option<NodeFailures>,
     },
 
@@ -168,7 +170,8 @@ pub enum Error {
     InvalidConfig {
         /// What is wrong.
         reason: String,
-        /// The parser's error, for a node URL that could not be read.
+        /// The parser's error, for a node URL that could not be read
+        /// (its words are not in `reason`: this is its `source()`).
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },

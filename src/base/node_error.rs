@@ -177,7 +177,7 @@ impl From<std::io::Error> for Cause {
 /// The failing nodes of one round, each with its cause.
 ///
 /// Dereferences to a slice of [`NodeError`]. Its `Display` lists every node
-/// and cause on one line; its `source()` is the first node's failure.
+/// and cause on one line (so it has no `source()`).
 #[derive(Default)]
 pub struct NodeFailures(Vec<NodeError>);
 
@@ -229,11 +229,8 @@ impl fmt::Display for NodeFailures {
     }
 }
 
-impl std::error::Error for NodeFailures {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.first().map(|e| e as _)
-    }
-}
+/// No `source()`: `Display` lists every node's cause.
+impl std::error::Error for NodeFailures {}
 
 /// Why one node did not give a useful answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -281,12 +278,13 @@ pub enum NodeErrorKind {
 
 /// One node's failure: which node, what kind of failure, and its cause.
 ///
-/// Its `Display` is one line naming the node and the cause. Its
-/// `source()`, where the socket failed (or the node timeout elapsed), is
-/// that [`std::io::Error`]; every other cause (an error reply, whose code
-/// is [`code`](Self::code), a reply no server sends, a restart, too few
+/// Its `Display` is one line naming the node and the cause, and it has no
+/// `source()` (the cause is printed once). Where the socket failed (or the
+/// node timeout elapsed), [`io_error`](Self::io_error) is that
+/// [`std::io::Error`]; every other cause (an error reply, whose code is
+/// [`code`](Self::code), a reply no server sends, a restart, too few
 /// replicas, a name that did not resolve, TLS, Redis Cluster routing) is
-/// in the message and [`kind`](Self::kind), and has no source.
+/// in the message and [`kind`](Self::kind).
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
@@ -401,6 +399,13 @@ impl NodeError {
     /// number; never with credentials.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The socket's failure, where the socket failed or the node timeout
+    /// elapsed (its [`kind`](std::io::Error::kind) tells refused, reset,
+    /// timed out...); `None` for every other cause.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.cause.io()
     }
 
     /// What kind of failure this was.
@@ -633,11 +638,9 @@ fn is_permission(e: &Cause) -> bool {
     }
 }
 
-impl std::error::Error for NodeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause.io().map(|e| e as _)
-    }
-}
+/// No `source()`: `Display` says the cause (the socket's failure, where
+/// there is one, is [`io_error`](NodeError::io_error)).
+impl std::error::Error for NodeError {}
 
 #[cfg(test)]
 mod tests {
@@ -674,7 +677,11 @@ mod tests {
         assert_eq!(refused.kind(), NodeErrorKind::Connect);
         assert_eq!(refused.to_string(), "n:1: connection refused");
         assert!(refused.is_transient());
-        assert!(std::error::Error::source(&refused).is_some());
+        assert!(std::error::Error::source(&refused).is_none());
+        assert_eq!(
+            refused.io_error().map(std::io::Error::kind),
+            Some(std::io::ErrorKind::ConnectionRefused)
+        );
         assert!(!tls.is_transient() && !resolve.is_transient());
     }
 

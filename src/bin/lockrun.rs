@@ -150,7 +150,7 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
     }
     let dlm = match builder.build() {
         Ok(dlm) => dlm.cancel_on(cancel),
-        Err(e) => return usage_error(e.to_string()),
+        Err(e) => return usage_error(chained(&e)),
     };
     if args.check {
         return ops::check(&dlm, args.resources.first());
@@ -196,7 +196,7 @@ fn run(args: &Args, signals: &Signals, cancel: &Cancel) -> ExitCode {
             run_locked(guard.keep_alive(), None, args, signals)
         }
         Acquired::Lock(Err(e)) => {
-            say!(ERROR, "cannot lock {}: {e}", args.resource);
+            say!(ERROR, "cannot lock {}: {}", args.resource, chained(&e));
             ExitCode::from(exit_for(&e, args.conflict_exit))
         }
     }
@@ -716,6 +716,21 @@ fn release<H: Hold>(guard: H) {
             "release: {e} (keys it could not delete expire with their TTL)"
         ),
     }
+}
+
+/// An error and each cause behind it, on one line (`a: b`): the library
+/// prints a cause either in its message or as its `source()`, never both,
+/// so that this prints each once (an unreadable node URL's parser error is
+/// a source).
+fn chained(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        line.push_str(": ");
+        line.push_str(&c.to_string());
+        cause = c.source();
+    }
+    line
 }
 
 fn usage_error(msg: String) -> ExitCode {

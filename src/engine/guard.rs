@@ -335,8 +335,7 @@ fn keep_alive(state: &State, stop: &(Mutex<bool>, Condvar), limit: Option<Durati
                 crate::base::logging::log!(
                     warn,
                     "redlock_sync::keepalive",
-                    "renewal missed the quorum, {left:?} of validity left: {err}: {}",
-                    std::error::Error::source(&err).map_or_else(String::new, |s| s.to_string())
+                    "renewal missed the quorum, {left:?} of validity left: {err}"
                 );
                 state.renewed(Some(err.to_string()));
                 if left.is_zero() {

@@ -149,7 +149,7 @@ impl Node {
             .as_str()
             .into_connection_info()
             .map_err(|source| Error::InvalidConfig {
-                reason: format!("cannot read node URL {:?}: {source}", redact(url)),
+                reason: format!("cannot read node URL {:?}", redact(url)),
                 source: Some(Box::new(source)),
             })?;
         if !info.addr().is_supported() {

@@ -1214,6 +1214,22 @@ fn a_leader_that_loses_the_majority_terminates_its_command_and_exits_76() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 
+/// A node URL only the parser can refuse: exit 64, and the parser's words
+/// said once (they are the error's source, not in its message: `lockrun`
+/// prints the chain).
+#[test]
+fn an_unreadable_node_url_is_a_usage_error_with_the_parsers_words_once() {
+    let out = run(Command::new(lockrun_bin())
+        .args(["--nodes", "redis://127.0.0.1/notadb"])
+        .args(["lock:url", "--", "true"])
+        .env_remove("REDLOCK_NODES")
+        .stdin(Stdio::null()));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("cannot read node URL"), "{err}");
+    assert_eq!(err.matches("database").count(), 1, "{err}");
+}
+
 /// One server given twice under two spellings: exit 64 at once, naming
 /// both, instead of waiting --wait out on a phantom holder.
 #[test]
