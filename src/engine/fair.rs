@@ -187,11 +187,11 @@ impl Fair {
     }
 
     /// Notes where the set waits in line from now on, after a refusal
-    /// at `blocked` (see [`waits_next`]).
-    fn waits_at(&self, blocked: Option<usize>) {
-        let was = self.wait_at.load(Ordering::Relaxed);
-        self.wait_at
-            .store(waits_next(was, blocked), Ordering::Relaxed);
+    /// at `blocked` (see [`waits_next`]), and answers it.
+    fn waits_at(&self, blocked: Option<usize>) -> usize {
+        let at = waits_next(self.wait_at.load(Ordering::Relaxed), blocked);
+        self.wait_at.store(at, Ordering::Relaxed);
+        at
     }
 
     /// Whether it has taken its place (its attempts are claims).
@@ -449,9 +449,10 @@ pub(crate) fn attempt<S: Queued>(
         }
         Err(Error::Taken { .. }) if fair.active() => {
             let resources = shape.resources();
-            fair.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
-            let at = fair.wait_at.load(Ordering::Relaxed);
-            fair.join(p, resources[at.min(resources.len() - 1)], token);
+            // Not queued yet: at its first resource, unless a majority
+            // named another.
+            let at = fair.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
+            fair.join(p, resources[at], token);
         }
         _ => {}
     }

@@ -454,12 +454,15 @@ pub(crate) type Args<'a> = &'a [&'a [u8]];
 /// it nowhere, so that it does not go from queue to queue at every
 /// attempt, first in each by its early arrival. `busy`: the resource each
 /// member's refusal named, if any.
-pub(crate) fn most_busy(busy: &[Option<usize>], resources: usize) -> Option<usize> {
+pub(crate) fn most_busy(
+    busy: impl ExactSizeIterator<Item = Option<usize>>,
+    resources: usize,
+) -> Option<usize> {
+    let quorum = quorum::quorum(busy.len());
     let mut count = vec![0usize; resources];
-    for &i in busy.iter().flatten().filter(|&&i| i < resources) {
+    for i in busy.flatten().filter(|&i| i < resources) {
         count[i] += 1;
     }
-    let quorum = quorum::quorum(busy.len());
     count.iter().position(|&c| c >= quorum)
 }
 
@@ -672,10 +675,7 @@ impl Engine {
         }
         let resources = shape.resources();
         *refusal = Refusal {
-            blocked: most_busy(
-                &votes.iter().map(|v| v.busy).collect::<Vec<_>>(),
-                resources.len(),
-            ),
+            blocked: most_busy(votes.iter().map(|v| v.busy), resources.len()),
             readers: votes.iter().any(|v| v.readers),
             lapse: None,
             queued: false,
@@ -845,7 +845,7 @@ mod tests {
             busy(Some(1)),
             busy(None),
         ];
-        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), Some(1));
+        assert_eq!(most_busy(votes.iter().map(|v| v.busy), 2), Some(1));
         // Fewer than a majority (members that differ) name nowhere: the
         // set stays where it waits.
         let votes = [
@@ -855,11 +855,11 @@ mod tests {
             busy(None),
             busy(None),
         ];
-        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), None);
+        assert_eq!(most_busy(votes.iter().map(|v| v.busy), 2), None);
         // A no that names no resource (another's token on an extend, a
         // failure) names nowhere to wait.
         let votes = [busy(Some(usize::MAX)), busy(Some(usize::MAX)), busy(None)];
-        assert_eq!(most_busy(&votes.map(|v| v.busy), 2), None);
+        assert_eq!(most_busy(votes.iter().map(|v| v.busy), 2), None);
     }
 
     #[test]

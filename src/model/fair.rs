@@ -372,7 +372,7 @@ impl FairModel {
         let taken = quorum::ruled_out(refusals, NODES);
         let answered = answers.iter().filter(|a| a.is_some()).count();
         let blocked = match self.size.wants[c] {
-            On::Set(_) => pipeline::most_busy(&answers.map(|a| busy(&a)), KEYS),
+            On::Set(_) => pipeline::most_busy(answers.iter().map(busy), KEYS),
             On::Key(_) => None,
         };
         let client = &mut s.clients[c];
