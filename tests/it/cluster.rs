@@ -247,7 +247,12 @@ fn a_killed_master_is_bounded_and_its_replica_keeps_the_lock_after_promotion() {
     if skip() {
         return;
     }
-    let mut cluster = RedisCluster::start(3, 3).unwrap();
+    // A master is failed over after 2 s unreachable, not 1 s: a loaded
+    // machine must not fail one over on its own before the kill.
+    let mut cluster = RedisCluster::start_with(3, 3, || {
+        vec!["--cluster-node-timeout".into(), "2000".into()]
+    })
+    .unwrap();
     let timeout = Duration::from_millis(200);
     let dlm = LockManager::builder()
         .cluster(cluster.seeds())
@@ -264,9 +269,18 @@ fn a_killed_master_is_bounded_and_its_replica_keeps_the_lock_after_promotion() {
         .find(|n| cluster.master_of(n.as_bytes()) == owner)
         .unwrap();
     let doomed = dlm.lock(&same, TTL).unwrap();
-    // Let the replica copy the keys, then kill the master.
+    // Replication is asynchronous: the replica keeps the lock only if it
+    // acknowledged it (replica_acks makes the acquisition wait for that).
+    // Wait for the acknowledgement, and for the owner to be the slot's
+    // master still, then kill it.
     cluster.wait_ok().unwrap();
-    thread::sleep(Duration::from_millis(200));
+    let acked: i64 = cmd(&cluster.masters[owner], &["WAIT", "1", "10000"]);
+    assert_eq!(acked, 1, "the replica acknowledged both locks");
+    assert_eq!(
+        cluster.master_of(r.as_bytes()),
+        owner,
+        "no failover before the kill"
+    );
     cluster.masters[owner].kill();
     let ((), took) = timed(|| drop(doomed));
     assert!(
