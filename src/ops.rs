@@ -15,7 +15,6 @@ mod tests {
         let all = [
             engine::single::all(),
             engine::fair::all(),
-            shapes::lock::all(),
             shapes::set::all(),
             shapes::rwlock::all(),
             shapes::semaphore::all(),

@@ -17,11 +17,11 @@ use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::base::error::Error;
 use crate::base::node_error::{Cause, NodeError, NodeErrorKind, Stage};
-use crate::members::conn::{Conn, Tls, pack};
+use crate::members::conn::{Tls, pack};
 use crate::members::identities::Identities;
 use crate::members::request::{Failure, Pooled, Request, is_reply, is_stale};
 use crate::members::resolve::{ResolveFn, Resolver};
-use crate::members::restart::{Identity, Policy, Quarantine, Seen, Watch};
+use crate::members::restart::{Policy, Quarantine, Watch};
 use crate::members::script::Lua;
 use crate::members::url::{check_url, redact, tls_scheme};
 
@@ -39,47 +39,6 @@ pub(crate) struct Setup {
     /// Scripts loaded with the handshake of every new connection: those
     /// a round sends by hash without a reload (the shapes choose them).
     pub(crate) preload: Vec<&'static Lua>,
-}
-
-/// A connection of its own, never pooled, that subscribes to channels and
-/// then mostly waits for their messages.
-pub(crate) struct Listener {
-    con: Box<Conn>,
-    node: Arc<str>,
-    timeout: Duration,
-}
-
-impl Listener {
-    /// Writes commands (`SUBSCRIBE`, `UNSUBSCRIBE`, `PING`) within the node
-    /// timeout.
-    pub(crate) fn send(&mut self, packed: &[u8]) -> Result<(), NodeError> {
-        let deadline = Instant::now() + self.timeout;
-        self.con.write(packed, deadline).map_err(|e| self.error(e))
-    }
-
-    /// The next push or reply, if one comes within `wait`. An error reply
-    /// (a refused `SUBSCRIBE`) is an `Err` too.
-    pub(crate) fn next(&mut self, wait: Duration) -> Result<Option<Value>, NodeError> {
-        self.con.read_within(wait).map_err(|e| self.error(e))
-    }
-
-    /// The failure of a connection that stopped answering.
-    pub(crate) fn timed_out(&self) -> NodeError {
-        self.error(crate::members::conn::timed_out())
-    }
-
-    fn error(&self, e: Cause) -> NodeError {
-        NodeError::classify(self.node.clone(), e, false, self.timeout)
-    }
-}
-
-/// What reading a reply on a pooled connection gave.
-pub(crate) enum Received {
-    /// An answer, or a failure of this node.
-    Done(Result<u64, NodeError>),
-    /// The connection was found closed before any reply (the server
-    /// restarted since it was last used): try again on a new one.
-    Stale,
 }
 
 /// One independent Redis master.
@@ -666,134 +625,6 @@ impl Node {
         error
     }
 
-    /// Opens a connection and runs the handshake, all by `deadline`.
-    fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
-        crate::base::logging::log!(
-            debug,
-            "redlock_sync::node",
-            "{}: opening a connection",
-            self.name
-        );
-        let mut pooled = Conn::open(
-            &self.addr,
-            self.resolver.as_ref(),
-            self.tls.as_ref(),
-            deadline,
-            self.timeout,
-        )
-        .map(|con| Pooled {
-            con: Box::new(con),
-            legacy: true,
-            plain_delete: None,
-            plain_delete_refused: false,
-        })
-        .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
-        self.handshake(&mut pooled, deadline).map_err(|f| {
-            // A peer that answered, but not in RESP: say what it said.
-            if let Some(said) = pooled.con.foreign() {
-                return NodeError::opening(
-                    self.name.clone(),
-                    Cause::Foreign(said),
-                    Stage::Hello,
-                    self.timeout,
-                );
-            }
-            let e = NodeError::opening(self.name.clone(), f.error, Stage::Hello, self.timeout);
-            match self.required_names.get(f.at) {
-                Some(name) if is_reply(e.cause()) => e.about((*name).to_owned()),
-                _ => e,
-            }
-        })?;
-        Ok(pooled)
-    }
-
-    /// Sends the handshake at once, then reads each reply by `deadline`.
-    /// AUTH or SELECT failing fails the connection; the rest may fail
-    /// (CLIENT SETINFO on old servers, SCRIPT LOAD while loading or
-    /// refused by an ACL) without harm.
-    fn handshake(&self, pooled: &mut Pooled, deadline: Instant) -> Result<(), Failure> {
-        pooled.con.write(&self.handshake.concat(), deadline)?;
-        let mut replies = vec![Value::Nil; self.handshake.len()];
-        // The required commands come first: the first error reply is
-        // theirs if any of theirs failed.
-        match pooled.read_replies(&mut replies, deadline)? {
-            Some(refused) if refused.at < self.required_names.len() => return Err(refused),
-            _ => {}
-        }
-        // A refused command leaves its slot Nil: read as unknown.
-        let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
-        let identity = Identity::read(at(0), at(1), at(2));
-        pooled.legacy = !identity.set_nx_get;
-        if identity.set_nx_get {
-            self.set_nx_get.store(true, Ordering::Relaxed);
-        }
-        pooled.plain_delete = identity
-            .plain_delete
-            .filter(|_| !self.plain_delete_refused.load(Ordering::Relaxed));
-        if let Some(form) = identity.plain_delete {
-            self.plain_deletes.fetch_or(form.bit(), Ordering::Relaxed);
-        }
-        if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
-            identities.server(member, &self.name, run_id);
-        }
-        match self.watch.observe(&identity, Instant::now()) {
-            Seen::Same => {}
-            Seen::Restarted => crate::base::logging::log!(
-                warn,
-                "redlock_sync::restart",
-                "{}: restarted, or another server behind its address (new run_id){}",
-                self.name,
-                "; it votes again once the longest TTL (or the restart quarantine) has \
-                 passed since the change was seen, whatever its uptime or persistence: \
-                 the server now behind the address may lack the old one's keys"
-            ),
-            Seen::Unreadable => crate::base::logging::log!(
-                warn,
-                "redlock_sync::restart",
-                "{}: INFO refused (give the user +info): restarts of this server cannot be \
-                 detected, and it always votes",
-                self.name
-            ),
-        }
-        Ok(())
-    }
-
-    /// Opens a connection for listening (see [`Listener`]), handshake
-    /// included, by `deadline`.
-    pub(crate) fn listener(&self, deadline: Instant) -> Result<Listener, NodeError> {
-        let pooled = self.connect(deadline)?;
-        Ok(Listener {
-            con: pooled.con,
-            node: self.name.clone(),
-            timeout: self.timeout,
-        })
-    }
-
-    /// A connection from the pool, if any, told what its node learned
-    /// since it was pooled.
-    fn checkout(&self) -> Option<Pooled> {
-        let mut pooled = self.idle.lock().pop()?;
-        if self.plain_delete_refused.load(Ordering::Relaxed) {
-            pooled.plain_delete = None;
-        }
-        Some(pooled)
-    }
-
-    /// Returns a healthy connection to the pool, its socket timeouts reset
-    /// to their resting value.
-    fn checkin(&self, mut pooled: Pooled) {
-        if pooled.plain_delete_refused {
-            self.plain_delete_refused.store(true, Ordering::Relaxed);
-        }
-        if pooled.con.rest().is_err() {
-            return;
-        }
-        let mut idle = self.idle.lock();
-        if idle.len() < self.max_idle {
-            idle.push(pooled);
-        }
-    }
-
     /// The failure reported for a node whose call panicked (a bug, never
     /// expected): counted as a failed node instead of unwinding.
     #[cold]
@@ -814,67 +645,10 @@ impl Node {
     }
 }
 
-/// Writes `reqs` back to back on `pooled`, each as its server takes it.
-fn write_all(pooled: &mut Pooled, reqs: &[&Request<'_>], deadline: Instant) -> Result<(), Cause> {
-    let packed: Vec<u8> = reqs
-        .iter()
-        .flat_map(|r| r.on(pooled).bytes().to_vec())
-        .collect();
-    pooled.con.write(&packed, deadline)
-}
+mod pool;
+
+use pool::write_all;
+pub(crate) use pool::{Listener, Received};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A script to preload.
-    static SCRIPT: std::sync::LazyLock<Lua> =
-        std::sync::LazyLock::new(|| Lua::new("test", "", "return 1"));
-
-    fn setup() -> Setup {
-        Setup {
-            timeout: Duration::from_millis(50),
-            max_idle: 1,
-            resolve: Arc::new(crate::members::resolve::system),
-            #[cfg(feature = "tls")]
-            tls: Default::default(),
-            restart: Default::default(),
-            preload: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn names_carry_address_and_database_but_no_password() {
-        let n = Node::open("redis://:pw@127.0.0.1:7000/3", &setup()).unwrap();
-        assert_eq!(n.name(), "127.0.0.1:7000/3");
-        let n = Node::open("redis://localhost:7001", &setup()).unwrap();
-        assert_eq!(n.name(), "localhost:7001");
-        let n = Node::open("unix:///tmp/r.sock", &setup()).unwrap();
-        assert_eq!(n.name(), "unix:/tmp/r.sock");
-        assert_eq!(n.idle_len(), 0);
-    }
-
-    #[test]
-    fn handshake_authenticates_and_selects() {
-        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", &setup()).unwrap();
-        assert_eq!(
-            n.handshake[0],
-            b"*3\r\n$4\r\nAUTH\r\n$2\r\nal\r\n$2\r\npw\r\n"
-        );
-        assert_eq!(n.handshake[1], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
-        assert_eq!(n.required_names, ["AUTH", "SELECT"]);
-        // AUTH, SELECT, INFO, 2 CONFIG GET, 2 CLIENT SETINFO (no script
-        // to preload in this setup).
-        assert_eq!(n.handshake.len(), 7);
-        let preload = Setup {
-            preload: vec![&*SCRIPT, &*SCRIPT],
-            ..setup()
-        };
-        let n = Node::open("redis://al:pw@127.0.0.1:7000/3", &preload).unwrap();
-        assert_eq!(n.handshake.len(), 9);
-        assert!(n.handshake[5].starts_with(b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"));
-        let n = Node::open("redis://127.0.0.1:7000", &setup()).unwrap();
-        assert!(n.required_names.is_empty());
-        assert_eq!(n.handshake.len(), 5);
-    }
-}
+mod tests;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::base::error::{Error, Result};
 use crate::engine::pipeline::{Engine, MAX_TTL};
+use crate::engine::stage::Retry;
 use crate::engine::wait::Waiters;
 use crate::members::identities::Identities;
 use crate::members::member::Member;
@@ -16,7 +17,7 @@ use crate::members::redis_cluster::RedisCluster;
 use crate::members::resolve::ResolveFn;
 use crate::members::restart::Policy;
 use crate::members::url::redact;
-use crate::shapes::manager::{LockManager, Retry};
+use crate::shapes::manager::LockManager;
 
 // The defaults, in one place.
 const DEFAULT_RETRY_COUNT: u32 = 3;

@@ -22,8 +22,9 @@ use crate::engine::pipeline::{Announce, Engine, Mode};
 use crate::engine::pipeline::{DECIDE, Names, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
+use crate::engine::stage::WaitOn;
 use crate::members::script::scripts;
-use crate::shapes::manager::{LockManager, Wait, WaitOn};
+use crate::shapes::manager::{LockManager, Wait};
 pub use majority::Leader;
 use majority::{majority, view};
 
@@ -425,8 +426,12 @@ impl Election {
         let waits = !matches!(wait, Wait::No);
         let fair = Fair::waiting(engine, waits, &self.name, self.manager.retry().1);
         let shape = Arc::new(LeaderShape::new(&self.name, fair));
-        self.manager
-            .acquire_shape(shape, wait_on, budget, ttl_ms, |guard: LockGuard, start| {
+        self.manager.stage().acquire_shape(
+            shape,
+            wait_on,
+            budget,
+            ttl_ms,
+            |guard: LockGuard, start| {
                 let term = guard.fencing_token().unwrap_or(0);
                 // Dropped on failure: the lock is released, candidates
                 // woken. A leadership that ran out before its claim was
@@ -447,7 +452,8 @@ impl Election {
                     term,
                     seq: Mutex::new(1),
                 })
-            })
+            },
+        )
     }
 
     /// The claim round: writes the record (term, claim number `seq`,

@@ -1,26 +1,22 @@
 //! The lock's room: one key per resource, taken with `SET NX PX` on
 //! every member ([`OneKey`], shared with permits and leaderships), its
-//! entry points on [`LockManager`], and the waiting writer: a lock is the
-//! write side of the read-write lock of its name (see `rwlock.rs`). The
+//! entry points on [`LockManager`]. A lock waits as the writer of the
+//! read-write lock of its name (the writer's rule is in `rwlock.rs`). The
 //! safety argument is in the crate docs, [Why the lock is
 //! safe](crate#why-the-lock-is-safe).
 
 use std::time::{Duration, Instant};
 
 use crate::base::error::Result;
-use crate::base::keys::{self, READERS_MARK, writer_key};
+use crate::base::keys;
 use crate::engine::fair::{self, Fair};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Engine, Names, RELEASE, Shape, Vote};
+use crate::engine::pipeline::{Engine, Names, Shape, Vote};
 use crate::engine::quorum::Tally;
-use crate::engine::single::{Ending, OneKey, UNLOCK};
-use crate::members::script::scripts;
-use crate::shapes::manager::{self, Budget, LockManager, Wait, WaitOn};
-
-scripts! {
-    /// A writer waiting behind readers: new readers queue behind it.
-    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua";
-}
+use crate::engine::single::{Ending, OneKey};
+use crate::engine::stage::{Budget, WaitOn};
+use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::rwlock::Writer;
 
 /// The lock's shape: one key holding the token, handed to the first fair
 /// waiter on release (with fair waiting).
@@ -79,30 +75,6 @@ impl Shape for LockShape {
 impl fair::Queued for LockShape {
     fn place(&self) -> Option<&Fair> {
         self.0.fair.as_ref()
-    }
-}
-
-/// A lock waiting as the writer of the read-write lock of its name (see
-/// "Writers are not starved" on [`RwLock`](crate::RwLock)).
-pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
-
-impl manager::Writer for Writer<'_> {
-    /// Where readers hold the name, sets the flag that makes new readers
-    /// queue behind the writer, for `ms`. True when some member set it.
-    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool {
-        let flag = writer_key(self.0);
-        let ms = ms.max(1).to_string();
-        let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
-        // Decides no holder, waits for no replica: as a release.
-        p.script_then(&WRITER_WAITS, None, &[self.0, &flag], &args, None, RELEASE)
-            .into_iter()
-            .any(|a| matches!(a, Some(Ok(1))))
-    }
-
-    /// Removes the writer's flag where it is still its own.
-    fn done(&self, p: &Engine, token: &[u8]) {
-        let flag = writer_key(self.0);
-        p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
     }
 }
 
@@ -218,21 +190,19 @@ impl LockManager {
     }
 
     /// The lock's acquisition: its shape through the pipeline, in the
-    /// manager's waiting loop. A plain lock is a writer of the read-write
-    /// lock of the same name.
+    /// engine's waiting stage. A plain lock waits as the writer of the
+    /// read-write lock of the same name.
     fn acquire(&self, resource: &[u8], ttl: Duration, budget: Budget) -> Result<LockGuard> {
         keys::check_resource(resource)?;
         let engine = self.engine();
         let ttl_ms = engine.acquisition_ttl(ttl)?;
         let writer = Writer(resource);
         let names = [resource];
-        let wait = WaitOn {
-            writer: Some(&writer),
-            ..WaitOn::names(&names)
-        };
+        let wait = WaitOn::names(&names).writer(&writer);
         let waits = !matches!(budget, Budget::Once);
         let fair = Fair::waiting(engine, waits, resource, self.retry().1);
         let shape = std::sync::Arc::new(LockShape::new(resource, fair));
-        self.acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
+        self.stage()
+            .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }
 }

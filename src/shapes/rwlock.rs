@@ -9,8 +9,10 @@ use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args};
 use crate::engine::quorum::Tally;
+use crate::engine::single::UNLOCK;
+use crate::engine::stage::{self, Budget, Grant, WaitOn};
 use crate::members::script::scripts;
-use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
+use crate::shapes::manager::{LockManager, Wait};
 
 scripts! {
     /// Acquisition of a read lock.
@@ -19,6 +21,8 @@ scripts! {
     UNREAD, "unread", "rwlock/unread.lua";
     /// Extend of a read lock.
     EXTEND_READ, "extend-read", "rwlock/extend_read.lua" after "lock/expiry.lua";
+    /// A writer waiting behind readers: new readers queue behind it.
+    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua";
 }
 
 /// A read-write lock over the same members as the lock, made by
@@ -115,6 +119,30 @@ scripts! {
 pub struct RwLock {
     manager: LockManager,
     name: Vec<u8>,
+}
+
+/// A lock waiting as the writer of the read-write lock of its name (see
+/// "Writers are not starved" on [`RwLock`](crate::RwLock)).
+pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
+
+impl stage::Writer for Writer<'_> {
+    /// Where readers hold the name, sets the flag that makes new readers
+    /// queue behind the writer, for `ms`. True when some member set it.
+    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool {
+        let flag = writer_key(self.0);
+        let ms = ms.max(1).to_string();
+        let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
+        // Decides no holder, waits for no replica: as a release.
+        p.script_then(&WRITER_WAITS, None, &[self.0, &flag], &args, None, RELEASE)
+            .into_iter()
+            .any(|a| matches!(a, Some(Ok(1))))
+    }
+
+    /// Removes the writer's flag where it is still its own.
+    fn done(&self, p: &Engine, token: &[u8]) {
+        let flag = writer_key(self.0);
+        p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
+    }
 }
 
 impl LockManager {
@@ -254,12 +282,10 @@ impl RwLock {
         let engine = self.manager.engine();
         let ttl_ms = engine.acquisition_ttl(ttl)?;
         let names = [name];
-        let wait = WaitOn {
-            shared: true,
-            ..WaitOn::names(&names)
-        };
+        let wait = WaitOn::names(&names).grant(Grant::Shared);
         let shape = Arc::new(Read { name: name.into() });
         self.manager
+            .stage()
             .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }
 }

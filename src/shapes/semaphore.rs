@@ -15,8 +15,9 @@ use crate::engine::guard::Permit;
 use crate::engine::pipeline::{Answer, Engine, Mode, Names, Refusal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ahead, Ending, OneKey};
+use crate::engine::stage::Budget;
 use crate::members::script::scripts;
-use crate::shapes::manager::{Budget, LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait};
 
 scripts! {
     /// A semaphore's count check, ahead of a permit's acquisition.
@@ -315,72 +316,75 @@ impl Semaphore {
     fn take(&self, ttl: Duration, budget: Budget) -> Result<Permit> {
         let engine = self.manager.engine();
         let ttl_ms = engine.acquisition_ttl(ttl)?;
-        self.manager.permit_attempts(&self.name, budget, |token| {
-            // The attempt's second try (after the survey) writes a value
-            // of its own, as every attempt does: it may pick the slot the
-            // first tried, whose clean-up, delivered late, must not
-            // delete it (see `attempt_token`).
-            let second = [&token[..], b".2"].concat();
-            let grant = |slot: u32, token: &Vec<u8>| {
-                let key = keys::permit_key(&self.name, slot);
-                let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
-                let granted = engine.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
-                Ok(Permit::with_slot(
-                    engine.clone(),
-                    shape,
-                    token.clone(),
-                    Duration::from_millis(ttl_ms),
-                    granted,
-                    Some(slot),
-                ))
-            };
-            let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
-            match grant(first, token) {
-                Err(Error::Taken { .. }) if self.permits > 1 => {}
-                // Some member holds it for another owner, some failed.
-                Err(Error::NoQuorum {
-                    agreed,
-                    nodes,
-                    ref failures,
-                    ..
-                }) if self.permits > 1
-                    && nodes > agreed + failures.as_ref().map_or(0, |f| f.len()) => {}
-                other => return other,
-            }
-            // Taken: ask every member which slots it sees free.
-            let keys: Vec<Vec<u8>> = (0..self.permits)
-                .map(|i| keys::permit_key(&self.name, i))
-                .collect();
-            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-            let start = random_u32() % self.permits;
-            let masks = self.permits <= MASK_PERMITS;
-            let answers = survey(engine, &refs, (!masks).then_some(start as usize));
-            let mut votes = vec![0usize; self.permits as usize];
-            for answer in answers.iter().flatten() {
-                match answer {
-                    Ok(mask) if masks => {
-                        for (i, v) in votes.iter_mut().enumerate() {
-                            *v += usize::from(mask >> i & 1 == 1);
-                        }
-                    }
-                    Ok(i @ 1..) => {
-                        if let Some(v) = votes.get_mut((*i - 1) as usize) {
-                            *v += 1;
-                        }
-                    }
-                    _ => {}
+        self.manager
+            .stage()
+            .permit_attempts(&self.name, budget, |token| {
+                // The attempt's second try (after the survey) writes a value
+                // of its own, as every attempt does: it may pick the slot the
+                // first tried, whose clean-up, delivered late, must not
+                // delete it (see `attempt_token`).
+                let second = [&token[..], b".2"].concat();
+                let grant = |slot: u32, token: &Vec<u8>| {
+                    let key = keys::permit_key(&self.name, slot);
+                    let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
+                    let granted =
+                        engine.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
+                    Ok(Permit::with_slot(
+                        engine.clone(),
+                        shape,
+                        token.clone(),
+                        Duration::from_millis(ttl_ms),
+                        granted,
+                        Some(slot),
+                    ))
+                };
+                let first = self.next.fetch_add(1, Ordering::Relaxed) % self.permits;
+                match grant(first, token) {
+                    Err(Error::Taken { .. }) if self.permits > 1 => {}
+                    // Some member holds it for another owner, some failed.
+                    Err(Error::NoQuorum {
+                        agreed,
+                        nodes,
+                        ref failures,
+                        ..
+                    }) if self.permits > 1
+                        && nodes > agreed + failures.as_ref().map_or(0, |f| f.len()) => {}
+                    other => return other,
                 }
-            }
-            let quorum = quorum::quorum(answers.len());
-            // The first slot free on a majority, from a random start.
-            let chosen = (0..self.permits)
-                .map(|j| (start + j) % self.permits)
-                .find(|&i| votes[i as usize] >= quorum);
-            match chosen {
-                Some(slot) => grant(slot, &second),
-                None => Err(self.all_in_use(Tally::count(answers))),
-            }
-        })
+                // Taken: ask every member which slots it sees free.
+                let keys: Vec<Vec<u8>> = (0..self.permits)
+                    .map(|i| keys::permit_key(&self.name, i))
+                    .collect();
+                let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let start = random_u32() % self.permits;
+                let masks = self.permits <= MASK_PERMITS;
+                let answers = survey(engine, &refs, (!masks).then_some(start as usize));
+                let mut votes = vec![0usize; self.permits as usize];
+                for answer in answers.iter().flatten() {
+                    match answer {
+                        Ok(mask) if masks => {
+                            for (i, v) in votes.iter_mut().enumerate() {
+                                *v += usize::from(mask >> i & 1 == 1);
+                            }
+                        }
+                        Ok(i @ 1..) => {
+                            if let Some(v) = votes.get_mut((*i - 1) as usize) {
+                                *v += 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let quorum = quorum::quorum(answers.len());
+                // The first slot free on a majority, from a random start.
+                let chosen = (0..self.permits)
+                    .map(|j| (start + j) % self.permits)
+                    .find(|&i| votes[i as usize] >= quorum);
+                match chosen {
+                    Some(slot) => grant(slot, &second),
+                    None => Err(self.all_in_use(Tally::count(answers))),
+                }
+            })
     }
 
     /// The error when no slot is free on a majority.

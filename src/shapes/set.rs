@@ -31,7 +31,8 @@ scripts! {
     /// Extend of a set.
     EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua";
 }
-use crate::shapes::manager::{Budget, LockManager, Wait, WaitOn};
+use crate::engine::stage::{Budget, WaitOn};
+use crate::shapes::manager::{LockManager, Wait};
 
 impl LockManager {
     /// Locks every resource of `resources` for `ttl`, all or nothing,
@@ -135,9 +136,10 @@ impl LockManager {
             resources: owned.iter().map(|r| r[..].into()).collect(),
             fair: Fair::waiting(engine, waits, names[0], self.retry().1),
         });
-        self.acquire_shape(shape, WaitOn::names(&names), budget, ttl_ms, |guard, _| {
-            Ok(guard)
-        })
+        self.stage()
+            .acquire_shape(shape, WaitOn::names(&names), budget, ttl_ms, |guard, _| {
+                Ok(guard)
+            })
     }
 }
 

@@ -42,7 +42,7 @@ fn the_first_waiter_is_woken_and_the_others_keep_their_place() {
     w.released(b"r", b"t2");
     drop(a);
     assert!(b.wait(Duration::from_secs(60), None));
-    b.acquired(false, false);
+    b.acquired(Grant::Alone);
     assert!(!busy(&w, b"r"));
     assert_eq!(listening(&w), 0);
 }
@@ -53,7 +53,7 @@ fn a_waiter_acquiring_clears_stale_wakes() {
     let a = w.join(b"r", b"-", None);
     let b = w.join(b"r", b"-", None);
     w.released(b"r", b"t1");
-    a.acquired(false, false);
+    a.acquired(Grant::Alone);
     // b is first now, but the release was before a's acquisition.
     let mut reg = w.shared.reg.lock();
     assert!(!reg.resources[&b"r"[..]].wake);

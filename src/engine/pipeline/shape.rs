@@ -1,0 +1,240 @@
+//! What a shape states to the pipeline ([`Shape`]: its names and how it
+//! asks), and what the pipeline says back: each member's [`Vote`], a
+//! failed attempt's [`Refusal`], a [`Granted`] acquisition.
+
+use std::time::Instant;
+
+use crate::base::error::Error;
+use crate::base::node_error::NodeError;
+use crate::engine::quorum::{self, Tally};
+use crate::engine::verdict;
+
+use super::Engine;
+
+/// One member's answer to a round: none when it was not asked.
+pub(crate) type Answer = Option<std::result::Result<u64, NodeError>>;
+
+/// How one member answered an acquisition round (all its parts together,
+/// for a Redis Cluster member that takes a set one slot at a time).
+pub(crate) struct Vote {
+    /// A grant: the member's highest count (its fencing counter; any
+    /// number above 0 without fencing).
+    pub(crate) yes: Option<u64>,
+    /// With `yes`, the lowest count among the member's counters for this
+    /// acquisition: all of them are between `low` and `yes`.
+    pub(crate) low: u64,
+    /// The index (among the shape's resources) of one found held by
+    /// another owner, when the member said which.
+    pub(crate) busy: Option<usize>,
+    /// The member may hold something the attempt wrote: it said yes, or
+    /// failed after the request may have run.
+    pub(crate) dirty: bool,
+    /// It wrote part of the request but voted no (a cluster member with
+    /// some slots of a set busy): a grant gives that part back at once.
+    pub(crate) partial: bool,
+    /// A no where a read-write lock's readers may hold the key (the lock's
+    /// acquisition says so, see `MAYBE_READERS`).
+    pub(crate) readers: bool,
+    /// The answer as one, for the tally: the highest yes, 0 for a no,
+    /// the first failure otherwise.
+    pub(crate) answer: Answer,
+}
+
+impl Vote {
+    /// The vote of a one-part answer: any count above 0 is a yes.
+    /// The vote in a few characters, for trace logs: `y<n>` granted,
+    /// `b<i>` busy at the i-th resource, `r` readers, `B<n>` a busy count,
+    /// `<n>` another answer, `-` not asked, `!<kind>` failed.
+    #[cfg_attr(not(feature = "log"), allow(dead_code))]
+    pub(super) fn traced(&self) -> String {
+        match (&self.yes, self.busy, &self.answer) {
+            (Some(n), ..) => format!("y{n}"),
+            (None, Some(i), _) => format!("b{i}"),
+            (None, None, _) if self.readers => "r".into(),
+            (None, None, Some(Ok(n))) if n & crate::members::request::BUSY != 0 => {
+                format!("B{}", n & !crate::members::request::BUSY)
+            }
+            (None, None, Some(Ok(n))) => format!("{n}"),
+            (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
+            (None, None, None) => "-".into(),
+        }
+    }
+
+    /// What the verdict reads of it (see `verdict.rs`).
+    pub(crate) fn ballot(&self) -> verdict::Ballot {
+        verdict::Ballot {
+            yes: self.yes,
+            low: self.low,
+        }
+    }
+
+    pub(crate) fn of(answer: Answer) -> Vote {
+        let (yes, dirty) = match &answer {
+            Some(Ok(c)) => ((*c > 0).then_some(*c), *c > 0),
+            Some(Err(e)) => (None, !e.settled),
+            None => (None, false),
+        };
+        Vote {
+            yes,
+            low: yes.unwrap_or(0),
+            busy: None,
+            dirty,
+            partial: false,
+            readers: false,
+            answer,
+        }
+    }
+}
+
+/// What a failed attempt found, for the waiting loop.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Refusal {
+    /// The index (among the shape's resources) of one found held by
+    /// another owner, when a member said which.
+    pub(crate) blocked: Option<usize>,
+    /// Some member may hold the resource for a read-write lock's readers:
+    /// a waiting writer asks readers to queue behind it.
+    pub(crate) readers: bool,
+    /// A queued fair attempt found the lock reserved for another waiter,
+    /// and the reservations lapse within this: the thread asks again then
+    /// rather than at the end of its pause (see `fair.rs`).
+    pub(crate) lapse: Option<std::time::Duration>,
+    /// The attempt holds a place in the members' fair queues, which keeps
+    /// only while it asks: it asks when its pause ends even behind this
+    /// manager's other waiters (the members' queue decides who goes
+    /// first; see `fair.rs`).
+    pub(crate) queued: bool,
+    /// A fair attempt's queue commands were refused (`NOPERM`: an ACL
+    /// rule without the fair additions): its permission failures say
+    /// nothing of whether the lock can be taken, and the next attempt
+    /// goes unfair (see `Fair::heed`), so waiting goes on.
+    pub(crate) fell_back: bool,
+}
+
+/// A shape's names (see [`Shape::resources`]): one, borrowed, for every
+/// shape but a set (no allocation on the hot path), or several.
+pub(crate) enum Names<'a> {
+    /// One name.
+    One(&'a [u8]),
+    /// Several (a set's).
+    Many(Vec<&'a [u8]>),
+}
+
+impl<'a> std::ops::Deref for Names<'a> {
+    type Target = [&'a [u8]];
+
+    fn deref(&self) -> &[&'a [u8]] {
+        match self {
+            Names::One(name) => std::slice::from_ref(name),
+            Names::Many(names) => names,
+        }
+    }
+}
+
+/// What a shape supplies to the pipeline: its rounds on the members. The
+/// pipeline decides what they add up to.
+pub(crate) trait Shape: Send + Sync {
+    /// Every resource held, as errors name them and as `held_here` counts
+    /// them (a set's all, in the order given).
+    fn resources(&self) -> Names<'_>;
+
+    /// What errors and logs name: the resource, or a set's resources
+    /// joined with `, `; a permit names its semaphore and its count the
+    /// same way whatever the count (`nightly (a semaphore of 3 permits)`).
+    fn shown(&self) -> String {
+        quorum::display(&quorum::joined(&self.resources()))
+    }
+
+    /// Its release hands it to the first fair waiter queued (with fair
+    /// waiting on; see `fair.rs`).
+    fn hands_off(&self) -> bool {
+        false
+    }
+
+    /// Who holds it, as a member that refused an attempt said last (the
+    /// key's value), for the `Taken` error; `None` where none said.
+    fn holder(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// The names whose waiters a release wakes (a permit's: the
+    /// semaphore's name).
+    fn wakes(&self) -> Names<'_> {
+        self.resources()
+    }
+
+    /// Whether an acquisition counts fencing counters (and so has a
+    /// fencing token); a read lock does not.
+    fn fenced(&self) -> bool {
+        true
+    }
+
+    /// Whether holders share it (a read lock).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// How long (ms, as a command argument) an acquisition with `ttl_ms`
+    /// keeps its fencing counters; `None`: it counts none. By default the
+    /// manager's fencing setting decides (see
+    /// [`Engine::counter_keep`]), for shapes that are
+    /// [`fenced`](Self::fenced).
+    fn keep(&self, p: &Engine, ttl_ms: u64) -> Option<String> {
+        p.counter_keep(ttl_ms).filter(|_| self.fenced())
+    }
+
+    /// One acquisition round on every member, with `token` for `ttl_ms`;
+    /// `keep`: with fencing, how long (ms) the counters are kept.
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
+
+    /// A reason of the shape's own to refuse what the votes grant (a
+    /// semaphore's permit count that differs), checked before the raise.
+    fn refusal(&self, _p: &Engine, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
+        None
+    }
+
+    /// Raises every counter of the acquisition to at least `to`, on the
+    /// members `only` selects, keeping each counter's expiry (or creating
+    /// it with `keep` ms if it expired meanwhile). Only called when
+    /// [`fenced`](Self::fenced).
+    /// Counts a member only where it still holds `token` under every key
+    /// the counters fence (see `raise.lua`).
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally;
+
+    /// One extend round: `ttl_ms` from now, where `token` still holds
+    /// (see [`ttl_arg`] for `last`).
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally;
+
+    /// Removes what `token` holds on the members `only` selects (every
+    /// member: `None`), and announces each release it made with
+    /// `message` (none: releases are not announced) on the channel of the
+    /// name it wakes. `release`: the guard's release, which may announce
+    /// unconditionally (the lock pipelines a `PUBLISH` behind its unlock,
+    /// cheaper than one inside the script); otherwise the clean-up of an
+    /// attempt, which announces only what it deleted.
+    fn unlock(
+        &self,
+        p: &Engine,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally;
+}
+
+/// A granted acquisition.
+pub(crate) struct Granted {
+    /// The end of the validity.
+    pub(crate) valid_until: Instant,
+    /// The fencing token; `None` with fencing off, and for shapes without.
+    pub(crate) fencing: Option<u64>,
+    /// How many members agreed.
+    pub(crate) agreed: usize,
+    /// The members that failed, each with its cause: redundancy lost.
+    pub(crate) failures: Vec<NodeError>,
+    /// When the attempt started (before its first write).
+    pub(crate) start: Instant,
+    /// When its answers were in (the clock read that measured the round:
+    /// no other is needed to date the acquisition).
+    pub(crate) answered: Instant,
+}
