@@ -26,11 +26,12 @@ use crate::engine::quorum::log_failures;
 use crate::members::member::Member;
 use crate::members::node::Node;
 use crate::members::request::Request;
+use crate::members::request::Said;
 
-type Answer = Option<Result<u64, NodeError>>;
+type Answer = Option<Result<Said, NodeError>>;
 
 /// A request's answer by its index.
-type Got = (usize, Result<u64, NodeError>);
+type Got = (usize, Result<Said, NodeError>);
 
 /// A member's requests left open, and its redirects to follow.
 type Job = (Vec<usize>, Vec<Got>);
@@ -100,53 +101,14 @@ pub(crate) fn round(
     }
     // What is left, per member: the first on this thread, the others on
     // a thread each (each can block until the deadline).
-    let jobs: Vec<(usize, Mutex<Option<Job>>)> = open
-        .into_iter()
-        .zip(follow)
-        .enumerate()
-        .filter(|(_, (open, follow))| !open.is_empty() || !follow.is_empty())
-        .map(|(i, job)| (i, Mutex::new(Some(job))))
-        .collect();
-    let run = |i: usize, job: &Mutex<Option<Job>>| -> Vec<Got> {
-        match job.lock().take() {
-            Some((open, follow)) => settle(&members[i], reqs, &slots, open, follow, deadline),
-            None => Vec::new(),
-        }
+    let left = Left {
+        members,
+        reqs,
+        slots: &slots,
+        takes,
+        deadline,
     };
-    let settled: Vec<(usize, Vec<Got>)> = thread::scope(|scope| {
-        let spawned: Vec<_> = jobs
-            .iter()
-            .skip(1)
-            .map(|(i, job)| {
-                let run = &run;
-                let handle = thread::Builder::new()
-                    .name("redlock-batch".into())
-                    .spawn_scoped(scope, move || run(*i, job));
-                (*i, job, handle)
-            })
-            .collect();
-        let mut settled: Vec<(usize, Vec<Got>)> = jobs
-            .first()
-            .map(|(i, job)| (*i, run(*i, job)))
-            .into_iter()
-            .collect();
-        for (i, job, handle) in spawned {
-            let got = match handle {
-                // A panic (a bug): the member's requests that were not
-                // answered are its failures.
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    (0..reqs.len())
-                        .filter(|&r| takes(r, i) && answers[r][i].is_none())
-                        .map(|r| (r, Err(members[i].panicked())))
-                        .collect()
-                }),
-                // No thread to be had: here, by the same deadline.
-                Err(_) => run(i, job),
-            };
-            settled.push((i, got));
-        }
-        settled
-    });
+    let settled = left.settle(open, follow, &answers);
     for (i, got) in settled {
         for (r, answer) in got {
             answers[r][i] = Some(answer);
@@ -156,6 +118,80 @@ pub(crate) fn round(
         log_failures(members, row);
     }
     answers
+}
+
+/// What a round leaves to settle per member: requests that could not go
+/// out on a pooled connection, and redirections to follow.
+struct Left<'r, 'a> {
+    members: &'r [Member],
+    reqs: &'r [&'r Request<'a>],
+    slots: &'r [u16],
+    takes: Takes<'r>,
+    deadline: Instant,
+}
+
+impl Left<'_, '_> {
+    /// Settles each member's `open` requests and `follow`-ups: the first
+    /// member's on this thread, the others on a thread each (each can
+    /// block until the deadline). `answers` says which requests are
+    /// answered already.
+    fn settle(
+        &self,
+        open: Vec<Vec<usize>>,
+        follow: Vec<Vec<Got>>,
+        answers: &[Vec<Answer>],
+    ) -> Vec<(usize, Vec<Got>)> {
+        let (members, reqs, takes) = (self.members, self.reqs, self.takes);
+        let jobs: Vec<(usize, Mutex<Option<Job>>)> = open
+            .into_iter()
+            .zip(follow)
+            .enumerate()
+            .filter(|(_, (open, follow))| !open.is_empty() || !follow.is_empty())
+            .map(|(i, job)| (i, Mutex::new(Some(job))))
+            .collect();
+        let run = |i: usize, job: &Mutex<Option<Job>>| -> Vec<Got> {
+            match job.lock().take() {
+                Some((open, follow)) => {
+                    settle(&members[i], reqs, self.slots, open, follow, self.deadline)
+                }
+                None => Vec::new(),
+            }
+        };
+        thread::scope(|scope| {
+            let spawned: Vec<_> = jobs
+                .iter()
+                .skip(1)
+                .map(|(i, job)| {
+                    let run = &run;
+                    let handle = thread::Builder::new()
+                        .name("redlock-batch".into())
+                        .spawn_scoped(scope, move || run(*i, job));
+                    (*i, job, handle)
+                })
+                .collect();
+            let mut settled: Vec<(usize, Vec<Got>)> = jobs
+                .first()
+                .map(|(i, job)| (*i, run(*i, job)))
+                .into_iter()
+                .collect();
+            for (i, job, handle) in spawned {
+                let got = match handle {
+                    // A panic (a bug): the member's requests that were not
+                    // answered are its failures.
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
+                        (0..reqs.len())
+                            .filter(|&r| takes(r, i) && answers[r][i].is_none())
+                            .map(|r| (r, Err(members[i].panicked())))
+                            .collect()
+                    }),
+                    // No thread to be had: here, by the same deadline.
+                    Err(_) => run(i, job),
+                };
+                settled.push((i, got));
+            }
+            settled
+        })
+    }
 }
 
 /// Adds request `r` to the list for `node`.

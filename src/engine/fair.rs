@@ -25,11 +25,11 @@ use crate::base::error::{Error, Result};
 use crate::base::keys::{fence_key, queue_key, release_channel, tickets_key};
 use crate::base::node_error::NodeErrorKind;
 use crate::engine::pipeline::{
-    Answer, DECIDE, Engine, Granted, Mode, RELEASE, Refusal, Shape, Vote, announce_args,
+    Answer, DECIDE, Engine, Granted, RELEASE, Refusal, Round, Shape, Vote, announce_args,
     counter_start,
 };
 use crate::engine::quorum::Tally;
-use crate::members::request::BUSY;
+use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -238,11 +238,11 @@ impl Fair {
     /// refused; best effort (a member that fails it keeps no place).
     pub(crate) fn join(&self, p: &Engine, key: &[u8], token: &[u8]) {
         let (keys, args) = self.join_call(p, &[key], token);
-        let mode = Mode {
+        let round = Round {
             decides: false,
             ..RELEASE
         };
-        let answers = p.script_then(&JOIN, None, &refs(&keys), &refs(&args), None, mode);
+        let answers = p.script(&JOIN, &refs(&keys), &refs(&args)).run(round);
         self.heed(p, &answers);
     }
 
@@ -292,26 +292,26 @@ impl Fair {
             );
             (keys, args)
         };
-        let mode = Mode {
+        let round = Round {
             count: true,
             ..DECIDE
         };
         let mut lapse = None;
-        let answers = run(p, &CLAIM_QUEUED, None, call, mode);
+        let answers = run(p, &CLAIM_QUEUED, None, call, round);
         self.heed(p, &answers);
         let votes = answers
             .into_iter()
             .map(|answer| match answer {
                 // Readers hold the key (the script's -2).
-                Some(Ok(c)) if c == BUSY | 1 => Vote {
+                Some(Ok(Said::Busy(1))) => Vote {
                     readers: true,
-                    ..Vote::of(Some(Ok(0)))
+                    ..Vote::of(Some(Ok(Said::No)))
                 },
                 // Another waiter's reservation, lapsing in N ms (-3 - N).
-                Some(Ok(c)) if c & BUSY != 0 => {
-                    let ms = (c & !BUSY).saturating_sub(2);
+                Some(Ok(Said::Busy(c))) => {
+                    let ms = c.saturating_sub(2);
                     lapse = Some(lapse.map_or(ms, |l: u64| l.max(ms)));
-                    Vote::of(Some(Ok(0)))
+                    Vote::of(Some(Ok(Said::No)))
                 }
                 answer => Vote::of(answer),
             })

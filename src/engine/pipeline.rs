@@ -141,9 +141,10 @@ pub(crate) struct Engine {
     pub(crate) restart: Arc<Policy>,
 }
 
-/// What a script round is for.
+/// What a script round is for: how its answers count, and whether they
+/// wait for replicas and decide a holder.
 #[derive(Clone, Copy)]
-pub(crate) struct Mode {
+pub(crate) struct Round {
     /// The script answers a count, not yes or no.
     pub(crate) count: bool,
     /// A yes counts only once the replicas asked for acknowledged it.
@@ -154,7 +155,7 @@ pub(crate) struct Mode {
 }
 
 /// Releases and clean-ups: a yes or no, deciding no holder.
-pub(crate) const RELEASE: Mode = Mode {
+pub(crate) const RELEASE: Round = Round {
     count: false,
     replicated: false,
     decides: false,
@@ -180,9 +181,18 @@ pub(crate) fn ttl_arg(ttl_ms: u64, last: bool) -> String {
 }
 
 /// Acquisitions and extends decide a holder, and wait for replicas.
-pub(crate) const DECIDE: Mode = Mode {
+pub(crate) const DECIDE: Round = Round {
     count: false,
     replicated: true,
+    decides: true,
+};
+
+/// A read's round: it decides a holder (servers kept out after a
+/// restart give no answer), writes nothing a replica must hold, and its
+/// replies are kept whole (see `ScriptCall::read`).
+pub(crate) const READS: Round = Round {
+    count: false,
+    replicated: false,
     decides: true,
 };
 
@@ -401,42 +411,12 @@ impl Engine {
             .then(|| quorum::valid_until(start, elapsed, ttl, self.drift_factor))
             .flatten();
         if let Some(valid_until) = valid_until {
-            if votes.iter().any(|v| v.partial) {
-                let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
-                self.clean_up(shape, &partial, token);
-            }
-            // (Collected only when some failed: collected in place, the
-            // votes' buffer would be shrunk on every acquisition.)
-            let failed_any = votes.iter().any(|v| matches!(v.answer, Some(Err(_))));
-            let failures: Vec<NodeError> = match failed_any {
-                true => votes
-                    .into_iter()
-                    .filter_map(|v| match v.answer {
-                        Some(Err(e)) => Some(e),
-                        _ => None,
-                    })
-                    .collect(),
-                false => Vec::new(),
-            };
-            if !failures.is_empty() {
-                crate::base::logging::log!(
-                    warn,
-                    "redlock_sync::redundancy",
-                    "{}: taken with {granted} of {} members agreeing; one more failure may \
-                     stop it: {}",
-                    shape.shown(),
-                    self.members.len(),
-                    failures
-                        .iter()
-                        .map(|f| f.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                );
-            }
-            telemetry::granted(granted, quorum, keep.is_some().then_some(highest));
+            let failures = self.after_grant(shape, token, votes, granted);
+            let fencing = keep.is_some().then_some(highest);
+            telemetry::granted(granted, quorum, fencing);
             return Ok(Granted {
                 valid_until,
-                fencing: keep.is_some().then_some(highest),
+                fencing,
                 agreed: granted,
                 failures,
                 start,
@@ -459,8 +439,27 @@ impl Engine {
         if let Some(err) = conflict.or(refused) {
             return Err(err);
         }
+        Err(self.attempt_error(shape, votes, failed, (granted, highest), elapsed, ttl))
+    }
+
+    /// The error of an attempt without a grant, from its `votes`: the
+    /// raise's answers in place of the lagging members' grants when the
+    /// raise `failed`, no validity left when enough agreed (`granted`),
+    /// else who held it or what failed.
+    fn attempt_error(
+        &self,
+        shape: &dyn Shape,
+        votes: Vec<Vote>,
+        failed: Option<Tally>,
+        (granted, highest): (usize, u64),
+        elapsed: Duration,
+        ttl: Duration,
+    ) -> Error {
+        let lags = |v: &Vote| verdict::lags(&v.ballot(), highest);
+        let quorum = quorum::quorum(self.members.len());
+        let resources = shape.resources();
         let shown = shape.shown();
-        Err(match failed {
+        match failed {
             // The attempt as every member answered it: the raise's answers
             // in place of the lagging members' grants (a restarted
             // member's failure names the quarantine), not the raise
@@ -484,7 +483,49 @@ impl Engine {
                 }
                 err
             }
-        })
+        }
+    }
+
+    /// After a grant: what members took only in part goes back at once,
+    /// and the members that failed (redundancy lost) are returned, and
+    /// logged.
+    fn after_grant(
+        &self,
+        shape: &dyn Shape,
+        token: &[u8],
+        votes: Vec<Vote>,
+        granted: usize,
+    ) -> Vec<NodeError> {
+        if votes.iter().any(|v| v.partial) {
+            let partial: Vec<bool> = votes.iter().map(|v| v.partial).collect();
+            self.clean_up(shape, &partial, token);
+        }
+        // (Collected only when some failed: collected in place, the
+        // votes' buffer would be shrunk on every acquisition.)
+        if !votes.iter().any(|v| matches!(v.answer, Some(Err(_)))) {
+            return Vec::new();
+        }
+        let failures: Vec<NodeError> = votes
+            .into_iter()
+            .filter_map(|v| match v.answer {
+                Some(Err(e)) => Some(e),
+                _ => None,
+            })
+            .collect();
+        crate::base::logging::log!(
+            warn,
+            "redlock_sync::redundancy",
+            "{}: taken with {granted} of {} members agreeing; one more failure may \
+             stop it: {}",
+            shape.shown(),
+            self.members.len(),
+            failures
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        failures
     }
 
     /// One extend round of `shape`, `ttl_ms` from now (the guard applies

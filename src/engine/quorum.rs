@@ -16,8 +16,8 @@ use crate::base::keys;
 use crate::base::node_error::{NodeError, NodeFailures};
 use crate::members::member::Member;
 use crate::members::node::{Node, Received};
-use crate::members::request::GONE;
 use crate::members::request::{Pooled, Request};
+use crate::members::request::{Said, Tallied};
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -93,7 +93,7 @@ pub(crate) fn round(
     members: &[Member],
     only: Option<&[bool]>,
     req: &Request<'_>,
-) -> Vec<Option<Result<u64, NodeError>>> {
+) -> Vec<Option<Result<Said, NodeError>>> {
     let Some(first) = members.first() else {
         return Vec::new();
     };
@@ -111,7 +111,7 @@ pub(crate) fn round(
         let pooled = node.send(member.request(req), deadline, left)?;
         Some((node, pooled))
     };
-    let mut answers: Vec<Option<Result<u64, NodeError>>> = members.iter().map(|_| None).collect();
+    let mut answers: Vec<Option<Result<Said, NodeError>>> = members.iter().map(|_| None).collect();
     // One member: in this thread, nothing to collect.
     if members.len() == 1 {
         if selected(0) {
@@ -144,7 +144,7 @@ pub(crate) fn round(
                 .spawn_scoped(scope, move || member.call(req, slot, deadline))
                 .map_err(|_| i)
         };
-        let follow = |i: usize, answer: Result<u64, NodeError>| {
+        let follow = |i: usize, answer: Result<Said, NodeError>| {
             let member = &members[i];
             thread::Builder::new()
                 .name("redlock-redirect".into())
@@ -182,7 +182,7 @@ pub(crate) fn round(
 
 /// Logs each member's failure in a round (at debug level: the round's
 /// outcome is what callers see and report).
-pub(crate) fn log_failures(members: &[Member], answers: &[Option<Result<u64, NodeError>>]) {
+pub(crate) fn log_failures(members: &[Member], answers: &[Option<Result<Said, NodeError>>]) {
     for (member, answer) in members.iter().zip(answers) {
         if let Some(Err(e)) = answer {
             crate::base::telemetry::node_failed(e);
@@ -211,14 +211,16 @@ pub(crate) struct Tally {
 
 impl Tally {
     pub(crate) fn count(
-        answers: impl IntoIterator<Item = Option<Result<u64, NodeError>>>,
+        answers: impl IntoIterator<Item = Option<Result<Said, NodeError>>>,
     ) -> Tally {
         let mut tally = Tally::default();
         for answer in answers.into_iter().flatten() {
             match answer {
-                Ok(0) => tally.no += 1,
-                Ok(GONE) => tally.gone += 1,
-                Ok(_) => tally.yes += 1,
+                Ok(said) => match said.tallied() {
+                    Tallied::Yes => tally.yes += 1,
+                    Tallied::No => tally.no += 1,
+                    Tallied::Gone => tally.gone += 1,
+                },
                 Err(e) => tally.failures.push(e),
             }
         }

@@ -23,7 +23,7 @@ use crate::engine::pipeline::{
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
-use crate::members::request::{DIFFERS, MAYBE_READERS, Reply, Request};
+use crate::members::request::{Reply, Request, Said};
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -142,54 +142,21 @@ impl OneKey {
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
             return fair.claim(p, key, self.wakes(), token, ttl_ms, keep);
         }
-        let px = Decimal::of(ttl_ms);
         let fenced = keep.is_some();
-        let fence = if fenced { fence_key(key) } else { Vec::new() };
-        let wait = p.wait_command();
-        // One start for every member's counter, whichever form its write
-        // takes (either form may be packed per member, when written):
-        // counters created in one round start equal, and no raise round
-        // follows to even them out. (No clock read without a counter.)
-        let start = Decimal::of(if fenced { counter_start() } else { 0 });
-        // The whole write, in one buffer: the check ahead (by hash: the
-        // handshake loads it, and a `SCRIPT FLUSH` costs one attempt, see
-        // `Pooled::finish`), the acquisition, the counter's commands; on
-        // servers before Redis 7.0 (`legacy`), the keep script stands for
-        // `PEXPIRE ... GT`.
-        let set = |get: bool, legacy: bool| {
-            // Room for the whole write (the counter's commands name its
-            // key three times): no regrowth.
-            let mut out = Vec::with_capacity(256 + fence.len() * 3 + 128 * usize::from(fenced));
-            if let Some(ahead) = &ahead {
-                ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
-            }
-            let get: &[&[u8]] = if get { &[b"GET"] } else { &[] };
-            pack_into(
-                &mut out,
-                &[&[b"SET", key, token, b"NX"], get, &[b"PX", px.as_bytes()]],
-            );
-            if let Some(keep) = keep {
-                // The counter is incremented on every member asked,
-                // whether or not it set the lock key: only the counts of
-                // members that set it make the token; the others' counts
-                // just grow, which keeps every counter monotonic. Its
-                // expiry is only ever raised: an attempt with a short keep
-                // never cuts the life of a counter a long-TTL holder
-                // relies on.
-                let keep = keep.as_bytes();
-                pack_into(
-                    &mut out,
-                    &[&[b"SET", &fence, start.as_bytes(), b"NX", b"PX", keep]],
-                );
-                pack_into(&mut out, &[&[b"INCR", &fence]]);
-                if legacy {
-                    KEEP.eval_into(&mut out, &[&fence], &[keep]);
-                } else {
-                    pack_into(&mut out, &[&[b"PEXPIRE", &fence, keep, b"GT"]]);
-                }
-            }
-            out.extend_from_slice(&wait);
-            out
+        let write = SetWrite {
+            key,
+            token,
+            px: Decimal::of(ttl_ms),
+            fence: if fenced { fence_key(key) } else { Vec::new() },
+            // One start for every member's counter, whichever form its
+            // write takes (either form may be packed per member, when
+            // written): counters created in one round start equal, and no
+            // raise round follows to even them out. (No clock read without
+            // a counter.)
+            start: Decimal::of(if fenced { counter_start() } else { 0 }),
+            keep,
+            wait: p.wait_command(),
+            ahead: ahead.as_ref(),
         };
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
         // Valkey), so that a waiting writer asks readers to queue only
@@ -197,47 +164,23 @@ impl OneKey {
         // refusal may be readers. A checked key (a permit) never meets
         // readers.
         let readers_matter = ahead.is_none();
-        let reply = match (readers_matter, fenced) {
-            (true, true) => Reply::SetGetCount,
-            (true, false) => Reply::SetGet,
-            (false, true) => Reply::SetCount,
-            (false, false) => Reply::Set,
-        };
-        // Servers before Redis 7.0 take neither `SET ... NX GET` nor
-        // `PEXPIRE ... GT` (nor does a server whose version is unknown):
-        // their form is packed only for them. The current form is packed
-        // once for every member where some member was seen to take it, or
-        // where there is no other form; otherwise (servers before Redis
-        // 7.0 only, or none met yet) each member that takes it packs it
-        // for itself.
+        let (reply, legacy_reply) = set_replies(readers_matter, fenced);
+        // Servers before Redis 7.0 (or of unknown version) take neither
+        // `SET ... NX GET` nor `PEXPIRE ... GT`: their form is packed only
+        // for them. The current form is packed once where some member was
+        // seen to take it or there is no other form; else each member
+        // that takes it packs it for itself.
         let has_legacy = readers_matter || fenced;
         let current = !has_legacy || p.members.iter().any(Member::takes_set_nx_get);
-        let current_packed = || set(readers_matter, false);
+        let current_packed = || write.pack(readers_matter, false);
         let packed = match current {
             true => current_packed(),
             false => Vec::new(),
         };
-        let legacy_packed = || set(false, true);
-        let legacy_reply = if fenced { Reply::SetCount } else { Reply::Set };
-        let describe = |at: usize| {
-            let (verb, key) = match at {
-                0 => ("SET", key),
-                1 => ("SET", &fence[..]),
-                2 => ("INCR", &fence[..]),
-                _ => ("PEXPIRE ... GT (or the keep script)", &fence[..]),
-            };
-            format!("{verb} {:?}", String::from_utf8_lossy(key))
-        };
-        // Queued behind an acquisition that times out: removes the key
-        // right after a late execution (and announces that only if it did).
-        let cleanup = |cluster: bool| {
-            let (message, channel) = (p.message(token), release_channel(self.wakes()));
-            let mut args = vec![token];
-            args.extend(unlock_args(message.as_deref(), cluster, &channel));
-            UNLOCK.eval(&[key], &args)
-        };
-        let node_cleanup = || cleanup(false);
-        let cluster_cleanup = || cleanup(true);
+        let legacy_packed = || write.pack(false, true);
+        let describe = |at: usize| write.describe(at);
+        let node_cleanup = || self.late_cleanup(p, token, false);
+        let cluster_cleanup = || self.late_cleanup(p, token, true);
         // On a Redis Cluster member the same pipeline goes to the slot's
         // master. An `ASK` is followed to the target only for a single-key
         // request (see the crate docs, "Why slot migrations are safe"): a
@@ -284,37 +227,35 @@ impl OneKey {
             ..base
         };
         let votes = quorum::round(&p.members, None, &req);
-        // Who holds it, as this attempt's refusals said (a reservation
-        // names nobody); a fair waiter's claims, which do not say, leave
-        // what its last ordinary attempt found.
-        *self.seen.lock() = seen.into_inner().into_iter().find_map(|v| match v {
+        self.note_holder(seen.into_inner());
+        votes.into_iter().map(read_vote).collect()
+    }
+
+    /// Queued behind an acquisition that times out (as Redis Cluster
+    /// members take it when `cluster`): removes the key right after a late
+    /// execution, and announces that only if it did.
+    fn late_cleanup(&self, p: &Engine, token: &[u8], cluster: bool) -> Vec<u8> {
+        let (message, channel) = (p.message(token), release_channel(self.wakes()));
+        let mut args = vec![token];
+        args.extend(unlock_args(message.as_deref(), cluster, &channel));
+        UNLOCK.eval(&[&self.key], &args)
+    }
+
+    /// Who holds the key, as this attempt's refusals said (`seen`; a
+    /// reservation names nobody). A fair waiter's claims, which do not
+    /// say, leave what its last ordinary attempt found.
+    fn note_holder(&self, seen: Vec<Value>) {
+        *self.seen.lock() = seen.into_iter().find_map(|v| match v {
             Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) => Some(v),
             _ => None,
         });
-        votes
-            .into_iter()
-            .map(|answer| match answer {
-                // The check ahead failed: no grant (the acquisition
-                // behind it may have written: cleaned up as a yes).
-                Some(Ok(c)) if c & DIFFERS != 0 => Vote {
-                    yes: None,
-                    ..Vote::of(Some(Ok(c)))
-                },
-                // A no where readers may hold the key.
-                Some(Ok(c)) if c & MAYBE_READERS != 0 => Vote {
-                    readers: true,
-                    ..Vote::of(Some(Ok(0)))
-                },
-                answer => Vote::of(answer),
-            })
-            .collect()
     }
 
     /// The answer of the first member whose check ahead failed (see
     /// [`Ahead`]), if any.
     pub(crate) fn differs(votes: &[Vote]) -> Option<u64> {
         votes.iter().find_map(|v| match v.answer {
-            Some(Ok(c)) if c & DIFFERS != 0 => Some(c & !DIFFERS),
+            Some(Ok(Said::Differs(c))) => Some(c),
             _ => None,
         })
     }
@@ -335,14 +276,12 @@ impl OneKey {
     ) -> Tally {
         let to = to.to_string();
         let fence = fence_key(&self.key);
-        Tally::count(p.script_then(
-            &RAISE,
-            Some(only),
-            &[&self.key, &fence],
-            &[token, to.as_bytes(), keep.as_bytes()],
-            None,
-            DECIDE,
-        ))
+        let args: [&[u8]; 3] = [token, to.as_bytes(), keep.as_bytes()];
+        Tally::count(
+            p.script(&RAISE, &[&self.key, &fence], &args)
+                .only(Some(only))
+                .run(DECIDE),
+        )
     }
 
     /// Raises the key's expiry to `ttl_ms` where it holds `token` (sets it
@@ -376,7 +315,7 @@ impl OneKey {
         // it raises the expiry and never lowers it, so that an extend
         // delivered late (sent on a connection that timed out) cannot cut
         // a later, longer one (see the manual's "How it works").
-        Tally::count(p.script_then(&EXTEND, None, &keys, &args, None, DECIDE))
+        Tally::count(p.script(&EXTEND, &keys, &args).run(DECIDE))
     }
 
     /// A release, or the clean-up of an attempt (`release` false). A
@@ -470,28 +409,30 @@ impl OneKey {
                 // Servers with their own compare-and-delete (`DELIFEQ` on
                 // Valkey 9+, `DELEX ... IFEQ` on Redis 8.4+) release
                 // without the script: the same rule, one command.
-                p.script_or_plain_delete(
-                    lua,
-                    only,
-                    (&self.key, &[token]),
-                    token,
-                    Some(Announce {
+                p.script(lua, &[&self.key], &[token])
+                    .only(only)
+                    .or_plain_delete(token)
+                    .tail(Some(Announce {
                         channel: &channel,
                         message,
-                    }),
-                    RELEASE,
-                )
+                    }))
+                    .run(RELEASE)
             }
             // A release not announced (`wake_on_release(false)`).
-            None if release && record.is_none() => {
-                p.script_or_plain_delete(lua, only, (&self.key, &[token]), token, None, RELEASE)
-            }
+            None if release && record.is_none() => p
+                .script(lua, &[&self.key], &[token])
+                .only(only)
+                .or_plain_delete(token)
+                .run(RELEASE),
             _ => {
                 let node: Vec<&[u8]> =
                     [vec![token], unlock_args(message, false, &channel)].concat();
                 let cluster: Vec<&[u8]> =
                     [vec![token], unlock_args(message, true, &channel)].concat();
-                p.script_then(lua, only, keys, &node, Some(&cluster), RELEASE)
+                p.script(lua, keys, &node)
+                    .only(only)
+                    .cluster_args(&cluster)
+                    .run(RELEASE)
             }
         }
     }
@@ -512,18 +453,15 @@ impl OneKey {
         let channel = release_channel(self.wakes());
         let queue = crate::base::keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
-        let mut answers = p.script_tailed(
-            &UNLOCK,
-            only,
-            (&keys, &[token]),
-            (&keys, &[token]),
-            Some(Announce {
+        let mut answers = p
+            .script(&UNLOCK, &keys, &[token])
+            .only(only)
+            .tail(Some(Announce {
                 channel: &channel,
                 message,
-            }),
-            RELEASE,
-        );
-        let waited = |a: &Answer| matches!(a, Some(Ok(2)));
+            }))
+            .run(RELEASE);
+        let waited = |a: &Answer| matches!(a, Some(Ok(Said::Yes(2))));
         // (The members' list only when some waiter came: not on every
         // release.)
         if answers.iter().any(waited) {
@@ -541,12 +479,114 @@ impl OneKey {
                 handing.as_deref().or(Some(message)),
             );
             for (answer, handed) in answers.iter_mut().zip(handed) {
-                if matches!(answer, Some(Ok(2))) {
+                if matches!(answer, Some(Ok(Said::Yes(2)))) {
                     *answer = handed;
                 }
             }
         }
         answers
+    }
+}
+
+/// The acquisition's write (see [`OneKey::take`]), in one buffer: the
+/// check ahead (by hash: the handshake loads it, and a `SCRIPT FLUSH`
+/// costs one attempt, see `Pooled::finish`), the acquisition, the
+/// counter's commands, any `WAIT`.
+struct SetWrite<'a> {
+    key: &'a [u8],
+    token: &'a [u8],
+    px: Decimal,
+    /// The fencing counter's key (empty with fencing off).
+    fence: Vec<u8>,
+    /// The value a counter created anew starts from.
+    start: Decimal,
+    keep: Option<&'a str>,
+    wait: Vec<u8>,
+    ahead: Option<&'a Ahead<'a>>,
+}
+
+impl SetWrite<'_> {
+    /// The write, with `SET ... NX GET` when `get`; with `legacy` (servers
+    /// before Redis 7.0) the keep script stands for `PEXPIRE ... GT`.
+    fn pack(&self, get: bool, legacy: bool) -> Vec<u8> {
+        let (key, fence) = (self.key, &self.fence[..]);
+        let fenced = self.keep.is_some();
+        // Room for the whole write (the counter's commands name its key
+        // three times): no regrowth.
+        let mut out = Vec::with_capacity(256 + fence.len() * 3 + 128 * usize::from(fenced));
+        if let Some(ahead) = self.ahead {
+            ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
+        }
+        let get: &[&[u8]] = if get { &[b"GET"] } else { &[] };
+        pack_into(
+            &mut out,
+            &[
+                &[b"SET", key, self.token, b"NX"],
+                get,
+                &[b"PX", self.px.as_bytes()],
+            ],
+        );
+        if let Some(keep) = self.keep {
+            // The counter is incremented on every member asked, whether or
+            // not it set the lock key: only the counts of members that set
+            // it make the token; the others' counts just grow, which keeps
+            // every counter monotonic. Its expiry is only ever raised: an
+            // attempt with a short keep never cuts the life of a counter a
+            // long-TTL holder relies on.
+            let keep = keep.as_bytes();
+            let start = self.start.as_bytes();
+            pack_into(&mut out, &[&[b"SET", fence, start, b"NX", b"PX", keep]]);
+            pack_into(&mut out, &[&[b"INCR", fence]]);
+            if legacy {
+                KEEP.eval_into(&mut out, &[fence], &[keep]);
+            } else {
+                pack_into(&mut out, &[&[b"PEXPIRE", fence, keep, b"GT"]]);
+            }
+        }
+        out.extend_from_slice(&self.wait);
+        out
+    }
+
+    /// Names the write's command `at` and its key, for messages.
+    fn describe(&self, at: usize) -> String {
+        let (verb, key) = match at {
+            0 => ("SET", self.key),
+            1 => ("SET", &self.fence[..]),
+            2 => ("INCR", &self.fence[..]),
+            _ => ("PEXPIRE ... GT (or the keep script)", &self.fence[..]),
+        };
+        format!("{verb} {:?}", String::from_utf8_lossy(key))
+    }
+}
+
+/// How the acquisition's replies read: its current form's, and the
+/// form's of servers before Redis 7.0 (plain `NX`, whose refusal may be
+/// readers). `readers_matter`: the current form is `SET ... NX GET`.
+fn set_replies(readers_matter: bool, fenced: bool) -> (Reply, Reply) {
+    let legacy = if fenced { Reply::SetCount } else { Reply::Set };
+    let current = match (readers_matter, fenced) {
+        (true, true) => Reply::SetGetCount,
+        (true, false) => Reply::SetGet,
+        (false, _) => legacy,
+    };
+    (current, legacy)
+}
+
+/// A member's vote on the acquisition, from its answer.
+fn read_vote(answer: Answer) -> Vote {
+    match answer {
+        // The check ahead failed: no grant (the acquisition behind it may
+        // have written: cleaned up as a yes).
+        Some(Ok(Said::Differs(c))) => Vote {
+            yes: None,
+            ..Vote::of(Some(Ok(Said::Differs(c))))
+        },
+        // A no where readers may hold the key.
+        Some(Ok(Said::MaybeReaders)) => Vote {
+            readers: true,
+            ..Vote::of(Some(Ok(Said::No)))
+        },
+        answer => Vote::of(answer),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::base::node_error::NodeError;
 use crate::members::node::Node;
 use crate::members::redis_cluster::RedisCluster;
 use crate::members::request::Request;
+use crate::members::request::Said;
 
 /// One vote of the quorum.
 pub(crate) enum Member {
@@ -111,7 +112,7 @@ impl Member {
         req: &Request<'_>,
         slot: u16,
         deadline: Instant,
-    ) -> Result<u64, NodeError> {
+    ) -> Result<Said, NodeError> {
         match self {
             Member::Node(node) => node.call(req, deadline),
             Member::Cluster(cluster) => cluster.call(self.request(req), slot, deadline),
@@ -120,7 +121,7 @@ impl Member {
 
     /// Whether an answer must be followed up (a cluster's redirect) on a
     /// thread of its own, by [`follow`](Self::follow).
-    pub(crate) fn must_follow(&self, answer: &Result<u64, NodeError>) -> bool {
+    pub(crate) fn must_follow(&self, answer: &Result<Said, NodeError>) -> bool {
         matches!(
             (self, answer),
             (Member::Cluster(_), Err(e)) if matches!(e.code(), Some("MOVED" | "ASK"))
@@ -131,10 +132,10 @@ impl Member {
     /// Follows up an answer (see [`must_follow`](Self::must_follow)).
     pub(crate) fn follow(
         &self,
-        answer: Result<u64, NodeError>,
+        answer: Result<Said, NodeError>,
         req: &Request<'_>,
         deadline: Instant,
-    ) -> Result<u64, NodeError> {
+    ) -> Result<Said, NodeError> {
         match self {
             Member::Node(_) => answer,
             Member::Cluster(cluster) => cluster.after(answer, self.request(req), deadline),

@@ -19,7 +19,7 @@ use crate::base::error::Error;
 use crate::base::node_error::{Cause, NodeError, NodeErrorKind, Stage};
 use crate::members::conn::{Tls, pack};
 use crate::members::identities::Identities;
-use crate::members::request::{Failure, Pooled, Request, is_reply, is_stale};
+use crate::members::request::{Failure, Pooled, Request, Said, is_reply, is_stale};
 use crate::members::resolve::{ResolveFn, Resolver};
 use crate::members::restart::{Policy, Quarantine, Watch};
 use crate::members::script::Lua;
@@ -85,6 +85,52 @@ pub(crate) struct Node {
     set_nx_get: std::sync::atomic::AtomicBool,
 }
 
+/// The commands a new connection starts with, those whose failure fails
+/// it (by name), and where the server's identity is read (see
+/// `restart.rs`).
+fn handshake(
+    credentials: (Option<&str>, Option<&str>),
+    db: i64,
+    preload: &[&'static Lua],
+) -> (Vec<Vec<u8>>, Vec<&'static str>, usize) {
+    let mut handshake = Vec::new();
+    let mut required_names = Vec::new();
+    match credentials {
+        (Some(user), Some(pw)) => {
+            handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]));
+            required_names.push("AUTH");
+        }
+        (None, Some(pw)) => {
+            handshake.push(pack(&[b"AUTH", pw.as_bytes()]));
+            required_names.push("AUTH");
+        }
+        _ => {}
+    }
+    if db != 0 {
+        handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
+        required_names.push("SELECT");
+    }
+    // The server's identity, start and durability (see restart.rs):
+    // read on every new connection, never in a lock round.
+    let identity_at = handshake.len();
+    handshake.push(pack(&[b"INFO", b"server"]));
+    handshake.push(pack(&[b"CONFIG", b"GET", b"append*"]));
+    handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
+    // Loading the scripts here saves a NOSCRIPT round trip at first use
+    // after a restart, which a multiplexed round could not spare.
+    for lua in preload {
+        handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.source()]));
+    }
+    handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
+    handshake.push(pack(&[
+        b"CLIENT",
+        b"SETINFO",
+        b"LIB-VER",
+        env!("CARGO_PKG_VERSION").as_bytes(),
+    ]));
+    (handshake, required_names, identity_at)
+}
+
 impl Node {
     /// Parses `url` and prepares the node; connects lazily.
     pub(crate) fn open(url: &str, setup: &Setup) -> Result<Node, Error> {
@@ -119,41 +165,11 @@ impl Node {
         }
         let settings = info.redis_settings();
         let db = settings.db();
-        let mut handshake = Vec::new();
-        let mut required_names = Vec::new();
-        match (settings.username(), settings.password()) {
-            (Some(user), Some(pw)) => {
-                handshake.push(pack(&[b"AUTH", user.as_bytes(), pw.as_bytes()]));
-                required_names.push("AUTH");
-            }
-            (None, Some(pw)) => {
-                handshake.push(pack(&[b"AUTH", pw.as_bytes()]));
-                required_names.push("AUTH");
-            }
-            _ => {}
-        }
-        if db != 0 {
-            handshake.push(pack(&[b"SELECT", db.to_string().as_bytes()]));
-            required_names.push("SELECT");
-        }
-        // The server's identity, start and durability (see restart.rs):
-        // read on every new connection, never in a lock round.
-        let identity_at = handshake.len();
-        handshake.push(pack(&[b"INFO", b"server"]));
-        handshake.push(pack(&[b"CONFIG", b"GET", b"append*"]));
-        handshake.push(pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]));
-        // Loading the scripts here saves a NOSCRIPT round trip at first use
-        // after a restart, which a multiplexed round could not spare.
-        for lua in &setup.preload {
-            handshake.push(pack(&[b"SCRIPT", b"LOAD", lua.source()]));
-        }
-        handshake.push(pack(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"redlock-sync"]));
-        handshake.push(pack(&[
-            b"CLIENT",
-            b"SETINFO",
-            b"LIB-VER",
-            env!("CARGO_PKG_VERSION").as_bytes(),
-        ]));
+        let (handshake, required_names, identity_at) = handshake(
+            (settings.username(), settings.password()),
+            db,
+            &setup.preload,
+        );
         let addr = info.addr().clone();
         let resolver = match &addr {
             ConnectionAddr::Tcp(host, port) => {
@@ -236,7 +252,7 @@ impl Node {
 
     /// Runs `req`: on a pooled connection if there is one, else on a new
     /// one; everything by `deadline`.
-    pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
+    pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<Said, NodeError> {
         match self.send(req, deadline, None) {
             Some(pooled) => match self.receive(pooled, req, deadline) {
                 Received::Done(answer) => answer,
@@ -374,7 +390,7 @@ impl Node {
     /// plain node (whatever key was asked), and, for a request that decides
     /// a holder, none from a server kept out after a restart, whatever it
     /// said (a yes left a key there, so the failure is not settled).
-    fn vote(&self, req: &Request<'_>, answer: Result<u64, NodeError>) -> Result<u64, NodeError> {
+    fn vote(&self, req: &Request<'_>, answer: Result<Said, NodeError>) -> Result<Said, NodeError> {
         if self.plain.load(std::sync::atomic::Ordering::Relaxed) && self.watch.cluster_mode() {
             let mut e = NodeError::cluster(
                 self.name.clone(),
@@ -463,7 +479,7 @@ impl Node {
     }
 
     /// Runs `req` on a new connection, everything by `deadline`.
-    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<u64, NodeError> {
+    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<Said, NodeError> {
         let mut pooled = self.connect(deadline)?;
         let req = req.on(&pooled);
         let result = match pooled.con.write(&req.bytes(), deadline) {
@@ -510,7 +526,7 @@ impl Node {
         mut pooled: Pooled,
         reqs: &[&Request<'_>],
         deadline: Instant,
-    ) -> Option<Vec<Result<u64, NodeError>>> {
+    ) -> Option<Vec<Result<Said, NodeError>>> {
         let mut answers = Vec::with_capacity(reqs.len());
         // As `send_all` wrote them: a reply read may change what the
         // connection sends next (a refused compare-and-delete), not what it sent.
@@ -549,7 +565,7 @@ impl Node {
         &self,
         reqs: &[&Request<'_>],
         deadline: Instant,
-    ) -> Vec<Result<u64, NodeError>> {
+    ) -> Vec<Result<Said, NodeError>> {
         if let Some(pooled) = self.send_all(reqs, deadline)
             && let Some(answers) = self.receive_all(pooled, reqs, deadline)
         {

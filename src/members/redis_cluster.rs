@@ -32,6 +32,7 @@ use crate::members::conn::pack;
 use crate::members::identities::Identities;
 use crate::members::node::{Node, Setup};
 use crate::members::request::Request;
+use crate::members::request::Said;
 use crate::members::url::{UrlParts, url_parts};
 
 /// Which master serves each slot.
@@ -219,7 +220,7 @@ impl RedisCluster {
         req: &Request<'_>,
         slot: u16,
         deadline: Instant,
-    ) -> Result<u64, NodeError> {
+    ) -> Result<Said, NodeError> {
         let node = self.route_or_fetch(slot, deadline)?;
         let answer = node.run(req, deadline);
         self.after(answer, req, deadline)
@@ -230,10 +231,10 @@ impl RedisCluster {
     /// after a connection failure.
     pub(crate) fn after(
         self: &Arc<Self>,
-        answer: Result<u64, NodeError>,
+        answer: Result<Said, NodeError>,
         req: &Request<'_>,
         deadline: Instant,
-    ) -> Result<u64, NodeError> {
+    ) -> Result<Said, NodeError> {
         match answer {
             Err(e) if is_redirect(&e) => self.follow(e, req, deadline),
             Err(e) => {
@@ -254,7 +255,7 @@ impl RedisCluster {
         e: NodeError,
         req: &Request<'_>,
         deadline: Instant,
-    ) -> Result<u64, NodeError> {
+    ) -> Result<Said, NodeError> {
         let Some((slot, host, port)) = parse_redirect(e.cause()) else {
             return Err(e);
         };

@@ -11,29 +11,82 @@ use crate::base::node_error::Cause;
 use crate::members::conn::{Conn, pack, pack_into};
 use crate::members::script::Lua;
 
-/// An answer of the set script that names the first busy key: this bit,
-/// plus the key's index (see [`Reply::Count`]).
-pub(crate) const BUSY: u64 = 1 << 62;
-
-/// The answer of a request whose [`check`](Request::check) found the
-/// member differs (a permit's count): this bit, plus the check's answer.
-pub(crate) const DIFFERS: u64 = 1 << 61;
-
-/// A lock acquisition's no, where the key may hold a read-write lock's
-/// readers: it holds their mark, or the server could not say (`SET NX`
-/// without `GET`). A waiting writer then asks readers to queue behind it.
-pub(crate) const MAYBE_READERS: u64 = 1 << 60;
-
 /// The index a [`Failure`] of a plain command's fallback script (see
 /// [`Reply::DelIfEq`]) gives its request's `describe`.
 pub(crate) const FALLBACK: usize = usize::MAX;
 
-/// The answer of a node whose key is gone (expired or deleted), to an
-/// unlock or extend: the scripts' -1.
-pub(crate) const GONE: u64 = u64::MAX;
+/// What one member's reply said, as its request's [`Reply`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Said {
+    /// No (the scripts' 0): another owner holds the key, or it is not
+    /// this token's; a count of 0.
+    No,
+    /// Yes, with its number above 0: 1; a fencing counter; a count; the
+    /// unlock's 2, "a fair queue stands" (see `single.rs`).
+    Yes(u64),
+    /// No such key: expired or deleted (the scripts' -1, to an unlock,
+    /// extend or raise).
+    Gone,
+    /// A negative count `-(i + 1)`, read as `i`: the set script's first
+    /// busy key; the fair claim's 1 (readers hold the key) or `2 + N` (a
+    /// reservation lapsing in N ms).
+    Busy(u64),
+    /// The check ahead of the request found the member differs (a
+    /// permit's count): the check's answer, above 0. The request behind
+    /// it ran anyway, and is cleaned up as a yes would be.
+    Differs(u64),
+    /// A lock acquisition's no where readers may hold the key: it holds
+    /// their mark, or the server could not say (`SET NX` without `GET`).
+    /// A waiting writer then asks readers to queue behind it.
+    MaybeReaders,
+    /// A reply kept whole: its index in the request's
+    /// [`kept`](Request::kept) store ([`Reply::Kept`]).
+    Kept(usize),
+}
 
-/// What a reply means. Every answer is a number: 0 is no, [`GONE`] is
-/// "no such key", anything else is yes.
+impl Said {
+    /// The number an answer carries: a yes's, a busy or differing
+    /// answer's, a kept reply's index; 0 for a no, a gone key, readers.
+    pub(crate) fn number(self) -> u64 {
+        match self {
+            Said::Yes(n) | Said::Busy(n) | Said::Differs(n) => n,
+            Said::Kept(i) => i as u64,
+            Said::No | Said::Gone | Said::MaybeReaders => 0,
+        }
+    }
+
+    /// A count of 0 or more: 0 is no.
+    pub(crate) fn count(n: u64) -> Said {
+        match n {
+            0 => Said::No,
+            n => Said::Yes(n),
+        }
+    }
+
+    /// The answer as a tally counts it: a no (readers' too), a gone
+    /// key, or else a yes (any answer that may have written: a busy or
+    /// differing one too, which the shapes read before they tally).
+    pub(crate) fn tallied(self) -> Tallied {
+        match self {
+            Said::No | Said::MaybeReaders => Tallied::No,
+            Said::Gone => Tallied::Gone,
+            Said::Yes(_) | Said::Busy(_) | Said::Differs(_) | Said::Kept(_) => Tallied::Yes,
+        }
+    }
+}
+
+/// How a tally counts an answer (see [`Said::tallied`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tallied {
+    /// Yes.
+    Yes,
+    /// No.
+    No,
+    /// The key is gone.
+    Gone,
+}
+
+/// How a reply reads, as a [`Said`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Reply {
     /// The server's own compare-and-delete ([`PlainDelete`]: `DELIFEQ key
@@ -41,12 +94,12 @@ pub(crate) enum Reply {
     /// release without a script), with a second reply behind it (the release's `PUBLISH`, read and ignored)
     /// when `true`: 1 is yes; 0 (another token, or no key) is told apart
     /// by an `EXISTS key` sent then, on the same connection: a key is no
-    /// (0), none is gone ([`GONE`]). Refused by an ACL rule (`NOPERM`) or
+    /// ([`Said::No`]), none is gone ([`Said::Gone`]). Refused by an ACL rule (`NOPERM`) or
     /// unknown to the server (`ERR unknown command`), the script ([`Request::reload`]) runs in its place, read as
     /// [`One`](Self::One) or [`OneThenAny`](Self::OneThenAny), and the
     /// connection sends the script from then on.
     DelIfEq(bool),
-    /// `1` is yes, `0` is no, `-1` is [`GONE`] (unlock, extend, raise);
+    /// `1` is yes, `0` is no, `-1` is [`Said::Gone`] (unlock, extend, raise);
     /// `2` is the unlock's "a fair queue stands" (see `lock.rs`).
     One,
     /// As `One` for the first command; a second one (the `PUBLISH` after
@@ -55,16 +108,16 @@ pub(crate) enum Reply {
     OneThenAny,
     /// The reply of `SET ... NX` (acquire without fencing, on a server
     /// without `NX GET`): `OK` is yes (1), nil is no, and may be readers
-    /// ([`MAYBE_READERS`]: this server cannot say who holds the key).
+    /// ([`Said::MaybeReaders`]: this server cannot say who holds the key).
     Set,
     /// The reply of `SET ... NX GET` (acquire without fencing): nil is yes
-    /// (the key was set), the holder's value is no ([`MAYBE_READERS`] when
+    /// (the key was set), the holder's value is no ([`Said::MaybeReaders`] when
     /// it is the readers' mark), and `WRONGTYPE` is no (a key of another
     /// type holds the name, as `SET NX` without `GET` finds).
     SetGet,
     /// A count (a semaphore's survey, a set's fencing token): any number
     /// of 0 or more; a negative `-i` (the set script's first busy key)
-    /// reads as [`BUSY`] plus `i - 1`.
+    /// reads as [`Said::Busy`] of `i - 1`.
     Count,
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE ... GT` (the keep script before Redis 7.0)
@@ -147,7 +200,7 @@ pub(crate) struct Request<'a> {
     pub(crate) asking: bool,
     /// After any `ASKING`, `packed` starts with this script, sent by hash
     /// (a check ahead of the request: a permit's count), whose answer is
-    /// read next: 0 passes, `n > 0` reads as [`DIFFERS`] plus `n` (the
+    /// read next: 0 passes, `n > 0` reads as [`Said::Differs`] of `n` (the
     /// request behind it ran anyway, and is cleaned up as a yes would
     /// be).
     pub(crate) check: Option<&'a Lua>,
@@ -259,7 +312,7 @@ impl Pooled {
     /// (the connection is in step and may go back to the pool); any path
     /// that leaves a reply unread returns `keep: false`, so that a later
     /// request never reads this one's reply as its own.
-    pub(crate) fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+    pub(crate) fn finish(&mut self, req: &Request<'_>, deadline: Instant) -> Result<Said, Failure> {
         // The common request: nothing ahead of its reply, no `WAIT` behind.
         if !req.asking && req.check.is_none() && req.wait.is_none() {
             return self.finish_reply(req, deadline);
@@ -270,7 +323,7 @@ impl Pooled {
     /// [`finish`](Self::finish) for a request with an `ASKING`, a check
     /// ahead or a `WAIT` behind.
     #[inline(never)]
-    fn finish_around(&mut self, req: &Request<'_>, deadline: Instant) -> Result<u64, Failure> {
+    fn finish_around(&mut self, req: &Request<'_>, deadline: Instant) -> Result<Said, Failure> {
         if req.asking {
             self.asked(deadline)?;
         }
@@ -303,7 +356,7 @@ impl Pooled {
                     keep: true,
                 })
             }
-            (Ok(n), _, _) => Ok(DIFFERS | n),
+            (Ok(n), _, _) => Ok(Said::Differs(n)),
             (Err(error), _, _) => Err(Failure {
                 error,
                 at: 0,
@@ -318,7 +371,7 @@ impl Pooled {
         &mut self,
         req: &Request<'_>,
         deadline: Instant,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Said, Failure> {
         let answer = self.finish_reply(req, deadline);
         let Some(needed) = req.wait else {
             return answer;
@@ -341,15 +394,13 @@ impl Pooled {
             // Only a write waits for replicas: a no (0, or a lock's no that
             // may be readers), a gone key and a set's busy key are answers
             // whatever the replicas saw.
-            Ok(yes) if yes > 0 && yes & (BUSY | MAYBE_READERS) == 0 && acked < needed => {
-                Err(Failure {
-                    error: Cause::Replication(format!(
-                        "the write reached {acked} of {needed} replicas in time (WAIT)"
-                    )),
-                    at: 0,
-                    keep: true,
-                })
-            }
+            Ok(Said::Yes(_)) if acked < needed => Err(Failure {
+                error: Cause::Replication(format!(
+                    "the write reached {acked} of {needed} replicas in time (WAIT)"
+                )),
+                at: 0,
+                keep: true,
+            }),
             other => other,
         }
     }
@@ -359,21 +410,21 @@ impl Pooled {
         &mut self,
         req: &Request<'_>,
         deadline: Instant,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Said, Failure> {
         match req.reply {
             Reply::One | Reply::OneThenAny | Reply::Count | Reply::Kept => {}
             Reply::Set => {
                 return match self.con.read(deadline)? {
-                    Value::Okay => Ok(1),
-                    Value::Nil => Ok(MAYBE_READERS),
+                    Value::Okay => Ok(Said::Yes(1)),
+                    Value::Nil => Ok(Said::MaybeReaders),
                     other => Err(unexpected(&other).into()),
                 };
             }
             Reply::SetGet => {
                 return match self.con.read(deadline) {
-                    Ok(Value::Nil) => Ok(1),
+                    Ok(Value::Nil) => Ok(Said::Yes(1)),
                     Ok(held) => held_by(&held, req.kept),
-                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(0),
+                    Err(e) if e.code() == Some("WRONGTYPE") => Ok(Said::No),
                     Err(e) => Err(e.into()),
                 };
             }
@@ -393,12 +444,12 @@ impl Pooled {
                 Some(kept) => {
                     let mut kept = kept.lock();
                     kept.push(value);
-                    Ok(kept.len() as u64 - 1)
+                    Ok(Said::Kept(kept.len() - 1))
                 }
                 None => Err(unexpected(&value).into()),
             },
-            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(n as u64),
-            (Reply::Count, Value::Int(n)) => Ok(BUSY | (n.unsigned_abs() - 1)),
+            (Reply::Count, Value::Int(n)) if n >= 0 => Ok(Said::count(n as u64)),
+            (Reply::Count, Value::Int(n)) => Ok(Said::Busy(n.unsigned_abs() - 1)),
             (_, other) => one(other),
         }
     }
@@ -438,9 +489,9 @@ impl Pooled {
         req: &Request<'_>,
         tail: bool,
         deadline: Instant,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Said, Failure> {
         match self.read_then(tail, deadline)? {
-            Ok(Value::Int(1)) => Ok(1),
+            Ok(Value::Int(1)) => Ok(Said::Yes(1)),
             Ok(Value::Int(0)) => {
                 // Ours it was not: another owner's, or none. Asked after
                 // the fact, a key set since reads as another owner's,
@@ -448,10 +499,10 @@ impl Pooled {
                 // it reads as gone: lost either way.
                 self.con.write(&pack(&[b"EXISTS", req.key]), deadline)?;
                 match self.con.read(deadline) {
-                    Ok(Value::Int(0)) => Ok(GONE),
-                    Ok(Value::Int(_)) => Ok(0),
+                    Ok(Value::Int(0)) => Ok(Said::Gone),
+                    Ok(Value::Int(_)) => Ok(Said::No),
                     Ok(other) => Err(unexpected(&other).into()),
-                    Err(e) if e.code() == Some("NOPERM") => Ok(GONE),
+                    Err(e) if e.code() == Some("NOPERM") => Ok(Said::Gone),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -527,7 +578,7 @@ impl Pooled {
         get: bool,
         deadline: Instant,
         kept: Option<&parking_lot::Mutex<Vec<Value>>>,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Said, Failure> {
         let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
         match self.read_replies(&mut replies, deadline)? {
             // A key of another type holds the name: a no, as `SET NX`
@@ -542,10 +593,10 @@ impl Pooled {
             None => {}
         }
         match (get, replies) {
-            (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
-            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(MAYBE_READERS),
-            (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(n as u64),
-            (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(0),
+            (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
+            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(Said::MaybeReaders),
+            (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
+            (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(Said::No),
             (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => {
                 held_by(held, kept)
             }
@@ -587,16 +638,16 @@ impl Pooled {
 }
 
 /// A refusal of `SET ... NX GET`, by the value holding the key: the
-/// readers' mark is [`MAYBE_READERS`], any other value (a token) a plain
+/// readers' mark is [`Said::MaybeReaders`], any other value (a token) a plain
 /// no.
-fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Result<u64, Failure> {
+fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Result<Said, Failure> {
     match held {
-        Value::BulkString(v) if v[..] == *READERS_MARK => Ok(MAYBE_READERS),
+        Value::BulkString(v) if v[..] == *READERS_MARK => Ok(Said::MaybeReaders),
         Value::BulkString(_) => {
             if let Some(kept) = kept {
                 kept.lock().push(held.clone());
             }
-            Ok(0)
+            Ok(Said::No)
         }
         other => Err(unexpected(other).into()),
     }
@@ -617,11 +668,11 @@ pub(crate) fn is_stale(e: &Cause) -> bool {
 }
 
 /// A script's number answer (see [`Reply::One`]).
-fn one(value: Value) -> Result<u64, Failure> {
+fn one(value: Value) -> Result<Said, Failure> {
     match value {
-        Value::Int(n @ 1..=2) => Ok(n as u64),
-        Value::Int(0) => Ok(0),
-        Value::Int(-1) => Ok(GONE),
+        Value::Int(n @ 1..=2) => Ok(Said::Yes(n as u64)),
+        Value::Int(0) => Ok(Said::No),
+        Value::Int(-1) => Ok(Said::Gone),
         other => Err(unexpected(&other).into()),
     }
 }

@@ -154,134 +154,114 @@ impl ElModel {
     /// Actor `c`'s round ends.
     fn conclude(&self, s: &mut ElState, c: usize, mask: u8) {
         s.net.end_round(c);
-        let now_ms = u64::from(s.now) * TICK_MS;
         match s.phases[c].clone() {
             ElPhase::Taking {
                 value,
                 start,
                 answers,
                 ..
-            } => {
-                let ballots = answers.map(|a| match a {
-                    Some(ElAnswer::Took { set: true, count }) => Ballot {
-                        yes: Some(count),
-                        low: count,
-                    },
-                    _ => Ballot::default(),
-                });
-                let count = verdict::count(ballots, NODES, false);
-                let ttl = Duration::from_millis(TTL * TICK_MS);
-                let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
-                let from = self.base + Duration::from_millis(u64::from(start) * TICK_MS);
-                let until = count
-                    .reached
-                    .then(|| {
-                        let factor = if self.size.drift { FACTOR } else { 0.0 };
-                        quorum::valid_until(from, elapsed, ttl, factor)
-                    })
-                    .flatten();
-                match until {
-                    Some(until) => {
-                        let until_ms = until.saturating_duration_since(self.base).as_millis();
-                        let term = count.highest;
-                        s.phases[c] = ElPhase::Leading {
-                            value,
-                            until_ms: until_ms as u64,
-                            term,
-                            seq: 1,
-                            answers: Some([None; NODES]),
-                        };
-                        let claim = ElRequest::Claim {
-                            value,
-                            term,
-                            seq: 1,
-                        };
-                        self.send(s, c, [true; NODES], mask, claim);
-                    }
-                    None => {
-                        let dirty =
-                            answers.map(|a| !matches!(a, Some(ElAnswer::Took { set: false, .. })));
-                        self.fail(s, c, value, dirty, mask);
-                    }
-                }
-            }
+            } => self.taken(s, c, mask, (value, start), answers),
             ElPhase::Leading {
                 value,
                 until_ms,
                 term,
                 seq,
                 answers: Some(answers),
-            } => {
-                let yes = answers
-                    .iter()
-                    .filter(|a| **a == Some(ElAnswer::Int(1)))
-                    .count();
-                // Then `ensure_held`: the claim counts while valid.
-                let ok = yes >= quorum::quorum(NODES) && now_ms < until_ms;
-                if ok {
-                    s.claimed = Some(Claimed {
-                        leader: c as u8,
-                        term,
-                        seq,
-                    });
-                }
-                if !ok && seq == 1 {
-                    // The campaign fails: its guard is dropped.
-                    self.fail(s, c, value, [true; NODES], mask);
-                    return;
-                }
-                s.phases[c] = ElPhase::Leading {
-                    value,
-                    until_ms,
-                    term,
-                    seq,
-                    answers: None,
-                };
-            }
-            ElPhase::Reading { answers, floor } => {
-                s.phases[c] = ElPhase::Idle;
-                s.done[c] += 1;
-                let views = answers
-                    .iter()
-                    .map(|a| {
-                        Some(match a {
-                            Some(ElAnswer::View {
-                                holder,
-                                left,
-                                record,
-                            }) => Ok(view(*holder, *left, *record)),
-                            _ => Err(NodeError::cluster(
-                                "n".into(),
-                                "no answer".into(),
-                                Duration::from_millis(TICK_MS),
-                            )),
-                        })
-                    })
-                    .collect();
-                let read = majority(views, b"e");
-                // The leader of that claim still leads, valid.
-                let leads = |f: &Claimed| {
-                    matches!(s.phases[usize::from(f.leader)],
-                        ElPhase::Leading { term, until_ms, .. } if term == f.term && now_ms < until_ms)
-                };
-                if let Some(floor) = floor.filter(leads) {
-                    let fine = match &read {
-                        Err(_) => true,
-                        Ok(Some(leader)) => {
-                            leader.term() == floor.term && leader.value() >= &[floor.seq][..]
-                        }
-                        Ok(None) => false,
-                    };
-                    if !fine && s.misread.is_none() {
-                        s.misread = Some(format!(
-                            "a read names {read:?} while the leader of term {} is valid, its claim {} done before the read began",
-                            floor.term, floor.seq
-                        ));
-                    }
-                }
-            }
+            } => self.claim_ended(s, c, mask, (value, until_ms, term, seq), answers),
+            ElPhase::Reading { answers, floor } => read_ended(s, c, answers, floor),
             _ => {}
         }
+    }
+
+    /// A campaign's attempt ended (begun at `start`): elected, its first
+    /// claim goes out; else it fails.
+    fn taken(
+        &self,
+        s: &mut ElState,
+        c: usize,
+        mask: u8,
+        (value, start): (Value, u16),
+        answers: [Option<ElAnswer>; NODES],
+    ) {
+        let ballots = answers.map(|a| match a {
+            Some(ElAnswer::Took { set: true, count }) => Ballot {
+                yes: Some(count),
+                low: count,
+            },
+            _ => Ballot::default(),
+        });
+        let count = verdict::count(ballots, NODES, false);
+        let ttl = Duration::from_millis(TTL * TICK_MS);
+        let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
+        let from = self.base + Duration::from_millis(u64::from(start) * TICK_MS);
+        let until = count
+            .reached
+            .then(|| {
+                let factor = if self.size.drift { FACTOR } else { 0.0 };
+                quorum::valid_until(from, elapsed, ttl, factor)
+            })
+            .flatten();
+        match until {
+            Some(until) => {
+                let until_ms = until.saturating_duration_since(self.base).as_millis();
+                let term = count.highest;
+                s.phases[c] = ElPhase::Leading {
+                    value,
+                    until_ms: until_ms as u64,
+                    term,
+                    seq: 1,
+                    answers: Some([None; NODES]),
+                };
+                let claim = ElRequest::Claim {
+                    value,
+                    term,
+                    seq: 1,
+                };
+                self.send(s, c, [true; NODES], mask, claim);
+            }
+            None => {
+                let dirty = answers.map(|a| !matches!(a, Some(ElAnswer::Took { set: false, .. })));
+                self.fail(s, c, value, dirty, mask);
+            }
+        }
+    }
+
+    /// A leader's claim round ended: the claim counts while the leader is
+    /// valid; a first claim that fails ends the campaign.
+    fn claim_ended(
+        &self,
+        s: &mut ElState,
+        c: usize,
+        mask: u8,
+        (value, until_ms, term, seq): (Value, u64, u64, u8),
+        answers: [Option<ElAnswer>; NODES],
+    ) {
+        let now_ms = u64::from(s.now) * TICK_MS;
+        let yes = answers
+            .iter()
+            .filter(|a| **a == Some(ElAnswer::Int(1)))
+            .count();
+        // Then `ensure_held`: the claim counts while valid.
+        let ok = yes >= quorum::quorum(NODES) && now_ms < until_ms;
+        if ok {
+            s.claimed = Some(Claimed {
+                leader: c as u8,
+                term,
+                seq,
+            });
+        }
+        if !ok && seq == 1 {
+            // The campaign fails: its guard is dropped.
+            self.fail(s, c, value, [true; NODES], mask);
+            return;
+        }
+        s.phases[c] = ElPhase::Leading {
+            value,
+            until_ms,
+            term,
+            seq,
+            answers: None,
+        };
     }
 
     /// A campaign that failed: resigns where it may have written.
@@ -538,4 +518,53 @@ fn held(server: &ElServer) -> String {
 /// Every server's key and record, for people.
 fn servers(s: &ElState) -> String {
     s.servers.iter().map(held).collect::<Vec<_>>().join("; ")
+}
+
+/// The observer's read ended: it must name the leader of the claim
+/// `floor` (done before the read began) while that leader is valid.
+fn read_ended(
+    s: &mut ElState,
+    c: usize,
+    answers: [Option<ElAnswer>; NODES],
+    floor: Option<Claimed>,
+) {
+    let now_ms = u64::from(s.now) * TICK_MS;
+    s.phases[c] = ElPhase::Idle;
+    s.done[c] += 1;
+    let views = answers
+        .iter()
+        .map(|a| {
+            Some(match a {
+                Some(ElAnswer::View {
+                    holder,
+                    left,
+                    record,
+                }) => Ok(view(*holder, *left, *record)),
+                _ => Err(NodeError::cluster(
+                    "n".into(),
+                    "no answer".into(),
+                    Duration::from_millis(TICK_MS),
+                )),
+            })
+        })
+        .collect();
+    let read = majority(views, b"e");
+    // The leader of that claim still leads, valid.
+    let leads = |f: &Claimed| {
+        matches!(s.phases[usize::from(f.leader)],
+            ElPhase::Leading { term, until_ms, .. } if term == f.term && now_ms < until_ms)
+    };
+    if let Some(floor) = floor.filter(leads) {
+        let fine = match &read {
+            Err(_) => true,
+            Ok(Some(leader)) => leader.term() == floor.term && leader.value() >= &[floor.seq][..],
+            Ok(None) => false,
+        };
+        if !fine && s.misread.is_none() {
+            s.misread = Some(format!(
+                "a read names {read:?} while the leader of term {} is valid, its claim {} done before the read began",
+                floor.term, floor.seq
+            ));
+        }
+    }
 }

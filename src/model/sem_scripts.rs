@@ -74,6 +74,37 @@ fn same_expiry(until: u16, left: i64) -> bool {
     (i64::from(until) * TICK_MS as i64 - left).abs() < 500
 }
 
+/// Asserts the server holds what the model holds: the count and each
+/// slot, their values and expiries (`what` names the sequence so far).
+fn same_keys(real: &mut Real, model: &SemServer, what: &dyn Fn() -> String) {
+    let (count, left) = read(real, COUNT);
+    let want = model.count.map(|(k, _)| vec![b'0' + k]);
+    assert_eq!(count, want, "counts differ after {}", what());
+    if let Some((_, until)) = model.count {
+        assert!(
+            same_expiry(until, left),
+            "the count's expiry differs ({until} ticks, {left} ms) after {}",
+            what()
+        );
+    }
+    for (slot, key) in model.slots.iter().zip(SLOT_KEYS) {
+        let (value, left) = read(real, key);
+        assert_eq!(
+            value,
+            slot.map(|(v, _)| v.bytes()),
+            "{key} differs after {}",
+            what()
+        );
+        if let Some((_, until)) = slot {
+            assert!(
+                same_expiry(*until, left),
+                "{key}'s expiry differs ({until} ticks, {left} ms) after {}",
+                what()
+            );
+        }
+    }
+}
+
 #[test]
 fn each_semaphore_script_model_answers_and_leaves_what_its_lua_does() {
     let mut real = Real::start();
@@ -153,32 +184,7 @@ fn each_semaphore_script_model_answers_and_leaves_what_its_lua_does() {
             if matches!(request, SemRequest::Extend { .. }) && got == Answer::Int(1) {
                 kept += usize::from(model.count != before);
             }
-            let (count, left) = read(&mut real, COUNT);
-            let want = model.count.map(|(k, _)| vec![b'0' + k]);
-            assert_eq!(count, want, "counts differ after {}", what());
-            if let Some((_, until)) = model.count {
-                assert!(
-                    same_expiry(until, left),
-                    "the count's expiry differs ({until} ticks, {left} ms) after {}",
-                    what()
-                );
-            }
-            for (slot, key) in model.slots.iter().zip(SLOT_KEYS) {
-                let (value, left) = read(&mut real, key);
-                assert_eq!(
-                    value,
-                    slot.map(|(v, _)| v.bytes()),
-                    "{key} differs after {}",
-                    what()
-                );
-                if let Some((_, until)) = slot {
-                    assert!(
-                        same_expiry(*until, left),
-                        "{key}'s expiry differs ({until} ticks, {left} ms) after {}",
-                        what()
-                    );
-                }
-            }
+            same_keys(&mut real, &model, &what);
         }
     }
     eprintln!("{differed} checks found another count; {kept} extends kept the count");

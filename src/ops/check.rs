@@ -364,19 +364,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
         None,
     );
     if let Some(info) = &info {
-        let version = field(info, "valkey_version")
-            .map(|v| format!("valkey {v}"))
-            .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
-        report.server = version;
-        report.path = Some(command_path(&identity));
-        report.role = field(info, "role").map(str::to_owned);
-        report.uptime = field(info, "uptime_in_seconds")
-            .and_then(|u| u.parse().ok())
-            .map(Duration::from_secs);
-        report.aof = field(info, "aof_enabled").map(|v| v == "1");
-        report.maxmemory = field(info, "maxmemory").and_then(|v| v.parse().ok());
-        report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
-        report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
+        read_info(info, &identity, &mut report);
     }
     // The configuration, where allowed: INFO says aof_enabled:0 while a
     // server loads its append-only file.
@@ -399,6 +387,60 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
         _ => None,
     };
     forwarded(dialled, info.as_deref(), &mut report);
+    let (replica, misplaced) = placement(plain, &mut report);
+    // A replica refuses every write, and a misplaced cluster node most:
+    // the trial would only repeat that.
+    if !replica && !misplaced {
+        // Servers before Redis 7.0, and those whose version is unknown
+        // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
+        // as the acquisition does.
+        trial(
+            node,
+            key,
+            trying,
+            identity.set_nx_get,
+            &mut report,
+            deadline,
+        );
+    }
+    durability(node, &mut report, deadline);
+    if let Some(q) = node.quarantine() {
+        let text = format!(
+            "restarted {:.1}s ago: in restart quarantine, not voting for {:.1}s",
+            q.up.as_secs_f64(),
+            q.left.as_secs_f64()
+        );
+        report.quarantine = Some(text.clone());
+        report.problem(Verdict::Warning, text);
+    }
+    report
+        .problems
+        .sort_by_key(|p| std::cmp::Reverse(p.verdict));
+    report
+}
+
+/// The report's reading of the server's `INFO`: version, role, uptime,
+/// persistence, memory policy, cluster mode.
+fn read_info(info: &str, identity: &crate::members::restart::Identity, report: &mut NodeReport) {
+    let version = field(info, "valkey_version")
+        .map(|v| format!("valkey {v}"))
+        .or_else(|| field(info, "redis_version").map(|v| format!("redis {v}")));
+    report.server = version;
+    report.path = Some(command_path(identity));
+    report.role = field(info, "role").map(str::to_owned);
+    report.uptime = field(info, "uptime_in_seconds")
+        .and_then(|u| u.parse().ok())
+        .map(Duration::from_secs);
+    report.aof = field(info, "aof_enabled").map(|v| v == "1");
+    report.maxmemory = field(info, "maxmemory").and_then(|v| v.parse().ok());
+    report.maxmemory_policy = field(info, "maxmemory_policy").map(str::to_owned);
+    report.cluster_enabled = field(info, "cluster_enabled").map(|v| v == "1");
+}
+
+/// Where the server stands: a replica, a Redis Cluster node given as a
+/// plain node (`plain`), or one that evicts lock keys is unsafe. Returns
+/// whether it is a replica, and whether it is misplaced.
+fn placement(plain: bool, report: &mut NodeReport) -> (bool, bool) {
     let replica = report.role.as_deref().is_some_and(|r| r != "master");
     if replica {
         report.problem(
@@ -414,10 +456,10 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
         report.problem_with(
             Verdict::Unsafe,
             "a Redis Cluster node given as a plain node: give the cluster \
-             (Builder::cluster, lockrun --cluster)",
+         (Builder::cluster, lockrun --cluster)",
             Some(
                 "a cluster node votes only on keys of its own slots and answers MOVED \
-                 for the rest: most locks would miss its vote"
+             for the rest: most locks would miss its vote"
                     .into(),
             ),
         );
@@ -436,21 +478,12 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
             format!("maxmemory-policy {policy} {which}: set noeviction"),
         );
     }
-    // A replica refuses every write, and a misplaced cluster node most:
-    // the trial would only repeat that.
-    if !replica && !misplaced {
-        // Servers before Redis 7.0, and those whose version is unknown
-        // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
-        // as the acquisition does.
-        trial(
-            node,
-            key,
-            trying,
-            identity.set_nx_get,
-            &mut report,
-            deadline,
-        );
-    }
+    (replica, misplaced)
+}
+
+/// Whether a restart may forget locks: persistence and its syncing (see
+/// the restart quarantine).
+fn durability(node: &Node, report: &mut NodeReport, deadline: impl Fn() -> Instant) {
     let skips_on_rewrite = node
         .query(
             &pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]),
@@ -469,44 +502,31 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
             Verdict::Warning,
             if skips_on_rewrite == Some(true) {
                 "no-appendfsync-on-rewrite yes: writes during a rewrite are not synced, so \
-                 appendfsync always does not exempt restarts from the quarantine (set it to no)"
+             appendfsync always does not exempt restarts from the quarantine (set it to no)"
             } else {
                 "no-appendfsync-on-rewrite unreadable: restarts are not exempt from the \
-                 quarantine"
+             quarantine"
             },
         ),
         (Some(true), Some("always")) => {}
         (Some(true), Some("everysec")) => report.problem_with(
             Verdict::Warning,
             "appendfsync everysec: a crash may lose the last second of locks \
-             (appendfsync always keeps them)",
+         (appendfsync always keeps them)",
             Some("with appendfsync always, restarts are exempt from the quarantine".into()),
         ),
         (Some(true), _) => report.problem(
             Verdict::Warning,
             "append-only file without appendfsync always: a restart may forget locks, \
-             so the restart quarantine applies",
+         so the restart quarantine applies",
         ),
         (Some(false), _) => report.problem(
             Verdict::Warning,
             "no persistence: after a restart it sits out votes for the quarantine \
-             (appendonly yes + appendfsync always avoids that)",
+         (appendonly yes + appendfsync always avoids that)",
         ),
         (None, _) => {}
     }
-    if let Some(q) = node.quarantine() {
-        let text = format!(
-            "restarted {:.1}s ago: in restart quarantine, not voting for {:.1}s",
-            q.up.as_secs_f64(),
-            q.left.as_secs_f64()
-        );
-        report.quarantine = Some(text.clone());
-        report.problem(Verdict::Warning, text);
-    }
-    report
-        .problems
-        .sort_by_key(|p| std::cmp::Reverse(p.verdict));
-    report
 }
 
 /// A warning when the server listens on another port than the one

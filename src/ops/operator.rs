@@ -13,8 +13,9 @@ use crate::base::keys::{
     self, READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, record_key, release_channel,
 };
 use crate::base::node_error::NodeError;
-use crate::engine::pipeline::{Answer, Mode, announce_args, counter_start};
+use crate::engine::pipeline::{Answer, Round, announce_args, counter_start};
 use crate::engine::quorum;
+use crate::members::request::Said;
 use crate::members::request::unexpected;
 use crate::members::script::scripts;
 
@@ -28,7 +29,7 @@ use crate::shapes::manager::LockManager;
 
 /// An operator's rounds: every member answers, servers kept out after a
 /// restart included (what they hold is shown, never counted as a vote).
-const OPERATOR: Mode = Mode {
+const OPERATOR: Round = Round {
     count: false,
     replicated: false,
     decides: false,
@@ -188,7 +189,7 @@ impl LockManager {
         p.check_members()?;
         let fence = fence_key(resource);
         let keys: [&[u8]; 2] = [resource, &fence];
-        let (answers, replies) = p.read_split(&INSPECT, (&keys, &[]), (&keys, &[]), OPERATOR);
+        let (answers, replies) = p.script(&INSPECT, &keys, &[]).read(OPERATOR);
         let shown = quorum::display(resource);
         let members = enough(&shown, views(self, answers, &replies, true))?;
         let quorum = quorum::quorum(members.len());
@@ -275,12 +276,10 @@ impl LockManager {
             args
         };
         let (node_args, cluster_args) = (args_for(false), args_for(true));
-        let (answers, replies) = p.read_split(
-            &FORCE,
-            (&keys, &node_args),
-            (&keys, &cluster_args),
-            OPERATOR,
-        );
+        let (answers, replies) = p
+            .script(&FORCE, &keys, &node_args)
+            .cluster_args(&cluster_args)
+            .read(OPERATOR);
         let members = views(self, answers, &replies, false);
         let removed = members.iter().filter(|m| m.holder.is_some()).count();
         if let (true, Some(message)) = (removed > 0, &message) {
@@ -337,7 +336,9 @@ fn views(
                 failure: None,
             };
             let reply = match answer {
-                Some(Ok(at)) => replies.get(at as usize),
+                Some(Ok(Said::Kept(at))) => replies.get(at),
+                // A read's reply is kept, or it failed.
+                Some(Ok(_)) => None,
                 Some(Err(e)) => {
                     view.failure = Some(e);
                     return view;

@@ -529,40 +529,7 @@ impl Builder {
     /// 0, or [`fair_yield`](Self::fair_yield) is under 1 ms or above
     /// [`MAX_TTL`].
     pub fn build(self) -> Result<LockManager> {
-        if self.members.is_empty() {
-            return Err(Error::invalid_config("no Redis nodes were given"));
-        }
-        if let Some(every) = self.fair_yield
-            && !(Duration::from_millis(1)..=MAX_TTL).contains(&every)
-        {
-            return Err(Error::invalid_config(format!(
-                "fair_yield must be from 1 ms to {MAX_TTL:?} (or None for never), got {every:?}"
-            )));
-        }
-        if !(0.0..1.0).contains(&self.drift_factor) {
-            return Err(Error::invalid_config(format!(
-                "drift factor must be in [0, 1), got {}",
-                self.drift_factor
-            )));
-        }
-        if self.node_timeout.is_zero() || self.node_timeout > MAX_TTL {
-            return Err(Error::invalid_config(format!(
-                "node timeout must be more than 0 and at most {MAX_TTL:?}, got {:?}",
-                self.node_timeout
-            )));
-        }
-        if self.fencing_expiry.is_zero() || self.fencing_expiry > MAX_TTL {
-            return Err(Error::invalid_config(format!(
-                "fencing expiry must be more than 0 and at most {MAX_TTL:?}, got {:?}",
-                self.fencing_expiry
-            )));
-        }
-        if self.restart_quarantine.is_some_and(|q| q > MAX_TTL) {
-            return Err(Error::invalid_config(format!(
-                "restart quarantine must be at most {MAX_TTL:?}, got {:?}",
-                self.restart_quarantine
-            )));
-        }
+        self.validate()?;
         // Whole milliseconds, rounded up: any positive duration is kept.
         let expiry_ms = self.fencing_expiry.as_nanos().div_ceil(1_000_000) as u64;
         let retry = Retry::new(self.retry_count, self.retry_delay).map_err(|e| match e {
@@ -591,38 +558,7 @@ impl Builder {
             preload: crate::shapes::preloaded(),
         };
         let identities = Arc::new(Identities::default());
-        let mut members: Vec<Member> = Vec::with_capacity(self.members.len());
-        // Every server given, with the member it belongs to: the same
-        // server twice (as nodes, or as seeds of two members) is refused.
-        let mut servers: Vec<(Arc<Node>, String)> = Vec::new();
-        for spec in &self.members {
-            let (member, given) = match spec {
-                Spec::Node(url) => {
-                    let node = Arc::new(Node::open(url, &setup)?);
-                    node.plain_member();
-                    identities.node(node.name());
-                    node.join(identities.clone(), node.name().into());
-                    (Member::Node(node.clone()), vec![node])
-                }
-                Spec::Cluster(seeds) => {
-                    let cluster = RedisCluster::open(seeds, &setup, identities.clone())?;
-                    let seeds = cluster.seeds().to_vec();
-                    (Member::Cluster(Arc::new(cluster)), seeds)
-                }
-            };
-            for node in given {
-                if let Some((_, other)) = servers.iter().find(|(n, _)| n.addr() == node.addr()) {
-                    return Err(Error::invalid_config(format!(
-                        "the server {} is given twice (in {other} and {}); Redlock needs \
-                         independent members, and a vote counted twice is unsafe",
-                        node.addr(),
-                        member.name()
-                    )));
-                }
-                servers.push((node, member.name().to_owned()));
-            }
-            members.push(member);
-        }
+        let members = self.open_members(&setup, &identities)?;
         let members: Arc<[Member]> = members.into();
         let entropy = crate::base::entropy::Entropy::new();
         Ok(LockManager::from_parts(
@@ -664,5 +600,82 @@ impl Builder {
             },
             retry,
         ))
+    }
+
+    /// The checks [`build`](Self::build) makes before it opens anything.
+    fn validate(&self) -> Result<()> {
+        if self.members.is_empty() {
+            return Err(Error::invalid_config("no Redis nodes were given"));
+        }
+        if let Some(every) = self.fair_yield
+            && !(Duration::from_millis(1)..=MAX_TTL).contains(&every)
+        {
+            return Err(Error::invalid_config(format!(
+                "fair_yield must be from 1 ms to {MAX_TTL:?} (or None for never), got {every:?}"
+            )));
+        }
+        if !(0.0..1.0).contains(&self.drift_factor) {
+            return Err(Error::invalid_config(format!(
+                "drift factor must be in [0, 1), got {}",
+                self.drift_factor
+            )));
+        }
+        if self.node_timeout.is_zero() || self.node_timeout > MAX_TTL {
+            return Err(Error::invalid_config(format!(
+                "node timeout must be more than 0 and at most {MAX_TTL:?}, got {:?}",
+                self.node_timeout
+            )));
+        }
+        if self.fencing_expiry.is_zero() || self.fencing_expiry > MAX_TTL {
+            return Err(Error::invalid_config(format!(
+                "fencing expiry must be more than 0 and at most {MAX_TTL:?}, got {:?}",
+                self.fencing_expiry
+            )));
+        }
+        if self.restart_quarantine.is_some_and(|q| q > MAX_TTL) {
+            return Err(Error::invalid_config(format!(
+                "restart quarantine must be at most {MAX_TTL:?}, got {:?}",
+                self.restart_quarantine
+            )));
+        }
+        Ok(())
+    }
+
+    /// Opens every member given, each with `setup`: the same server twice
+    /// (as nodes, or as seeds of two members) is refused.
+    fn open_members(&self, setup: &Setup, identities: &Arc<Identities>) -> Result<Vec<Member>> {
+        let mut members: Vec<Member> = Vec::with_capacity(self.members.len());
+        // Every server given, with the member it belongs to: the same
+        // server twice (as nodes, or as seeds of two members) is refused.
+        let mut servers: Vec<(Arc<Node>, String)> = Vec::new();
+        for spec in &self.members {
+            let (member, given) = match spec {
+                Spec::Node(url) => {
+                    let node = Arc::new(Node::open(url, setup)?);
+                    node.plain_member();
+                    identities.node(node.name());
+                    node.join(identities.clone(), node.name().into());
+                    (Member::Node(node.clone()), vec![node])
+                }
+                Spec::Cluster(seeds) => {
+                    let cluster = RedisCluster::open(seeds, setup, identities.clone())?;
+                    let seeds = cluster.seeds().to_vec();
+                    (Member::Cluster(Arc::new(cluster)), seeds)
+                }
+            };
+            for node in given {
+                if let Some((_, other)) = servers.iter().find(|(n, _)| n.addr() == node.addr()) {
+                    return Err(Error::invalid_config(format!(
+                        "the server {} is given twice (in {other} and {}); Redlock needs \
+                         independent members, and a vote counted twice is unsafe",
+                        node.addr(),
+                        member.name()
+                    )));
+                }
+                servers.push((node, member.name().to_owned()));
+            }
+            members.push(member);
+        }
+        Ok(members)
     }
 }

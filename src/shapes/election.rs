@@ -18,8 +18,8 @@ pub(crate) mod majority;
 
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Announce, Engine, Mode};
-use crate::engine::pipeline::{DECIDE, Names, Shape, Vote};
+use crate::engine::pipeline::{Announce, Engine, Round};
+use crate::engine::pipeline::{DECIDE, Names, READS, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
 use crate::engine::stage::WaitOn;
@@ -99,7 +99,7 @@ impl Shape for LeaderShape {
         let keep = self.keep(p, ttl_ms).unwrap_or_default();
         let keys: [&[u8]; 3] = [&self.key.key, &fence, &self.record];
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
-        Tally::count(p.script_then(&EXTEND_LEADER, None, &keys, &args, None, DECIDE))
+        Tally::count(p.script(&EXTEND_LEADER, &keys, &args).run(DECIDE))
     }
 
     fn unlock(
@@ -472,7 +472,7 @@ impl Election {
     pub fn leader(&self) -> Result<Option<Leader>> {
         let p = self.manager.engine();
         let keys: [&[u8]; 2] = [&self.name, &self.record];
-        let (answers, replies) = p.read(&READ_LEADER, &keys, &[]);
+        let (answers, replies) = p.script(&READ_LEADER, &keys, &[]).read(READS);
         let views = answers
             .into_iter()
             .zip(p.members.iter())
@@ -559,12 +559,12 @@ fn claim(
     // Decides, but waits for no replica: the record is what followers
     // read, the lock key (replicated as every acquisition asks) is what
     // elects.
-    let mode = Mode {
+    let round = Round {
         count: false,
         replicated: false,
         decides: true,
     };
-    let answers = p.script_tailed(&CLAIM, None, (&keys, &args), (&keys, &args), tail, mode);
+    let answers = p.script(&CLAIM, &keys, &args).tail(tail).run(round);
     let tally = Tally::count(answers);
     if tally.reached() {
         Ok(())

@@ -11,6 +11,7 @@ use crate::engine::pipeline::{DECIDE, Engine, Names, RELEASE, Shape, Vote, annou
 use crate::engine::quorum::Tally;
 use crate::engine::single::UNLOCK;
 use crate::engine::stage::{self, Budget, Grant, WaitOn};
+use crate::members::request::Said;
 use crate::members::script::scripts;
 use crate::shapes::manager::{LockManager, Wait};
 
@@ -133,15 +134,16 @@ impl stage::Writer for Writer<'_> {
         let ms = ms.max(1).to_string();
         let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
         // Decides no holder, waits for no replica: as a release.
-        p.script_then(&WRITER_WAITS, None, &[self.0, &flag], &args, None, RELEASE)
+        p.script(&WRITER_WAITS, &[self.0, &flag], &args)
+            .run(RELEASE)
             .into_iter()
-            .any(|a| matches!(a, Some(Ok(1))))
+            .any(|a| matches!(a, Some(Ok(Said::Yes(1)))))
     }
 
     /// Removes the writer's flag where it is still its own.
     fn done(&self, p: &Engine, token: &[u8]) {
         let flag = writer_key(self.0);
-        p.script_then(&UNLOCK, None, &[&flag], &[token], None, RELEASE);
+        p.script(&UNLOCK, &[&flag], &[token]).run(RELEASE);
     }
 }
 
@@ -331,17 +333,11 @@ impl Shape for Read {
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
         let call = &args;
-        p.script_then(
-            &READ,
-            None,
-            &[&self.name, &readers, &flag],
-            call,
-            None,
-            DECIDE,
-        )
-        .into_iter()
-        .map(Vote::of)
-        .collect()
+        p.script(&READ, &[&self.name, &readers, &flag], call)
+            .run(DECIDE)
+            .into_iter()
+            .map(Vote::of)
+            .collect()
     }
 
     /// Never called: readers have no counters.
@@ -355,14 +351,10 @@ impl Shape for Read {
         let readers = readers_key(&self.name);
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
         let call = &args;
-        Tally::count(p.script_then(
-            &EXTEND_READ,
-            None,
-            &[&self.name, &readers],
-            call,
-            None,
-            DECIDE,
-        ))
+        Tally::count(
+            p.script(&EXTEND_READ, &[&self.name, &readers], call)
+                .run(DECIDE),
+        )
     }
 
     /// Removes this reader; the last reader out deletes the lock key and
@@ -387,13 +379,11 @@ impl Shape for Read {
             args
         };
         let (node, cluster) = (args(false), args(true));
-        Tally::count(p.script_then(
-            &UNREAD,
-            only,
-            &[&self.name, &readers],
-            &node,
-            Some(&cluster),
-            RELEASE,
-        ))
+        Tally::count(
+            p.script(&UNREAD, &[&self.name, &readers], &node)
+                .only(only)
+                .cluster_args(&cluster)
+                .run(RELEASE),
+        )
     }
 }

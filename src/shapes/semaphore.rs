@@ -12,10 +12,11 @@ use crate::base::error::{Error, Result};
 use crate::base::keys;
 use crate::base::node_error::NodeFailures;
 use crate::engine::guard::Permit;
-use crate::engine::pipeline::{Answer, Engine, Mode, Names, Refusal, Shape, Vote};
+use crate::engine::pipeline::{Answer, Engine, Names, Refusal, Round, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ahead, Ending, OneKey};
 use crate::engine::stage::Budget;
+use crate::members::request::Said;
 use crate::members::script::scripts;
 use crate::shapes::manager::{LockManager, Wait};
 
@@ -362,12 +363,12 @@ impl Semaphore {
                 let mut votes = vec![0usize; self.permits as usize];
                 for answer in answers.iter().flatten() {
                     match answer {
-                        Ok(mask) if masks => {
+                        Ok(Said::Yes(mask)) if masks => {
                             for (i, v) in votes.iter_mut().enumerate() {
                                 *v += usize::from(mask >> i & 1 == 1);
                             }
                         }
-                        Ok(i @ 1..) => {
+                        Ok(Said::Yes(i)) => {
                             if let Some(v) = votes.get_mut((*i - 1) as usize) {
                                 *v += 1;
                             }
@@ -428,10 +429,10 @@ fn random_u32() -> u32 {
 /// free permit from index `start` on, plus one (0: none free).
 fn survey(p: &Engine, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
     let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
-    let mode = Mode {
+    let round = Round {
         count: true,
         replicated: false,
         decides: false,
     };
-    p.script_then(&FREE, None, keys, &[arg.as_bytes()], None, mode)
+    p.script(&FREE, keys, &[arg.as_bytes()]).run(round)
 }

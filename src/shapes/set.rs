@@ -15,12 +15,12 @@ use crate::engine::fair::{self, Fair};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    DECIDE, Engine, Mode, Names, RELEASE, Shape, Vote, announce_args, counter_start,
+    DECIDE, Engine, Names, RELEASE, Round, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
 use crate::members::member::Member;
-use crate::members::request::{BUSY, GONE};
+use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -180,7 +180,7 @@ pub(crate) struct Set {
     fair: Option<Fair>,
 }
 
-type Answer = Option<std::result::Result<u64, NodeError>>;
+type Answer = Option<std::result::Result<Said, NodeError>>;
 
 /// The keys and arguments of a set script for a group of a set's
 /// indexes, on a Redis Cluster member or not.
@@ -207,9 +207,9 @@ impl Set {
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
-        mode: Mode,
+        round: Round,
     ) -> Vec<Vote> {
-        let (groups, answers) = self.answers(p, lua, only, call, mode);
+        let (groups, answers) = self.answers(p, lua, only, call, round);
         self.votes(p, &groups, answers)
     }
 
@@ -221,7 +221,7 @@ impl Set {
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
-        mode: Mode,
+        round: Round,
     ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>) {
         let resources = &self.refs()[..];
         let all: Vec<usize> = (0..resources.len()).collect();
@@ -239,14 +239,19 @@ impl Set {
                 Some((keys, args)) => (refs(keys), refs(args)),
                 None => (nk.clone(), na.clone()),
             };
-            vec![p.script_split(lua, only, (&nk, &na), (&ck, &ca), mode)]
+            vec![
+                p.script(lua, &nk, &na)
+                    .only(only)
+                    .on_clusters(&ck, &ca)
+                    .run(round),
+            ]
         } else {
             let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();
             let calls: Vec<_> = owned
                 .iter()
                 .map(|(keys, args)| (refs(keys), refs(args)))
                 .collect();
-            p.script_groups(lua, only, (&nk, &na), &calls, mode)
+            p.script_groups(lua, only, (&nk, &na), &calls, round)
         };
         (groups, answers)
     }
@@ -257,7 +262,7 @@ impl Set {
     /// answer (group 0 covers the whole set on nodes) is its own.
     fn votes(&self, p: &Engine, groups: &[Vec<usize>], answers: Vec<Vec<Answer>>) -> Vec<Vote> {
         let n = p.members.len();
-        let mut per: Vec<Vec<(usize, std::result::Result<u64, NodeError>)>> =
+        let mut per: Vec<Vec<(usize, std::result::Result<Said, NodeError>)>> =
             (0..n).map(|_| Vec::new()).collect();
         for (g, row) in answers.into_iter().enumerate() {
             for (i, a) in row.into_iter().enumerate() {
@@ -286,8 +291,8 @@ impl Set {
                 let mut gone = false;
                 for (g, a) in got {
                     match a {
-                        Ok(c) if c & BUSY != 0 && c != GONE => {
-                            let local = (c & !BUSY) as usize;
+                        Ok(Said::Busy(c)) => {
+                            let local = c as usize;
                             let at = if cluster {
                                 groups[g].get(local).copied()
                             } else {
@@ -296,17 +301,18 @@ impl Set {
                             vote.busy = vote.busy.or(at).or(Some(0));
                             vote.yes = None;
                         }
-                        Ok(0) => {
+                        Ok(Said::No) => {
                             // Another owner's token (extend, release,
                             // raise): a no that names no resource.
                             vote.busy = vote.busy.or(Some(usize::MAX));
                             vote.yes = None;
                         }
-                        Ok(GONE) => {
+                        Ok(Said::Gone) => {
                             gone = true;
                             vote.yes = None;
                         }
-                        Ok(c) => {
+                        Ok(said) => {
+                            let c = said.number();
                             vote.dirty = true;
                             vote.yes = vote.yes.map(|y| y.max(c));
                             vote.low = vote.low.min(c);
@@ -319,11 +325,11 @@ impl Set {
                     }
                 }
                 vote.answer = Some(match (vote.yes, vote.busy, failure) {
-                    (Some(y), _, _) => Ok(y),
-                    (None, Some(_), _) => Ok(0),
+                    (Some(y), _, _) => Ok(Said::count(y)),
+                    (None, Some(_), _) => Ok(Said::No),
                     (None, None, Some(e)) => Err(e),
-                    (None, None, None) if gone => Ok(GONE),
-                    (None, None, None) => Ok(0),
+                    (None, None, None) if gone => Ok(Said::Gone),
+                    (None, None, None) => Ok(Said::No),
                 });
                 // Took part of the set, and voted no: given back on a grant.
                 vote.partial = vote.dirty && vote.yes.is_none();
@@ -362,7 +368,7 @@ impl Shape for Set {
     /// The set script on every member (see its docs); a queued fair
     /// waiter's is the claim script, all or nothing as well.
     fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        let mode = Mode {
+        let round = Round {
             count: true,
             ..DECIDE
         };
@@ -376,7 +382,7 @@ impl Shape for Set {
                 fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
                 (keys, args)
             };
-            let (groups, answers) = self.answers(p, &CLAIM_QUEUED, None, &call, mode);
+            let (groups, answers) = self.answers(p, &CLAIM_QUEUED, None, &call, round);
             fair.heed(p, answers.iter().flatten());
             return self.votes(p, &groups, answers);
         }
@@ -391,7 +397,7 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        self.round(p, &LOCK_SET, None, &call, mode)
+        self.round(p, &LOCK_SET, None, &call, round)
     }
 
     /// Every counter of the set, on each member `only` selects.

@@ -1,4 +1,6 @@
-//! The release side of fair waiting: a release's hand-off to the next\n//! fair waiter ([`release`], [`release_or_unfair`]), a waiter's leave\n//! ([`unclaim`]), and the messages and calls they send.
+//! The release side of fair waiting: a release's hand-off to the next
+//! fair waiter ([`release`], [`release_or_unfair`]), a waiter's leave
+//! ([`unclaim`]), and the messages and calls they send.
 
 use super::*;
 
@@ -65,13 +67,19 @@ pub(super) fn run(
     lua: &Lua,
     only: Option<&[bool]>,
     call: impl Fn(bool) -> Call,
-    mode: Mode,
+    round: Round,
 ) -> Vec<Answer> {
     let (keys, node) = call(false);
     let cluster = p.has_clusters.then(|| call(true).1);
     let keys = refs(&keys);
     let cluster = cluster.as_deref().map(refs);
-    p.script_then(lua, only, &keys, &refs(&node), cluster.as_deref(), mode)
+    let node = refs(&node);
+    let call = p.script(lua, &keys, &node).only(only);
+    match cluster.as_deref() {
+        Some(cluster) => call.cluster_args(cluster),
+        None => call,
+    }
+    .run(round)
 }
 
 /// The lock keys `locks`, then their queues, then their tickets.

@@ -8,11 +8,12 @@ use crate::base::error::Error;
 use crate::base::node_error::NodeError;
 use crate::engine::quorum::{self, Tally};
 use crate::engine::verdict;
+use crate::members::request::{Said, Tallied};
 
 use super::Engine;
 
 /// One member's answer to a round: none when it was not asked.
-pub(crate) type Answer = Option<std::result::Result<u64, NodeError>>;
+pub(crate) type Answer = Option<std::result::Result<Said, NodeError>>;
 
 /// How one member answered an acquisition round (all its parts together,
 /// for a Redis Cluster member that takes a set one slot at a time).
@@ -33,15 +34,14 @@ pub(crate) struct Vote {
     /// some slots of a set busy): a grant gives that part back at once.
     pub(crate) partial: bool,
     /// A no where a read-write lock's readers may hold the key (the lock's
-    /// acquisition says so, see `MAYBE_READERS`).
+    /// acquisition says so, see `Said::MaybeReaders`).
     pub(crate) readers: bool,
-    /// The answer as one, for the tally: the highest yes, 0 for a no,
-    /// the first failure otherwise.
+    /// The answer as one, for the tally: the highest yes, a no, the
+    /// first failure otherwise.
     pub(crate) answer: Answer,
 }
 
 impl Vote {
-    /// The vote of a one-part answer: any count above 0 is a yes.
     /// The vote in a few characters, for trace logs: `y<n>` granted,
     /// `b<i>` busy at the i-th resource, `r` readers, `B<n>` a busy count,
     /// `<n>` another answer, `-` not asked, `!<kind>` failed.
@@ -51,10 +51,8 @@ impl Vote {
             (Some(n), ..) => format!("y{n}"),
             (None, Some(i), _) => format!("b{i}"),
             (None, None, _) if self.readers => "r".into(),
-            (None, None, Some(Ok(n))) if n & crate::members::request::BUSY != 0 => {
-                format!("B{}", n & !crate::members::request::BUSY)
-            }
-            (None, None, Some(Ok(n))) => format!("{n}"),
+            (None, None, Some(Ok(Said::Busy(n)))) => format!("B{n}"),
+            (None, None, Some(Ok(said))) => format!("{said:?}"),
             (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
             (None, None, None) => "-".into(),
         }
@@ -68,9 +66,14 @@ impl Vote {
         }
     }
 
+    /// The vote of a one-part answer: a yes (or any answer that may have
+    /// written, see [`Said::tallied`]) grants with its number.
     pub(crate) fn of(answer: Answer) -> Vote {
         let (yes, dirty) = match &answer {
-            Some(Ok(c)) => ((*c > 0).then_some(*c), *c > 0),
+            Some(Ok(said)) => match said.tallied() {
+                Tallied::Yes => (Some(said.number()), true),
+                Tallied::No | Tallied::Gone => (None, false),
+            },
             Some(Err(e)) => (None, !e.settled),
             None => (None, false),
         };

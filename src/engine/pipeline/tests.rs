@@ -21,7 +21,7 @@ fn tokens_are_hex_and_distinct() {
 fn a_set_waits_where_a_majority_refused_it() {
     let busy = |at: Option<usize>| Vote {
         busy: at,
-        ..Vote::of(Some(Ok(0)))
+        ..Vote::of(Some(Ok(crate::members::request::Said::No)))
     };
     // The first member's answer does not decide: a majority does.
     let votes = [

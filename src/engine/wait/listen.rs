@@ -82,31 +82,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                 }
             }
         }
-        // Connect to the servers wanted and not linked yet.
-        for (name, (node, _)) in &wanted {
-            if links.iter().any(|l| l.node.name() == name)
-                || retry_at.get(name).is_some_and(|at| now < *at)
-            {
-                continue;
-            }
-            match node.listener(now + node.timeout()) {
-                Ok(conn) => links.push(Link {
-                    node: node.clone(),
-                    conn,
-                    subscribed: HashMap::new(),
-                    dirty: true,
-                    heard_at: now,
-                    ping_sent: None,
-                }),
-                Err(e) => {
-                    lost(&e, "cannot listen for releases");
-                    if let Member::Cluster(cluster) = member {
-                        cluster.refresh_soon();
-                    }
-                    retry_at.insert(name.clone(), now + RECONNECT);
-                }
-            }
-        }
+        connect(member, &wanted, &mut links, &mut retry_at, now);
         if links.is_empty() {
             thread::sleep(POLL);
             continue;
@@ -136,24 +112,8 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    // A `MOVED` (or `ASK`) is no refusal: a slot moved
-                    // away and the map is behind. It is refreshed, and the
-                    // link made again at once for the master's other slots.
-                    let redirected = matches!(e.code(), Some("MOVED" | "ASK"));
-                    let refused = !redirected
-                        && matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
                     lost(&e, "stopped listening for releases");
-                    let pause = if redirected {
-                        if let Member::Cluster(cluster) = member {
-                            cluster.refresh_soon();
-                        }
-                        REDIRECTED
-                    } else if refused {
-                        REFUSED
-                    } else {
-                        RECONNECT
-                    };
-                    retry_at.insert(link.node.name().to_owned(), now + pause);
+                    retry_at.insert(link.node.name().to_owned(), now + pause_after(&e, member));
                     failed.push(at);
                 }
             }
@@ -163,6 +123,61 @@ pub(super) fn listen(shared: &Shared, i: usize) {
         }
         // Connections no resource needs any more are closed.
         links.retain(|l| wanted.contains_key(l.node.name()));
+    }
+}
+
+/// Connects to the servers `wanted` and not linked yet, unless a recent
+/// failure put that off (`retry_at`).
+fn connect(
+    member: &Member,
+    wanted: &Wanted,
+    links: &mut Vec<Link>,
+    retry_at: &mut HashMap<String, Instant>,
+    now: Instant,
+) {
+    for (name, (node, _)) in wanted {
+        if links.iter().any(|l| l.node.name() == name)
+            || retry_at.get(name).is_some_and(|at| now < *at)
+        {
+            continue;
+        }
+        match node.listener(now + node.timeout()) {
+            Ok(conn) => links.push(Link {
+                node: node.clone(),
+                conn,
+                subscribed: HashMap::new(),
+                dirty: true,
+                heard_at: now,
+                ping_sent: None,
+            }),
+            Err(e) => {
+                lost(&e, "cannot listen for releases");
+                if let Member::Cluster(cluster) = member {
+                    cluster.refresh_soon();
+                }
+                retry_at.insert(name.clone(), now + RECONNECT);
+            }
+        }
+    }
+}
+
+/// How long a listener waits before it connects again after `e`. A
+/// `MOVED` (or `ASK`) is no refusal: a slot moved away and the map is
+/// behind; it is refreshed, and the link made again at once for the
+/// master's other slots.
+fn pause_after(e: &NodeError, member: &Member) -> Duration {
+    let redirected = matches!(e.code(), Some("MOVED" | "ASK"));
+    let refused =
+        !redirected && matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
+    if redirected {
+        if let Member::Cluster(cluster) = member {
+            cluster.refresh_soon();
+        }
+        REDIRECTED
+    } else if refused {
+        REFUSED
+    } else {
+        RECONNECT
     }
 }
 

@@ -10,7 +10,7 @@ use redis::Value;
 
 use crate::base::node_error::{Cause, NodeError, Stage};
 use crate::members::conn::Conn;
-use crate::members::request::{Failure, Pooled, Request, is_reply};
+use crate::members::request::{Failure, Pooled, Request, Said, is_reply};
 use crate::members::restart::{Identity, Seen};
 
 use super::Node;
@@ -50,7 +50,7 @@ impl Listener {
 /// What reading a reply on a pooled connection gave.
 pub(crate) enum Received {
     /// An answer, or a failure of this node.
-    Done(Result<u64, NodeError>),
+    Done(Result<Said, NodeError>),
     /// The connection was found closed before any reply (the server
     /// restarted since it was last used): try again on a new one.
     Stale,

@@ -1,46 +1,44 @@
-//! The trial run of [`LockManager::check`](crate::LockManager::check):\n//! each command the lock sends, run on scratch keys, its refusals grouped.
+//! The trial run of [`LockManager::check`](crate::LockManager::check):
+//! each command the lock sends, run on scratch keys, its refusals grouped.
 
 use super::*;
 
-/// Runs each command the lock sends on the scratch key `key` and keys
-/// derived from it (expiring in seconds, deleted at the end), noting
-/// refusals: each distinct refusal once, naming the commands it stopped.
-pub(super) fn trial(
-    node: &Node,
+/// What a refusal stops, and how bad that is: the lock itself (unsafe),
+/// or a feature (a warning).
+type Stops = (Verdict, &'static str);
+const LOCK: Stops = (Verdict::Unsafe, "the lock cannot work");
+const WAKING: Stops = (Verdict::Warning, "waiters poll instead of being woken");
+const SETS: Stops = (Verdict::Warning, "sets (lock_all) cannot work");
+const READS: Stops = (Verdict::Warning, "read locks cannot work");
+const ELECTIONS: Stops = (Verdict::Warning, "elections cannot work");
+
+/// One command of the trial: its name, packed, and what its refusal
+/// stops.
+type Command = (&'static str, Vec<u8>, Stops);
+
+/// The lock's own commands on `key` (its acquisition, fencing counter,
+/// extend, release and announcement).
+fn lock_commands(
     key: &[u8],
-    trying: Trying,
+    token: &[u8],
+    fencing: bool,
+    wakes: bool,
     modern: bool,
-    report: &mut NodeReport,
-    deadline: impl Fn() -> Instant,
-) {
-    let Trying {
-        fencing,
-        wakes,
-        fair,
-    } = trying;
-    let key = key.to_vec();
-    let fence = fence_key(&key);
-    let channel = release_channel(&key);
-    let token = b"redlock-check";
-    // What a refusal stops, and how bad that is: the lock itself
-    // (unsafe), or a feature (a warning).
-    type Stops = (Verdict, &'static str);
-    const LOCK: Stops = (Verdict::Unsafe, "the lock cannot work");
-    const WAKING: Stops = (Verdict::Warning, "waiters poll instead of being woken");
-    const SETS: Stops = (Verdict::Warning, "sets (lock_all) cannot work");
-    const READS: Stops = (Verdict::Warning, "read locks cannot work");
+) -> Vec<Command> {
+    let fence = fence_key(key);
+    let channel = release_channel(key);
     // The keys are set for 5 s and raised to 6 s: the extend and keep
     // scripts raise an expiry only where it is shorter, and a script's
     // command it never calls is never checked against the user's rules.
-    let mut commands: Vec<(&str, Vec<u8>, Stops)> = vec![
+    let mut commands: Vec<Command> = vec![
         (
             "SET",
-            pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+            pack(&[b"SET", key, token, b"NX", b"PX", b"5000"]),
             LOCK,
         ),
         (
             "EVAL (extend)",
-            EXTEND.eval(&[&key], &[token, b"6000"]),
+            EXTEND.eval(&[key], &[token, b"6000"]),
             LOCK,
         ),
     ];
@@ -62,24 +60,31 @@ pub(super) fn trial(
         });
         commands.push((
             "EVAL (raise)",
-            RAISE.eval(&[&key, &fence], &[token, b"2", b"6000"]),
+            RAISE.eval(&[key, &fence], &[token, b"2", b"6000"]),
             LOCK,
         ));
         commands.push((
             "EVAL (extend)",
-            EXTEND.eval(&[&key, &fence], &[token, b"6000", b"6000"]),
+            EXTEND.eval(&[key, &fence], &[token, b"6000", b"6000"]),
             LOCK,
         ));
     }
     if wakes {
         commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), WAKING));
     }
-    commands.push(("EVALSHA", UNLOCK.evalsha(&[&key], &[token]), LOCK));
+    commands.push(("EVALSHA", UNLOCK.evalsha(&[key], &[token]), LOCK));
     commands.push((
         "EVAL (unlock, announced)",
-        UNLOCK.eval(&[&key], &[token, b"PUBLISH", b"check", &channel]),
+        UNLOCK.eval(&[key], &[token, b"PUBLISH", b"check", &channel]),
         LOCK,
     ));
+    commands
+}
+
+/// The other shapes' commands on `key`, free again: a set, a reader, an
+/// election.
+fn shape_commands(key: &[u8], token: &[u8], fencing: bool, commands: &mut Vec<Command>) {
+    let fence = fence_key(key);
     // The key is free again: a set of it, then a reader, each taken and
     // given back (every command inside their scripts runs).
     let (set_keys, set_args): (Vec<&[u8]>, Vec<&[u8]>) = if fencing {
@@ -88,35 +93,30 @@ pub(super) fn trial(
         (vec![&key], vec![token, b"5000"])
     };
     commands.push(("EVAL (lock-set)", LOCK_SET.eval(&set_keys, &set_args), SETS));
-    commands.push((
-        "EVAL (unlock-set)",
-        UNLOCK_SET.eval(&[&key], &[token]),
-        SETS,
-    ));
-    let readers = readers_key(&key);
-    let flag = writer_key(&key);
+    commands.push(("EVAL (unlock-set)", UNLOCK_SET.eval(&[key], &[token]), SETS));
+    let readers = readers_key(key);
+    let flag = writer_key(key);
     commands.push((
         "EVAL (read)",
-        READ.eval(&[&key, &readers, &flag], &[token, b"5000", READERS_MARK]),
+        READ.eval(&[key, &readers, &flag], &[token, b"5000", READERS_MARK]),
         READS,
     ));
     commands.push((
         "EVAL (extend-read)",
-        EXTEND_READ.eval(&[&key, &readers], &[token, b"6000", READERS_MARK]),
+        EXTEND_READ.eval(&[key, &readers], &[token, b"6000", READERS_MARK]),
         READS,
     ));
     commands.push((
         "EVAL (unread)",
-        UNREAD.eval(&[&key, &readers], &[token, READERS_MARK]),
+        UNREAD.eval(&[key, &readers], &[token, READERS_MARK]),
         READS,
     ));
     // An election on the free key: elected, claimed, renewed, read and
     // resigned (every command inside their scripts runs).
-    const ELECTIONS: Stops = (Verdict::Warning, "elections cannot work");
-    let record = record_key(&key);
+    let record = record_key(key);
     commands.push((
         "SET",
-        pack(&[b"SET", &key, token, b"NX", b"PX", b"5000"]),
+        pack(&[b"SET", key, token, b"NX", b"PX", b"5000"]),
         ELECTIONS,
     ));
     if !fencing {
@@ -130,24 +130,46 @@ pub(super) fn trial(
     }
     commands.push((
         "EVAL (claim)",
-        CLAIM.eval(&[&key, &record], &[token, b"1", b"1", b"check"]),
+        CLAIM.eval(&[key, &record], &[token, b"1", b"1", b"check"]),
         ELECTIONS,
     ));
     commands.push((
         "EVAL (extend-leader)",
-        EXTEND_LEADER.eval(&[&key, &fence, &record], &[token, b"6000", b"6000"]),
+        EXTEND_LEADER.eval(&[key, &fence, &record], &[token, b"6000", b"6000"]),
         ELECTIONS,
     ));
     commands.push((
         "EVAL (read-leader)",
-        READ_LEADER.eval(&[&key, &record], &[]),
+        READ_LEADER.eval(&[key, &record], &[]),
         ELECTIONS,
     ));
     commands.push((
         "EVAL (resign)",
-        RESIGN.eval(&[&key, &record], &[token]),
+        RESIGN.eval(&[key, &record], &[token]),
         ELECTIONS,
     ));
+}
+
+/// Runs each command the lock sends on the scratch key `key` and keys
+/// derived from it (expiring in seconds, deleted at the end), noting
+/// refusals: each distinct refusal once, naming the commands it stopped.
+pub(super) fn trial(
+    node: &Node,
+    key: &[u8],
+    trying: Trying,
+    modern: bool,
+    report: &mut NodeReport,
+    deadline: impl Fn() -> Instant,
+) {
+    let Trying {
+        fencing,
+        wakes,
+        fair,
+    } = trying;
+    let key = key.to_vec();
+    let token = b"redlock-check";
+    let mut commands = lock_commands(&key, token, fencing, wakes, modern);
+    shape_commands(&key, token, fencing, &mut commands);
     if fair {
         fair_trial(&key, &mut commands);
     }
@@ -171,6 +193,16 @@ pub(super) fn trial(
         };
         group(&mut groups, problem, name, &e);
     }
+    report_groups(groups, &key, report);
+}
+
+/// Reports each group of refusals: what it stops, the commands it
+/// stopped and the servers' words.
+fn report_groups(
+    groups: Vec<(Verdict, String, Vec<&str>, Vec<String>)>,
+    key: &[u8],
+    report: &mut NodeReport,
+) {
     for (verdict, text, names, words) in groups {
         let shown = match names.len() {
             0..=2 => names.join(", "),
@@ -184,7 +216,7 @@ pub(super) fn trial(
             words.push_str(&format!(
                 "\n(tried on the key {:?}; LockManager::check_on and lockrun --check NAME \
                  try keys named after a resource)",
-                String::from_utf8_lossy(&key)
+                String::from_utf8_lossy(key)
             ));
         }
         if text.starts_with("refused") && text != "refused: the lock cannot work" {

@@ -11,6 +11,7 @@ use crate::base::node_error::NodeError;
 use crate::engine::pipeline::Answer;
 use crate::engine::quorum::{self, Tally};
 use crate::members::member::Member;
+use crate::members::request::Said;
 use crate::members::request::unexpected;
 
 /// Who leads an election, as a majority of members agree
@@ -90,7 +91,9 @@ pub(crate) fn view(
     member: &Member,
 ) -> Option<Result<View, NodeError>> {
     let at = match answer? {
-        Ok(at) => at as usize,
+        Ok(Said::Kept(at)) => at,
+        // A read's reply is kept, or it failed.
+        Ok(_) => return None,
         Err(e) => return Some(Err(e)),
     };
     let reply = replies.get(at)?;
