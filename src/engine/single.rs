@@ -1,6 +1,6 @@
-//! One key holding the token: what the lock, a semaphore's permit and an
-//! election's leadership share ([`OneKey`]), and its scripts. Each of
-//! those shapes is a room of its own (`shapes/lock.rs`,
+//! One key holding the token: the lock's shape itself ([`OneKey`]), which
+//! a semaphore's permit and an election's leadership wrap, and its
+//! scripts. Each of those shapes is a room of its own (`shapes/lock.rs`,
 //! `shapes/semaphore.rs`, `shapes/election.rs`) that says what it adds:
 //! a check ahead of the `SET` (a permit's count), companion keys kept
 //! alive with the key (a permit's count, a leadership's record), its own
@@ -18,7 +18,7 @@ use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair};
 use crate::engine::pipeline::{
-    Announce, Answer, DECIDE, Engine, RELEASE, Vote, announce_args, counter_start,
+    Announce, Answer, DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
@@ -485,6 +485,58 @@ impl OneKey {
             }
         }
         answers
+    }
+}
+
+/// The plain lock's shape: one key holding the token, handed to the
+/// first fair waiter on release (with fair waiting). Permits and
+/// leaderships wrap a `OneKey` in shapes of their own.
+impl Shape for OneKey {
+    fn resources(&self) -> Names<'_> {
+        Names::One(&self.key)
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    fn holder(&self) -> Option<Vec<u8>> {
+        OneKey::holder(self)
+    }
+
+    /// `SET key token NX GET PX ttl`, with the fencing counter's commands
+    /// behind it (see [`OneKey::take`]).
+    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        OneKey::take(self, p, token, ttl_ms, keep, None)
+    }
+
+    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        OneKey::raise(self, p, only, token, to, keep)
+    }
+
+    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        OneKey::extend(self, p, token, ttl_ms, last, &[])
+    }
+
+    fn unlock(
+        &self,
+        p: &Engine,
+        only: Option<&[bool]>,
+        token: &[u8],
+        message: Option<&[u8]>,
+        release: bool,
+    ) -> Tally {
+        let ending = Ending {
+            hands_off: true,
+            record: None,
+        };
+        OneKey::unlock(self, p, only, token, message, release, ending)
+    }
+}
+
+impl fair::Queued for OneKey {
+    fn place(&self) -> Option<&Fair> {
+        self.fair.as_ref()
     }
 }
 

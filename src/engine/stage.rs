@@ -175,11 +175,11 @@ impl Stage<'_> {
     ) -> Result<T> {
         let names = [resource];
         let wait = WaitOn::names(&names).grant(Grant::Permit);
-        self.attempts_on(wait, budget, |token, _| attempt(&token))
+        self.attempts(wait, budget, |token, _| attempt(&token))
     }
 
     /// The acquisition every shape shares around the pipeline: attempts
-    /// in the waiting loop ([`attempts_on`](Self::attempts_on)), each
+    /// in the waiting loop ([`attempts`](Self::attempts)), each
     /// through fair waiting where the shape queues (`fair::attempt`); a
     /// granted attempt becomes a guard of mode `M`, which `then` (given
     /// it and the attempt's start) turns into the caller's value (a
@@ -200,7 +200,7 @@ impl Stage<'_> {
     {
         let engine = self.engine;
         let mut ours = None;
-        let result = self.attempts_on(wait, budget, |token, refusal| {
+        let result = self.attempts(wait, budget, |token, refusal| {
             let granted = match fair::attempt(engine, &*shape, &token, ttl_ms, refusal) {
                 Ok(granted) => granted,
                 Err(e) => {
@@ -250,7 +250,7 @@ impl Stage<'_> {
     /// owner, in whose queue the thread then waits; and whether readers
     /// may hold it (only then does a writer ask readers to queue behind
     /// it: a plain lock that never meets readers sends nothing for them).
-    pub(crate) fn attempts_on<T>(
+    pub(crate) fn attempts<T>(
         &self,
         wait_on: WaitOn<'_>,
         budget: Budget,
@@ -270,7 +270,7 @@ impl Stage<'_> {
         result
     }
 
-    /// [`attempts_on`](Self::attempts_on) without its telemetry: the
+    /// [`attempts`](Self::attempts) without its telemetry: the
     /// attempts, and between them [`pause`](Self::pause), apart (most
     /// acquisitions end with their first attempt; the pauses' code, out
     /// of line, stays out of the way of the common path).
@@ -360,7 +360,7 @@ impl Stage<'_> {
 
     /// The wait after an attempt (or a turn without one), as `state`'s
     /// budget allows: its pause, in the resource's queue of this
-    /// manager's waiters when `wait` (see [`attempts_on`](Self::attempts_on)).
+    /// manager's waiters when `wait` (see [`attempts`](Self::attempts)).
     /// `Err` ends the acquisition with it: cancelled, or the last
     /// attempt's failure once the budget is spent.
     #[cold]
@@ -470,7 +470,7 @@ fn random_u64() -> u64 {
 }
 
 /// The waiting loop's state between attempts (see
-/// [`Stage::attempts_on`]).
+/// [`Stage::attempts`]).
 struct Between<'w> {
     /// The pauses left.
     budget: Budget,

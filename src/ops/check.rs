@@ -603,7 +603,7 @@ impl LockManager {
     /// which expire within seconds and are deleted; a
     /// [fair](crate::Builder::fair) manager's queue scripts too); and
     /// whether it is kept out of votes after a restart. A user whose ACL
-    /// allows only some keys checks with [`check_on`](Self::check_on)
+    /// allows only some keys checks with [`check_resource`](Self::check_resource)
     /// and a resource name it may lock.
     ///
     /// Verdicts: [`Verdict::Unsafe`](crate::Verdict::Unsafe) for a server that is unreachable, a
@@ -618,14 +618,14 @@ impl LockManager {
     /// Takes a few round trips per server, each bounded by twice the node
     /// timeout; never use it on the hot path.
     pub fn check(&self) -> Vec<NodeReport> {
-        self.check_on(CHECK_RESOURCE)
+        self.check_resource(CHECK_RESOURCE)
     }
 
     /// As [`check`](Self::check), trying the lock's commands on keys
     /// named after `resource` (followed by `:redlock-check`): for a user
     /// whose ACL allows only some keys (`~lock:*`), give a name it may
     /// lock.
-    pub fn check_on(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
+    pub fn check_resource(&self, resource: impl AsRef<[u8]>) -> Vec<NodeReport> {
         let trying = Trying {
             fencing: self.fencing(),
             wakes: self.engine().wake_on_release,

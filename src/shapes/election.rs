@@ -24,7 +24,7 @@ use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
 use crate::engine::stage::WaitOn;
 use crate::members::script::scripts;
-use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait, waiting_family};
 pub use majority::Leader;
 use majority::{majority, view};
 
@@ -340,57 +340,28 @@ impl Election {
         self
     }
 
-    /// Campaigns with the manager's retry settings, as
-    /// [`LockManager::lock`] waits: one attempt, then while another leads
-    /// *count − 1* random pauses, each ended early by a resignation. The
-    /// returned leadership is valid for `ttl` less the rounds and the
-    /// drift allowance, and renews itself every `ttl / 3`. Candidates of
-    /// one manager (of every manager, with [fair
-    /// waiting](crate::Builder::fair)) are served in arrival order. A
-    /// leader that crashed is replaced once its keys expire: within `ttl`
-    /// and one pause.
-    ///
-    /// A candidate that should wait for its turn however long it takes
-    /// passes [`Wait::Forever`] to [`campaign_with`](Self::campaign_with):
-    /// every bare verb waits as `lock` does, so that no call hangs its
-    /// caller by default.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Taken`](crate::Error::Taken) while another candidate
-    /// leads after the last attempt; otherwise as [`LockManager::lock`].
-    pub fn campaign(&self, ttl: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, Wait::Retries)
-    }
-
-    /// One attempt to be elected.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Taken`](crate::Error::Taken) while another candidate leads; otherwise as
-    /// [`LockManager::try_lock`].
-    pub fn try_campaign(&self, ttl: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, Wait::No)
-    }
-
-    /// Campaigns until elected or until `timeout` has passed (at least one
-    /// attempt).
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) while another leads,
-    /// [`Error::NoQuorum`](crate::Error::NoQuorum) when too many members failed.
-    pub fn try_campaign_for(&self, ttl: Duration, timeout: Duration) -> Result<Leadership> {
-        self.campaign_with(ttl, Wait::For(timeout))
-    }
-
-    /// Campaigns until elected or until `deadline` (at least one attempt).
-    ///
-    /// # Errors
-    ///
-    /// As [`try_campaign_for`](Self::try_campaign_for).
-    pub fn try_campaign_until(&self, ttl: Duration, deadline: Instant) -> Result<Leadership> {
-        self.campaign_with(ttl, Wait::Until(deadline))
+    waiting_family! {
+        /// Campaigns with the manager's retry settings, as
+        /// [`LockManager::lock`] waits: one attempt, then while another leads
+        /// *count − 1* random pauses, each ended early by a resignation. The
+        /// returned leadership is valid for `ttl` less the rounds and the
+        /// drift allowance, and renews itself every `ttl / 3`. Candidates of
+        /// one manager (of every manager, with [fair
+        /// waiting](crate::Builder::fair)) are served in arrival order. A
+        /// leader that crashed is replaced once its keys expire: within `ttl`
+        /// and one pause.
+        ///
+        /// A candidate that should wait for its turn however long it takes
+        /// passes [`Wait::Forever`] to [`campaign_with`](Self::campaign_with):
+        /// every bare verb waits as `lock` does, so that no call hangs its
+        /// caller by default.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Taken`](crate::Error::Taken) while another candidate
+        /// leads after the last attempt; otherwise as [`LockManager::lock`].
+        fn campaign, try_campaign, try_campaign_for, try_campaign_until => campaign_with
+        () -> Leadership
     }
 
     /// Renamed [`try_campaign_for`](Self::try_campaign_for), as the

@@ -1,174 +1,67 @@
-//! The lock's room: one key per resource, taken with `SET NX PX` on
-//! every member ([`OneKey`], shared with permits and leaderships), its
-//! entry points on [`LockManager`]. A lock waits as the writer of the
+//! The lock's room: its entry points on [`LockManager`]. The lock is one
+//! key per resource, taken with `SET NX PX` on every member: the engine's
+//! [`OneKey`], which permits and leaderships wrap, is the lock's shape
+//! itself, so that an acquisition goes down the layers and back without
+//! returning here. A lock waits as the writer of the
 //! read-write lock of its name (the writer's rule is in `rwlock.rs`). The
 //! safety argument is in the crate docs, [Why the lock is
 //! safe](crate#why-the-lock-is-safe).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::base::error::Result;
 use crate::base::keys;
-use crate::engine::fair::{self, Fair};
+use crate::engine::fair::Fair;
 use crate::engine::guard::LockGuard;
-use crate::engine::pipeline::{Engine, Names, Shape, Vote};
-use crate::engine::quorum::Tally;
-use crate::engine::single::{Ending, OneKey};
+use crate::engine::single::OneKey;
 use crate::engine::stage::{Budget, WaitOn};
-use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait, waiting_family};
 use crate::shapes::rwlock::Writer;
 
-/// The lock's shape: one key holding the token, handed to the first fair
-/// waiter on release (with fair waiting).
-pub(crate) struct LockShape(OneKey);
-
-impl LockShape {
-    /// The lock on `key`, waiting fairly with `fair` (see `fair.rs`).
-    pub(crate) fn new(key: &[u8], fair: Option<Fair>) -> LockShape {
-        LockShape(OneKey::new(key, key).fair(fair))
-    }
-}
-
-impl Shape for LockShape {
-    fn resources(&self) -> Names<'_> {
-        Names::One(&self.0.key)
-    }
-
-    fn hands_off(&self) -> bool {
-        true
-    }
-
-    fn holder(&self) -> Option<Vec<u8>> {
-        self.0.holder()
-    }
-
-    /// `SET key token NX GET PX ttl`, with the fencing counter's commands
-    /// behind it (see [`OneKey::take`]).
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        self.0.take(p, token, ttl_ms, keep, None)
-    }
-
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        self.0.raise(p, only, token, to, keep)
-    }
-
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
-        self.0.extend(p, token, ttl_ms, last, &[])
-    }
-
-    fn unlock(
-        &self,
-        p: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally {
-        let ending = Ending {
-            hands_off: true,
-            record: None,
-        };
-        self.0.unlock(p, only, token, message, release, ending)
-    }
-}
-
-impl fair::Queued for LockShape {
-    fn place(&self) -> Option<&Fair> {
-        self.0.fair.as_ref()
-    }
-}
-
 impl LockManager {
-    /// Takes the lock on `resource` for `ttl`, waiting for it as the retry
-    /// settings allow (see [`set_retry`](Self::set_retry)).
-    ///
-    /// The first attempt is made at once. After a failed one, the thread
-    /// pauses (a random pause between half the retry delay and all of it)
-    /// and asks again; `count - 1` pauses in all, so a lock that is never
-    /// released is given up after between `(count - 1) × max_delay / 2`
-    /// and `(count - 1) × max_delay` (by default 3 attempts and 200-400 ms
-    /// of pauses). A release of the resource ends a pause early (see
-    /// [`Builder::wake_on_release`](crate::Builder::wake_on_release)) and the thread asks at once; if it is
-    /// beaten to the lock, it waits out the rest of the interrupted pause,
-    /// so being woken never shortens the time `lock` waits. Threads of this
-    /// manager waiting for the same resource are served in arrival order: a
-    /// thread that finds others waiting queues behind them, and its time
-    /// behind them counts as pausing.
-    ///
-    /// Locks are not re-entrant: a thread that calls `lock` on a resource
-    /// it already holds waits for its own release, and gets
-    /// [`Error::Taken`](crate::Error::Taken) with `held_here` set.
-    ///
-    /// `lock` is the write side of [`rwlock`](Self::rwlock)`(resource)`:
-    /// it waits for readers to leave, and while it waits behind readers,
-    /// new readers wait behind it.
-    ///
-    /// The returned guard releases the lock when dropped. The lock is safe
-    /// to rely on only for [`LockGuard::validity`]: the TTL less the time
-    /// the acquisition took and a clock drift allowance.
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) when another owner holds
-    /// the resource, [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes failed,
-    /// [`Error::NoValidity`](crate::Error::NoValidity) when the round was too slow for the TTL.
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty resource or a TTL that is 0,
-    /// larger than [`MAX_TTL`](crate::MAX_TTL), or too small to leave any validity.
-    /// Waiting stops at once, before the retries are spent, when an
-    /// attempt's failures rule out a quorum for good
-    /// ([`Error::is_misconfigured`](crate::Error::is_misconfigured): too many members refuse
-    /// the credentials or permissions, fail TLS, or are not Redis); a
-    /// passing cause (a timeout, a node down, a restart) keeps it waiting.
-    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.lock_with(resource, ttl, Wait::Retries)
-    }
-
-    /// Takes the lock on `resource` for `ttl` with exactly one attempt.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), from the single attempt.
-    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<LockGuard> {
-        self.lock_with(resource, ttl, Wait::No)
-    }
-
-    /// Takes the lock on `resource` for `ttl`, trying until `timeout` has
-    /// passed, with a random pause (between half the retry delay and all of
-    /// it, and never past the timeout) between attempts. At least one
-    /// attempt is made. Waits as [`lock`](Self::lock) does: woken by
-    /// releases, served in arrival order.
-    ///
-    /// The TTL comes before the wait, as in every call here; to name the
-    /// wait, write [`lock_with`](Self::lock_with)`(resource, ttl,
-    /// Wait::For(timeout))`, or use [`try_lock_until`](Self::try_lock_until),
-    /// whose deadline cannot be mistaken for the TTL.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), from the last attempt.
-    pub fn try_lock_for(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<LockGuard> {
-        self.lock_with(resource, ttl, Wait::For(timeout))
-    }
-
-    /// Takes the lock on `resource` for `ttl`, trying until `deadline`, as
-    /// [`try_lock_for`](Self::try_lock_for) does. At least one attempt is
-    /// made.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), from the last attempt.
-    pub fn try_lock_until(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<LockGuard> {
-        self.lock_with(resource, ttl, Wait::Until(deadline))
+    waiting_family! {
+        /// Takes the lock on `resource` for `ttl`, waiting for it as the retry
+        /// settings allow (see [`set_retry`](Self::set_retry)).
+        ///
+        /// The first attempt is made at once. After a failed one, the thread
+        /// pauses (a random pause between half the retry delay and all of it)
+        /// and asks again; `count - 1` pauses in all, so a lock that is never
+        /// released is given up after between `(count - 1) × max_delay / 2`
+        /// and `(count - 1) × max_delay` (by default 3 attempts and 200-400 ms
+        /// of pauses). A release of the resource ends a pause early (see
+        /// [`Builder::wake_on_release`](crate::Builder::wake_on_release)) and the thread asks at once; if it is
+        /// beaten to the lock, it waits out the rest of the interrupted pause,
+        /// so being woken never shortens the time `lock` waits. Threads of this
+        /// manager waiting for the same resource are served in arrival order: a
+        /// thread that finds others waiting queues behind them, and its time
+        /// behind them counts as pausing.
+        ///
+        /// Locks are not re-entrant: a thread that calls `lock` on a resource
+        /// it already holds waits for its own release, and gets
+        /// [`Error::Taken`](crate::Error::Taken) with `held_here` set.
+        ///
+        /// `lock` is the write side of [`rwlock`](Self::rwlock)`(resource)`:
+        /// it waits for readers to leave, and while it waits behind readers,
+        /// new readers wait behind it.
+        ///
+        /// The returned guard releases the lock when dropped. The lock is safe
+        /// to rely on only for [`LockGuard::validity`]: the TTL less the time
+        /// the acquisition took and a clock drift allowance.
+        ///
+        /// # Errors
+        ///
+        /// The last attempt's error: [`Error::Taken`](crate::Error::Taken) when another owner holds
+        /// the resource, [`Error::NoQuorum`](crate::Error::NoQuorum) when too many nodes failed,
+        /// [`Error::NoValidity`](crate::Error::NoValidity) when the round was too slow for the TTL.
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty resource or a TTL that is 0,
+        /// larger than [`MAX_TTL`](crate::MAX_TTL), or too small to leave any validity.
+        /// Waiting stops at once, before the retries are spent, when an
+        /// attempt's failures rule out a quorum for good
+        /// ([`Error::is_misconfigured`](crate::Error::is_misconfigured): too many members refuse
+        /// the credentials or permissions, fail TLS, or are not Redis); a
+        /// passing cause (a timeout, a node down, a restart) keeps it waiting.
+        fn lock, try_lock, try_lock_for, try_lock_until => lock_with
+        (resource: impl AsRef<[u8]>) -> LockGuard
     }
 
     /// Takes the lock on `resource` for `ttl`, waiting as `wait` says: the
@@ -201,7 +94,7 @@ impl LockManager {
         let wait = WaitOn::names(&names).writer(&writer);
         let waits = !matches!(budget, Budget::Once);
         let fair = Fair::waiting(engine, waits, resource, self.retry().1);
-        let shape = std::sync::Arc::new(LockShape::new(resource, fair));
+        let shape = std::sync::Arc::new(OneKey::new(resource, resource).fair(fair));
         self.stage()
             .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }

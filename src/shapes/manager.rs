@@ -52,6 +52,96 @@ pub enum Wait {
     Forever,
 }
 
+/// A verb's waiting family, generated once with one doc: the bare verb
+/// (`lock`: the manager's retries, documented by the shape), `try_` (one
+/// attempt), `try_…_for` (until a timeout) and `try_…_until` (until a
+/// deadline), each the shape's `…_with` call given its [`Wait`]. `_for`
+/// always means "for this long", and the TTL always comes before the
+/// wait.
+macro_rules! waiting_family {
+    (
+        $(#[$doc:meta])*
+        fn $verb:ident, $try:ident, $try_for:ident, $try_until:ident => $with:ident
+        $(<$($g:ident),*>)? ($($arg:ident: $ty:ty),*) -> $out:ty
+        $(where [$($bound:tt)*])?
+    ) => {
+        $(#[$doc])*
+        pub fn $verb$(<$($g),*>)?(
+            &self,
+            $($arg: $ty,)*
+            ttl: ::std::time::Duration,
+        ) -> $crate::Result<$out>
+        $(where $($bound)*)?
+        {
+            self.$with($($arg,)* ttl, $crate::Wait::Retries)
+        }
+
+        #[doc = concat!("As [`", stringify!($verb), "`](Self::", stringify!($verb),
+            "), with exactly one attempt ([`Wait::No`](crate::Wait::No)).")]
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = ""]
+        #[doc = concat!("As [`", stringify!($verb), "`](Self::", stringify!($verb),
+            "), from the single attempt.")]
+        pub fn $try$(<$($g),*>)?(
+            &self,
+            $($arg: $ty,)*
+            ttl: ::std::time::Duration,
+        ) -> $crate::Result<$out>
+        $(where $($bound)*)?
+        {
+            self.$with($($arg,)* ttl, $crate::Wait::No)
+        }
+
+        #[doc = concat!("As [`", stringify!($verb), "`](Self::", stringify!($verb),
+            "), trying until `timeout` has passed ([`Wait::For`](crate::Wait::For)): \
+            a random pause (between half the retry delay and all of it, never past \
+            the timeout) between attempts, at least one attempt, woken by releases \
+            and served in arrival order as the bare verb is.")]
+        #[doc = ""]
+        #[doc = concat!("The TTL comes before the wait, as in every call here; to name the \
+            wait, write [`", stringify!($with), "`](Self::", stringify!($with),
+            ") with `Wait::For(timeout)`, or use [`", stringify!($try_until), "`](Self::",
+            stringify!($try_until), "), whose deadline cannot be mistaken for the TTL.")]
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = ""]
+        #[doc = concat!("As [`", stringify!($verb), "`](Self::", stringify!($verb),
+            "), from the last attempt.")]
+        pub fn $try_for$(<$($g),*>)?(
+            &self,
+            $($arg: $ty,)*
+            ttl: ::std::time::Duration,
+            timeout: ::std::time::Duration,
+        ) -> $crate::Result<$out>
+        $(where $($bound)*)?
+        {
+            self.$with($($arg,)* ttl, $crate::Wait::For(timeout))
+        }
+
+        #[doc = concat!("As [`", stringify!($try_for), "`](Self::", stringify!($try_for),
+            "), trying until `deadline` ([`Wait::Until`](crate::Wait::Until)). At least \
+            one attempt is made.")]
+        #[doc = ""]
+        #[doc = "# Errors"]
+        #[doc = ""]
+        #[doc = concat!("As [`", stringify!($verb), "`](Self::", stringify!($verb),
+            "), from the last attempt.")]
+        pub fn $try_until$(<$($g),*>)?(
+            &self,
+            $($arg: $ty,)*
+            ttl: ::std::time::Duration,
+            deadline: ::std::time::Instant,
+        ) -> $crate::Result<$out>
+        $(where $($bound)*)?
+        {
+            self.$with($($arg,)* ttl, $crate::Wait::Until(deadline))
+        }
+    };
+}
+
+pub(crate) use waiting_family;
+
 /// Takes Redlock locks over a fixed set of independent Redis masters.
 ///
 /// Create one with [`LockManager::new`] or [`LockManager::builder`] and

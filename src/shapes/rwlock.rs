@@ -2,7 +2,7 @@
 //! and the waiting writer. Its safety argument is on [`RwLock`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
@@ -13,7 +13,7 @@ use crate::engine::single::UNLOCK;
 use crate::engine::stage::{self, Budget, Grant, WaitOn};
 use crate::members::request::Said;
 use crate::members::script::scripts;
-use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 scripts! {
     /// Acquisition of a read lock.
@@ -178,44 +178,18 @@ impl RwLock {
         &self.name
     }
 
-    /// Takes a read lock for `ttl`, with [`LockManager::lock`]'s retries
-    /// and waiting. The [`ReadGuard`] is shared and has no fencing token
-    /// (readers do not write); it extends, keeps alive and releases as any
-    /// guard.
-    ///
-    /// # Errors
-    ///
-    /// As [`LockManager::lock`]: [`Error::Taken`](crate::Error::Taken)
-    /// while a writer holds the lock or waits for it.
-    pub fn read(&self, ttl: Duration) -> Result<ReadGuard> {
-        self.read_with(ttl, Wait::Retries)
-    }
-
-    /// As [`read`](Self::read), with exactly one attempt.
-    ///
-    /// # Errors
-    ///
-    /// As [`read`](Self::read), from the single attempt.
-    pub fn try_read(&self, ttl: Duration) -> Result<ReadGuard> {
-        self.read_with(ttl, Wait::No)
-    }
-
-    /// As [`read`](Self::read), trying until `timeout` has passed.
-    ///
-    /// # Errors
-    ///
-    /// As [`read`](Self::read), from the last attempt.
-    pub fn try_read_for(&self, ttl: Duration, timeout: Duration) -> Result<ReadGuard> {
-        self.read_with(ttl, Wait::For(timeout))
-    }
-
-    /// As [`read`](Self::read), trying until `deadline`.
-    ///
-    /// # Errors
-    ///
-    /// As [`read`](Self::read), from the last attempt.
-    pub fn try_read_until(&self, ttl: Duration, deadline: Instant) -> Result<ReadGuard> {
-        self.read_with(ttl, Wait::Until(deadline))
+    waiting_family! {
+        /// Takes a read lock for `ttl`, with [`LockManager::lock`]'s retries
+        /// and waiting. The [`ReadGuard`] is shared and has no fencing token
+        /// (readers do not write); it extends, keeps alive and releases as any
+        /// guard.
+        ///
+        /// # Errors
+        ///
+        /// As [`LockManager::lock`]: [`Error::Taken`](crate::Error::Taken)
+        /// while a writer holds the lock or waits for it.
+        fn read, try_read, try_read_for, try_read_until => read_with
+        () -> ReadGuard
     }
 
     /// As [`read`](Self::read), waiting as `wait` says (see
@@ -228,44 +202,15 @@ impl RwLock {
         self.acquire_read(ttl, self.manager.budget(wait))
     }
 
-    /// Takes the write lock for `ttl`: exactly [`LockManager::lock`] on
-    /// the name, which waits for readers to leave.
-    ///
-    /// # Errors
-    ///
-    /// As [`LockManager::lock`]; `Taken` while readers or a writer hold.
-    pub fn write(&self, ttl: Duration) -> Result<LockGuard> {
-        self.manager.lock(&self.name, ttl)
-    }
-
-    /// As [`write`](Self::write), with exactly one attempt
-    /// ([`LockManager::try_lock`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](Self::write), from the single attempt.
-    pub fn try_write(&self, ttl: Duration) -> Result<LockGuard> {
-        self.manager.try_lock(&self.name, ttl)
-    }
-
-    /// As [`write`](Self::write), trying until `timeout` has passed
-    /// ([`LockManager::try_lock_for`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](Self::write), from the last attempt.
-    pub fn try_write_for(&self, ttl: Duration, timeout: Duration) -> Result<LockGuard> {
-        self.manager.try_lock_for(&self.name, ttl, timeout)
-    }
-
-    /// As [`write`](Self::write), trying until `deadline`
-    /// ([`LockManager::try_lock_until`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](Self::write), from the last attempt.
-    pub fn try_write_until(&self, ttl: Duration, deadline: Instant) -> Result<LockGuard> {
-        self.manager.try_lock_until(&self.name, ttl, deadline)
+    waiting_family! {
+        /// Takes the write lock for `ttl`: exactly [`LockManager::lock`] on
+        /// the name, which waits for readers to leave.
+        ///
+        /// # Errors
+        ///
+        /// As [`LockManager::lock`]; `Taken` while readers or a writer hold.
+        fn write, try_write, try_write_for, try_write_until => write_with
+        () -> LockGuard
     }
 
     /// As [`write`](Self::write), waiting as `wait` says

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::base::error::{Error, Result};
 use crate::base::keys;
@@ -18,7 +18,7 @@ use crate::engine::single::{Ahead, Ending, OneKey};
 use crate::engine::stage::Budget;
 use crate::members::request::Said;
 use crate::members::script::scripts;
-use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 scripts! {
     /// A semaphore's count check, ahead of a permit's acquisition.
@@ -263,45 +263,19 @@ impl Semaphore {
         self.permits
     }
 
-    /// Takes a permit for `ttl`, waiting as [`LockManager::lock`] does
-    /// (its retry budget; woken by any permit's release).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
-    /// when too many members failed, [`Error::InvalidArgument`] when the
-    /// members store another permit count for this name (see the module
-    /// docs), and the lock's other errors.
-    pub fn acquire(&self, ttl: Duration) -> Result<Permit> {
-        self.acquire_with(ttl, Wait::Retries)
-    }
-
-    /// Takes a permit for `ttl` with one attempt (the first slot tried,
-    /// and the survey's choice if that was taken).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub fn try_acquire(&self, ttl: Duration) -> Result<Permit> {
-        self.acquire_with(ttl, Wait::No)
-    }
-
-    /// Takes a permit for `ttl`, trying until `timeout` has passed.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub fn try_acquire_for(&self, ttl: Duration, timeout: Duration) -> Result<Permit> {
-        self.acquire_with(ttl, Wait::For(timeout))
-    }
-
-    /// Takes a permit for `ttl`, trying until `deadline`.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub fn try_acquire_until(&self, ttl: Duration, deadline: Instant) -> Result<Permit> {
-        self.acquire_with(ttl, Wait::Until(deadline))
+    waiting_family! {
+        /// Takes a permit for `ttl`, waiting as [`LockManager::lock`] does
+        /// (its retry budget; woken by any permit's release). Each attempt
+        /// tries a first slot, and the survey's choice if that was taken.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Taken`] when every permit stayed in use, [`Error::NoQuorum`]
+        /// when too many members failed, [`Error::InvalidArgument`] when the
+        /// members store another permit count for this name (see the module
+        /// docs), and the lock's other errors.
+        fn acquire, try_acquire, try_acquire_for, try_acquire_until => acquire_with
+        () -> Permit
     }
 
     /// Takes a permit for `ttl`, waiting as `wait` says (see

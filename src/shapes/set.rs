@@ -4,7 +4,7 @@
 //! they are safe".
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -32,86 +32,33 @@ scripts! {
     EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua";
 }
 use crate::engine::stage::{Budget, WaitOn};
-use crate::shapes::manager::{LockManager, Wait};
+use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 impl LockManager {
-    /// Locks every resource of `resources` for `ttl`, all or nothing,
-    /// with [`lock`](Self::lock)'s retries and waiting, and returns one
-    /// guard for the whole set: it extends, keeps alive and releases all
-    /// of them together. Each resource is locked as by `lock` (the key is
-    /// the resource's name), so it is [`Error::Taken`] for `lock` and for
-    /// other sets while the set is held. Sets that cross (`[a, b]` and
-    /// `[b, a]`) never deadlock: nothing is held while waiting.
-    ///
-    /// On a Redis Cluster member the set may span slots: one script per
-    /// slot, each master's scripts pipelined on one connection, so a round
-    /// still costs about one round trip; give the resources one hash tag
-    /// (`{order:42}:stock`, `{order:42}:payment`) for one script.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock), for the set as a whole; `Taken` when some
-    /// resource of it is held by another owner.
-    /// [`Error::InvalidArgument`] for an empty set, one of more than
-    /// [`MAX_SET`](crate::MAX_SET) resources, a resource given twice, or a
-    /// resource or TTL that `lock` would reject.
-    pub fn lock_all<I, R>(&self, resources: I, ttl: Duration) -> Result<LockGuard>
-    where
-        I: IntoIterator<Item = R>,
-        R: AsRef<[u8]>,
-    {
-        self.lock_all_with(resources, ttl, Wait::Retries)
-    }
-
-    /// As [`lock_all`](Self::lock_all), with exactly one attempt.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_all`](Self::lock_all), from the single attempt.
-    pub fn try_lock_all<I, R>(&self, resources: I, ttl: Duration) -> Result<LockGuard>
-    where
-        I: IntoIterator<Item = R>,
-        R: AsRef<[u8]>,
-    {
-        self.lock_all_with(resources, ttl, Wait::No)
-    }
-
-    /// As [`lock_all`](Self::lock_all), trying until `timeout` has passed
-    /// (as [`try_lock_for`](Self::try_lock_for) does).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_all`](Self::lock_all), from the last attempt.
-    pub fn try_lock_all_for<I, R>(
-        &self,
-        resources: I,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<LockGuard>
-    where
-        I: IntoIterator<Item = R>,
-        R: AsRef<[u8]>,
-    {
-        self.lock_all_with(resources, ttl, Wait::For(timeout))
-    }
-
-    /// As [`lock_all`](Self::lock_all), trying until `deadline` (as
-    /// [`try_lock_until`](Self::try_lock_until) does).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock_all`](Self::lock_all), from the last attempt.
-    pub fn try_lock_all_until<I, R>(
-        &self,
-        resources: I,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<LockGuard>
-    where
-        I: IntoIterator<Item = R>,
-        R: AsRef<[u8]>,
-    {
-        self.lock_all_with(resources, ttl, Wait::Until(deadline))
+    waiting_family! {
+        /// Locks every resource of `resources` for `ttl`, all or nothing,
+        /// with [`lock`](Self::lock)'s retries and waiting, and returns one
+        /// guard for the whole set: it extends, keeps alive and releases all
+        /// of them together. Each resource is locked as by `lock` (the key is
+        /// the resource's name), so it is [`Error::Taken`] for `lock` and for
+        /// other sets while the set is held. Sets that cross (`[a, b]` and
+        /// `[b, a]`) never deadlock: nothing is held while waiting.
+        ///
+        /// On a Redis Cluster member the set may span slots: one script per
+        /// slot, each master's scripts pipelined on one connection, so a round
+        /// still costs about one round trip; give the resources one hash tag
+        /// (`{order:42}:stock`, `{order:42}:payment`) for one script.
+        ///
+        /// # Errors
+        ///
+        /// As [`lock`](Self::lock), for the set as a whole; `Taken` when some
+        /// resource of it is held by another owner.
+        /// [`Error::InvalidArgument`] for an empty set, one of more than
+        /// [`MAX_SET`](crate::MAX_SET) resources, a resource given twice, or a
+        /// resource or TTL that `lock` would reject.
+        fn lock_all, try_lock_all, try_lock_all_for, try_lock_all_until => lock_all_with
+        <I, R> (resources: I) -> LockGuard
+        where [I: IntoIterator<Item = R>, R: AsRef<[u8]>]
     }
 
     /// As [`lock_all`](Self::lock_all), waiting as `wait` says (see

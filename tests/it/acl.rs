@@ -598,7 +598,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
             .cloned()
             .collect()
     };
-    let report = &manager(true).check_on("lock:queue-check")[0];
+    let report = &manager(true).check_resource("lock:queue-check")[0];
     assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report:#}");
     assert_eq!(
         queue(report),
@@ -616,7 +616,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
         "{report:#}"
     );
     // An unfair manager over the same user is not concerned.
-    let report = &manager(false).check_on("lock:queue-check")[0];
+    let report = &manager(false).check_resource("lock:queue-check")[0];
     assert!(queue(report).is_empty(), "{report:#}");
     assert!(!format!("{report:#}").contains("fair"), "{report:#}");
     grant(
@@ -625,7 +625,7 @@ fn check_of_a_fair_manager_says_when_the_queues_commands_are_refused() {
             "+time", "+zadd", "+zrem", "+zrange", "+hset", "+hget", "+hdel",
         ],
     );
-    let report = &manager(true).check_on("lock:queue-check")[0];
+    let report = &manager(true).check_resource("lock:queue-check")[0];
     assert!(queue(report).is_empty(), "{report:#}");
     assert!(!format!("{report:#}").contains("fair"), "{report:#}");
     let left: Vec<String> = redis::cmd("KEYS")
@@ -757,7 +757,7 @@ fn releases_refused_the_fair_queue_release_as_unfair_ones() {
 /// `check()` needs no resource: on a server this user may use in full it
 /// finds nothing refused (and leaves no key); for a user whose ACL allows
 /// only `lock:*` it says the lock cannot work and names the scratch key
-/// it tried, and `check_on` with a name under the pattern passes.
+/// it tried, and `check_resource` with a name under the pattern passes.
 #[test]
 fn check_needs_no_resource_and_names_the_key_an_acl_refused() {
     let cluster = Nodes::start(1).unwrap();
@@ -775,10 +775,10 @@ fn check_needs_no_resource_and_names_the_key_an_acl_refused() {
     assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report:#}");
     let full = format!("{report:#}");
     assert!(
-        full.contains("\"redlock-check:redlock-check\"") && full.contains("check_on"),
+        full.contains("\"redlock-check:redlock-check\"") && full.contains("check_resource"),
         "{full}"
     );
-    let report = &limited.check_on("lock:check")[0];
+    let report = &limited.check_resource("lock:check")[0];
     assert!(
         !report
             .missing_permissions
@@ -786,7 +786,10 @@ fn check_needs_no_resource_and_names_the_key_an_acl_refused() {
             .any(|m| m.starts_with("SET")),
         "{report:#}"
     );
-    assert!(!format!("{report:#}").contains("check_on"), "{report:#}");
+    assert!(
+        !format!("{report:#}").contains("check_resource"),
+        "{report:#}"
+    );
     // What is left (the fencing counters) expires.
     let left: Vec<String> = redis::cmd("KEYS")
         .arg("*redlock-check*")

@@ -31,7 +31,7 @@ fn each_server_gets_a_verdict_and_what_to_change() {
         &durable, &plain, &lru, &volatile, &replica, &dead, &everysec,
     ];
     let dlm = manager(servers.iter().map(|s| s.url()).collect());
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     assert_eq!(reports.len(), servers.len());
     for r in &reports {
         eprintln!("{r}");
@@ -131,7 +131,7 @@ fn an_acl_user_without_info_or_a_lock_command_is_reported() {
         .map(|s| format!("redis://locker:pw@127.0.0.1:{}", s.port()))
         .collect();
     let dlm = manager(urls);
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     for r in &reports {
         eprintln!("{r}");
     }
@@ -213,7 +213,7 @@ fn a_server_kept_out_after_a_restart_says_for_how_long() {
         .release()
         .unwrap();
     cluster.servers[1].restart().unwrap();
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     let q = reports[1]
         .quarantine
         .as_deref()
@@ -230,7 +230,7 @@ fn a_server_kept_out_after_a_restart_says_for_how_long() {
 fn the_report_says_which_commands_a_server_gets() {
     let cluster = Nodes::start(1).unwrap();
     let dlm = manager(cluster.urls());
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     let path = reports[0].path.clone().expect("asked");
     assert!(path.contains("extend by script"), "{path}");
     let plain = support::server::plain_delete();
@@ -260,7 +260,7 @@ fn a_server_behind_a_forwarder_is_warned_of() {
     let cluster = Nodes::start(2).unwrap();
     let forwarder = support::proxy::Proxy::start(cluster.servers[1].addr()).unwrap();
     let dlm = manager(vec![cluster.servers[0].url(), forwarder.url()]);
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     let warned = |r: &redlock_sync::NodeReport| {
         r.problems.iter().any(|p| {
             p.text.contains("reached through a forwarder") && p.text.contains("replica_acks")

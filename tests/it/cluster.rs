@@ -554,7 +554,7 @@ fn a_refused_asking_never_leaves_a_connection_out_of_step() {
             Err(Error::Taken { .. }) => {}
             other => panic!("a key held by another owner: {other:?}"),
         }
-        let reports = dlm.check_on("lock:asking-check");
+        let reports = dlm.check_resource("lock:asking-check");
         let target = format!(":{}", cluster.masters[to].port());
         let report = reports.iter().find(|r| r.node.ends_with(&target)).unwrap();
         assert!(
@@ -572,7 +572,7 @@ fn check_reports_every_master_of_a_cluster_member() {
         return;
     }
     let cluster = RedisCluster::start(3, 0).unwrap();
-    let reports = manager(&cluster).check_on("lock:check");
+    let reports = manager(&cluster).check_resource("lock:check");
     for r in &reports {
         eprintln!("{r}");
     }
@@ -612,7 +612,7 @@ fn check_calls_a_cluster_node_given_as_a_plain_node_unsafe() {
         .node_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     assert_eq!(reports.len(), 3);
     for report in &reports {
         eprintln!("{report}");

@@ -449,7 +449,7 @@ fn one_server_under_two_names_is_refused_naming_both() {
     assert_eq!(support::get(&server, resource("twice").as_bytes()), None);
     assert_eq!(support::get(&other, resource("twice").as_bytes()), None);
     // `check()` calls both spellings unsafe, and the third server not.
-    let reports = dlm.check_on("lock:check");
+    let reports = dlm.check_resource("lock:check");
     let verdicts: Vec<_> = reports.iter().map(|r| r.verdict).collect();
     assert_eq!(
         verdicts[..2],

@@ -36,7 +36,7 @@ pub(crate) fn leader_of(dlm: &LockManager, name: &str) -> ExitCode {
 /// a RESOURCE, the library's own scratch keys (`check()`).
 pub(crate) fn check(dlm: &LockManager, resource: Option<&String>) -> ExitCode {
     let reports = match resource {
-        Some(resource) => dlm.check_on(resource),
+        Some(resource) => dlm.check_resource(resource),
         None => dlm.check(),
     };
     for report in &reports {

@@ -87,7 +87,7 @@ enum Ended {
     Code(ExitCode),
 }
 
-/// What [`supervise`] knows of COMMAND, its tree and the lock.
+/// What [`supervise()`] knows of COMMAND, its tree and the lock.
 struct Watch {
     tree: tree::Tree,
     /// The first signal lockrun got, if any.

@@ -212,9 +212,9 @@ fn report_groups(
         let mut words = words.join("\n");
         if text.starts_with("refused") && key_refused {
             // Which key: an ACL that lets this user write only some keys
-            // refuses a scratch key outside them (`check_on` names one).
+            // refuses a scratch key outside them (`check_resource` names one).
             words.push_str(&format!(
-                "\n(tried on the key {:?}; LockManager::check_on and lockrun --check NAME \
+                "\n(tried on the key {:?}; LockManager::check_resource and lockrun --check NAME \
                  try keys named after a resource)",
                 String::from_utf8_lossy(key)
             ));
