@@ -50,8 +50,10 @@ scripts! {
 /// How long a reservation lasts, in ms: twice the node timeout (the
 /// waiter hears the release and claims in about one round trip), at least
 /// 20 ms.
-pub(crate) fn reserve_ms(p: &Engine) -> String {
-    (p.node_timeout.as_millis() as u64 * 2).max(20).to_string()
+pub(crate) fn reserve_ms(engine: &Engine) -> String {
+    (engine.node_timeout.as_millis() as u64 * 2)
+        .max(20)
+        .to_string()
 }
 
 /// The longest pause of a fair waiter (its pauses are drawn between half
@@ -68,8 +70,8 @@ pub(crate) fn reserve_ms(p: &Engine) -> String {
 /// they cost 8 processes on one lock about a tenth of their rate, these
 /// claims (one per waiter per 1.5 node timeouts on average) nothing
 /// measurable.
-pub(crate) fn queued_pause(p: &Engine) -> Duration {
-    (p.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
+pub(crate) fn queued_pause(engine: &Engine) -> Duration {
+    (engine.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
 }
 
 /// When a waiter whose claim found other waiters' reservations lapsing
@@ -78,8 +80,8 @@ pub(crate) fn queued_pause(p: &Engine) -> Duration {
 /// refused together do not ask again together (their claims would split
 /// the votes of a free key again: a set can take a key on the members
 /// where its other keys are free, a lock on the others).
-pub(crate) fn after_lapse(p: &Engine, lapse: Duration, random: u64) -> Duration {
-    let spread = (p.node_timeout / 4).max(Duration::from_millis(2));
+pub(crate) fn after_lapse(engine: &Engine, lapse: Duration, random: u64) -> Duration {
+    let spread = (engine.node_timeout / 4).max(Duration::from_millis(2));
     // retry_delay draws from [spread, 2 × spread].
     lapse + crate::engine::quorum::retry_delay(spread * 2, random) - spread
 }
@@ -90,8 +92,9 @@ pub(crate) fn after_lapse(p: &Engine, lapse: Duration, random: u64) -> Duration 
 const REFUSED_FOR: Duration = Duration::from_secs(60);
 
 /// Whether a server refused the queue's commands to this manager lately.
-pub(crate) fn refused_lately(p: &Engine) -> bool {
-    p.fair_refused
+pub(crate) fn refused_lately(engine: &Engine) -> bool {
+    engine
+        .fair_refused
         .lock()
         .is_some_and(|at| at.elapsed() < REFUSED_FOR)
 }
@@ -122,7 +125,7 @@ pub(crate) struct Fair {
 impl Fair {
     /// A place for an acquisition that pauses at most `max_delay` between
     /// attempts.
-    pub(crate) fn new(p: &Engine, max_delay: Duration) -> Fair {
+    pub(crate) fn new(engine: &Engine, max_delay: Duration) -> Fair {
         // A queued waiter asks at least every queued pause (and a claim
         // round); a ticket outlives several of those, and no more: a
         // waiter cut off from a member leaves no place there that keeps
@@ -131,8 +134,8 @@ impl Fair {
         // next claim.
         let ticket = max_delay
             .saturating_mul(2)
-            .saturating_add(p.node_timeout * 2)
-            .min(queued_pause(p).saturating_mul(TICKET_PAUSES));
+            .saturating_add(engine.node_timeout * 2)
+            .min(queued_pause(engine).saturating_mul(TICKET_PAUSES));
         Fair {
             arrival: AtomicU64::new(0),
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
@@ -147,14 +150,14 @@ impl Fair {
     /// `max_delay`. When the manager's threads waited for `name` lately,
     /// its attempts are claims from the first on (so it queues at once).
     pub(crate) fn waiting(
-        p: &Engine,
+        engine: &Engine,
         waits: bool,
         name: &[u8],
         max_delay: Duration,
     ) -> Option<Fair> {
-        (p.fair && waits && !refused_lately(p)).then(|| {
-            let fair = Fair::new(p, max_delay);
-            if p.waiters.lately(name) {
+        (engine.fair && waits && !refused_lately(engine)).then(|| {
+            let fair = Fair::new(engine, max_delay);
+            if engine.waiters.lately(name) {
                 fair.arrive();
             }
             fair
@@ -210,14 +213,14 @@ impl Fair {
     /// this acquisition waits unfairly from now on, and so do the
     /// manager's next ones for a while (see [`REFUSED_FOR`]). Fairness is
     /// a courtesy: a refused queue must not cost the lock.
-    pub(crate) fn heed<'a>(&self, p: &Engine, answers: impl IntoIterator<Item = &'a Answer>) {
+    pub(crate) fn heed<'a>(&self, engine: &Engine, answers: impl IntoIterator<Item = &'a Answer>) {
         let refusal = answers.into_iter().find_map(|a| match a {
             Some(Err(e)) if e.kind() == NodeErrorKind::Permission => Some(e),
             _ => None,
         });
         if let Some(e) = refusal {
             self.denied.store(true, Ordering::Relaxed);
-            note_refusal(p, e);
+            note_refusal(engine, e);
         }
     }
 
@@ -236,19 +239,19 @@ impl Fair {
 
     /// Takes its place on every member, after an ordinary attempt was
     /// refused; best effort (a member that fails it keeps no place).
-    pub(crate) fn join(&self, p: &Engine, key: &[u8], token: &[u8]) {
-        let (keys, args) = self.join_call(p, &[key], token);
+    pub(crate) fn join(&self, engine: &Engine, key: &[u8], token: &[u8]) {
+        let (keys, args) = self.join_call(engine, &[key], token);
         let round = Round {
             decides: false,
             ..RELEASE
         };
-        let answers = p.script(&JOIN, &refs(&keys), &refs(&args)).run(round);
-        self.heed(p, &answers);
+        let answers = engine.script(&JOIN, &refs(&keys), &refs(&args)).run(round);
+        self.heed(engine, &answers);
     }
 
     /// The join script's keys and arguments for the lock keys `locks`
     /// (one lock, or a set's slot group); it arrives now if it had not.
-    pub(crate) fn join_call(&self, p: &Engine, locks: &[&[u8]], token: &[u8]) -> Call {
+    pub(crate) fn join_call(&self, engine: &Engine, locks: &[&[u8]], token: &[u8]) -> Call {
         self.arrive();
         let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| queue_key(k)).collect();
         keys.extend(locks.iter().map(|k| tickets_key(k)));
@@ -259,7 +262,7 @@ impl Fair {
                 .to_string()
                 .into_bytes(),
             self.ticket_ms.to_string().into_bytes(),
-            p.waiters.address().to_vec(),
+            engine.waiters.address().to_vec(),
         ];
         (keys, args)
     }
@@ -272,18 +275,18 @@ impl Fair {
     /// [`handing_args`]).
     pub(crate) fn claim(
         &self,
-        p: &Engine,
+        engine: &Engine,
         key: &[u8],
         wakes: &[u8],
         token: &[u8],
         ttl_ms: u64,
         keep: Option<&str>,
     ) -> Vec<Vote> {
-        let message = ahead_message(p, token);
+        let message = ahead_message(engine, token);
         let call = |cluster| {
-            let (keys, mut args) = self.claim_call(p, &[key], token, ttl_ms, keep, "");
+            let (keys, mut args) = self.claim_call(engine, &[key], token, ttl_ms, keep, "");
             handing_args(
-                p,
+                engine,
                 &mut args,
                 keep.is_some(),
                 message.as_deref(),
@@ -297,8 +300,8 @@ impl Fair {
             ..DECIDE
         };
         let mut lapse = None;
-        let answers = run(p, &CLAIM_QUEUED, None, call, round);
-        self.heed(p, &answers);
+        let answers = run(engine, &CLAIM_QUEUED, None, call, round);
+        self.heed(engine, &answers);
         let votes = answers
             .into_iter()
             .map(|answer| match answer {
@@ -327,7 +330,7 @@ impl Fair {
     /// waits in line (see [`Fair::wait_at`]).
     pub(crate) fn claim_call(
         &self,
-        p: &Engine,
+        engine: &Engine,
         locks: &[&[u8]],
         token: &[u8],
         ttl_ms: u64,
@@ -343,7 +346,7 @@ impl Fair {
                 .to_string()
                 .into_bytes(),
             self.ticket_ms.to_string().into_bytes(),
-            p.waiters.address().to_vec(),
+            engine.waiters.address().to_vec(),
             wait_at.as_bytes().to_vec(),
         ];
         if let Some(keep) = keep {
@@ -356,12 +359,12 @@ impl Fair {
 
     /// Leaves the queue on every member (it gives up), passing on a
     /// reservation it had; best effort.
-    pub(crate) fn leave(&self, p: &Engine, key: &[u8], wakes: &[u8], token: &[u8]) {
+    pub(crate) fn leave(&self, engine: &Engine, key: &[u8], wakes: &[u8], token: &[u8]) {
         if self.queued() {
-            let message = leave_message(p, token);
+            let message = leave_message(engine, token);
             let call = |cluster| {
                 handing_call(
-                    p,
+                    engine,
                     &[key],
                     None,
                     &[wakes],
@@ -370,7 +373,7 @@ impl Fair {
                     cluster,
                 )
             };
-            run(p, &LEAVE, None, call, RELEASE);
+            run(engine, &LEAVE, None, call, RELEASE);
         }
     }
 }
@@ -391,6 +394,33 @@ pub(crate) fn named(at: usize, of: &[usize]) -> usize {
     of.iter().position(|&i| i == at).map_or(0, |k| k + 1)
 }
 
+/// How a release, or the clean-up of an attempt, goes (see [`route`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A fair manager's release of a key that hands off: to the first
+    /// fair waiter queued for it.
+    HandOff,
+    /// The clean-up of a queued waiter's attempt: it puts back the
+    /// reservations it took.
+    Unclaim,
+    /// Deleted where it holds the token, as an unfair manager does.
+    Plain,
+}
+
+/// The fair-release decision, once for every shape: a `release` (not a
+/// clean-up) of a shape that `hands_off`, by a fair manager whose members
+/// did not refuse the queue lately, hands the key on; the clean-up of a
+/// `queued` waiter's attempt unclaims; anything else is plain.
+pub(crate) fn route(engine: &Engine, release: bool, hands_off: bool, queued: bool) -> Route {
+    if release && engine.fair && hands_off && !refused_lately(engine) {
+        Route::HandOff
+    } else if !release && queued {
+        Route::Unclaim
+    } else {
+        Route::Plain
+    }
+}
+
 /// A shape that may wait fairly: its place in the queues, if any, and how
 /// it leaves them.
 pub(crate) trait Queued: Shape {
@@ -400,9 +430,9 @@ pub(crate) trait Queued: Shape {
 
     /// Leaves every queue it is in, passing on a reservation it had; best
     /// effort. By default, a lock's.
-    fn leave(&self, p: &Engine, fair: &Fair, token: &[u8]) {
+    fn leave(&self, engine: &Engine, fair: &Fair, token: &[u8]) {
         if let (Some(key), Some(wakes)) = (self.resources().first(), self.wakes().first()) {
-            fair.leave(p, key, wakes, token);
+            fair.leave(engine, key, wakes, token);
         }
     }
 }
@@ -417,21 +447,21 @@ pub(crate) trait Queued: Shape {
 /// hold a reservation). Every shape that waits fairly goes through here:
 /// locks, the write side, sets and election candidates.
 pub(crate) fn attempt<S: Queued>(
-    p: &Engine,
+    engine: &Engine,
     shape: &S,
     token: &[u8],
     ttl_ms: u64,
     refusal: &mut Refusal,
 ) -> Result<Granted> {
     let was_active = shape.place().is_some_and(Fair::active);
-    let result = p.acquire(shape, token, ttl_ms, refusal);
+    let result = engine.acquire(shape, token, ttl_ms, refusal);
     let Some(fair) = shape.place() else {
         return result;
     };
     refusal.fell_back = was_active && !fair.active();
     match &result {
-        Ok(granted) if granted.agreed < p.members.len() && fair.queued() => {
-            shape.leave(p, fair, token);
+        Ok(granted) if granted.agreed < engine.members.len() && fair.queued() => {
+            shape.leave(engine, fair, token);
         }
         // Cut off from too many members to be granted, whatever they
         // answered: it steps out of line where it is heard, passing on a
@@ -441,7 +471,7 @@ pub(crate) fn attempt<S: Queued>(
         // tickets on the members it cannot reach lapse within a ticket's
         // life).
         Err(e @ Error::NoQuorum { .. }) if fair.queued() && cut_off(e) => {
-            shape.leave(p, fair, token);
+            shape.leave(engine, fair, token);
         }
         Err(Error::Taken { .. }) if fair.queued() => {
             refusal.lapse = fair.lapse();
@@ -452,7 +482,7 @@ pub(crate) fn attempt<S: Queued>(
             // Not queued yet: at its first resource, unless a majority
             // named another.
             let at = fair.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
-            fair.join(p, resources[at], token);
+            fair.join(engine, resources[at], token);
         }
         _ => {}
     }
@@ -494,9 +524,9 @@ fn cut_off(e: &Error) -> bool {
 
 /// An acquisition of `shape` that gave up with `token`: a fair waiter
 /// leaves every queue at once.
-pub(crate) fn give_up<S: Queued>(p: &Engine, shape: &S, token: &[u8]) {
+pub(crate) fn give_up<S: Queued>(engine: &Engine, shape: &S, token: &[u8]) {
     if let Some(fair) = shape.place().filter(|f| f.queued()) {
-        shape.leave(p, fair, token);
+        shape.leave(engine, fair, token);
     }
 }
 

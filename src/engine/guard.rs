@@ -145,7 +145,7 @@ impl<M: Mode> Guard<M> {
         }
     }
 
-    /// The pipeline the guard's rounds run on.
+    /// The engine the guard's rounds run on.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.state.engine
     }

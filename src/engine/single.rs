@@ -16,7 +16,7 @@ use redis::Value;
 
 use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
 use crate::base::text::Decimal;
-use crate::engine::fair::{self, Fair};
+use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
     Announce, Answer, DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args, counter_start,
 };
@@ -132,7 +132,7 @@ impl OneKey {
     /// fails answers that, and grants nothing.
     pub(crate) fn take(
         &self,
-        p: &Engine,
+        engine: &Engine,
         token: &[u8],
         ttl_ms: u64,
         keep: Option<&str>,
@@ -140,7 +140,7 @@ impl OneKey {
     ) -> Vec<Vote> {
         let key = &self.key[..];
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            return fair.claim(p, key, self.wakes(), token, ttl_ms, keep);
+            return fair.claim(engine, key, self.wakes(), token, ttl_ms, keep);
         }
         let fenced = keep.is_some();
         let write = SetWrite {
@@ -155,7 +155,7 @@ impl OneKey {
             // a counter.)
             start: Decimal::of(if fenced { counter_start() } else { 0 }),
             keep,
-            wait: p.wait_command(),
+            wait: engine.wait_command(),
             ahead: ahead.as_ref(),
         };
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
@@ -171,7 +171,7 @@ impl OneKey {
         // seen to take it or there is no other form; else each member
         // that takes it packs it for itself.
         let has_legacy = readers_matter || fenced;
-        let current = !has_legacy || p.members.iter().any(Member::takes_set_nx_get);
+        let current = !has_legacy || engine.members.iter().any(Member::takes_set_nx_get);
         let current_packed = || write.pack(readers_matter, false);
         let packed = match current {
             true => current_packed(),
@@ -179,8 +179,8 @@ impl OneKey {
         };
         let legacy_packed = || write.pack(false, true);
         let describe = |at: usize| write.describe(at);
-        let node_cleanup = || self.late_cleanup(p, token, false);
-        let cluster_cleanup = || self.late_cleanup(p, token, true);
+        let node_cleanup = || self.late_cleanup(engine, token, false);
+        let cluster_cleanup = || self.late_cleanup(engine, token, true);
         // On a Redis Cluster member the same pipeline goes to the slot's
         // master. An `ASK` is followed to the target only for a single-key
         // request (see the crate docs, "Why slot migrations are safe"): a
@@ -196,7 +196,7 @@ impl OneKey {
             check: ahead.as_ref().map(|a| a.lua),
             follow_ask: keep.is_none() && ahead.is_none(),
             decides: true,
-            wait: p.replica_acks.as_ref().map(|(n, _)| *n),
+            wait: engine.replica_acks.as_ref().map(|(n, _)| *n),
             reply,
             describe: &describe,
             legacy: None,
@@ -215,8 +215,8 @@ impl OneKey {
         };
         // Redis Cluster members' forms only where there are some.
         let node_legacy = legacy(Some(&node_cleanup));
-        let cluster_legacy = p.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
-        let cluster_req = p.has_clusters.then(|| Request {
+        let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
+        let cluster_req = engine.has_clusters.then(|| Request {
             legacy: cluster_legacy.as_ref().filter(|_| has_legacy),
             ..base
         });
@@ -226,7 +226,7 @@ impl OneKey {
             legacy: has_legacy.then_some(&node_legacy),
             ..base
         };
-        let votes = quorum::round(&p.members, None, &req);
+        let votes = quorum::round(&engine.members, None, &req);
         self.note_holder(seen.into_inner());
         votes.into_iter().map(read_vote).collect()
     }
@@ -234,8 +234,8 @@ impl OneKey {
     /// Queued behind an acquisition that times out (as Redis Cluster
     /// members take it when `cluster`): removes the key right after a late
     /// execution, and announces that only if it did.
-    fn late_cleanup(&self, p: &Engine, token: &[u8], cluster: bool) -> Vec<u8> {
-        let (message, channel) = (p.message(token), release_channel(self.wakes()));
+    fn late_cleanup(&self, engine: &Engine, token: &[u8], cluster: bool) -> Vec<u8> {
+        let (message, channel) = (engine.message(token), release_channel(self.wakes()));
         let mut args = vec![token];
         args.extend(unlock_args(message.as_deref(), cluster, &channel));
         UNLOCK.eval(&[&self.key], &args)
@@ -268,7 +268,7 @@ impl OneKey {
     /// there let a later quorum count below it).
     pub(crate) fn raise(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: &[bool],
         token: &[u8],
         to: u64,
@@ -278,7 +278,8 @@ impl OneKey {
         let fence = fence_key(&self.key);
         let args: [&[u8]; 3] = [token, to.as_bytes(), keep.as_bytes()];
         Tally::count(
-            p.script(&RAISE, &[&self.key, &fence], &args)
+            engine
+                .script(&RAISE, &[&self.key, &fence], &args)
                 .only(Some(only))
                 .run(DECIDE),
         )
@@ -292,7 +293,7 @@ impl OneKey {
     /// [`Engine::companion_keep`]).
     pub(crate) fn extend(
         &self,
-        p: &Engine,
+        engine: &Engine,
         token: &[u8],
         ttl_ms: u64,
         last: bool,
@@ -300,9 +301,9 @@ impl OneKey {
     ) -> Tally {
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let fence = fence_key(&self.key);
-        let keep = p.companion_keep(ttl_ms).to_string();
+        let keep = engine.companion_keep(ttl_ms).to_string();
         let mut keys: Vec<&[u8]> = vec![&self.key];
-        if p.fencing_expiry_ms.is_some() {
+        if engine.fencing_expiry_ms.is_some() {
             keys.push(&fence);
         }
         keys.extend_from_slice(companions);
@@ -315,7 +316,7 @@ impl OneKey {
         // it raises the expiry and never lowers it, so that an extend
         // delivered late (sent on a connection that timed out) cannot cut
         // a later, longer one (see the manual's "How it works").
-        Tally::count(p.script(&EXTEND, &keys, &args).run(DECIDE))
+        Tally::count(engine.script(&EXTEND, &keys, &args).run(DECIDE))
     }
 
     /// A release, or the clean-up of an attempt (`release` false). A
@@ -331,7 +332,7 @@ impl OneKey {
     /// a queued waiter's attempt puts back the reservation it took.
     pub(crate) fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -339,19 +340,28 @@ impl OneKey {
         ending: Ending<'_>,
     ) -> Tally {
         let record = ending.record;
-        if release && p.fair && ending.hands_off && !fair::refused_lately(p) {
-            let answers = self.fair_release(p, only, token, message, record);
-            // A member that refused the queue (an ACL rule without the
-            // fair additions, a key pattern that misses the queue's keys)
-            // is released as an unfair manager releases.
-            return fair::release_or_unfair(p, answers, |refused| {
-                Tally::count(self.plain_unlock(p, Some(refused), token, message, release, record))
-            });
+        match fair::route(engine, release, ending.hands_off, self.queued()) {
+            Route::HandOff => {
+                let answers = self.fair_release(engine, only, token, message, record);
+                // A member that refused the queue (an ACL rule without the
+                // fair additions, a key pattern that misses the queue's
+                // keys) is released as an unfair manager releases.
+                fair::release_or_unfair(engine, answers, |refused| {
+                    Tally::count(self.plain_unlock(
+                        engine,
+                        Some(refused),
+                        token,
+                        message,
+                        release,
+                        record,
+                    ))
+                })
+            }
+            Route::Unclaim => fair::unclaim(engine, only, &self.key, self.wakes(), token, message),
+            Route::Plain => {
+                Tally::count(self.plain_unlock(engine, only, token, message, release, record))
+            }
         }
-        if !release && self.queued() {
-            return fair::unclaim(p, only, &self.key, self.wakes(), token, message);
-        }
-        Tally::count(self.plain_unlock(p, only, token, message, release, record))
     }
 
     /// A fair manager's release. One that knows of no waiter (it did not
@@ -361,17 +371,25 @@ impl OneKey {
     /// "What it costs"). One that knows of waiters hands off at once.
     fn fair_release(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
         record: Option<Record<'_>>,
     ) -> Vec<Answer> {
-        let knows = self.queued() || p.waiters.lately(self.wakes());
+        let knows = self.queued() || engine.waiters.lately(self.wakes());
         let record = record.map(|r| r.key);
         match (knows, record, message) {
-            (false, None, Some(message)) => self.unlock_unless_queued(p, only, token, message),
-            _ => fair::release(p, only, &self.key, record, self.wakes(), token, message),
+            (false, None, Some(message)) => self.unlock_unless_queued(engine, only, token, message),
+            _ => fair::release(
+                engine,
+                only,
+                &self.key,
+                record,
+                self.wakes(),
+                token,
+                message,
+            ),
         }
     }
 
@@ -383,7 +401,7 @@ impl OneKey {
     /// key.
     fn plain_unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -409,7 +427,8 @@ impl OneKey {
                 // Servers with their own compare-and-delete (`DELIFEQ` on
                 // Valkey 9+, `DELEX ... IFEQ` on Redis 8.4+) release
                 // without the script: the same rule, one command.
-                p.script(lua, &[&self.key], &[token])
+                engine
+                    .script(lua, &[&self.key], &[token])
                     .only(only)
                     .or_plain_delete(token)
                     .tail(Some(Announce {
@@ -419,7 +438,7 @@ impl OneKey {
                     .run(RELEASE)
             }
             // A release not announced (`wake_on_release(false)`).
-            None if release && record.is_none() => p
+            None if release && record.is_none() => engine
                 .script(lua, &[&self.key], &[token])
                 .only(only)
                 .or_plain_delete(token)
@@ -429,7 +448,8 @@ impl OneKey {
                     [vec![token], unlock_args(message, false, &channel)].concat();
                 let cluster: Vec<&[u8]> =
                     [vec![token], unlock_args(message, true, &channel)].concat();
-                p.script(lua, keys, &node)
+                engine
+                    .script(lua, keys, &node)
                     .only(only)
                     .cluster_args(&cluster)
                     .run(RELEASE)
@@ -445,7 +465,7 @@ impl OneKey {
     /// that member's.
     fn unlock_unless_queued(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: &[u8],
@@ -453,7 +473,7 @@ impl OneKey {
         let channel = release_channel(self.wakes());
         let queue = crate::base::keys::queue_key(&self.key);
         let keys: [&[u8]; 2] = [&self.key, &queue];
-        let mut answers = p
+        let mut answers = engine
             .script(&UNLOCK, &keys, &[token])
             .only(only)
             .tail(Some(Announce {
@@ -468,9 +488,9 @@ impl OneKey {
             let queued: Vec<bool> = answers.iter().map(waited).collect();
             // A message of its own: listeners count a hand-off's messages
             // apart from the release announced above.
-            let handing = p.message(token);
+            let handing = engine.message(token);
             let handed = fair::release(
-                p,
+                engine,
                 Some(&queued),
                 &self.key,
                 None,
@@ -506,21 +526,21 @@ impl Shape for OneKey {
 
     /// `SET key token NX GET PX ttl`, with the fencing counter's commands
     /// behind it (see [`OneKey::take`]).
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        OneKey::take(self, p, token, ttl_ms, keep, None)
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        OneKey::take(self, engine, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        OneKey::raise(self, p, only, token, to, keep)
+    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        OneKey::raise(self, engine, only, token, to, keep)
     }
 
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
-        OneKey::extend(self, p, token, ttl_ms, last, &[])
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        OneKey::extend(self, engine, token, ttl_ms, last, &[])
     }
 
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -530,7 +550,7 @@ impl Shape for OneKey {
             hands_off: true,
             record: None,
         };
-        OneKey::unlock(self, p, only, token, message, release, ending)
+        OneKey::unlock(self, engine, only, token, message, release, ending)
     }
 }
 

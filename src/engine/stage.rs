@@ -145,10 +145,10 @@ pub(crate) trait Writer: Sync {
     /// Before a pause that follows a refusal: makes new readers queue
     /// behind this writer for `ms`, where readers hold the name. True
     /// when that wrote something [`done`](Self::done) must take down.
-    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool;
+    fn waits(&self, engine: &Engine, token: &[u8], ms: u64) -> bool;
 
     /// The writer waits no more (it got the lock, or gave up).
-    fn done(&self, p: &Engine, token: &[u8]);
+    fn done(&self, engine: &Engine, token: &[u8]);
 }
 
 /// One acquisition's view of its manager: the engine, the handle's

@@ -79,32 +79,32 @@ impl Shape for LeaderShape {
     }
 
     /// Terms are counted whether fencing is on or not.
-    fn keep(&self, p: &Engine, ttl_ms: u64) -> Option<String> {
-        Some(p.counter_expiry_ms.max(ttl_ms).to_string())
+    fn keep(&self, engine: &Engine, ttl_ms: u64) -> Option<String> {
+        Some(engine.counter_expiry_ms.max(ttl_ms).to_string())
     }
 
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        self.key.take(p, token, ttl_ms, keep, None)
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+        self.key.take(engine, token, ttl_ms, keep, None)
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        self.key.raise(p, only, token, to, keep)
+    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        self.key.raise(engine, only, token, to, keep)
     }
 
     /// The key, its counter and the record, renewed together where the
     /// key holds our token.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let fence = keys::fence_key(&self.key.key);
-        let keep = self.keep(p, ttl_ms).unwrap_or_default();
+        let keep = self.keep(engine, ttl_ms).unwrap_or_default();
         let keys: [&[u8]; 3] = [&self.key.key, &fence, &self.record];
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
-        Tally::count(p.script(&EXTEND_LEADER, &keys, &args).run(DECIDE))
+        Tally::count(engine.script(&EXTEND_LEADER, &keys, &args).run(DECIDE))
     }
 
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -114,7 +114,8 @@ impl Shape for LeaderShape {
             hands_off: true,
             record: Some(self.record()),
         };
-        self.key.unlock(p, only, token, message, release, ending)
+        self.key
+            .unlock(engine, only, token, message, release, ending)
     }
 }
 
@@ -430,8 +431,15 @@ impl Election {
     /// The claim round: writes the record (term, claim number `seq`,
     /// `value`) where the lock key holds `token`, and announces it on the
     /// record's channel.
-    fn claim(&self, p: &Engine, token: &[u8], term: u64, seq: u64, value: &[u8]) -> Result<()> {
-        claim(p, &self.name, &self.record, token, term, seq, value)
+    fn claim(
+        &self,
+        engine: &Engine,
+        token: &[u8],
+        term: u64,
+        seq: u64,
+        value: &[u8],
+    ) -> Result<()> {
+        claim(engine, &self.name, &self.record, token, term, seq, value)
     }
 
     /// Who leads, as a majority of members agree (see "Reading who leads"
@@ -510,7 +518,7 @@ impl Election {
 
 /// The claim round (see [`Election::claim`]).
 fn claim(
-    p: &Engine,
+    engine: &Engine,
     name: &[u8],
     record: &[u8],
     token: &[u8],
@@ -522,7 +530,7 @@ fn claim(
     let keys: [&[u8]; 2] = [name, record];
     let args: [&[u8]; 4] = [token, term_s.as_bytes(), seq_s.as_bytes(), value];
     let channel = release_channel(record);
-    let message = p.message(token);
+    let message = engine.message(token);
     let tail = message.as_deref().map(|message| Announce {
         channel: &channel,
         message,
@@ -535,7 +543,7 @@ fn claim(
         replicated: false,
         decides: true,
     };
-    let answers = p.script(&CLAIM, &keys, &args).tail(tail).run(round);
+    let answers = engine.script(&CLAIM, &keys, &args).tail(tail).run(round);
     let tally = Tally::count(answers);
     if tally.reached() {
         Ok(())

@@ -213,7 +213,7 @@ impl LockManager {
         Ok(())
     }
 
-    /// The pipeline this manager runs (for the other shapes of lock).
+    /// The engine this manager runs (for the other shapes of lock).
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }

@@ -129,21 +129,22 @@ pub(crate) struct Writer<'a>(pub(crate) &'a [u8]);
 impl stage::Writer for Writer<'_> {
     /// Where readers hold the name, sets the flag that makes new readers
     /// queue behind the writer, for `ms`. True when some member set it.
-    fn waits(&self, p: &Engine, token: &[u8], ms: u64) -> bool {
+    fn waits(&self, engine: &Engine, token: &[u8], ms: u64) -> bool {
         let flag = writer_key(self.0);
         let ms = ms.max(1).to_string();
         let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
         // Decides no holder, waits for no replica: as a release.
-        p.script(&WRITER_WAITS, &[self.0, &flag], &args)
+        engine
+            .script(&WRITER_WAITS, &[self.0, &flag], &args)
             .run(RELEASE)
             .into_iter()
             .any(|a| matches!(a, Some(Ok(Said::Yes(1)))))
     }
 
     /// Removes the writer's flag where it is still its own.
-    fn done(&self, p: &Engine, token: &[u8]) {
+    fn done(&self, engine: &Engine, token: &[u8]) {
         let flag = writer_key(self.0);
-        p.script(&UNLOCK, &[&flag], &[token]).run(RELEASE);
+        engine.script(&UNLOCK, &[&flag], &[token]).run(RELEASE);
     }
 }
 
@@ -273,12 +274,13 @@ impl Shape for Read {
     }
 
     /// The read script on every member (see its docs).
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
         let px = ttl_ms.to_string();
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
         let call = &args;
-        p.script(&READ, &[&self.name, &readers, &flag], call)
+        engine
+            .script(&READ, &[&self.name, &readers, &flag], call)
             .run(DECIDE)
             .into_iter()
             .map(Vote::of)
@@ -291,13 +293,14 @@ impl Shape for Read {
     }
 
     /// This reader's expiry to `ttl_ms` from now.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let readers = readers_key(&self.name);
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
         let call = &args;
         Tally::count(
-            p.script(&EXTEND_READ, &[&self.name, &readers], call)
+            engine
+                .script(&EXTEND_READ, &[&self.name, &readers], call)
                 .run(DECIDE),
         )
     }
@@ -306,7 +309,7 @@ impl Shape for Read {
     /// announces the release.
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -325,7 +328,8 @@ impl Shape for Read {
         };
         let (node, cluster) = (args(false), args(true));
         Tally::count(
-            p.script(&UNREAD, &[&self.name, &readers], &node)
+            engine
+                .script(&UNREAD, &[&self.name, &readers], &node)
                 .only(only)
                 .cluster_args(&cluster)
                 .run(RELEASE),

@@ -73,42 +73,43 @@ impl Shape for PermitShape {
     /// The count check (`PERMITS`, by hash: the handshake loads it) ahead
     /// of `SET slot token NX PX ttl`: a member that stores another count
     /// answers that, and grants nothing.
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let count = self.count.to_string();
-        let kept = p.companion_keep(ttl_ms).to_string();
+        let kept = engine.companion_keep(ttl_ms).to_string();
         let ahead = Ahead {
             lua: &PERMITS,
             keys: &[&self.count_key],
             args: &[count.as_bytes(), kept.as_bytes()],
         };
-        self.slot.take(p, token, ttl_ms, keep, Some(ahead))
+        self.slot.take(engine, token, ttl_ms, keep, Some(ahead))
     }
 
     /// Another count stored on some member: every client of one semaphore
     /// must give the same count.
-    fn refusal(&self, p: &Engine, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
+    fn refusal(&self, engine: &Engine, ttl_ms: u64, votes: &[Vote]) -> Option<Error> {
         let stored = OneKey::differs(votes)?;
         Some(Error::invalid_argument(format!(
             "this semaphore was made with {} permits, but its members store {stored}: \
              every client of one semaphore must give the same count (it may change once \
              no permit has been held for {:?})",
             self.count,
-            Duration::from_millis(p.companion_keep(ttl_ms))
+            Duration::from_millis(engine.companion_keep(ttl_ms))
         )))
     }
 
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        self.slot.raise(p, only, token, to, keep)
+    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+        self.slot.raise(engine, only, token, to, keep)
     }
 
     /// The slot's extend, which keeps the stored count alive with it.
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
-        self.slot.extend(p, token, ttl_ms, last, &[&self.count_key])
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+        self.slot
+            .extend(engine, token, ttl_ms, last, &[&self.count_key])
     }
 
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -118,7 +119,8 @@ impl Shape for PermitShape {
             hands_off: false,
             record: None,
         };
-        self.slot.unlock(p, only, token, message, release, ending)
+        self.slot
+            .unlock(engine, only, token, message, release, ending)
     }
 }
 
@@ -401,12 +403,12 @@ fn random_u32() -> u32 {
 /// A semaphore's survey on every member: with `start` `None` (at most 52
 /// keys), the mask of the free permits among `keys`; otherwise the first
 /// free permit from index `start` on, plus one (0: none free).
-fn survey(p: &Engine, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
+fn survey(engine: &Engine, keys: &[&[u8]], start: Option<usize>) -> Vec<Answer> {
     let arg = start.map_or_else(|| "mask".to_owned(), |s| s.to_string());
     let round = Round {
         count: true,
         replicated: false,
         decides: false,
     };
-    p.script(&FREE, keys, &[arg.as_bytes()]).run(round)
+    engine.script(&FREE, keys, &[arg.as_bytes()]).run(round)
 }

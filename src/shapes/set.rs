@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::base::error::{Error, Result};
 use crate::base::keys::{self, fence_key, release_channel};
 use crate::base::node_error::NodeError;
-use crate::engine::fair::{self, Fair};
+use crate::engine::fair::{self, Fair, Route};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
@@ -150,21 +150,21 @@ impl Set {
     /// member's groups are taken together as its vote.
     fn round(
         &self,
-        p: &Engine,
+        engine: &Engine,
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
         round: Round,
     ) -> Vec<Vote> {
-        let (groups, answers) = self.answers(p, lua, only, call, round);
-        self.votes(p, &groups, answers)
+        let (groups, answers) = self.answers(engine, lua, only, call, round);
+        self.votes(engine, &groups, answers)
     }
 
     /// As [`round`](Self::round), before the answers are taken together:
     /// the slot groups, and each group's answers.
     fn answers(
         &self,
-        p: &Engine,
+        engine: &Engine,
         lua: &Lua,
         only: Option<&[bool]>,
         call: SetCall<'_>,
@@ -172,7 +172,7 @@ impl Set {
     ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>) {
         let resources = &self.refs()[..];
         let all: Vec<usize> = (0..resources.len()).collect();
-        let groups = if p.has_clusters {
+        let groups = if engine.has_clusters {
             slot_groups(resources)
         } else {
             vec![all.clone()]
@@ -181,13 +181,14 @@ impl Set {
         let (nk, na) = (refs(&node_keys), refs(&node_args));
         let answers = if groups.len() == 1 {
             // Without Redis Cluster members the cluster's call is unused.
-            let owned = p.has_clusters.then(|| call(&groups[0], true));
+            let owned = engine.has_clusters.then(|| call(&groups[0], true));
             let (ck, ca) = match &owned {
                 Some((keys, args)) => (refs(keys), refs(args)),
                 None => (nk.clone(), na.clone()),
             };
             vec![
-                p.script(lua, &nk, &na)
+                engine
+                    .script(lua, &nk, &na)
                     .only(only)
                     .on_clusters(&ck, &ca)
                     .run(round),
@@ -198,7 +199,7 @@ impl Set {
                 .iter()
                 .map(|(keys, args)| (refs(keys), refs(args)))
                 .collect();
-            p.script_groups(lua, only, (&nk, &na), &calls, round)
+            engine.script_groups(lua, only, (&nk, &na), &calls, round)
         };
         (groups, answers)
     }
@@ -207,8 +208,13 @@ impl Set {
     /// took part of the set and voted no is `partial`). `groups` maps
     /// a cluster's group-local busy index back to the set; a node's
     /// answer (group 0 covers the whole set on nodes) is its own.
-    fn votes(&self, p: &Engine, groups: &[Vec<usize>], answers: Vec<Vec<Answer>>) -> Vec<Vote> {
-        let n = p.members.len();
+    fn votes(
+        &self,
+        engine: &Engine,
+        groups: &[Vec<usize>],
+        answers: Vec<Vec<Answer>>,
+    ) -> Vec<Vote> {
+        let n = engine.members.len();
         let mut per: Vec<Vec<(usize, std::result::Result<Said, NodeError>)>> =
             (0..n).map(|_| Vec::new()).collect();
         for (g, row) in answers.into_iter().enumerate() {
@@ -221,7 +227,7 @@ impl Set {
         per.into_iter()
             .enumerate()
             .map(|(i, got)| {
-                let cluster = matches!(p.members[i], Member::Cluster(_));
+                let cluster = matches!(engine.members[i], Member::Cluster(_));
                 if got.is_empty() {
                     return Vote::of(None);
                 }
@@ -293,13 +299,21 @@ impl fair::Queued for Set {
 
     /// Leaves every resource's queue, passing on each reservation it had
     /// (see the leave script); best effort.
-    fn leave(&self, p: &Engine, _fair: &Fair, token: &[u8]) {
-        let message = fair::leave_message(p, token);
+    fn leave(&self, engine: &Engine, _fair: &Fair, token: &[u8]) {
+        let message = fair::leave_message(engine, token);
         let call = |group: &[usize], cluster: bool| {
             let locks = self.pick(group);
-            fair::handing_call(p, &locks, None, &locks, token, message.as_deref(), cluster)
+            fair::handing_call(
+                engine,
+                &locks,
+                None,
+                &locks,
+                token,
+                message.as_deref(),
+                cluster,
+            )
         };
-        self.round(p, &LEAVE, None, &call, RELEASE);
+        self.round(engine, &LEAVE, None, &call, RELEASE);
     }
 }
 
@@ -314,24 +328,32 @@ impl Shape for Set {
 
     /// The set script on every member (see its docs); a queued fair
     /// waiter's is the claim script, all or nothing as well.
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         let round = Round {
             count: true,
             ..DECIDE
         };
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            let message = fair::ahead_message(p, token);
+            let message = fair::ahead_message(engine, token);
             let call = |group: &[usize], cluster: bool| {
                 let locks = self.pick(group);
                 let wait_at = fair.wait_at(group);
-                let (keys, mut args) = fair.claim_call(p, &locks, token, ttl_ms, keep, &wait_at);
+                let (keys, mut args) =
+                    fair.claim_call(engine, &locks, token, ttl_ms, keep, &wait_at);
                 let fenced = keep.is_some();
-                fair::handing_args(p, &mut args, fenced, message.as_deref(), cluster, &locks);
+                fair::handing_args(
+                    engine,
+                    &mut args,
+                    fenced,
+                    message.as_deref(),
+                    cluster,
+                    &locks,
+                );
                 (keys, args)
             };
-            let (groups, answers) = self.answers(p, &CLAIM_QUEUED, None, &call, round);
-            fair.heed(p, answers.iter().flatten());
-            return self.votes(p, &groups, answers);
+            let (groups, answers) = self.answers(engine, &CLAIM_QUEUED, None, &call, round);
+            fair.heed(engine, answers.iter().flatten());
+            return self.votes(engine, &groups, answers);
         }
         let resources = &self.refs()[..];
         let px = ttl_ms.to_string();
@@ -344,11 +366,11 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        self.round(p, &LOCK_SET, None, &call, round)
+        self.round(engine, &LOCK_SET, None, &call, round)
     }
 
     /// Every counter of the set, on each member `only` selects.
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
+    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
         let resources = &self.refs()[..];
         let to = to.to_string();
         let call = |group: &[usize], _: bool| {
@@ -364,7 +386,7 @@ impl Shape for Set {
         // Replicated, as the acquisition: a replica promoted after the
         // grant must hold the raised counters (see `OneKey::raise`).
         Tally::count(
-            self.round(p, &RAISE, Some(only), &call, DECIDE)
+            self.round(engine, &RAISE, Some(only), &call, DECIDE)
                 .into_iter()
                 .map(|v| v.answer),
         )
@@ -372,10 +394,10 @@ impl Shape for Set {
 
     /// Every key's expiry to `ttl_ms` on each member where all of them
     /// hold `token` (see the extend-set script).
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let resources = &self.refs()[..];
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
-        let keep = p.counter_keep(ttl_ms);
+        let keep = engine.counter_keep(ttl_ms);
         let call = |group: &[usize], _: bool| {
             let mut args = vec![token.to_vec(), ttl.clone().into_bytes()];
             if let Some(keep) = &keep {
@@ -384,7 +406,7 @@ impl Shape for Set {
             (set_keys(resources, group, keep.is_some()), args)
         };
         Tally::count(
-            self.round(p, &EXTEND_SET, None, &call, DECIDE)
+            self.round(engine, &EXTEND_SET, None, &call, DECIDE)
                 .into_iter()
                 .map(|v| v.answer),
         )
@@ -397,25 +419,26 @@ impl Shape for Set {
     /// back the reservations it took (see `fair.rs`).
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
         release: bool,
     ) -> Tally {
         let queued = self.fair.as_ref().is_some_and(Fair::queued);
-        let handing = release && p.fair && !fair::refused_lately(p);
-        if handing || (!release && queued) {
+        if fair::route(engine, release, true, queued) != Route::Plain {
             let call = |group: &[usize], cluster: bool| {
                 let locks = self.pick(group);
                 match release {
-                    true => fair::handing_call(p, &locks, None, &locks, token, message, cluster),
+                    true => {
+                        fair::handing_call(engine, &locks, None, &locks, token, message, cluster)
+                    }
                     false => fair::unclaim_call(&locks, &locks, token, message, cluster),
                 }
             };
             let lua: &Lua = if release { &HANDOFF } else { &UNCLAIM };
             let answers: Vec<_> = self
-                .round(p, lua, only, &call, RELEASE)
+                .round(engine, lua, only, &call, RELEASE)
                 .into_iter()
                 .map(|v| v.answer)
                 .collect();
@@ -424,11 +447,11 @@ impl Shape for Set {
             }
             // A member that refused the queue is released as an unfair
             // manager releases (see `single.rs`).
-            return fair::release_or_unfair(p, answers, |refused| {
-                self.plain_unlock(p, Some(refused), token, message)
+            return fair::release_or_unfair(engine, answers, |refused| {
+                self.plain_unlock(engine, Some(refused), token, message)
             });
         }
-        self.plain_unlock(p, only, token, message)
+        self.plain_unlock(engine, only, token, message)
     }
 }
 
@@ -437,7 +460,7 @@ impl Set {
     /// unlock-set script), on the members `only` selects.
     fn plain_unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
@@ -454,7 +477,7 @@ impl Set {
             (keys, args)
         };
         Tally::count(
-            self.round(p, &UNLOCK_SET, only, &call, RELEASE)
+            self.round(engine, &UNLOCK_SET, only, &call, RELEASE)
                 .into_iter()
                 .map(|v| v.answer),
         )

@@ -12,8 +12,8 @@ pub(crate) type Call = (Vec<Vec<u8>>, Vec<Vec<u8>>);
 /// the leave as `left-by-<token>`, so that its own manager, which ignores
 /// messages naming its acquisitions under way, hears it too (the next
 /// waiter may be one of its threads).
-pub(crate) fn leave_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
-    p.message(&[b"left-by-", token].concat())
+pub(crate) fn leave_message(engine: &Engine, token: &[u8]) -> Option<Vec<u8>> {
+    engine.message(&[b"left-by-", token].concat())
 }
 
 /// The message with which a claim of `token` tells the waiter ahead that
@@ -21,8 +21,8 @@ pub(crate) fn leave_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
 /// waiters are not woken on release. It names the claim as
 /// `ahead-of-<token>`: a manager ignores messages naming its own waiting
 /// acquisitions (their clean-ups), and the waiter may be one of its own.
-pub(crate) fn ahead_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
-    p.message(&[b"ahead-of-", token].concat())
+pub(crate) fn ahead_message(engine: &Engine, token: &[u8]) -> Option<Vec<u8>> {
+    engine.message(&[b"ahead-of-", token].concat())
 }
 
 /// Appends to a claim's `args` (see [`Fair::claim_call`]; `fenced`: its
@@ -32,7 +32,7 @@ pub(crate) fn ahead_message(p: &Engine, token: &[u8]) -> Option<Vec<u8>> {
 /// in `wakes` (one per lock key of the call): the first waiter need not
 /// be awake for a free key to reach it. Nothing without a message.
 pub(crate) fn handing_args(
-    p: &Engine,
+    engine: &Engine,
     args: &mut Vec<Vec<u8>>,
     fenced: bool,
     message: Option<&[u8]>,
@@ -46,7 +46,7 @@ pub(crate) fn handing_args(
         // No counters: the arguments keep their places.
         args.extend([Vec::new(), Vec::new()]);
     }
-    args.push(reserve_ms(p).into_bytes());
+    args.push(reserve_ms(engine).into_bytes());
     args.extend(
         announce_args(Some(message), cluster)
             .into_iter()
@@ -63,18 +63,18 @@ pub(super) fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
 /// members, and whose arguments `call(cluster)` gives (the cluster's are
 /// built only where a member is a Redis Cluster).
 pub(super) fn run(
-    p: &Engine,
+    engine: &Engine,
     lua: &Lua,
     only: Option<&[bool]>,
     call: impl Fn(bool) -> Call,
     round: Round,
 ) -> Vec<Answer> {
     let (keys, node) = call(false);
-    let cluster = p.has_clusters.then(|| call(true).1);
+    let cluster = engine.has_clusters.then(|| call(true).1);
     let keys = refs(&keys);
     let cluster = cluster.as_deref().map(refs);
     let node = refs(&node);
-    let call = p.script(lua, &keys, &node).only(only);
+    let call = engine.script(lua, &keys, &node).only(only);
     match cluster.as_deref() {
         Some(cluster) => call.cluster_args(cluster),
         None => call,
@@ -96,7 +96,7 @@ pub(super) fn queued_keys(locks: &[&[u8]]) -> Vec<Vec<u8>> {
 /// `record` of ours deleted; with a `message`, the script announces it,
 /// naming the waiter it was handed to, so that only that waiter is woken.
 pub(crate) fn release(
-    p: &Engine,
+    engine: &Engine,
     only: Option<&[bool]>,
     key: &[u8],
     record: Option<&[u8]>,
@@ -104,8 +104,8 @@ pub(crate) fn release(
     token: &[u8],
     message: Option<&[u8]>,
 ) -> Vec<Answer> {
-    let call = |cluster| handing_call(p, &[key], record, &[wakes], token, message, cluster);
-    run(p, &HANDOFF, only, call, RELEASE)
+    let call = |cluster| handing_call(engine, &[key], record, &[wakes], token, message, cluster);
+    run(engine, &HANDOFF, only, call, RELEASE)
 }
 
 /// A fair release's tally: its `answers`, and, on the members that
@@ -115,7 +115,7 @@ pub(crate) fn release(
 /// can refuse before it writes, so a refused member still holds the
 /// token for `unfair` to delete.
 pub(crate) fn release_or_unfair(
-    p: &Engine,
+    engine: &Engine,
     answers: Vec<Answer>,
     unfair: impl FnOnce(&[bool]) -> Tally,
 ) -> Tally {
@@ -123,7 +123,7 @@ pub(crate) fn release_or_unfair(
     if !answers.iter().any(is_refusal) {
         return Tally::count(answers);
     }
-    let refused = refused(p, &answers);
+    let refused = refused(engine, &answers);
     let mut tally = Tally::count(
         answers
             .into_iter()
@@ -146,7 +146,7 @@ fn is_refusal(answer: &Answer) -> bool {
 /// that misses the queue's keys), where a release must go again as an
 /// unfair one. A refusal is noted: this manager's waiters wait unfairly
 /// for a while (see [`REFUSED_FOR`]), and the `log` feature warns.
-fn refused(p: &Engine, answers: &[Answer]) -> Vec<bool> {
+fn refused(engine: &Engine, answers: &[Answer]) -> Vec<bool> {
     let refused: Vec<bool> = answers.iter().map(is_refusal).collect();
     if let Some(Some(Err(e))) = answers
         .iter()
@@ -154,15 +154,15 @@ fn refused(p: &Engine, answers: &[Answer]) -> Vec<bool> {
         .find(|(_, r)| **r)
         .map(|(a, _)| a)
     {
-        note_refusal(p, e);
+        note_refusal(engine, e);
     }
     refused
 }
 
 /// Notes that a server refused the queue's commands to this manager (see
 /// [`refused_lately`]); warns once a [`REFUSED_FOR`].
-pub(super) fn note_refusal(p: &Engine, e: &crate::base::node_error::NodeError) {
-    let before = p.fair_refused.lock().replace(Instant::now());
+pub(super) fn note_refusal(engine: &Engine, e: &crate::base::node_error::NodeError) {
+    let before = engine.fair_refused.lock().replace(Instant::now());
     if before.is_none_or(|at| at.elapsed() >= REFUSED_FOR) {
         crate::base::logging::log!(
             warn,
@@ -181,7 +181,7 @@ pub(super) fn note_refusal(p: &Engine, e: &crate::base::node_error::NodeError) {
 /// token) for the lock keys `locks` (one lock, or a set's slot group),
 /// each announced on the release channel of its name in `wakes`.
 pub(crate) fn handing_call(
-    p: &Engine,
+    engine: &Engine,
     locks: &[&[u8]],
     record: Option<&[u8]>,
     wakes: &[&[u8]],
@@ -191,10 +191,10 @@ pub(crate) fn handing_call(
 ) -> Call {
     let mut keys = queued_keys(locks);
     keys.extend(record.map(<[u8]>::to_vec));
-    let every = p
+    let every = engine
         .fair_yield_ms
         .map_or_else(Vec::new, |ms| ms.to_string().into_bytes());
-    let mut args = vec![token.to_vec(), reserve_ms(p).into_bytes(), every];
+    let mut args = vec![token.to_vec(), reserve_ms(engine).into_bytes(), every];
     announce(&mut args, message, cluster, wakes);
     (keys, args)
 }
@@ -215,7 +215,7 @@ fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, cluster: bool, wake
 /// deleted where it holds `token`, and that is announced, as any clean-up
 /// does (see the unclaim script).
 pub(crate) fn unclaim(
-    p: &Engine,
+    engine: &Engine,
     only: Option<&[bool]>,
     key: &[u8],
     wakes: &[u8],
@@ -223,7 +223,7 @@ pub(crate) fn unclaim(
     message: Option<&[u8]>,
 ) -> Tally {
     let call = |cluster| unclaim_call(&[key], &[wakes], token, message, cluster);
-    Tally::count(run(p, &UNCLAIM, only, call, RELEASE))
+    Tally::count(run(engine, &UNCLAIM, only, call, RELEASE))
 }
 
 /// The unclaim script's keys and arguments for the lock keys `locks`

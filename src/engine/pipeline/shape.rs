@@ -182,17 +182,17 @@ pub(crate) trait Shape: Send + Sync {
     /// manager's fencing setting decides (see
     /// [`Engine::counter_keep`]), for shapes that are
     /// [`fenced`](Self::fenced).
-    fn keep(&self, p: &Engine, ttl_ms: u64) -> Option<String> {
-        p.counter_keep(ttl_ms).filter(|_| self.fenced())
+    fn keep(&self, engine: &Engine, ttl_ms: u64) -> Option<String> {
+        engine.counter_keep(ttl_ms).filter(|_| self.fenced())
     }
 
     /// One acquisition round on every member, with `token` for `ttl_ms`;
     /// `keep`: with fencing, how long (ms) the counters are kept.
-    fn take(&self, p: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
+    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote>;
 
     /// A reason of the shape's own to refuse what the votes grant (a
     /// semaphore's permit count that differs), checked before the raise.
-    fn refusal(&self, _p: &Engine, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
+    fn refusal(&self, _engine: &Engine, _ttl_ms: u64, _votes: &[Vote]) -> Option<Error> {
         None
     }
 
@@ -202,11 +202,11 @@ pub(crate) trait Shape: Send + Sync {
     /// [`fenced`](Self::fenced).
     /// Counts a member only where it still holds `token` under every key
     /// the counters fence (see `raise.lua`).
-    fn raise(&self, p: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally;
+    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally;
 
     /// One extend round: `ttl_ms` from now, where `token` still holds
     /// (see [`ttl_arg`] for `last`).
-    fn extend(&self, p: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally;
+    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally;
 
     /// Removes what `token` holds on the members `only` selects (every
     /// member: `None`), and announces each release it made with
@@ -217,7 +217,7 @@ pub(crate) trait Shape: Send + Sync {
     /// attempt, which announces only what it deleted.
     fn unlock(
         &self,
-        p: &Engine,
+        engine: &Engine,
         only: Option<&[bool]>,
         token: &[u8],
         message: Option<&[u8]>,
