@@ -44,7 +44,8 @@ pub(crate) struct Vote {
 impl Vote {
     /// The vote in a few characters, for trace logs: `y<n>` granted,
     /// `b<i>` busy at the i-th resource, `r` readers, `B<n>` a busy count,
-    /// `<n>` another answer, `-` not asked, `!<kind>` failed.
+    /// `g` gone, `<n>` another answer's number (0 a no), `-` not asked,
+    /// `!<kind>` failed.
     #[cfg_attr(not(feature = "log"), allow(dead_code))]
     pub(super) fn traced(&self) -> String {
         match (&self.yes, self.busy, &self.answer) {
@@ -52,7 +53,8 @@ impl Vote {
             (None, Some(i), _) => format!("b{i}"),
             (None, None, _) if self.readers => "r".into(),
             (None, None, Some(Ok(Said::Busy(n)))) => format!("B{n}"),
-            (None, None, Some(Ok(said))) => format!("{said:?}"),
+            (None, None, Some(Ok(Said::Gone))) => "g".into(),
+            (None, None, Some(Ok(said))) => said.number().to_string(),
             (None, None, Some(Err(e))) => format!("!{:?}", e.kind()),
             (None, None, None) => "-".into(),
         }
