@@ -254,11 +254,22 @@ pub(crate) fn most_busy(
 impl Engine {
     /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
     /// when replica acknowledgements are asked for; empty otherwise.
-    pub(crate) fn wait_command(&self) -> Vec<u8> {
+    fn wait_command(&self) -> Vec<u8> {
         match &self.replica_acks {
             Some((n, ms)) => pack(&[b"WAIT", n.to_string().as_bytes(), ms.as_bytes()]),
             None => Vec::new(),
         }
+    }
+
+    /// What a round of `round` writes behind each request (`WAIT`, when
+    /// its yes counts only once replicas acknowledged it), and how many
+    /// replicas that asks for.
+    pub(crate) fn waits(&self, round: Round) -> (Vec<u8>, Option<u32>) {
+        if !round.replicated {
+            return (Vec::new(), None);
+        }
+        let acks = self.replica_acks.as_ref().map(|(n, _)| *n);
+        (self.wait_command(), acks)
     }
 
     /// Fails once two members turned out to be the same server or cluster

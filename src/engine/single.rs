@@ -143,6 +143,8 @@ impl OneKey {
             return fair.claim(engine, key, self.wakes(), token, ttl_ms, keep);
         }
         let fenced = keep.is_some();
+        // An acquisition's yes counts once replicas acknowledged it.
+        let (wait, acks) = engine.waits(DECIDE);
         let write = SetWrite {
             key,
             token,
@@ -155,7 +157,7 @@ impl OneKey {
             // a counter.)
             start: Decimal::of(if fenced { counter_start() } else { 0 }),
             keep,
-            wait: engine.wait_command(),
+            wait,
             ahead: ahead.as_ref(),
         };
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
@@ -196,7 +198,7 @@ impl OneKey {
             check: ahead.as_ref().map(|a| a.lua),
             follow_ask: keep.is_none() && ahead.is_none(),
             decides: true,
-            wait: engine.replica_acks.as_ref().map(|(n, _)| *n),
+            wait: acks,
             reply,
             describe: &describe,
             legacy: None,

@@ -351,19 +351,6 @@ impl<'a> ScriptCall<'a> {
     }
 }
 
-impl Engine {
-    /// What a round of `round` writes behind each request (`WAIT`, when
-    /// its yes counts only once replicas acknowledged it), and how many
-    /// replicas that asks for.
-    fn waits(&self, round: Round) -> (Vec<u8>, Option<u32>) {
-        if !round.replicated {
-            return (Vec::new(), None);
-        }
-        let acks = self.replica_acks.as_ref().map(|(n, _)| *n);
-        (self.wait_command(), acks)
-    }
-}
-
 /// A script sent by hash (or by its source, with `eval`), then `wait`,
 /// then the tail (as nodes or, with `cluster`, Redis Cluster members take
 /// it), in one buffer.
