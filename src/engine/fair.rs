@@ -307,7 +307,7 @@ impl Fair {
             .map(|answer| match answer {
                 // Readers hold the key (the script's -2).
                 Some(Ok(Said::Busy(1))) => Vote {
-                    readers: true,
+                    shared: true,
                     ..Vote::of(Some(Ok(Said::No)))
                 },
                 // Another waiter's reservation, lapsing in N ms (-3 - N).

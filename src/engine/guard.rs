@@ -104,17 +104,18 @@ impl<M: Mode> Guard<M> {
         ttl: Duration,
         granted: Granted,
     ) -> Guard<M> {
-        Guard::with_slot(engine, shape, token, ttl, granted, None)
+        Guard::with_index(engine, shape, token, ttl, granted, None)
     }
 
-    /// As [`new`](Self::new), for a semaphore's `slot`.
-    pub(crate) fn with_slot(
+    /// As [`new`](Self::new), for one of several interchangeable keys (a
+    /// semaphore's slot): its `index` (see [`index`](Self::index)).
+    pub(crate) fn with_index(
         engine: Arc<Engine>,
         shape: Arc<dyn Shape>,
         token: Token,
         ttl: Duration,
         granted: Granted,
-        slot: Option<u32>,
+        index: Option<u32>,
     ) -> Guard<M> {
         for &r in shape.resources().iter() {
             engine.hold(r);
@@ -126,7 +127,7 @@ impl<M: Mode> Guard<M> {
                 token,
                 ttl,
                 fencing: granted.fencing,
-                slot,
+                index,
                 agreed: granted.agreed,
                 failures: granted.failures,
                 status: Mutex::new(Status {
@@ -487,7 +488,7 @@ impl<M: Mode> fmt::Debug for Guard<M> {
             .field("shared", &self.is_shared())
             .field("token", &String::from_utf8_lossy(self.token()))
             .field("fencing_token", &self.state.fencing)
-            .field("slot", &self.state.slot)
+            .field("index", &self.state.index)
             .field("validity", &self.validity())
             .field("keep_alive", &self.keeper.is_some())
             .finish()
@@ -546,23 +547,21 @@ impl Guard<mode::Lock> {
     }
 }
 
-impl Guard<mode::Permit> {
-    /// Which of the semaphore's K slots this permit holds (0-based).
-    pub fn slot(&self) -> u32 {
-        self.state.slot.unwrap_or(0)
+impl<M: Mode> Guard<M> {
+    /// Which of several interchangeable keys the guard holds (a
+    /// semaphore's slot): the `index` it was made with, 0 when none.
+    pub(crate) fn index(&self) -> u32 {
+        self.state.index.unwrap_or(0)
     }
 
-    /// A fencing token, strictly greater than every earlier one of the
-    /// same slot (see [`LockGuard::fencing_token`]); `None` with fencing
-    /// off.
-    pub fn fencing_token(&self) -> Option<u64> {
+    /// The fencing token of the acquisition, `None` without one.
+    pub(crate) fn fencing(&self) -> Option<u64> {
         self.state.fencing
     }
 
-    /// The permit as a plain [`LockGuard`] on its slot (the permit stays
-    /// held; the guard releases it).
-    pub fn into_guard(mut self) -> LockGuard {
-        // `self` is disarmed, so dropping it releases nothing.
+    /// The same held lock as a guard of mode `N`: it stays held, and
+    /// the new guard releases it (`self` is disarmed).
+    pub(crate) fn into_mode<N: Mode>(mut self) -> Guard<N> {
         Guard {
             state: self.state.clone(),
             keeper: self.keeper.take(),

@@ -51,7 +51,7 @@ use crate::members::restart::Policy;
 mod scripts;
 mod shape;
 
-pub(crate) use shape::{Answer, Granted, Names, Refusal, Shape, Vote};
+pub(crate) use shape::{Answer, Granted, Names, Refusal, Removal, Shape, Vote};
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
 /// larger would risk overflowing Redis's millisecond expiry times.
@@ -107,11 +107,11 @@ pub(crate) struct Engine {
     pub(crate) fair_yield_ms: Option<u64>,
     /// A TTL too short for the node timeout was logged (once a manager).
     pub(crate) warned_short_ttl: AtomicBool,
-    /// With fencing on: how long, in ms, a counter lives after its last
-    /// acquisition or renewal. `None`: fencing off.
-    pub(crate) fencing_expiry_ms: Option<u64>,
-    /// The fencing expiry in ms whether fencing is on or not: an
-    /// election counts terms either way.
+    /// Acquisitions count fencing counters (see `Builder::fencing`).
+    pub(crate) fencing: bool,
+    /// How long, in ms, a counter lives after its last acquisition or
+    /// renewal: the fencing counter with fencing on, and any counter a
+    /// shape keeps whatever the setting (see [`Shape::keep`]).
     pub(crate) counter_expiry_ms: u64,
     /// Whether releases publish and waiters listen for them.
     pub(crate) wake_on_release: bool,
@@ -347,12 +347,17 @@ impl Engine {
         }
     }
 
-    /// With fencing on, how long (ms, as a command argument) a counter is
-    /// kept after an acquisition or renewal with `ttl_ms`: the idle
-    /// expiry, and never less than the lock's TTL. `None`: fencing off.
+    /// How long (ms, as a command argument) a counter is kept after an
+    /// acquisition or renewal with `ttl_ms`: the idle expiry, and never
+    /// less than the TTL.
+    pub(crate) fn keep_counter(&self, ttl_ms: u64) -> String {
+        self.counter_expiry_ms.max(ttl_ms).to_string()
+    }
+
+    /// With fencing on, how long a fencing counter is kept (see
+    /// [`keep_counter`](Self::keep_counter)). `None`: fencing off.
     pub(crate) fn counter_keep(&self, ttl_ms: u64) -> Option<String> {
-        self.fencing_expiry_ms
-            .map(|expiry_ms| expiry_ms.max(ttl_ms).to_string())
+        self.fencing.then(|| self.keep_counter(ttl_ms))
     }
 
     /// How long (in ms) a key kept alive with a lock key (its fencing
@@ -360,8 +365,10 @@ impl Engine {
     /// renewal with `ttl_ms`: the fencing expiry, and never less than the
     /// TTL, so that it outlives every holder granted with it.
     pub(crate) fn companion_keep(&self, ttl_ms: u64) -> u64 {
-        self.fencing_expiry_ms
-            .map_or(ttl_ms, |expiry_ms| expiry_ms.max(ttl_ms))
+        match self.fencing {
+            true => self.counter_expiry_ms.max(ttl_ms),
+            false => ttl_ms,
+        }
     }
 
     /// One acquisition attempt of `shape` with `token` for `ttl_ms`, by
@@ -442,7 +449,7 @@ impl Engine {
         let resources = shape.resources();
         *refusal = Refusal {
             blocked: most_busy(votes.iter().map(|v| v.busy), resources.len()),
-            readers: votes.iter().any(|v| v.readers),
+            shared: votes.iter().any(|v| v.shared),
             lapse: None,
             queued: false,
             fell_back: false,
@@ -563,7 +570,7 @@ impl Engine {
     /// shape wakes, when a member released it.
     pub(crate) fn release(&self, shape: &dyn Shape, token: &[u8]) -> Tally {
         let message = self.message(token);
-        let tally = shape.unlock(self, None, token, message.as_deref(), true);
+        let tally = shape.unlock(self, token, Removal::release(message.as_deref()));
         crate::base::logging::log!(
             trace,
             "redlock_sync::release",
@@ -598,7 +605,7 @@ impl Engine {
     /// attempt's own thread ignores it.
     fn clean_up(&self, shape: &dyn Shape, only: &[bool], token: &[u8]) {
         let message = self.message(token);
-        shape.unlock(self, Some(only), token, message.as_deref(), false);
+        shape.unlock(self, token, Removal::clean_up(only, message.as_deref()));
     }
 
     /// The message announcing one unlock by `token` (none when releases

@@ -14,11 +14,12 @@
 use parking_lot::Mutex;
 use redis::Value;
 
-use crate::base::keys::{RESERVED_PREFIX, fence_key, release_channel};
+use crate::base::keys::{READERS_MARK, RESERVED_PREFIX, fence_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
-    Announce, Answer, DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args, counter_start,
+    Announce, Answer, DECIDE, Engine, Names, RELEASE, Removal, Shape, Vote, announce_args,
+    counter_start,
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
@@ -305,7 +306,7 @@ impl OneKey {
         let fence = fence_key(&self.key);
         let keep = engine.companion_keep(ttl_ms).to_string();
         let mut keys: Vec<&[u8]> = vec![&self.key];
-        if engine.fencing_expiry_ms.is_some() {
+        if engine.fencing {
             keys.push(&fence);
         }
         keys.extend_from_slice(companions);
@@ -335,12 +336,15 @@ impl OneKey {
     pub(crate) fn unlock(
         &self,
         engine: &Engine,
-        only: Option<&[bool]>,
         token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
+        removal: Removal<'_>,
         ending: Ending<'_>,
     ) -> Tally {
+        let Removal {
+            only,
+            message,
+            release,
+        } = removal;
         let record = ending.record;
         match fair::route(engine, release, ending.hands_off, self.queued()) {
             Route::HandOff => {
@@ -540,19 +544,12 @@ impl Shape for OneKey {
         OneKey::extend(self, engine, token, ttl_ms, last, &[])
     }
 
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally {
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
             hands_off: true,
             record: None,
         };
-        OneKey::unlock(self, engine, only, token, message, release, ending)
+        OneKey::unlock(self, engine, token, removal, ending)
     }
 }
 
@@ -635,12 +632,13 @@ impl SetWrite<'_> {
 
 /// How the acquisition's replies read: its current form's, and the
 /// form's of servers before Redis 7.0 (plain `NX`, whose refusal may be
-/// readers). `readers_matter`: the current form is `SET ... NX GET`.
+/// readers). `readers_matter`: the current form is `SET ... NX GET`, whose
+/// refusal tells the readers' mark (see `keys::READERS_MARK`) from a token.
 fn set_replies(readers_matter: bool, fenced: bool) -> (Reply, Reply) {
     let legacy = if fenced { Reply::SetCount } else { Reply::Set };
     let current = match (readers_matter, fenced) {
-        (true, true) => Reply::SetGetCount,
-        (true, false) => Reply::SetGet,
+        (true, true) => Reply::SetGetCount(READERS_MARK),
+        (true, false) => Reply::SetGet(READERS_MARK),
         (false, _) => legacy,
     };
     (current, legacy)
@@ -656,8 +654,8 @@ fn read_vote(answer: Answer) -> Vote {
             ..Vote::of(Some(Ok(Said::Differs(c))))
         },
         // A no where readers may hold the key.
-        Some(Ok(Said::MaybeReaders)) => Vote {
-            readers: true,
+        Some(Ok(Said::MaybeShared)) => Vote {
+            shared: true,
             ..Vote::of(Some(Ok(Said::No)))
         },
         answer => Vote::of(answer),

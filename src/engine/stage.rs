@@ -397,7 +397,7 @@ impl Stage<'_> {
             };
         };
         if let (Some(writer), Some(Error::Taken { .. }), true) =
-            (wait_on.writer, &state.last, state.refusal.readers)
+            (wait_on.writer, &state.last, state.refusal.shared)
         {
             // Where readers hold it, new readers queue behind this writer
             // while it waits: at most what is left of its wait, and never

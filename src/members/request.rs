@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use redis::Value;
 
-use crate::base::keys::READERS_MARK;
 use crate::base::node_error::Cause;
 use crate::members::conn::{Conn, pack, pack_into};
 use crate::members::script::Lua;
@@ -28,17 +27,17 @@ pub(crate) enum Said {
     /// extend or raise).
     Gone,
     /// A negative count `-(i + 1)`, read as `i`: the set script's first
-    /// busy key; the fair claim's 1 (readers hold the key) or `2 + N` (a
+    /// busy key; the fair claim's 1 (shared holders hold the key) or `2 + N` (a
     /// reservation lapsing in N ms).
     Busy(u64),
     /// The check ahead of the request found the member differs (a
     /// permit's count): the check's answer, above 0. The request behind
     /// it ran anyway, and is cleaned up as a yes would be.
     Differs(u64),
-    /// A lock acquisition's no where readers may hold the key: it holds
-    /// their mark, or the server could not say (`SET NX` without `GET`).
-    /// A waiting writer then asks readers to queue behind it.
-    MaybeReaders,
+    /// An acquisition's no where shared holders may hold the key: it
+    /// holds the mark its request named ([`Reply::SetGet`]), or the
+    /// server could not say (`SET NX` without `GET`).
+    MaybeShared,
     /// A reply kept whole: its index in the request's
     /// [`kept`](Request::kept) store ([`Reply::Kept`]).
     Kept(usize),
@@ -46,12 +45,12 @@ pub(crate) enum Said {
 
 impl Said {
     /// The number an answer carries: a yes's, a busy or differing
-    /// answer's, a kept reply's index; 0 for a no, a gone key, readers.
+    /// answer's, a kept reply's index; 0 for a no, a gone key, a shared key.
     pub(crate) fn number(self) -> u64 {
         match self {
             Said::Yes(n) | Said::Busy(n) | Said::Differs(n) => n,
             Said::Kept(i) => i as u64,
-            Said::No | Said::Gone | Said::MaybeReaders => 0,
+            Said::No | Said::Gone | Said::MaybeShared => 0,
         }
     }
 
@@ -63,12 +62,12 @@ impl Said {
         }
     }
 
-    /// The answer as a tally counts it: a no (readers' too), a gone
+    /// The answer as a tally counts it: a no (a shared key's too), a gone
     /// key, or else a yes (any answer that may have written: a busy or
     /// differing one too, which the shapes read before they tally).
     pub(crate) fn tallied(self) -> Tallied {
         match self {
-            Said::No | Said::MaybeReaders => Tallied::No,
+            Said::No | Said::MaybeShared => Tallied::No,
             Said::Gone => Tallied::Gone,
             Said::Yes(_) | Said::Busy(_) | Said::Differs(_) | Said::Kept(_) => Tallied::Yes,
         }
@@ -107,14 +106,15 @@ pub(crate) enum Reply {
     /// included, ignored.
     OneThenAny,
     /// The reply of `SET ... NX` (acquire without fencing, on a server
-    /// without `NX GET`): `OK` is yes (1), nil is no, and may be readers
-    /// ([`Said::MaybeReaders`]: this server cannot say who holds the key).
+    /// without `NX GET`): `OK` is yes (1), nil is no, and may be shared
+    /// ([`Said::MaybeShared`]: this server cannot say who holds the key).
     Set,
     /// The reply of `SET ... NX GET` (acquire without fencing): nil is yes
-    /// (the key was set), the holder's value is no ([`Said::MaybeReaders`] when
-    /// it is the readers' mark), and `WRONGTYPE` is no (a key of another
-    /// type holds the name, as `SET NX` without `GET` finds).
-    SetGet,
+    /// (the key was set), the holder's value is no ([`Said::MaybeShared`]
+    /// when it is the mark given here, which shared holders keep in the
+    /// key), and `WRONGTYPE` is no (a key of another type holds the name,
+    /// as `SET NX` without `GET` finds).
+    SetGet(&'static [u8]),
     /// A count (a semaphore's survey, a set's fencing token): any number
     /// of 0 or more; a negative `-i` (the set script's first busy key)
     /// reads as [`Said::Busy`] of `i - 1`.
@@ -122,11 +122,11 @@ pub(crate) enum Reply {
     /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
     /// PX`, `INCR` and `PEXPIRE ... GT` (the keep script before Redis 7.0)
     /// on the fencing counter (acquire with fencing): nil first is no (and
-    /// may be readers); `OK` first is yes, and the count.
+    /// may be shared); `OK` first is yes, and the count.
     SetCount,
-    /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet`, and
-    /// the count.
-    SetGetCount,
+    /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet` (with
+    /// the same mark), and the count.
+    SetGetCount(&'static [u8]),
     /// Any reply but an error, kept whole in the request's
     /// [`kept`](Request::kept) store; the answer is its index there (a
     /// read, such as an election's, whose answers are not numbers).
@@ -392,7 +392,7 @@ impl Pooled {
         };
         match answer {
             // Only a write waits for replicas: a no (0, or a lock's no that
-            // may be readers), a gone key and a set's busy key are answers
+            // may be shared), a gone key and a set's busy key are answers
             // whatever the replicas saw.
             Ok(Said::Yes(_)) if acked < needed => Err(Failure {
                 error: Cause::Replication(format!(
@@ -416,21 +416,23 @@ impl Pooled {
             Reply::Set => {
                 return match self.con.read(deadline)? {
                     Value::Okay => Ok(Said::Yes(1)),
-                    Value::Nil => Ok(Said::MaybeReaders),
+                    Value::Nil => Ok(Said::MaybeShared),
                     other => Err(unexpected(&other).into()),
                 };
             }
-            Reply::SetGet => {
+            Reply::SetGet(mark) => {
                 return match self.con.read(deadline) {
                     Ok(Value::Nil) => Ok(Said::Yes(1)),
-                    Ok(held) => held_by(&held, req.kept),
+                    Ok(held) => held_by(&held, mark, req.kept),
                     Err(e) if e.code() == Some("WRONGTYPE") => Ok(Said::No),
                     Err(e) => Err(e.into()),
                 };
             }
             Reply::DelIfEq(tail) => return self.finish_delifeq(req, tail, deadline),
-            Reply::SetCount => return self.finish_set_count(false, deadline, None),
-            Reply::SetGetCount => return self.finish_set_count(true, deadline, req.kept),
+            Reply::SetCount => return self.finish_set_count(None, deadline, None),
+            Reply::SetGetCount(mark) => {
+                return self.finish_set_count(Some(mark), deadline, req.kept);
+            }
         }
         let then_any = matches!(req.reply, Reply::OneThenAny);
         let reply = match (self.read_then(then_any, deadline)?, req.reload) {
@@ -571,14 +573,15 @@ impl Pooled {
 
     /// Reads the four replies of the acquisition pipeline; the first error
     /// reply fails it.
-    /// With `get`, the lock key's command was `SET ... NX GET` (see
-    /// [`Reply::SetGetCount`]).
+    /// With a shared holders' `mark`, the lock key's command was `SET ...
+    /// NX GET` (see [`Reply::SetGetCount`]).
     pub(crate) fn finish_set_count(
         &mut self,
-        get: bool,
+        mark: Option<&[u8]>,
         deadline: Instant,
         kept: Option<&parking_lot::Mutex<Vec<Value>>>,
     ) -> Result<Said, Failure> {
+        let get = mark.is_some();
         let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
         match self.read_replies(&mut replies, deadline)? {
             // A key of another type holds the name: a no, as `SET NX`
@@ -594,11 +597,11 @@ impl Pooled {
         }
         match (get, replies) {
             (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
-            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(Said::MaybeReaders),
+            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(Said::MaybeShared),
             (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
             (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(Said::No),
             (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => {
-                held_by(held, kept)
+                held_by(held, mark.unwrap_or_default(), kept)
             }
             (_, [_, _, other, _]) => Err(unexpected(&other).into()),
         }
@@ -637,12 +640,16 @@ impl Pooled {
     }
 }
 
-/// A refusal of `SET ... NX GET`, by the value holding the key: the
-/// readers' mark is [`Said::MaybeReaders`], any other value (a token) a plain
-/// no.
-fn held_by(held: &Value, kept: Option<&parking_lot::Mutex<Vec<Value>>>) -> Result<Said, Failure> {
+/// A refusal of `SET ... NX GET`, by the value holding the key: the shared
+/// holders' `mark` is [`Said::MaybeShared`], any other value (a token) a
+/// plain no.
+fn held_by(
+    held: &Value,
+    mark: &[u8],
+    kept: Option<&parking_lot::Mutex<Vec<Value>>>,
+) -> Result<Said, Failure> {
     match held {
-        Value::BulkString(v) if v[..] == *READERS_MARK => Ok(Said::MaybeReaders),
+        Value::BulkString(v) if v[..] == *mark => Ok(Said::MaybeShared),
         Value::BulkString(_) => {
             if let Some(kept) = kept {
                 kept.lock().push(held.clone());

@@ -587,7 +587,7 @@ impl Builder {
                 fair_yield_ms: self
                     .fair_yield
                     .map(|d| d.as_millis().min(u64::MAX as u128) as u64),
-                fencing_expiry_ms: self.fencing.then_some(expiry_ms),
+                fencing: self.fencing,
                 counter_expiry_ms: expiry_ms,
                 wake_on_release: self.wake_on_release,
                 holder_name: match self.name_holders {

@@ -19,7 +19,7 @@ pub(crate) mod majority;
 use crate::base::keys::{self, release_channel};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{Announce, Engine, Round};
-use crate::engine::pipeline::{DECIDE, Names, READS, Shape, Vote};
+use crate::engine::pipeline::{DECIDE, Names, READS, Removal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ending, OneKey, Record};
 use crate::engine::stage::WaitOn;
@@ -80,7 +80,7 @@ impl Shape for LeaderShape {
 
     /// Terms are counted whether fencing is on or not.
     fn keep(&self, engine: &Engine, ttl_ms: u64) -> Option<String> {
-        Some(engine.counter_expiry_ms.max(ttl_ms).to_string())
+        Some(engine.keep_counter(ttl_ms))
     }
 
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
@@ -102,20 +102,12 @@ impl Shape for LeaderShape {
         Tally::count(engine.script(&EXTEND_LEADER, &keys, &args).run(DECIDE))
     }
 
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally {
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
             hands_off: true,
             record: Some(self.record()),
         };
-        self.key
-            .unlock(engine, only, token, message, release, ending)
+        self.key.unlock(engine, token, removal, ending)
     }
 }
 

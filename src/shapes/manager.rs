@@ -234,7 +234,7 @@ impl LockManager {
     /// Whether acquisitions carry a fencing token (see
     /// [`Builder::fencing`](crate::Builder::fencing)).
     pub fn fencing(&self) -> bool {
-        self.engine.fencing_expiry_ms.is_some()
+        self.engine.fencing
     }
 
     /// The members' names (`host:port`, `unix:path`, with `/db` when not
@@ -318,7 +318,8 @@ impl fmt::Debug for LockManager {
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.engine.node_timeout)
             .field("drift_factor", &self.engine.drift_factor)
-            .field("fencing_expiry_ms", &self.engine.fencing_expiry_ms)
+            .field("fencing", &self.engine.fencing)
+            .field("counter_expiry_ms", &self.engine.counter_expiry_ms)
             .field("wake_on_release", &self.engine.wake_on_release)
             .field("retry", &self.retry)
             .finish()

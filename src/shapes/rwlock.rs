@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
-use crate::engine::pipeline::{DECIDE, Engine, Names, RELEASE, Shape, Vote, announce_args};
+use crate::engine::pipeline::{
+    DECIDE, Engine, Names, RELEASE, Removal, Shape, Vote, announce_args,
+};
 use crate::engine::quorum::Tally;
 use crate::engine::single::UNLOCK;
 use crate::engine::stage::{self, Budget, Grant, WaitOn};
@@ -307,14 +309,12 @@ impl Shape for Read {
 
     /// Removes this reader; the last reader out deletes the lock key and
     /// announces the release.
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        _release: bool,
-    ) -> Tally {
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
+        let Removal {
+            only,
+            message,
+            release: _,
+        } = removal;
         let readers = readers_key(&self.name);
         let channel = release_channel(&self.name);
         let args = |cluster: bool| {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use crate::base::error::{Error, Result};
 use crate::base::keys;
 use crate::base::node_error::NodeFailures;
-use crate::engine::guard::Permit;
-use crate::engine::pipeline::{Answer, Engine, Names, Refusal, Round, Shape, Vote};
+use crate::engine::guard::{LockGuard, Permit};
+use crate::engine::pipeline::{Answer, Engine, Names, Refusal, Removal, Round, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::{Ahead, Ending, OneKey};
 use crate::engine::stage::Budget;
@@ -107,20 +107,12 @@ impl Shape for PermitShape {
             .extend(engine, token, ttl_ms, last, &[&self.count_key])
     }
 
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally {
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
             hands_off: false,
             record: None,
         };
-        self.slot
-            .unlock(engine, only, token, message, release, ending)
+        self.slot.unlock(engine, token, removal, ending)
     }
 }
 
@@ -239,6 +231,26 @@ pub struct Semaphore {
     next: Arc<AtomicU32>,
 }
 
+impl Permit {
+    /// Which of the semaphore's K slots this permit holds (0-based).
+    pub fn slot(&self) -> u32 {
+        self.index()
+    }
+
+    /// A fencing token, strictly greater than every earlier one of the
+    /// same slot (see [`LockGuard::fencing_token`]); `None` with fencing
+    /// off.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing()
+    }
+
+    /// The permit as a plain [`LockGuard`] on its slot (the permit stays
+    /// held; the guard releases it).
+    pub fn into_guard(self) -> LockGuard {
+        self.into_mode()
+    }
+}
+
 impl Semaphore {
     pub(crate) fn new(manager: LockManager, name: &[u8], permits: u32) -> Result<Semaphore> {
         keys::check_resource(name)?;
@@ -306,7 +318,7 @@ impl Semaphore {
                     let shape = Arc::new(PermitShape::new(&key, &self.name, self.permits));
                     let granted =
                         engine.acquire(&*shape, token, ttl_ms, &mut Refusal::default())?;
-                    Ok(Permit::with_slot(
+                    Ok(Permit::with_index(
                         engine.clone(),
                         shape,
                         token.clone(),

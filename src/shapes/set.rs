@@ -15,7 +15,7 @@ use crate::engine::fair::{self, Fair, Route};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    DECIDE, Engine, Names, RELEASE, Round, Shape, Vote, announce_args, counter_start,
+    DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
@@ -237,7 +237,7 @@ impl Set {
                     busy: None,
                     dirty: false,
                     partial: false,
-                    readers: false,
+                    shared: false,
                     answer: None,
                 };
                 let mut failure = None;
@@ -417,14 +417,12 @@ impl Shape for Set {
     /// manager's release hands each key to the first fair waiter queued
     /// for it instead; the clean-up of a queued waiter's attempt puts
     /// back the reservations it took (see `fair.rs`).
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally {
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
+        let Removal {
+            only,
+            message,
+            release,
+        } = removal;
         let queued = self.fair.as_ref().is_some_and(Fair::queued);
         if fair::route(engine, release, true, queued) != Route::Plain {
             let call = |group: &[usize], cluster: bool| {

@@ -21,8 +21,9 @@ pub(super) struct State {
     pub(super) token: Token,
     pub(super) ttl: Duration,
     pub(super) fencing: Option<u64>,
-    /// A semaphore's permit: which slot it holds.
-    pub(super) slot: Option<u32>,
+    /// Which of several interchangeable keys it holds (a semaphore's
+    /// slot), when it is one of them.
+    pub(super) index: Option<u32>,
     /// How many members agreed to the acquisition.
     pub(super) agreed: usize,
     /// The members that failed during the acquisition.

@@ -33,9 +33,9 @@ pub(crate) struct Vote {
     /// It wrote part of the request but voted no (a cluster member with
     /// some slots of a set busy): a grant gives that part back at once.
     pub(crate) partial: bool,
-    /// A no where a read-write lock's readers may hold the key (the lock's
-    /// acquisition says so, see `Said::MaybeReaders`).
-    pub(crate) readers: bool,
+    /// A no where shared holders (a read-write lock's readers) may hold
+    /// the key (the acquisition says so, see `Said::MaybeShared`).
+    pub(crate) shared: bool,
     /// The answer as one, for the tally: the highest yes, a no, the
     /// first failure otherwise.
     pub(crate) answer: Answer,
@@ -51,7 +51,7 @@ impl Vote {
         match (&self.yes, self.busy, &self.answer) {
             (Some(n), ..) => format!("y{n}"),
             (None, Some(i), _) => format!("b{i}"),
-            (None, None, _) if self.readers => "r".into(),
+            (None, None, _) if self.shared => "r".into(),
             (None, None, Some(Ok(Said::Busy(n)))) => format!("B{n}"),
             (None, None, Some(Ok(Said::Gone))) => "g".into(),
             (None, None, Some(Ok(said))) => said.number().to_string(),
@@ -85,7 +85,7 @@ impl Vote {
             busy: None,
             dirty,
             partial: false,
-            readers: false,
+            shared: false,
             answer,
         }
     }
@@ -97,9 +97,9 @@ pub(crate) struct Refusal {
     /// The index (among the shape's resources) of one found held by
     /// another owner, when a member said which.
     pub(crate) blocked: Option<usize>,
-    /// Some member may hold the resource for a read-write lock's readers:
-    /// a waiting writer asks readers to queue behind it.
-    pub(crate) readers: bool,
+    /// Some member may hold the resource for shared holders (a read-write
+    /// lock's readers): a waiting writer asks them to queue behind it.
+    pub(crate) shared: bool,
     /// A queued fair attempt found the lock reserved for another waiter,
     /// and the reservations lapse within this: the thread asks again then
     /// rather than at the end of its pause (see `fair.rs`).
@@ -210,21 +210,45 @@ pub(crate) trait Shape: Send + Sync {
     /// (see [`ttl_arg`] for `last`).
     fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally;
 
-    /// Removes what `token` holds on the members `only` selects (every
-    /// member: `None`), and announces each release it made with
-    /// `message` (none: releases are not announced) on the channel of the
-    /// name it wakes. `release`: the guard's release, which may announce
-    /// unconditionally (the lock pipelines a `PUBLISH` behind its unlock,
-    /// cheaper than one inside the script); otherwise the clean-up of an
-    /// attempt, which announces only what it deleted.
-    fn unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-    ) -> Tally;
+    /// Removes what `token` holds, as `removal` says: on which members,
+    /// announced how, and whether it is the guard's release or the
+    /// clean-up of an attempt (see [`Removal`]).
+    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally;
+}
+
+/// What an unlock removes and how it tells (see [`Shape::unlock`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Removal<'a> {
+    /// The members it runs on; `None`: every member.
+    pub(crate) only: Option<&'a [bool]>,
+    /// The message each release it made is announced with, on the
+    /// channel of the name it wakes; `None`: releases are not announced.
+    pub(crate) message: Option<&'a [u8]>,
+    /// The guard's release, which may announce unconditionally (the lock
+    /// pipelines a `PUBLISH` behind its unlock, cheaper than one inside
+    /// the script); otherwise the clean-up of an attempt, which announces
+    /// only what it deleted.
+    pub(crate) release: bool,
+}
+
+impl<'a> Removal<'a> {
+    /// The guard's release, on every member.
+    pub(crate) fn release(message: Option<&'a [u8]>) -> Removal<'a> {
+        Removal {
+            only: None,
+            message,
+            release: true,
+        }
+    }
+
+    /// The clean-up of a failed attempt, on the members `only` selects.
+    pub(crate) fn clean_up(only: &'a [bool], message: Option<&'a [u8]>) -> Removal<'a> {
+        Removal {
+            only: Some(only),
+            message,
+            release: false,
+        }
+    }
 }
 
 /// A granted acquisition.
