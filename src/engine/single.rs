@@ -24,7 +24,7 @@ use crate::engine::pipeline::{
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
-use crate::members::request::{Reply, Request, Said};
+use crate::members::request::{Forms, Reply, Request, Said};
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -121,7 +121,7 @@ impl OneKey {
     /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
     /// a refusal answers the holder's value, so that a waiting writer
     /// knows whether readers hold it; plain `NX` on servers before Redis
-    /// 7.0, see `Request::legacy`, and behind a check `ahead`).
+    /// 7.0, see `Forms::legacy`, and behind a check `ahead`).
     ///
     /// Fencing on: the same, pipelined in one write with three commands on
     /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
@@ -194,7 +194,6 @@ impl OneKey {
             packed: &packed,
             lazy: (!current).then_some(&current_packed as &(dyn Fn() -> Vec<u8> + Sync)),
             key,
-            alt: None,
             asking: false,
             check: ahead.as_ref().map(|a| a.lua),
             follow_ask: keep.is_none() && ahead.is_none(),
@@ -202,9 +201,7 @@ impl OneKey {
             wait: acks,
             reply,
             describe: &describe,
-            legacy: None,
-            ifeq: None,
-            delex: None,
+            forms: Forms::default(),
             reload: None,
             on_timeout: Some(&cluster_cleanup),
             kept: Some(&seen),
@@ -220,13 +217,19 @@ impl OneKey {
         let node_legacy = legacy(Some(&node_cleanup));
         let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
         let cluster_req = engine.has_clusters.then(|| Request {
-            legacy: cluster_legacy.as_ref().filter(|_| has_legacy),
+            forms: Forms {
+                legacy: cluster_legacy.as_ref().filter(|_| has_legacy),
+                ..Forms::default()
+            },
             ..base
         });
         let req = Request {
-            alt: cluster_req.as_ref(),
             on_timeout: Some(&node_cleanup),
-            legacy: has_legacy.then_some(&node_legacy),
+            forms: Forms {
+                cluster: cluster_req.as_ref(),
+                legacy: has_legacy.then_some(&node_legacy),
+                ..Forms::default()
+            },
             ..base
         };
         let votes = quorum::round(&engine.members, None, &req);

@@ -71,7 +71,7 @@ impl Member {
 
     /// The request as this member takes it.
     pub(crate) fn request<'r>(&self, req: &'r Request<'r>) -> &'r Request<'r> {
-        match (self, req.alt) {
+        match (self, req.forms.cluster) {
             (Member::Cluster(_), Some(alt)) => alt,
             _ => req,
         }

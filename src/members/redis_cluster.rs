@@ -31,8 +31,8 @@ use crate::base::node_error::{Cause, NodeError};
 use crate::members::conn::pack;
 use crate::members::identities::Identities;
 use crate::members::node::{Node, Setup};
-use crate::members::request::Request;
 use crate::members::request::Said;
+use crate::members::request::{Forms, Request};
 use crate::members::url::{UrlParts, url_parts};
 
 /// Which master serves each slot.
@@ -279,9 +279,11 @@ impl RedisCluster {
         }
         let asking = [&pack(&[b"ASKING"])[..], &req.bytes()].concat();
         let legacy_asking = req
+            .forms
             .legacy
             .map(|l| [&pack(&[b"ASKING"])[..], &l.bytes()].concat());
         let legacy = req
+            .forms
             .legacy
             .zip(legacy_asking.as_ref())
             .map(|(l, packed)| Request {
@@ -294,9 +296,12 @@ impl RedisCluster {
         let asked = Request {
             packed: &asking,
             asking: true,
-            legacy: legacy.as_ref(),
-            ifeq: None,
-            delex: None,
+            forms: Forms {
+                legacy: legacy.as_ref(),
+                ifeq: None,
+                delex: None,
+                ..req.forms
+            },
             ..*req
         };
         node.run(&asked, deadline)

@@ -194,8 +194,6 @@ pub(crate) struct Request<'a> {
     /// The key whose hash slot routes the request on a Redis Cluster
     /// member (the resource).
     pub(crate) key: &'a [u8],
-    /// The request as Redis Cluster members take it, when it differs.
-    pub(crate) alt: Option<&'a Request<'a>>,
     /// `packed` starts with `ASKING`, whose `OK` is read first.
     pub(crate) asking: bool,
     /// After any `ASKING`, `packed` starts with this script, sent by hash
@@ -219,16 +217,8 @@ pub(crate) struct Request<'a> {
     /// Names the command (by its index among the request's commands) and
     /// key that an error reply concerns, for messages.
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
-    /// The request as a server without `SET ... NX GET` and `PEXPIRE ...
-    /// GT` (before Redis 7.0, or one whose version is unknown) takes it,
-    /// when it differs; chosen per connection (see [`on`](Self::on)).
-    pub(crate) legacy: Option<&'a Request<'a>>,
-    /// The request as a server that takes `DELIFEQ` takes it, when it has
-    /// that plain form (a script's work in a plain command); chosen per
-    /// connection (see [`on`](Self::on)).
-    pub(crate) ifeq: Option<&'a Request<'a>>,
-    /// The same for a server that takes `DELEX ... IFEQ`.
-    pub(crate) delex: Option<&'a Request<'a>>,
+    /// The request's other forms, for the servers that take it otherwise.
+    pub(crate) forms: Forms<'a>,
     /// For a script sent by hash: the command that sends its source, for a
     /// node that answers `NOSCRIPT`.
     pub(crate) reload: Option<&'a (dyn Fn() -> Vec<u8> + Sync)>,
@@ -241,6 +231,27 @@ pub(crate) struct Request<'a> {
     pub(crate) kept: Option<&'a parking_lot::Mutex<Vec<Value>>>,
 }
 
+/// A request's other forms, each for the servers that take it so, when
+/// it differs: the members' layer chooses (a member's form by
+/// [`Member::request`](crate::members::member::Member::request), a
+/// connection's by [`Request::on`]), so that the layers above state the
+/// forms and never branch on servers.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Forms<'a> {
+    /// As Redis Cluster members take it (the announcement by `SPUBLISH`,
+    /// a set's keys grouped by slot).
+    pub(crate) cluster: Option<&'a Request<'a>>,
+    /// As a server without `SET ... NX GET` and `PEXPIRE ... GT` (before
+    /// Redis 7.0, or one whose version is unknown) takes it; chosen per
+    /// connection.
+    pub(crate) legacy: Option<&'a Request<'a>>,
+    /// As a server that takes `DELIFEQ` takes it, when it has that plain
+    /// form (a script's work in a plain command); chosen per connection.
+    pub(crate) ifeq: Option<&'a Request<'a>>,
+    /// The same for a server that takes `DELEX ... IFEQ`.
+    pub(crate) delex: Option<&'a Request<'a>>,
+}
+
 impl<'a> Request<'a> {
     /// The bytes to write: `packed`, or what `lazy` packs.
     pub(crate) fn bytes(&self) -> std::borrow::Cow<'a, [u8]> {
@@ -250,20 +261,22 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The request as the server of `pooled` takes it: its `legacy`
-    /// variant on a server without `SET ... NX GET` (or one whose version
-    /// is unknown). Decided per connection, so that the reply is read as
-    /// the request was written even while a restart changes the server.
+    /// The request as the server of `pooled` takes it: its plain form
+    /// where the server has one, its `legacy` form on a server without
+    /// `SET ... NX GET` (or one whose version is unknown), else itself
+    /// (see [`Forms`]). Decided per connection, so that the reply is read
+    /// as the request was written even while a restart changes the
+    /// server.
     pub(crate) fn on(&self, pooled: &Pooled) -> &Request<'a> {
         // A plain form is packed only where some member was seen to take
         // it: one not packed (a server seen for the first time) gets the
         // script.
         let plain = match pooled.plain_delete {
-            Some(PlainDelete::DelIfEq) => self.ifeq,
-            Some(PlainDelete::DelEx) => self.delex,
+            Some(PlainDelete::DelIfEq) => self.forms.ifeq,
+            Some(PlainDelete::DelEx) => self.forms.delex,
             None => None,
         };
-        match (plain, self.legacy) {
+        match (plain, self.forms.legacy) {
             (Some(plain), _) if matches!(plain.reply, Reply::DelIfEq(_)) => plain,
             (_, Some(legacy)) if pooled.legacy => legacy,
             _ => self,

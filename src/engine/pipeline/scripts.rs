@@ -11,7 +11,7 @@ use super::{Announce, Answer, Args, Engine, Round};
 use crate::engine::batch;
 use crate::engine::quorum;
 use crate::members::member::Member;
-use crate::members::request::{FALLBACK, PlainDelete, Reply, Request};
+use crate::members::request::{FALLBACK, Forms, PlainDelete, Reply, Request};
 use crate::members::script::Lua;
 
 /// One slot group's keys and arguments.
@@ -133,7 +133,10 @@ impl Engine {
             packed: &node_packed,
             describe: &describe_node,
             reload: Some(&node_reload),
-            alt: Some(&cluster_reqs[0]),
+            forms: Forms {
+                cluster: Some(&cluster_reqs[0]),
+                ..Forms::default()
+            },
             ..cluster_reqs[0]
         };
         let reqs: Vec<&Request<'_>> = std::iter::once(&first)
@@ -311,8 +314,11 @@ impl<'a> ScriptCall<'a> {
         let delex_cluster = on(delex.filter(|_| clusters), true);
         let cluster_req = clusters.then(|| Request {
             kept,
-            ifeq: ifeq_cluster.as_ref(),
-            delex: delex_cluster.as_ref(),
+            forms: Forms {
+                ifeq: ifeq_cluster.as_ref(),
+                delex: delex_cluster.as_ref(),
+                ..Forms::default()
+            },
             ..scripted(
                 &cluster_packed,
                 cluster_keys[0],
@@ -334,10 +340,13 @@ impl<'a> ScriptCall<'a> {
         let node_lazy = || packed(false, node_keys, node, false);
         // The slot routes the round to each cluster's master.
         let req = Request {
-            alt: cluster_req.as_ref(),
             kept,
-            ifeq: ifeq_node.as_ref(),
-            delex: delex_node.as_ref(),
+            forms: Forms {
+                cluster: cluster_req.as_ref(),
+                ifeq: ifeq_node.as_ref(),
+                delex: delex_node.as_ref(),
+                legacy: None,
+            },
             lazy: lazy_script.then_some(&node_lazy as &(dyn Fn() -> Vec<u8> + Sync)),
             ..scripted(
                 &node_packed,
@@ -421,7 +430,6 @@ fn scripted<'a>(
         packed,
         lazy: None,
         key,
-        alt: None,
         asking: false,
         check: None,
         follow_ask: true,
@@ -429,9 +437,7 @@ fn scripted<'a>(
         wait,
         reply,
         describe,
-        legacy: None,
-        ifeq: None,
-        delex: None,
+        forms: Forms::default(),
         reload: Some(reload),
         on_timeout: None,
         kept: None,
