@@ -99,7 +99,7 @@ pub(crate) fn round(
     };
     let deadline = Instant::now() + first.timeout();
     let selected = |i: usize| only.is_none_or(|only| only[i]);
-    let slot = if members.iter().any(|m| matches!(m, Member::Cluster(_))) {
+    let slot = if members.iter().any(Member::is_cluster) {
         keys::slot(req.key)
     } else {
         0

@@ -18,7 +18,56 @@ pub(crate) enum Member {
     Cluster(Arc<RedisCluster>),
 }
 
+/// The commands a listener subscribes to release channels with: classic
+/// pub/sub on a node, sharded pub/sub on a Redis Cluster member (the
+/// channel lives on the master of its slot).
+pub(crate) struct Verbs {
+    pub(crate) subscribe: &'static [u8],
+    pub(crate) unsubscribe: &'static [u8],
+    /// Sharded: one command takes the channels of one slot only.
+    pub(crate) sharded: bool,
+}
+
 impl Member {
+    /// Whether it is a Redis Cluster: its requests take their cluster
+    /// form ([`request`](Self::request)) and route by the key's slot.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Member::Cluster(_))
+    }
+
+    /// The commands a listener of its releases subscribes with.
+    pub(crate) fn verbs(&self) -> Verbs {
+        match self {
+            Member::Node(_) => Verbs {
+                subscribe: b"SUBSCRIBE",
+                unsubscribe: b"UNSUBSCRIBE",
+                sharded: false,
+            },
+            Member::Cluster(_) => Verbs {
+                subscribe: b"SSUBSCRIBE",
+                unsubscribe: b"SUNSUBSCRIBE",
+                sharded: true,
+            },
+        }
+    }
+
+    /// How many times a cluster's slot map changed (0 for a node): what
+    /// is routed by it is routed again when this changes.
+    pub(crate) fn map_generation(&self) -> u64 {
+        match self {
+            Member::Node(_) => 0,
+            Member::Cluster(cluster) => cluster.generation(),
+        }
+    }
+
+    /// Has a cluster fetch its slot map again soon (a slot moved, a
+    /// master is unknown or unreachable); nothing for a node.
+    pub(crate) fn refresh_soon(&self) {
+        if let Member::Cluster(cluster) = self {
+            cluster.refresh_soon();
+        }
+    }
+
     /// The member's name in messages: `host:port`, or `cluster host:port`
     /// (the first seed).
     pub(crate) fn name(&self) -> &str {

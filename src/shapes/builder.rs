@@ -573,7 +573,7 @@ impl Builder {
                         .map(|t| t[..16].to_vec()),
                 ),
                 held: Default::default(),
-                has_clusters: members.iter().any(|m| matches!(m, Member::Cluster(_))),
+                has_clusters: members.iter().any(Member::is_cluster),
                 identities,
                 restart,
                 replica_acks: (self.replica_acks > 0).then(|| {

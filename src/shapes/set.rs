@@ -19,7 +19,6 @@ use crate::engine::pipeline::{
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
-use crate::members::member::Member;
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -227,7 +226,7 @@ impl Set {
         per.into_iter()
             .enumerate()
             .map(|(i, got)| {
-                let cluster = matches!(engine.members[i], Member::Cluster(_));
+                let cluster = engine.members[i].is_cluster();
                 if got.is_empty() {
                     return Vote::of(None);
                 }

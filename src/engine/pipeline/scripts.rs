@@ -10,7 +10,6 @@ use redis::Value;
 use super::{Announce, Answer, Args, Engine, Round};
 use crate::engine::batch;
 use crate::engine::quorum;
-use crate::members::member::Member;
 use crate::members::request::{FALLBACK, Forms, PlainDelete, Reply, Request};
 use crate::members::script::Lua;
 
@@ -144,7 +143,7 @@ impl Engine {
             .collect();
         let members = &self.members;
         let takes = |g: usize, i: usize| {
-            only.is_none_or(|only| only[i]) && (g == 0 || matches!(members[i], Member::Cluster(_)))
+            only.is_none_or(|only| only[i]) && (g == 0 || members[i].is_cluster())
         };
         batch::round(members, &reqs, &takes)
     }

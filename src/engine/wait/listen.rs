@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use redis::Value;
 
+use crate::members::member::Verbs;
+
 use super::*;
 
 /// The pause before linking again to a server that answered a
@@ -30,14 +32,6 @@ struct Link {
 /// channel with its resource.
 type Wanted = HashMap<String, (Arc<Node>, HashMap<Vec<u8>, Vec<u8>>)>;
 
-/// The commands a listener subscribes with: classic pub/sub on a node,
-/// sharded pub/sub on a Redis Cluster member (the channel lives on the
-/// master of its slot).
-struct Verbs {
-    subscribe: &'static [u8],
-    unsubscribe: &'static [u8],
-}
-
 /// One member's listener thread: connects to the server(s) that publish
 /// the releases of the resources waited on (the node; for a cluster, the
 /// master of each resource's slot), keeps the subscriptions in step with
@@ -45,16 +39,7 @@ struct Verbs {
 /// connections) once no resource is left.
 pub(super) fn listen(shared: &Shared, i: usize) {
     let member = &shared.members[i];
-    let verbs = match member {
-        Member::Node(_) => Verbs {
-            subscribe: b"SUBSCRIBE",
-            unsubscribe: b"UNSUBSCRIBE",
-        },
-        Member::Cluster(_) => Verbs {
-            subscribe: b"SSUBSCRIBE",
-            unsubscribe: b"SUNSUBSCRIBE",
-        },
-    };
+    let verbs = member.verbs();
     let mut links: Vec<Link> = Vec::new();
     // Per server (by name): when to try connecting again.
     let mut retry_at: HashMap<String, Instant> = HashMap::new();
@@ -70,10 +55,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                 reg.listening[i] = false;
                 return;
             }
-            let generation = match member {
-                Member::Cluster(cluster) => cluster.generation(),
-                Member::Node(_) => 0,
-            };
+            let generation = member.map_generation();
             if synced != Some((reg.version, generation)) {
                 synced = Some((reg.version, generation));
                 wanted = want(member, reg.resources.keys(), shared.address.as_deref());
@@ -105,9 +87,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                     link.ping_sent = None;
                     if on_push(shared, link, value) {
                         // A slot moved away from this server.
-                        if let Member::Cluster(cluster) = member {
-                            cluster.refresh_soon();
-                        }
+                        member.refresh_soon();
                     }
                 }
                 Ok(None) => {}
@@ -152,9 +132,7 @@ fn connect(
             }),
             Err(e) => {
                 lost(&e, "cannot listen for releases");
-                if let Member::Cluster(cluster) = member {
-                    cluster.refresh_soon();
-                }
+                member.refresh_soon();
                 retry_at.insert(name.clone(), now + RECONNECT);
             }
         }
@@ -170,9 +148,7 @@ fn pause_after(e: &NodeError, member: &Member) -> Duration {
     let refused =
         !redirected && matches!(e.kind(), NodeErrorKind::Permission | NodeErrorKind::Server);
     if redirected {
-        if let Member::Cluster(cluster) = member {
-            cluster.refresh_soon();
-        }
+        member.refresh_soon();
         REDIRECTED
     } else if refused {
         REFUSED
@@ -193,11 +169,7 @@ fn want<'a>(
     let mut wanted: Wanted = HashMap::new();
     let mut unknown = false;
     for resource in resources {
-        let node = match member {
-            Member::Node(node) => Some(node.clone()),
-            Member::Cluster(cluster) => cluster.route(keys::slot(resource)),
-        };
-        let Some(node) = node else {
+        let Some(node) = member.target(keys::slot(resource)) else {
             unknown = true;
             continue;
         };
@@ -214,8 +186,8 @@ fn want<'a>(
         }
         channels.insert(channel(resource), resource.clone());
     }
-    if let (true, Member::Cluster(cluster)) = (unknown, member) {
-        cluster.refresh_soon();
+    if unknown {
+        member.refresh_soon();
     }
     wanted
 }
@@ -244,11 +216,7 @@ impl Link {
             .cloned()
             .collect();
         // Sharded subscriptions take channels of one slot per command.
-        let chunk = if verbs.subscribe == b"SSUBSCRIBE" {
-            1
-        } else {
-            CHUNK
-        };
+        let chunk = if verbs.sharded { 1 } else { CHUNK };
         for (verb, channels) in [
             (
                 verbs.subscribe,
