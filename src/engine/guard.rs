@@ -488,7 +488,7 @@ impl<M: Mode> fmt::Debug for Guard<M> {
             .field("shared", &self.is_shared())
             .field("token", &String::from_utf8_lossy(self.token()))
             .field("fencing_token", &self.state.fencing)
-            .field("index", &self.state.index)
+            .field("slot", &self.state.index)
             .field("validity", &self.validity())
             .field("keep_alive", &self.keeper.is_some())
             .finish()

@@ -110,8 +110,9 @@ pub(crate) struct Engine {
     /// Acquisitions count fencing counters (see `Builder::fencing`).
     pub(crate) fencing: bool,
     /// How long, in ms, a counter lives after its last acquisition or
-    /// renewal: the fencing counter with fencing on, and any counter a
-    /// shape keeps whatever the setting (see [`Shape::keep`]).
+    /// renewal: the fencing counter with fencing on, and a counter a
+    /// shape keeps whatever the setting (an election's terms, see
+    /// [`Shape::keep`]).
     pub(crate) counter_expiry_ms: u64,
     /// Whether releases publish and waiters listen for them.
     pub(crate) wake_on_release: bool,

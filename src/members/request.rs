@@ -27,8 +27,8 @@ pub(crate) enum Said {
     /// extend or raise).
     Gone,
     /// A negative count `-(i + 1)`, read as `i`: the set script's first
-    /// busy key; the fair claim's 1 (shared holders hold the key) or `2 + N` (a
-    /// reservation lapsing in N ms).
+    /// busy key; the fair claim's 1 (shared holders hold the key) or
+    /// `2 + N` (a reservation lapsing in N ms).
     Busy(u64),
     /// The check ahead of the request found the member differs (a
     /// permit's count): the check's answer, above 0. The request behind
@@ -238,8 +238,8 @@ pub(crate) struct Request<'a> {
 /// forms and never branch on servers.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Forms<'a> {
-    /// As Redis Cluster members take it (the announcement by `SPUBLISH`,
-    /// a set's keys grouped by slot).
+    /// As Redis Cluster members take it (its announcement by `SPUBLISH`,
+    /// its late clean-up's too; a set's keys grouped by slot).
     pub(crate) cluster: Option<&'a Request<'a>>,
     /// As a server without `SET ... NX GET` and `PEXPIRE ... GT` (before
     /// Redis 7.0, or one whose version is unknown) takes it; chosen per

@@ -318,8 +318,10 @@ impl fmt::Debug for LockManager {
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.engine.node_timeout)
             .field("drift_factor", &self.engine.drift_factor)
-            .field("fencing", &self.engine.fencing)
-            .field("counter_expiry_ms", &self.engine.counter_expiry_ms)
+            .field(
+                "fencing_expiry_ms",
+                &self.engine.fencing.then_some(self.engine.counter_expiry_ms),
+            )
             .field("wake_on_release", &self.engine.wake_on_release)
             .field("retry", &self.retry)
             .finish()

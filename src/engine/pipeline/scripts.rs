@@ -17,7 +17,7 @@ use crate::members::script::Lua;
 pub(crate) type Group<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
 
 /// Plain commands that servers taking them get in a script's place
-/// (see [`Request::ifeq`]): each form's, where some member takes it.
+/// (see [`Forms::ifeq`]): each form's, where some member takes it.
 struct Plain<'a> {
     /// `DELIFEQ`'s.
     ifeq: Option<Form<'a>>,
