@@ -28,7 +28,7 @@ use crate::members::node::Node;
 use crate::members::request::Request;
 use crate::members::request::Said;
 
-type Answer = Option<Result<Said, NodeError>>;
+use crate::engine::quorum::Answer;
 
 /// A request's answer by its index.
 type Got = (usize, Result<Said, NodeError>);

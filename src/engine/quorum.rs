@@ -19,6 +19,9 @@ use crate::members::node::{Node, Received};
 use crate::members::request::{Pooled, Request};
 use crate::members::request::{Said, Tallied};
 
+/// One member's answer to a round: none when it was not asked.
+pub(crate) type Answer = Option<Result<Said, NodeError>>;
+
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
 pub(crate) const BASE_DRIFT: Duration = Duration::from_millis(2);
@@ -89,11 +92,7 @@ pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
 /// scoped thread each, since that can block until the deadline; with a
 /// single member the calling thread does it. Every step ends by the
 /// deadline, so a round returns within about one node timeout.
-pub(crate) fn round(
-    members: &[Member],
-    only: Option<&[bool]>,
-    req: &Request<'_>,
-) -> Vec<Option<Result<Said, NodeError>>> {
+pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>) -> Vec<Answer> {
     let Some(first) = members.first() else {
         return Vec::new();
     };
@@ -111,7 +110,7 @@ pub(crate) fn round(
         let pooled = node.send(member.request(req), deadline, left)?;
         Some((node, pooled))
     };
-    let mut answers: Vec<Option<Result<Said, NodeError>>> = members.iter().map(|_| None).collect();
+    let mut answers: Vec<Answer> = members.iter().map(|_| None).collect();
     // One member: in this thread, nothing to collect.
     if members.len() == 1 {
         if selected(0) {
@@ -182,7 +181,7 @@ pub(crate) fn round(
 
 /// Logs each member's failure in a round (at debug level: the round's
 /// outcome is what callers see and report).
-pub(crate) fn log_failures(members: &[Member], answers: &[Option<Result<Said, NodeError>>]) {
+pub(crate) fn log_failures(members: &[Member], answers: &[Answer]) {
     for (member, answer) in members.iter().zip(answers) {
         if let Some(Err(e)) = answer {
             crate::base::telemetry::node_failed(e);
@@ -210,9 +209,7 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn count(
-        answers: impl IntoIterator<Item = Option<Result<Said, NodeError>>>,
-    ) -> Tally {
+    pub(crate) fn count(answers: impl IntoIterator<Item = Answer>) -> Tally {
         let mut tally = Tally::default();
         for answer in answers.into_iter().flatten() {
             match answer {

@@ -15,7 +15,8 @@ use crate::engine::fair::{self, Fair, Route};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args, counter_start,
+    Answer, DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args,
+    counter_start,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
@@ -125,8 +126,6 @@ pub(crate) struct Set {
     /// A set whose waiting is fair: its place in each resource's queues.
     fair: Option<Fair>,
 }
-
-type Answer = Option<std::result::Result<Said, NodeError>>;
 
 /// The keys and arguments of a set script for a group of a set's
 /// indexes, on a Redis Cluster member or not.

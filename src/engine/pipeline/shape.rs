@@ -12,8 +12,7 @@ use crate::members::request::{Said, Tallied};
 
 use super::Engine;
 
-/// One member's answer to a round: none when it was not asked.
-pub(crate) type Answer = Option<std::result::Result<Said, NodeError>>;
+pub(crate) use crate::engine::quorum::Answer;
 
 /// How one member answered an acquisition round (all its parts together,
 /// for a Redis Cluster member that takes a set one slot at a time).
