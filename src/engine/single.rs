@@ -176,9 +176,10 @@ impl OneKey {
         let has_legacy = readers_matter || fenced;
         let current = !has_legacy || engine.members.iter().any(Member::takes_set_nx_get);
         let current_packed = || write.pack(readers_matter, false);
-        let packed = match current {
-            true => current_packed(),
-            false => Vec::new(),
+        let packed = if current {
+            current_packed()
+        } else {
+            Vec::new()
         };
         let legacy_packed = || write.pack(false, true);
         let describe = |at: usize| write.describe(at);
@@ -217,19 +218,13 @@ impl OneKey {
         let node_legacy = legacy(Some(&node_cleanup));
         let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
         let cluster_req = engine.has_clusters.then(|| Request {
-            forms: Forms {
-                legacy: cluster_legacy.as_ref().filter(|_| has_legacy),
-                ..Forms::default()
-            },
+            forms: Forms::legacy(cluster_legacy.as_ref().filter(|_| has_legacy)),
             ..base
         });
         let req = Request {
             on_timeout: Some(&node_cleanup),
-            forms: Forms {
-                cluster: cluster_req.as_ref(),
-                legacy: has_legacy.then_some(&node_legacy),
-                ..Forms::default()
-            },
+            forms: Forms::legacy(has_legacy.then_some(&node_legacy))
+                .with_cluster(cluster_req.as_ref()),
             ..base
         };
         let votes = quorum::round(&engine.members, None, &req);

@@ -132,10 +132,7 @@ impl Engine {
             packed: &node_packed,
             describe: &describe_node,
             reload: Some(&node_reload),
-            forms: Forms {
-                cluster: Some(&cluster_reqs[0]),
-                ..Forms::default()
-            },
+            forms: Forms::default().with_cluster(Some(&cluster_reqs[0])),
             ..cluster_reqs[0]
         };
         let reqs: Vec<&Request<'_>> = std::iter::once(&first)
@@ -313,11 +310,7 @@ impl<'a> ScriptCall<'a> {
         let delex_cluster = on(delex.filter(|_| clusters), true);
         let cluster_req = clusters.then(|| Request {
             kept,
-            forms: Forms {
-                ifeq: ifeq_cluster.as_ref(),
-                delex: delex_cluster.as_ref(),
-                ..Forms::default()
-            },
+            forms: Forms::plain(ifeq_cluster.as_ref(), delex_cluster.as_ref()),
             ..scripted(
                 &cluster_packed,
                 cluster_keys[0],
@@ -340,12 +333,8 @@ impl<'a> ScriptCall<'a> {
         // The slot routes the round to each cluster's master.
         let req = Request {
             kept,
-            forms: Forms {
-                cluster: cluster_req.as_ref(),
-                ifeq: ifeq_node.as_ref(),
-                delex: delex_node.as_ref(),
-                legacy: None,
-            },
+            forms: Forms::plain(ifeq_node.as_ref(), delex_node.as_ref())
+                .with_cluster(cluster_req.as_ref()),
             lazy: lazy_script.then_some(&node_lazy as &(dyn Fn() -> Vec<u8> + Sync)),
             ..scripted(
                 &node_packed,
