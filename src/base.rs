@@ -1,7 +1,6 @@
 //! The base layer: what every layer above uses and nothing here imports
-//! from them. The crate's errors ([`Error`](crate::Error), one node's
-//! [`NodeError`](crate::NodeError)), every key and channel name, holder
-//! names, cancellation, text as messages show it, logging and telemetry.
+//! from them. What each file holds is in the crate docs' table, [The
+//! source, by layer](crate#the-source-by-layer).
 
 pub(crate) mod cancel;
 pub(crate) mod counted;

@@ -1,12 +1,7 @@
-//! The members layer: the servers a manager asks, and how. A member is a
-//! Redis server ([`node`]) or a whole Redis Cluster ([`redis_cluster`],
-//! routing apart from connections); [`member`] makes either one vote.
-//! Below them: a connection of our own ([`conn`]) with its reply reader
-//! ([`resp`]), one request on it ([`request`]), scripts sent by hash
-//! ([`script`]), restarts ([`restart`]), which servers the members turned
-//! out to be ([`identities`]), name resolution, TLS and node URLs. Nothing
-//! here knows a shape or the algorithm: a request is keys, arguments and
-//! how its reply reads.
+//! The members layer: the servers a manager asks, and how. Nothing here
+//! knows a shape or the algorithm: a request is keys, arguments, its
+//! per-server forms and how its reply reads. What each file holds is in
+//! the crate docs' table, [The source, by layer](crate#the-source-by-layer).
 
 pub(crate) mod conn;
 pub(crate) mod identities;

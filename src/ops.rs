@@ -1,6 +1,6 @@
-//! The operator's tools: [`check`] (is each server fit to hold locks?),
-//! and [`operator`] (inspect who holds a lock, force-unlock). They use
-//! the shapes' scripts and the members, never the other way round.
+//! The operators' tools, on top of the shapes, never the other way
+//! round. What each file holds is in the crate docs' table, [The source,
+//! by layer](crate#the-source-by-layer).
 
 pub(crate) mod check;
 pub(crate) mod operator;

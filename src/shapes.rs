@@ -1,8 +1,6 @@
-//! The shapes layer: the public API. [`manager`] and [`builder`] make a
-//! [`LockManager`](crate::LockManager); each shape has a room of its own
-//! with its API, its scripts and its proof: [`lock`], [`set`] (several
-//! resources at once), [`rwlock`], [`semaphore`], [`election`], and
-//! [`fence`] for the storage side of fencing tokens.
+//! The shapes layer: the public API, a room per shape with its scripts
+//! and its proof. What each file holds is in the crate docs' table, [The
+//! source, by layer](crate#the-source-by-layer).
 
 // In the order `LockManager`'s page lists their methods (apart, so that
 // rustfmt keeps it): making one and locking first, then the other shapes.

@@ -1,14 +1,8 @@
 //! Restart-safe votes: a server that restarted without its data does not
 //! vote until every lock it may have forgotten has expired.
 //!
-//! # The hole
-//!
-//! A Redis server without persistence that restarts comes back empty: the
-//! lock keys it had granted are gone, and it grants them again at once.
-//! With 5 nodes, client A holding R on nodes 0, 1 and 2, and node 2
-//! restarting empty, a client B that reaches nodes 2, 3 and 4 wins R while
-//! A's guard is still valid. Redlock's answer is an operator who keeps a
-//! crashed node down for longer than the longest TTL; nothing enforces it.
+//! The hole it closes, the rule and why it is safe are in the crate docs
+//! ("Restarts, and `lockrun --check`"); this module reads and applies it.
 //!
 //! # What is read, and when
 //!
@@ -24,8 +18,6 @@
 //! `INFO` says `aof_enabled:0`. `INFO` refused (an ACL user without it)
 //! leaves a node as it was before this module: it votes; `CONFIG` refused
 //! leaves durability unknown, taken as not durable (the safe side).
-//!
-//! The rule, and why it is safe, are in the crate docs ("Restarts").
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -452,14 +452,11 @@ impl Builder {
     /// server kept out is a failure in `Taken` and `NoQuorum`: "restarted
     /// 0.4s ago: in restart quarantine, not voting for 9.6s".
     ///
-    /// Always on, with or without it: a change this manager witnessed (the
-    /// server's `run_id` changed since it last connected: a restart, or
-    /// another server behind a name that moved) keeps the server out for
-    /// the longest TTL this manager has used (or this quarantine, if
-    /// longer), counted from when the change was seen, whatever the
-    /// server's uptime or persistence. That needs no configuration, but is
-    /// blind to restarts before this process first connected (a
-    /// short-lived `lockrun`), and to longer TTLs of other clients.
+    /// Without it, only a change this manager witnessed (a new `run_id`
+    /// behind an address) keeps a server out: blind to restarts before
+    /// this process first connected (a short-lived `lockrun`), and to
+    /// longer TTLs of other clients. The rules and their proof are in the
+    /// crate docs, [The rule](crate#the-rule).
     ///
     /// Defaults to off (witnessed restarts only).
     pub fn restart_quarantine(mut self, quarantine: Duration) -> Builder {
