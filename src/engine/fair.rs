@@ -35,16 +35,21 @@ use crate::members::script::{Lua, scripts};
 scripts! {
     /// A fair manager's release of a lock, handing it to the first fair
     /// waiter queued.
-    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua" "fair/waiter.lua";
+    HANDOFF, "release", "fair/release.lua" after "fair/hand.lua" "fair/waiter.lua",
+        keys ["key*", "queue*", "tickets*"], args ["token", "reserve", "handed?", "publish?", "message?", "channel*"];
     /// A queued fair waiter's attempt.
-    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua" "fair/waiter.lua";
+    CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua" "fair/waiter.lua",
+        keys ["key*", "queue*", "tickets*"], args ["token", "ttl", "arrival", "ticket", "address", "where", "start?", "keep?", "reserve?", "publish?", "message?", "channel*"];
     /// A fair waiter takes its place in the queue.
-    JOIN, "join-queue", "fair/join.lua" after "fair/waiter.lua";
+    JOIN, "join-queue", "fair/join.lua" after "fair/waiter.lua",
+        keys ["queue*", "tickets*"], args ["token", "arrival", "ticket", "address"];
     /// A fair waiter gives up its place (never a token).
-    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua" "fair/waiter.lua";
+    LEAVE, "leave-queue", "fair/leave.lua" after "fair/hand.lua" "fair/waiter.lua",
+        keys ["key*", "queue*", "tickets*"], args ["token", "reserve", "unused?", "publish?", "message?", "channel*"];
     /// The clean-up of a queued fair waiter's failed attempt: puts back
     /// the reservation it took.
-    UNCLAIM, "unclaim", "fair/unclaim.lua" after "fair/waiter.lua";
+    UNCLAIM, "unclaim", "fair/unclaim.lua" after "fair/waiter.lua",
+        keys ["key*", "tickets*"], args ["token", "publish?", "message?", "channel*"];
 }
 
 /// How long a reservation lasts, in ms: twice the node timeout (the

@@ -30,14 +30,18 @@ use crate::members::script::{Lua, scripts};
 scripts! {
     /// Release and clean-up of one key holding the token (a lock, a
     /// permit), and of a read lock's key.
-    UNLOCK, "unlock", "lock/unlock.lua";
+    UNLOCK, "unlock", "lock/unlock.lua",
+        keys ["key", "queue?"], args ["token", "publish?", "message?", "channel?"];
     /// Extend of one key holding the token, with its companions.
-    EXTEND, "extend", "lock/extend.lua" after "lock/expiry.lua";
+    EXTEND, "extend", "lock/extend.lua" after "lock/expiry.lua",
+        keys ["key", "companion*"], args ["token", "ttl", "keep?"];
     /// Raises fencing counters to a token (every fenced shape).
-    RAISE, "raise", "lock/raise.lua";
+    RAISE, "raise", "lock/raise.lua",
+        keys ["key*", "fence*"], args ["token", "to", "keep"];
     /// Raises a fencing counter's expiry, never lowers it: the
     /// acquisition's `PEXPIRE ... GT` on servers before Redis 7.0.
-    KEEP, "keep-counter", "lock/keep.lua";
+    KEEP, "keep-counter", "lock/keep.lua",
+        keys ["fence"], args ["keep"];
 }
 
 /// A check a shape sends ahead of its `SET`, in the same write: a script

@@ -4,7 +4,10 @@
 //! `EVALSHA` and fall back to `EVAL` on `NOSCRIPT`; and the `scripts!`
 //! macro with which each room declares its own (the lock's in
 //! `engine/single.rs`, fair waiting's in `engine/fair.rs`, each shape's
-//! in its room, the operator's in `ops/operator.rs`).
+//! in its room, the operator's in `ops/operator.rs`), each with what it
+//! takes ([`Takes`]): its `KEYS` and `ARGV` by role, which calls are
+//! checked against in debug builds, a test ties to its header, and
+//! `LockManager::check` builds its trial calls from.
 
 use crate::base::text::Decimal;
 use crate::members::conn::pack_into;
@@ -19,19 +22,57 @@ pub(crate) struct Lua {
     #[cfg_attr(not(test), allow(dead_code))]
     own: &'static str,
     sha: String,
+    /// What it takes, declared beside it (see [`Takes`]).
+    takes: Takes,
+}
+
+/// A script's `KEYS` and `ARGV`, each named by a role word, in order, as
+/// its room declares them (`scripts!`): the word alone, always passed;
+/// with `?`, optional (from where a call stops passing them); with `*`,
+/// any number (one per resource, say). Calls are checked against it in
+/// debug builds, its header's `KEYS[n]`/`ARGV[n]` lines by a test, and
+/// [`LockManager::check`](crate::LockManager::check) builds its trial
+/// calls from it. The words mean something only to the rooms above.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Takes {
+    pub(crate) keys: &'static [&'static str],
+    pub(crate) args: &'static [&'static str],
+}
+
+/// Whether `n` values fit the role words `words` (see [`Takes`]).
+fn fits(words: &[&str], n: usize) -> bool {
+    let required = words.iter().filter(|w| !w.ends_with(['?', '*'])).count();
+    let any = words.iter().any(|w| w.ends_with('*'));
+    n >= required && (any || n <= words.len())
 }
 
 impl Lua {
     /// The script of the file `own`, after the functions of `prelude`
     /// (shared by several scripts; empty for most).
-    pub(crate) fn new(name: &'static str, prelude: &'static str, own: &'static str) -> Lua {
+    pub(crate) fn new(
+        name: &'static str,
+        prelude: &'static str,
+        own: &'static str,
+        takes: Takes,
+    ) -> Lua {
         let src = format!("{prelude}{own}");
         Lua {
             name,
             sha: redis::Script::new(&src).get_hash().to_owned(),
             src,
             own,
+            takes,
         }
+    }
+
+    /// Its name in messages.
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// What it takes, as declared (see [`Takes`]).
+    pub(crate) fn takes(&self) -> Takes {
+        self.takes
     }
 
     /// The source, as `SCRIPT LOAD` takes it.
@@ -82,6 +123,14 @@ impl Lua {
         keys: &[&[u8]],
         args: &[&[u8]],
     ) {
+        debug_assert!(
+            fits(self.takes.keys, keys.len()) && fits(self.takes.args, args.len()),
+            "the {} script called with {} keys and {} arguments, declared {:?}",
+            self.name,
+            keys.len(),
+            args.len(),
+            self.takes
+        );
         let numkeys = Decimal::of(keys.len() as u64);
         pack_into(out, &[&[verb, script, numkeys.as_bytes()], keys, args]);
     }
@@ -91,7 +140,8 @@ impl Lua {
 /// and its file under `src/scripts/` (after the files of its prelude, if
 /// any). Also declares `all()`, every script of the room, for tests.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $($prelude:literal)+)?;)+) => {
+    ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $($prelude:literal)+)?,
+        keys [$($key:literal),*], args [$($arg:literal),*];)+) => {
         $(
             $(#[$doc])*
             pub(crate) static $name: std::sync::LazyLock<$crate::members::script::Lua> =
@@ -102,6 +152,10 @@ macro_rules! scripts {
                             env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $prelude
                         )), "\n"),+)?),
                         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/", $file)),
+                        $crate::members::script::Takes {
+                            keys: &[$($key),*],
+                            args: &[$($arg),*],
+                        },
                     )
                 });
         )+
@@ -135,9 +189,57 @@ pub(crate) fn check_all(all: &[&Lua]) {
             lua.name
         );
         assert!(header.iter().any(|l| l.contains("nswer")), "{}", lua.name);
+        let (keys, args) = declared(&header);
+        for (what, words, (fixed, any)) in [
+            ("KEYS", lua.takes.keys, keys),
+            ("ARGV", lua.takes.args, args),
+        ] {
+            let single = words.iter().filter(|w| !w.ends_with('*')).count();
+            let many = words.iter().any(|w| w.ends_with('*'));
+            assert_eq!(
+                (single, many),
+                (fixed, any),
+                "{}: its header's {what} and its declaration {words:?} differ",
+                lua.name
+            );
+        }
         assert_eq!(lua.sha.len(), 40);
         for other in &all[i + 1..] {
             assert_ne!(lua.sha, other.sha, "{} and {}", lua.name, other.name);
         }
     }
+}
+
+/// What a script's header declares, for `KEYS` then `ARGV`: how many
+/// single entries (`-- KEYS[2]  ...`), and whether any stands for many
+/// (`KEYS[2…]`, `ARGV[3+i]`, a bare `-- KEYS  the n lock keys`). Read from
+/// its first block of such lines, up to an empty `--` line.
+#[cfg(test)]
+fn declared(header: &[&str]) -> ((usize, bool), (usize, bool)) {
+    let mut found = [(Vec::new(), false), (Vec::new(), false)];
+    let start = header
+        .iter()
+        .position(|l| l.starts_with("-- KEYS") || l.starts_with("-- ARGV"))
+        .unwrap_or(header.len());
+    for line in header[start..].iter().take_while(|l| **l != "--") {
+        let Some((at, rest)) = [("-- KEYS", 0), ("-- ARGV", 1)]
+            .iter()
+            .find_map(|(p, at)| line.strip_prefix(p).map(|rest| (*at, rest)))
+        else {
+            continue;
+        };
+        let entry = &mut found[at];
+        match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            Some((index, _)) => match index.parse::<usize>() {
+                Ok(n) if !entry.0.contains(&n) => entry.0.push(n),
+                Ok(_) => {}
+                Err(_) => entry.1 = true,
+            },
+            // `-- ARGV     none`, or a bare `-- KEYS  the n keys`.
+            None if rest.trim() == "none" => {}
+            None => entry.1 = true,
+        }
+    }
+    let [keys, args] = found;
+    ((keys.0.len(), keys.1), (args.0.len(), args.1))
 }

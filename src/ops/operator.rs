@@ -21,9 +21,11 @@ use crate::members::script::scripts;
 
 scripts! {
     /// A member's view of a lock, for `LockManager::inspect`.
-    INSPECT, "inspect", "operator/inspect.lua";
+    INSPECT, "inspect", "operator/inspect.lua",
+        keys ["key", "fence"], args [];
     /// An operator's removal of a lock (`LockManager::force_unlock`).
-    FORCE, "force-unlock", "operator/force.lua" after "lock/counter.lua";
+    FORCE, "force-unlock", "operator/force.lua" after "lock/counter.lua",
+        keys ["key", "fence", "readers", "writer", "record"], args ["start", "keep", "publish?", "message?", "channel?"];
 }
 use crate::shapes::manager::LockManager;
 

@@ -30,13 +30,17 @@ use majority::{majority, view};
 
 scripts! {
     /// A leader's record: its term and value.
-    CLAIM, "claim", "election/claim.lua";
+    CLAIM, "claim", "election/claim.lua",
+        keys ["key", "record"], args ["token", "term", "seq", "value"];
     /// Renewal of a leadership, with its record.
-    EXTEND_LEADER, "extend-leader", "election/extend.lua" after "lock/expiry.lua";
+    EXTEND_LEADER, "extend-leader", "election/extend.lua" after "lock/expiry.lua",
+        keys ["key", "fence", "record"], args ["token", "ttl", "keep"];
     /// Resignation of a leader, and clean-up of a failed campaign.
-    RESIGN, "resign", "election/resign.lua";
+    RESIGN, "resign", "election/resign.lua",
+        keys ["key", "record"], args ["token", "publish?", "message?", "channel?"];
     /// A member's view of an election, for `Election::leader`.
-    READ_LEADER, "read-leader", "election/read.lua";
+    READ_LEADER, "read-leader", "election/read.lua",
+        keys ["key", "record"], args [];
 }
 
 /// A leadership's shape: the lock on the election's name, whose record

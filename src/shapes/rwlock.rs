@@ -19,13 +19,17 @@ use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 scripts! {
     /// Acquisition of a read lock.
-    READ, "read", "rwlock/read.lua";
+    READ, "read", "rwlock/read.lua",
+        keys ["key", "readers", "writer"], args ["token", "ttl", "mark"];
     /// Release and clean-up of a read lock.
-    UNREAD, "unread", "rwlock/unread.lua";
+    UNREAD, "unread", "rwlock/unread.lua",
+        keys ["key", "readers"], args ["token", "mark", "publish?", "message?", "channel?"];
     /// Extend of a read lock.
-    EXTEND_READ, "extend-read", "rwlock/extend_read.lua" after "lock/expiry.lua";
+    EXTEND_READ, "extend-read", "rwlock/extend_read.lua" after "lock/expiry.lua",
+        keys ["key", "readers"], args ["token", "ttl", "mark"];
     /// A writer waiting behind readers: new readers queue behind it.
-    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua";
+    WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua",
+        keys ["key", "writer"], args ["token", "ttl", "mark"];
 }
 
 /// A read-write lock over the same members as the lock, made by

@@ -22,9 +22,11 @@ use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 scripts! {
     /// A semaphore's count check, ahead of a permit's acquisition.
-    PERMITS, "permit-count", "semaphore/permits.lua";
+    PERMITS, "permit-count", "semaphore/permits.lua",
+        keys ["count"], args ["permits", "keep"];
     /// A semaphore's survey of its slots.
-    FREE, "free-permit", "semaphore/free.lua";
+    FREE, "free-permit", "semaphore/free.lua",
+        keys ["slot*"], args ["from"];
 }
 
 /// A permit's shape: the lock on the slot key of the semaphore, whose

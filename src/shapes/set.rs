@@ -25,11 +25,14 @@ use crate::members::script::{Lua, scripts};
 
 scripts! {
     /// Acquisition of a set.
-    LOCK_SET, "lock-set", "set/lock.lua" after "lock/counter.lua";
+    LOCK_SET, "lock-set", "set/lock.lua" after "lock/counter.lua",
+        keys ["key*", "fence*"], args ["token", "ttl", "start?", "keep?"];
     /// Release and clean-up of a set.
-    UNLOCK_SET, "unlock-set", "set/unlock.lua";
+    UNLOCK_SET, "unlock-set", "set/unlock.lua",
+        keys ["key*"], args ["token", "publish?", "message?", "channel*"];
     /// Extend of a set.
-    EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua";
+    EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua",
+        keys ["key*", "fence*"], args ["token", "ttl", "keep?"];
 }
 use crate::engine::stage::{Budget, WaitOn};
 use crate::shapes::manager::{LockManager, Wait, waiting_family};

@@ -1,8 +1,13 @@
 use super::*;
 
 /// A script to preload.
-static SCRIPT: std::sync::LazyLock<Lua> =
-    std::sync::LazyLock::new(|| Lua::new("test", "", "return 1"));
+static SCRIPT: std::sync::LazyLock<Lua> = std::sync::LazyLock::new(|| {
+    let takes = crate::members::script::Takes {
+        keys: &[],
+        args: &[],
+    };
+    Lua::new("test", "", "return 1", takes)
+});
 
 fn setup() -> Setup {
     Setup {

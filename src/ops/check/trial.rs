@@ -2,6 +2,7 @@
 //! each command the lock sends, run on scratch keys, its refusals grouped.
 
 use super::*;
+use crate::members::script::Lua;
 
 /// What a refusal stops, and how bad that is: the lock itself (unsafe),
 /// or a feature (a warning).
@@ -14,10 +15,89 @@ const ELECTIONS: Stops = (Verdict::Warning, "elections cannot work");
 
 /// One command of the trial: its name, packed, and what its refusal
 /// stops.
-type Command = (&'static str, Vec<u8>, Stops);
+type Command = (String, Vec<u8>, Stops);
+
+/// Where a script of the trial runs: the scratch key its key roles are
+/// named after, the token, and the milliseconds of its TTL and keep roles
+/// (5 s to take, 6 s to renew: the extend and keep scripts raise an
+/// expiry only where it is shorter, and a script's command it never
+/// calls is never checked against the user's rules).
+struct Scratch<'a> {
+    key: &'a [u8],
+    token: &'a [u8],
+    ms: &'static [u8],
+}
+
+impl Scratch<'_> {
+    /// The value of a role word of a script's declaration (see
+    /// `members::script::Takes`); `None` for a word the trial does not
+    /// know (a test checks that the trial knows every word of the
+    /// scripts it runs).
+    fn value(&self, role: &str) -> Option<Vec<u8>> {
+        let key = self.key;
+        Some(match role {
+            "key" => key.to_vec(),
+            "fence" | "companion" => fence_key(key),
+            "readers" => readers_key(key),
+            "writer" => writer_key(key),
+            "record" => record_key(key),
+            "queue" => queue_key(key),
+            "tickets" => tickets_key(key),
+            "channel" => release_channel(key),
+            "token" => self.token.to_vec(),
+            "ttl" | "keep" | "ticket" => self.ms.to_vec(),
+            "mark" => READERS_MARK.to_vec(),
+            "start" | "term" | "seq" | "arrival" => b"1".to_vec(),
+            "to" => b"2".to_vec(),
+            "publish" => b"PUBLISH".to_vec(),
+            "message" | "value" => b"check".to_vec(),
+            "address" | "where" => Vec::new(),
+            "reserve" => b"1000".to_vec(),
+            _ => return None,
+        })
+    }
+
+    /// `lua`'s call on this scratch key, its `KEYS` and `ARGV` as its
+    /// declaration says, role by role: every word it always takes, and
+    /// those optional or repeated ones named in `with` (once each).
+    fn call(&self, lua: &Lua, with: &[&str]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let values = |words: &[&str]| -> Vec<Vec<u8>> {
+            words
+                .iter()
+                .filter(|w| {
+                    let base = w.trim_end_matches(['?', '*']);
+                    base.len() == w.len() || with.contains(&base)
+                })
+                .filter_map(|w| self.value(w.trim_end_matches(['?', '*'])))
+                .collect()
+        };
+        let takes = lua.takes();
+        (values(takes.keys), values(takes.args))
+    }
+
+    /// The trial's command for `lua` (see [`call`](Self::call)), by
+    /// `EVAL`, named after the script.
+    fn eval(&self, lua: &Lua, with: &[&str], stops: Stops) -> Command {
+        self.named(format!("EVAL ({})", lua.name()), lua, with, stops)
+    }
+
+    /// As [`eval`](Self::eval), under another name.
+    fn named(&self, name: String, lua: &Lua, with: &[&str], stops: Stops) -> Command {
+        let (keys, args) = self.call(lua, with);
+        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        (name, lua.eval(&keys, &args), stops)
+    }
+}
+
+/// A plain command of the trial.
+fn plain(name: &str, args: &[&[u8]], stops: Stops) -> Command {
+    (name.to_owned(), pack(args), stops)
+}
 
 /// The lock's own commands on `key` (its acquisition, fencing counter,
-/// extend, release and announcement).
+/// extend, release and announcement). The acquisition's are plain
+/// commands; each script's `KEYS` and `ARGV` come from its declaration.
 fn lock_commands(
     key: &[u8],
     token: &[u8],
@@ -27,57 +107,47 @@ fn lock_commands(
 ) -> Vec<Command> {
     let fence = fence_key(key);
     let channel = release_channel(key);
-    // The keys are set for 5 s and raised to 6 s: the extend and keep
-    // scripts raise an expiry only where it is shorter, and a script's
-    // command it never calls is never checked against the user's rules.
+    let take = Scratch {
+        key,
+        token,
+        ms: b"5000",
+    };
+    let renew = Scratch {
+        ms: b"6000",
+        ..take
+    };
     let mut commands: Vec<Command> = vec![
-        (
-            "SET",
-            pack(&[b"SET", key, token, b"NX", b"PX", b"5000"]),
-            LOCK,
-        ),
-        (
-            "EVAL (extend)",
-            EXTEND.eval(&[key], &[token, b"6000"]),
-            LOCK,
-        ),
+        plain("SET", &[b"SET", key, token, b"NX", b"PX", b"5000"], LOCK),
+        renew.eval(&EXTEND, &[], LOCK),
     ];
     if fencing {
-        commands.push((
+        commands.push(plain(
             "SET",
-            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            &[b"SET", &fence, b"1", b"NX", b"PX", b"5000"],
             LOCK,
         ));
-        commands.push(("INCR", pack(&[b"INCR", &fence]), LOCK));
+        commands.push(plain("INCR", &[b"INCR", &fence], LOCK));
         commands.push(if modern {
-            (
+            plain(
                 "PEXPIRE ... GT",
-                pack(&[b"PEXPIRE", &fence, b"5000", b"GT"]),
+                &[b"PEXPIRE", &fence, b"5000", b"GT"],
                 LOCK,
             )
         } else {
-            ("EVAL (keep)", KEEP.eval(&[&fence], &[b"6000"]), LOCK)
+            renew.named("EVAL (keep)".into(), &KEEP, &[], LOCK)
         });
-        commands.push((
-            "EVAL (raise)",
-            RAISE.eval(&[key, &fence], &[token, b"2", b"6000"]),
-            LOCK,
-        ));
-        commands.push((
-            "EVAL (extend)",
-            EXTEND.eval(&[key, &fence], &[token, b"6000", b"6000"]),
-            LOCK,
-        ));
+        commands.push(renew.eval(&RAISE, &["key", "fence"], LOCK));
+        commands.push(renew.eval(&EXTEND, &["companion", "keep"], LOCK));
     }
     if wakes {
-        commands.push(("PUBLISH", pack(&[b"PUBLISH", &channel, b"check"]), WAKING));
+        commands.push(plain("PUBLISH", &[b"PUBLISH", &channel, b"check"], WAKING));
     }
-    commands.push(("EVALSHA", UNLOCK.evalsha(&[key], &[token]), LOCK));
-    commands.push((
-        "EVAL (unlock, announced)",
-        UNLOCK.eval(&[key], &[token, b"PUBLISH", b"check", &channel]),
-        LOCK,
-    ));
+    let (keys, args) = take.call(&UNLOCK, &[]);
+    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    commands.push(("EVALSHA".into(), UNLOCK.evalsha(&keys, &args), LOCK));
+    let announced = ["publish", "message", "channel"];
+    commands.push(take.named("EVAL (unlock, announced)".into(), &UNLOCK, &announced, LOCK));
     commands
 }
 
@@ -85,69 +155,47 @@ fn lock_commands(
 /// election.
 fn shape_commands(key: &[u8], token: &[u8], fencing: bool, commands: &mut Vec<Command>) {
     let fence = fence_key(key);
+    let take = Scratch {
+        key,
+        token,
+        ms: b"5000",
+    };
+    let renew = Scratch {
+        ms: b"6000",
+        ..take
+    };
     // The key is free again: a set of it, then a reader, each taken and
     // given back (every command inside their scripts runs).
-    let (set_keys, set_args): (Vec<&[u8]>, Vec<&[u8]>) = if fencing {
-        (vec![&key, &fence], vec![token, b"5000", b"1", b"5000"])
+    let counted: &[&str] = if fencing {
+        &["key", "fence", "start", "keep"]
     } else {
-        (vec![&key], vec![token, b"5000"])
+        &["key"]
     };
-    commands.push(("EVAL (lock-set)", LOCK_SET.eval(&set_keys, &set_args), SETS));
-    commands.push(("EVAL (unlock-set)", UNLOCK_SET.eval(&[key], &[token]), SETS));
-    let readers = readers_key(key);
-    let flag = writer_key(key);
-    commands.push((
-        "EVAL (read)",
-        READ.eval(&[key, &readers, &flag], &[token, b"5000", READERS_MARK]),
-        READS,
-    ));
-    commands.push((
-        "EVAL (extend-read)",
-        EXTEND_READ.eval(&[key, &readers], &[token, b"6000", READERS_MARK]),
-        READS,
-    ));
-    commands.push((
-        "EVAL (unread)",
-        UNREAD.eval(&[key, &readers], &[token, READERS_MARK]),
-        READS,
-    ));
+    commands.push(take.eval(&LOCK_SET, counted, SETS));
+    commands.push(take.eval(&UNLOCK_SET, &["key"], SETS));
+    commands.push(take.eval(&READ, &[], READS));
+    commands.push(renew.eval(&EXTEND_READ, &[], READS));
+    commands.push(take.eval(&UNREAD, &[], READS));
     // An election on the free key: elected, claimed, renewed, read and
     // resigned (every command inside their scripts runs).
-    let record = record_key(key);
-    commands.push((
+    commands.push(plain(
         "SET",
-        pack(&[b"SET", key, token, b"NX", b"PX", b"5000"]),
+        &[b"SET", key, token, b"NX", b"PX", b"5000"],
         ELECTIONS,
     ));
     if !fencing {
         // The term counter (tried above with fencing on).
-        commands.push((
+        commands.push(plain(
             "SET",
-            pack(&[b"SET", &fence, b"1", b"NX", b"PX", b"5000"]),
+            &[b"SET", &fence, b"1", b"NX", b"PX", b"5000"],
             ELECTIONS,
         ));
-        commands.push(("INCR", pack(&[b"INCR", &fence]), ELECTIONS));
+        commands.push(plain("INCR", &[b"INCR", &fence], ELECTIONS));
     }
-    commands.push((
-        "EVAL (claim)",
-        CLAIM.eval(&[key, &record], &[token, b"1", b"1", b"check"]),
-        ELECTIONS,
-    ));
-    commands.push((
-        "EVAL (extend-leader)",
-        EXTEND_LEADER.eval(&[key, &fence, &record], &[token, b"6000", b"6000"]),
-        ELECTIONS,
-    ));
-    commands.push((
-        "EVAL (read-leader)",
-        READ_LEADER.eval(&[key, &record], &[]),
-        ELECTIONS,
-    ));
-    commands.push((
-        "EVAL (resign)",
-        RESIGN.eval(&[key, &record], &[token]),
-        ELECTIONS,
-    ));
+    commands.push(take.eval(&CLAIM, &[], ELECTIONS));
+    commands.push(renew.eval(&EXTEND_LEADER, &[], ELECTIONS));
+    commands.push(take.eval(&READ_LEADER, &[], ELECTIONS));
+    commands.push(take.eval(&RESIGN, &[], ELECTIONS));
 }
 
 /// Runs each command the lock sends on the scratch key `key` and keys
@@ -176,8 +224,9 @@ pub(super) fn trial(
     // Failures grouped by what they say: (verdict, what it stops or the
     // cause) -> the commands, and the servers' words.
     let mut groups: Vec<(Verdict, String, Vec<&str>, Vec<String>)> = Vec::new();
-    for (name, packed, then) in commands {
-        let e = match node.query(&packed, deadline()) {
+    for (name, packed, then) in &commands {
+        let name = &name[..];
+        let e = match node.query(packed, deadline()) {
             Ok(_) => continue,
             // NOSCRIPT for the EVALSHA: the script cache is another matter.
             Err(e) if e.code() == Some("NOSCRIPT") => continue,
@@ -234,39 +283,34 @@ fn report_groups(
 /// pattern that misses the queue's keys, a command missing), its releases
 /// go again as an unfair manager's, handing nothing on (a warning: the
 /// lock still works).
-fn fair_trial(key: &[u8], commands: &mut Vec<(&str, Vec<u8>, (Verdict, &'static str))>) {
-    const FAIR: (Verdict, &str) = (
+fn fair_trial(key: &[u8], commands: &mut Vec<Command>) {
+    const FAIR: Stops = (
         Verdict::Warning,
         "a fair manager's waiters wait unfairly (Builder::fair)",
     );
-    const RELEASE: (Verdict, &str) = (
+    const RELEASE: Stops = (
         Verdict::Warning,
         "a fair manager's releases hand nothing on (Builder::fair)",
     );
     // A key of its own (in the same slot), which earlier trials refused
     // halfway cannot have left held.
     let key = &[key, b":fair"].concat()[..];
-    let (queue, tickets) = (queue_key(key), tickets_key(key));
-    let (first, second): (&[u8], &[u8]) = (b"redlock-check", b"redlock-check-2");
-    let join = |token: &[u8]| JOIN.eval(&[&queue, &tickets], &[token, b"1", b"5000", b""]);
-    let locks: [&[u8]; 3] = [key, &queue, &tickets];
-    commands.push(("EVAL (join-queue)", join(first), FAIR));
-    commands.push((
-        "EVAL (claim-queued)",
-        CLAIM_QUEUED.eval(&locks, &[first, b"5000", b"1", b"5000", b"", b""]),
-        FAIR,
-    ));
-    commands.push(("EVAL (join-queue)", join(second), FAIR));
-    commands.push((
-        "EVAL (release)",
-        HANDOFF.eval(&locks, &[first, b"1000"]),
-        RELEASE,
-    ));
-    commands.push((
-        "EVAL (leave-queue)",
-        LEAVE.eval(&locks, &[second, b"1000"]),
-        FAIR,
-    ));
+    let first = Scratch {
+        key,
+        token: b"redlock-check",
+        ms: b"5000",
+    };
+    let second = Scratch {
+        token: b"redlock-check-2",
+        ..first
+    };
+    let queues = ["queue", "tickets"];
+    let locks = ["key", "queue", "tickets"];
+    commands.push(first.eval(&JOIN, &queues, FAIR));
+    commands.push(first.eval(&CLAIM_QUEUED, &locks, FAIR));
+    commands.push(second.eval(&JOIN, &queues, FAIR));
+    commands.push(first.eval(&HANDOFF, &locks, RELEASE));
+    commands.push(second.eval(&LEAVE, &locks, FAIR));
 }
 
 /// Adds a failed command to its group of like failures.
@@ -299,5 +343,54 @@ pub(super) fn cause(e: &NodeError) -> String {
     match text.strip_prefix(e.node()) {
         Some(rest) => rest.trim_start_matches(':').trim().to_owned(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE};
+
+    /// Every role word of every script the trial runs has a scratch
+    /// value, but for the optional ones it never passes: a script that
+    /// takes a new role fails this until the trial knows it.
+    #[test]
+    fn the_trial_knows_every_role_its_scripts_take() {
+        const UNTRIED: [&str; 2] = ["handed", "unused"];
+        let scratch = Scratch {
+            key: b"k",
+            token: b"t",
+            ms: b"5000",
+        };
+        let tried: [&Lua; 17] = [
+            &EXTEND,
+            &KEEP,
+            &RAISE,
+            &UNLOCK,
+            &LOCK_SET,
+            &UNLOCK_SET,
+            &READ,
+            &EXTEND_READ,
+            &UNREAD,
+            &CLAIM,
+            &EXTEND_LEADER,
+            &READ_LEADER,
+            &RESIGN,
+            &JOIN,
+            &CLAIM_QUEUED,
+            &HANDOFF,
+            &LEAVE,
+        ];
+        for lua in tried {
+            let takes = lua.takes();
+            for word in takes.keys.iter().chain(takes.args) {
+                let base = word.trim_end_matches(['?', '*']);
+                assert!(
+                    scratch.value(base).is_some() || UNTRIED.contains(&base),
+                    "the trial has no value for {word:?} of the {} script",
+                    lua.name()
+                );
+            }
+        }
     }
 }
