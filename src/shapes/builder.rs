@@ -296,21 +296,13 @@ impl Builder {
     /// resource keep it for the longest. Any positive duration, in whole
     /// milliseconds (rounded up).
     ///
-    /// While a counter lives, every token is larger than the last one
-    /// whatever the clocks say. A counter created anew (after this idle
-    /// period, or on a node that restarted empty) starts from this
-    /// machine's clock in microseconds, so its tokens are still larger
-    /// provided the clocks of the machines taking the lock do not
-    /// disagree by more than the time since the lost counter was created:
-    /// after an expiry, at least this period. A longer period tolerates
-    /// larger clock errors and keeps a key (about 150 bytes of server
-    /// memory) per resource used within it on every node.
+    /// A longer period tolerates larger clock errors between the machines
+    /// taking the lock (a counter created anew starts from the clock) and
+    /// keeps a key (about 150 bytes) per resource used within it on every
+    /// node: the crate docs' [Fencing tokens](crate#fencing-tokens) say
+    /// when tokens stay monotonic, exactly, and what it costs.
     ///
-    /// Defaults to 10 minutes: thousands of times any sane clock error
-    /// between NTP-synchronized machines and longer than almost any lock's
-    /// TTL, while a service that locks per entity keeps only the entities
-    /// of the last 10 minutes (1,000 new entities a second: about 600,000
-    /// keys, 90 MB per node).
+    /// Defaults to 10 minutes.
     pub fn fencing_expiry(mut self, idle: Duration) -> Builder {
         self.fencing_expiry = idle;
         self
