@@ -36,10 +36,10 @@ scripts! {
     /// A fair manager's release of a lock, handing it to the first fair
     /// waiter queued.
     HANDOFF, "release", "fair/release.lua" after "fair/hand.lua" "fair/waiter.lua",
-        keys ["key*", "queue*", "tickets*"], args ["token", "reserve", "handed?", "publish?", "message?", "channel*"];
+        keys ["key*", "queue*", "tickets*", "record?"], args ["token", "reserve", "handed?", "publish?", "message?", "channel*"];
     /// A queued fair waiter's attempt.
     CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua" "fair/waiter.lua",
-        keys ["key*", "queue*", "tickets*"], args ["token", "ttl", "arrival", "ticket", "address", "where", "start?", "keep?", "reserve?", "publish?", "message?", "channel*"];
+        keys ["key*", "queue*", "tickets*", "fence*"], args ["token", "ttl", "arrival", "ticket", "address", "where", "start?", "keep?", "reserve?", "publish?", "message?", "channel*"];
     /// A fair waiter takes its place in the queue.
     JOIN, "join-queue", "fair/join.lua" after "fair/waiter.lua",
         keys ["queue*", "tickets*"], args ["token", "arrival", "ticket", "address"];
