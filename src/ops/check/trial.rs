@@ -22,13 +22,31 @@ type Command = (String, Vec<u8>, Stops);
 /// (5 s to take, 6 s to renew: the extend and keep scripts raise an
 /// expiry only where it is shorter, and a script's command it never
 /// calls is never checked against the user's rules).
+#[derive(Clone, Copy)]
 struct Scratch<'a> {
     key: &'a [u8],
     token: &'a [u8],
     ms: &'static [u8],
 }
 
-impl Scratch<'_> {
+impl<'a> Scratch<'a> {
+    /// The scratch values of a take (5 s) and of a renewal (6 s) on
+    /// `key` by `token`.
+    fn take_and_renew(key: &'a [u8], token: &'a [u8]) -> (Scratch<'a>, Scratch<'a>) {
+        let take = Scratch {
+            key,
+            token,
+            ms: b"5000",
+        };
+        (
+            take,
+            Scratch {
+                ms: b"6000",
+                ..take
+            },
+        )
+    }
+
     /// The value of a role word of a script's declaration (see
     /// `members::script::Takes`); `None` for a word the trial does not
     /// know (a test checks that the trial knows every word of the
@@ -107,15 +125,7 @@ fn lock_commands(
 ) -> Vec<Command> {
     let fence = fence_key(key);
     let channel = release_channel(key);
-    let take = Scratch {
-        key,
-        token,
-        ms: b"5000",
-    };
-    let renew = Scratch {
-        ms: b"6000",
-        ..take
-    };
+    let (take, renew) = Scratch::take_and_renew(key, token);
     let mut commands: Vec<Command> = vec![
         plain("SET", &[b"SET", key, token, b"NX", b"PX", b"5000"], LOCK),
         renew.eval(&EXTEND, &[], LOCK),
@@ -155,15 +165,7 @@ fn lock_commands(
 /// election.
 fn shape_commands(key: &[u8], token: &[u8], fencing: bool, commands: &mut Vec<Command>) {
     let fence = fence_key(key);
-    let take = Scratch {
-        key,
-        token,
-        ms: b"5000",
-    };
-    let renew = Scratch {
-        ms: b"6000",
-        ..take
-    };
+    let (take, renew) = Scratch::take_and_renew(key, token);
     // The key is free again: a set of it, then a reader, each taken and
     // given back (every command inside their scripts runs).
     let counted: &[&str] = if fencing {
