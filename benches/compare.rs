@@ -111,11 +111,10 @@ impl Raw {
 
     /// The commands the library's default lock cycle sends (fencing,
     /// fair waiting and waking on release on): `SET key token NX GET PX
-    /// ttl` and the fencing counter's `SET ... NX PX`, `INCR`, `PEXPIRE
-    /// ... GT`; then the unlock script with the queue's key and the
-    /// release's `PUBLISH`: the floor of the default cycle, written once
-    /// (before Redis 7.0, plain `NX` and the keep script, as the library
-    /// sends them there).
+    /// ttl` and the fencing counter's count script; then the unlock script
+    /// with the queue's key and the release's `PUBLISH`: the floor of the
+    /// default cycle, written once (before Redis 7.0, plain `NX`, as the
+    /// library sends it there).
     fn same_as_default(urls: &[String], key: &str) -> Raw {
         let mut raw = Raw::new(urls, key);
         let token = "0123456789abcdef0123456789abcdef@host/1234#1";
@@ -212,15 +211,19 @@ fn unlock_script() -> redis::Script {
     redis::Script::new(include_str!("../src/scripts/lock/unlock.lua"))
 }
 
-/// The library's script that raises a fencing counter's expiry, in place
-/// of `PEXPIRE ... GT` before Redis 7.0.
-fn keep_script() -> redis::Script {
-    redis::Script::new(include_str!("../src/scripts/lock/keep.lua"))
+/// The library's script that counts a fencing counter up for an attempt
+/// (its source as the library sends it: the shared function, then the
+/// script).
+fn count_script() -> redis::Script {
+    redis::Script::new(concat!(
+        include_str!("../src/scripts/lock/counter.lua"),
+        include_str!("../src/scripts/lock/count.lua")
+    ))
 }
 
-/// Whether the server takes `SET ... NX GET` and `PEXPIRE ... GT` (Redis
-/// 7.0 and later, Valkey): the library's acquisition on it, and so the raw
-/// floors', uses them; before, plain `NX` and the keep script.
+/// Whether the server takes `SET ... NX GET` (Redis 7.0 and later,
+/// Valkey): the library's acquisition on it, and so the raw floors',
+/// uses it; before, plain `NX`.
 fn modern() -> bool {
     server::server_at_least(7, 0)
 }
@@ -240,7 +243,7 @@ fn lock_set(key: &str, token: &str) -> redis::Cmd {
 /// Loads the scripts the raw floors send by hash.
 fn load_scripts(con: &mut redis::Connection) {
     unlock_script().load(con).unwrap();
-    keep_script().load(con).unwrap();
+    count_script().load(con).unwrap();
 }
 
 /// What a lock key's `SET` answers when it takes the key: nil to `NX GET`
@@ -252,12 +255,11 @@ fn taken_reply() -> Value {
 
 /// A lock + release cycle's two writes as the library sends them, packed
 /// once for a raw connection, and how many replies each gets: `SET key
-/// token NX GET PX ttl`, and with `fenced` the fencing counter's `SET ...
-/// NX PX`, `INCR` and `PEXPIRE ... GT`; then the release (with `fenced`
-/// the default's, the script with the queue's key; else `delete`) and its
-/// `PUBLISH` on `channel`. Before Redis 7.0 (see [`modern`]), as the
-/// library sends them there: plain `NX`, and the keep script for
-/// `PEXPIRE ... GT`.
+/// token NX GET PX ttl`, and with `fenced` the fencing counter's count
+/// script; then the release (with `fenced` the default's, the script with
+/// the queue's key; else `delete`) and its `PUBLISH` on `channel`. Before
+/// Redis 7.0 (see [`modern`]), as the library sends them there: plain
+/// `NX`.
 fn cycle_commands(
     key: &str,
     token: &str,
@@ -268,27 +270,15 @@ fn cycle_commands(
     let script = unlock_script();
     let fence = format!("{key}:redlock-fence{{1}}");
     let keep = 600_000u64;
-    let modern = modern();
     let mut set = redis::pipe();
     set.add_command(lock_set(key, token));
     if fenced {
-        set.cmd("SET")
+        set.cmd("EVALSHA")
+            .arg(count_script().get_hash())
+            .arg(1)
             .arg(&fence)
             .arg(1_795_000_000_000_000u64)
-            .arg("NX")
-            .arg("PX")
-            .arg(keep)
-            .cmd("INCR")
-            .arg(&fence);
-        if modern {
-            set.cmd("PEXPIRE").arg(&fence).arg(keep).arg("GT");
-        } else {
-            set.cmd("EVALSHA")
-                .arg(keep_script().get_hash())
-                .arg(1)
-                .arg(&fence)
-                .arg(keep);
-        }
+            .arg(keep);
     }
     let mut release = redis::pipe();
     if fenced {
@@ -309,7 +299,7 @@ fn cycle_commands(
     (
         set.get_packed_pipeline(),
         release.get_packed_pipeline(),
-        (if fenced { 4 } else { 1 }, 2),
+        (if fenced { 2 } else { 1 }, 2),
     )
 }
 

@@ -17,12 +17,12 @@ pub(crate) mod semaphore;
 pub(crate) mod set;
 
 /// The scripts every new connection loads with its handshake: those a
-/// round sends by hash with no reload of its own (a one-key shape's
-/// release and extend, the raise of fencing counters, a permit's count
-/// check). Loading them there saves a `NOSCRIPT` round trip at first use
+/// round sends by hash (a one-key shape's release and extend, the
+/// acquisition's count of its fencing counter, the raise of fencing
+/// counters, a permit's count check). Loading them there saves a `NOSCRIPT` round trip at first use
 /// after a restart, which a multiplexed round could not spare.
 pub(crate) fn preloaded() -> Vec<&'static crate::members::script::Lua> {
-    use crate::engine::single::{EXTEND, RAISE, UNLOCK};
+    use crate::engine::single::{COUNT, EXTEND, RAISE, UNLOCK};
     use crate::shapes::semaphore::PERMITS;
-    vec![&*UNLOCK, &*EXTEND, &*RAISE, &*PERMITS]
+    vec![&*UNLOCK, &*EXTEND, &*COUNT, &*RAISE, &*PERMITS]
 }

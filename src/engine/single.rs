@@ -38,10 +38,10 @@ scripts! {
     /// Raises fencing counters to a token (every fenced shape).
     RAISE, "raise", "lock/raise.lua",
         keys ["key*", "fence*"], args ["token", "to", "keep"];
-    /// Raises a fencing counter's expiry, never lowers it: the
-    /// acquisition's `PEXPIRE ... GT` on servers before Redis 7.0.
-    KEEP, "keep-counter", "lock/keep.lua",
-        keys ["fence"], args ["keep"];
+    /// Counts a fencing counter up for an acquisition attempt, from the
+    /// larger of its value and the attempt's clock reading.
+    COUNT, "count", "lock/count.lua" after "lock/counter.lua",
+        keys ["fence"], args ["start", "keep"];
 }
 
 /// A check a shape sends ahead of its `SET`, in the same write: a script
@@ -127,11 +127,11 @@ impl OneKey {
     /// knows whether readers hold it; plain `NX` on servers before Redis
     /// 7.0, see `Forms::legacy`, and behind a check `ahead`).
     ///
-    /// Fencing on: the same, pipelined in one write with three commands on
-    /// the key's counter: `SET counter <clock µs> NX PX keep` (a counter
-    /// created anew starts from the clock), `INCR counter` and `PEXPIRE
-    /// counter keep GT` (raised, never lowered; the keep script on servers
-    /// before Redis 7.0). A member's count is its counter's value.
+    /// Fencing on: the same, pipelined in one write with the count script
+    /// on the key's counter (sent by hash, loaded with the handshake): the
+    /// counter goes to one more than the larger of its value and this
+    /// attempt's clock reading in µs, and its expiry is raised to the keep,
+    /// never lowered. A member's count is its counter's value.
     ///
     /// A check `ahead` goes first in the same write: a member where it
     /// fails answers that, and grants nothing.
@@ -155,11 +155,11 @@ impl OneKey {
             token,
             px: Decimal::of(ttl_ms),
             fence: if fenced { fence_key(key) } else { Vec::new() },
-            // One start for every member's counter, whichever form its
-            // write takes (either form may be packed per member, when
-            // written): counters created in one round start equal, and no
-            // raise round follows to even them out. (No clock read without
-            // a counter.)
+            // One clock reading for every member's counter, whichever form
+            // its write takes (either form may be packed per member, when
+            // written): counters behind the clock count on from the same
+            // reading, and no raise round follows to even them out. (No
+            // clock read without a counter.)
             start: Decimal::of(if fenced { counter_start() } else { 0 }),
             keep,
             wait,
@@ -172,20 +172,27 @@ impl OneKey {
         // readers.
         let readers_matter = ahead.is_none();
         let (reply, legacy_reply) = set_replies(readers_matter, fenced);
-        // Servers before Redis 7.0 (or of unknown version) take neither
-        // `SET ... NX GET` nor `PEXPIRE ... GT`: their form is packed only
-        // for them. The current form is packed once where some member was
-        // seen to take it or there is no other form; else each member
-        // that takes it packs it for itself.
-        let has_legacy = readers_matter || fenced;
+        // The count script's source, for a server that lost it since the
+        // handshake (`SCRIPT FLUSH`): run once more with it.
+        let count_reload = || {
+            let mut out = Vec::new();
+            write.count_into(&mut out, false);
+            out
+        };
+        // Servers before Redis 7.0 (or of unknown version) do not take
+        // `SET ... NX GET`: their form is packed only for them. The
+        // current form is packed once where some member was seen to take
+        // it or there is no other form; else each member that takes it
+        // packs it for itself.
+        let has_legacy = readers_matter;
         let current = !has_legacy || engine.members.iter().any(Member::takes_set_nx_get);
-        let current_packed = || write.pack(readers_matter, false);
+        let current_packed = || write.pack(readers_matter);
         let packed = if current {
             current_packed()
         } else {
             Vec::new()
         };
-        let legacy_packed = || write.pack(false, true);
+        let legacy_packed = || write.pack(false);
         let describe = |at: usize| write.describe(at);
         let node_cleanup = || self.late_cleanup(engine, token, false);
         let cluster_cleanup = || self.late_cleanup(engine, token, true);
@@ -207,7 +214,7 @@ impl OneKey {
             reply,
             describe: &describe,
             forms: Forms::default(),
-            reload: None,
+            reload: fenced.then_some(&count_reload as &(dyn Fn() -> Vec<u8> + Sync)),
             on_timeout: Some(&cluster_cleanup),
             kept: Some(&seen),
         };
@@ -564,14 +571,16 @@ impl fair::Queued for OneKey {
 /// The acquisition's write (see [`OneKey::take`]), in one buffer: the
 /// check ahead (by hash: the handshake loads it, and a `SCRIPT FLUSH`
 /// costs one attempt, see `Pooled::finish`), the acquisition, the
-/// counter's commands, any `WAIT`.
+/// counter's count (by hash, loaded with the handshake; after a `SCRIPT
+/// FLUSH` sent again with its source), any `WAIT`.
 struct SetWrite<'a> {
     key: &'a [u8],
     token: &'a [u8],
     px: Decimal,
     /// The fencing counter's key (empty with fencing off).
     fence: Vec<u8>,
-    /// The value a counter created anew starts from.
+    /// The attempt's clock reading, from which a counter behind it counts
+    /// on.
     start: Decimal,
     keep: Option<&'a str>,
     wait: Vec<u8>,
@@ -579,14 +588,13 @@ struct SetWrite<'a> {
 }
 
 impl SetWrite<'_> {
-    /// The write, with `SET ... NX GET` when `get`; with `legacy` (servers
-    /// before Redis 7.0) the keep script stands for `PEXPIRE ... GT`.
-    fn pack(&self, get: bool, legacy: bool) -> Vec<u8> {
-        let (key, fence) = (self.key, &self.fence[..]);
+    /// The write, with `SET ... NX GET` when `get` (servers before Redis
+    /// 7.0 take plain `SET ... NX`).
+    fn pack(&self, get: bool) -> Vec<u8> {
+        let key = self.key;
         let fenced = self.keep.is_some();
-        // Room for the whole write (the counter's commands name its key
-        // three times): no regrowth.
-        let mut out = Vec::with_capacity(256 + fence.len() * 3 + 128 * usize::from(fenced));
+        // Room for the whole write: no regrowth.
+        let mut out = Vec::with_capacity(256 + self.fence.len() + 128 * usize::from(fenced));
         if let Some(ahead) = self.ahead {
             ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
         }
@@ -599,34 +607,34 @@ impl SetWrite<'_> {
                 &[b"PX", self.px.as_bytes()],
             ],
         );
-        if let Some(keep) = self.keep {
-            // The counter is incremented on every member asked, whether or
+        if fenced {
+            // The counter is counted on every member asked, whether or
             // not it set the lock key: only the counts of members that set
             // it make the token; the others' counts just grow, which keeps
             // every counter monotonic. Its expiry is only ever raised: an
             // attempt with a short keep never cuts the life of a counter a
             // long-TTL holder relies on.
-            let keep = keep.as_bytes();
-            let start = self.start.as_bytes();
-            pack_into(&mut out, &[&[b"SET", fence, start, b"NX", b"PX", keep]]);
-            pack_into(&mut out, &[&[b"INCR", fence]]);
-            if legacy {
-                KEEP.eval_into(&mut out, &[fence], &[keep]);
-            } else {
-                pack_into(&mut out, &[&[b"PEXPIRE", fence, keep, b"GT"]]);
-            }
+            self.count_into(&mut out, true);
         }
         out.extend_from_slice(&self.wait);
         out
+    }
+
+    /// The counter's count, by hash (`EVALSHA`) or with its source.
+    fn count_into(&self, out: &mut Vec<u8>, by_hash: bool) {
+        let (fence, keep) = (&self.fence[..], self.keep.unwrap_or_default().as_bytes());
+        let args: [&[u8]; 2] = [self.start.as_bytes(), keep];
+        match by_hash {
+            true => COUNT.evalsha_into(out, &[fence], &args),
+            false => COUNT.eval_into(out, &[fence], &args),
+        }
     }
 
     /// Names the write's command `at` and its key, for messages.
     fn describe(&self, at: usize) -> String {
         let (verb, key) = match at {
             0 => ("SET", self.key),
-            1 => ("SET", &self.fence[..]),
-            2 => ("INCR", &self.fence[..]),
-            _ => ("PEXPIRE ... GT (or the keep script)", &self.fence[..]),
+            _ => ("the count script on", &self.fence[..]),
         };
         format!("{verb} {:?}", String::from_utf8_lossy(key))
     }

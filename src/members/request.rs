@@ -122,10 +122,9 @@ pub(crate) enum Reply {
     /// of 0 or more; a negative `-i` (the set script's first busy key)
     /// reads as [`Said::Busy`] of `i - 1`.
     Count,
-    /// Four replies, of `SET ... NX` on the lock key, then `SET ... NX
-    /// PX`, `INCR` and `PEXPIRE ... GT` (the keep script before Redis 7.0)
-    /// on the fencing counter (acquire with fencing): nil first is no (and
-    /// may be shared); `OK` first is yes, and the count.
+    /// Two replies, of `SET ... NX` on the lock key, then the count
+    /// script on the fencing counter (acquire with fencing): nil first is
+    /// no (and may be shared); `OK` first is yes, and the count.
     SetCount,
     /// As `SetCount`, with `SET ... NX GET` first: read as `SetGet` (with
     /// the same mark), and the count.
@@ -377,9 +376,9 @@ impl Pooled {
                 };
             }
             Reply::DelIfEq(tail) => return self.finish_delifeq(req, tail, deadline),
-            Reply::SetCount => return self.finish_set_count(None, deadline, None),
+            Reply::SetCount => return self.finish_set_count(req, None, deadline),
             Reply::SetGetCount(mark) => {
-                return self.finish_set_count(Some(mark), deadline, req.kept);
+                return self.finish_set_count(req, Some(mark), deadline);
             }
         }
         let then_any = matches!(req.reply, Reply::OneThenAny);
@@ -519,19 +518,46 @@ impl Pooled {
         Ok(first)
     }
 
-    /// Reads the four replies of the acquisition pipeline; the first error
-    /// reply fails it.
+    /// Reads the two replies of the acquisition pipeline (its `SET` and
+    /// the counter's count); the first error reply fails it. A count
+    /// refused `NOSCRIPT` (the server lost the script since the
+    /// handshake) runs once more, with its source (`req.reload`).
     /// With a shared holders' `mark`, the lock key's command was `SET ...
     /// NX GET` (see [`Reply::SetGetCount`]).
     pub(crate) fn finish_set_count(
         &mut self,
+        req: &Request<'_>,
         mark: Option<&[u8]>,
         deadline: Instant,
-        kept: Option<&parking_lot::Mutex<Vec<Value>>>,
     ) -> Result<Said, Failure> {
         let get = mark.is_some();
-        let mut replies = [Value::Okay, Value::Nil, Value::Nil, Value::Nil];
-        match self.read_replies(&mut replies, deadline)? {
+        let mut replies = [Value::Okay, Value::Nil];
+        let mut refused = self.read_replies(&mut replies, deadline)?;
+        if let (Some(f), Some(reload)) = (&refused, req.reload)
+            && f.at == 1
+            && is_noscript(&f.error)
+        {
+            self.con.write(&reload(), deadline)?;
+            refused = None;
+            match self.con.read(deadline) {
+                Ok(count) => replies[1] = count,
+                Err(error) if is_reply(&error) => {
+                    refused = Some(Failure {
+                        error,
+                        at: 1,
+                        keep: true,
+                    });
+                }
+                Err(error) => {
+                    return Err(Failure {
+                        error,
+                        at: 1,
+                        keep: false,
+                    });
+                }
+            }
+        }
+        match refused {
             // A key of another type holds the name: a no, as `SET NX`
             // without `GET` finds (its slot keeps the placeholder `OK`,
             // read below as taken).
@@ -544,14 +570,14 @@ impl Pooled {
             None => {}
         }
         match (get, replies) {
-            (false, [Value::Okay, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
-            (false, [Value::Nil, _, Value::Int(_), _]) => Ok(Said::MaybeShared),
-            (true, [Value::Nil, _, Value::Int(n), _]) if n > 0 => Ok(Said::Yes(n as u64)),
-            (true, [Value::Int(0), _, Value::Int(_), _]) => Ok(Said::No),
-            (true, [ref held, _, Value::Int(_), _]) if !matches!(held, Value::Nil) => {
-                held_by(held, mark.unwrap_or_default(), kept)
+            (false, [Value::Okay, Value::Int(n)]) if n > 0 => Ok(Said::Yes(n as u64)),
+            (false, [Value::Nil, Value::Int(_)]) => Ok(Said::MaybeShared),
+            (true, [Value::Nil, Value::Int(n)]) if n > 0 => Ok(Said::Yes(n as u64)),
+            (true, [Value::Int(0), Value::Int(_)]) => Ok(Said::No),
+            (true, [ref held, Value::Int(_)]) if !matches!(held, Value::Nil) => {
+                held_by(held, mark.unwrap_or_default(), req.kept)
             }
-            (_, [_, _, other, _]) => Err(unexpected(&other).into()),
+            (_, [_, other]) => Err(unexpected(&other).into()),
         }
     }
 

@@ -16,13 +16,17 @@ use super::el_server::{ElAnswer, ElRequest, ElRules, ElServer, Record};
 use super::lock::Value;
 use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::scripts::{Real, Rng};
+use crate::engine::single::COUNT;
 use crate::shapes::election::{CLAIM, READ_LEADER, RESIGN};
 
 const KEY: &str = "model:el";
 const COUNTER: &str = "model:el:fence";
 const RECORD: &str = "model:el:record";
-/// Where the counter starts (set before each sequence, kept a minute).
-const START: u64 = 1000;
+/// Where the counter starts (set before each sequence, kept a minute):
+/// above the model's clock readings (`1000 * (now + 1)`), so that both
+/// count on from the counter (the count script's clock reading is sent
+/// as 1).
+const START: u64 = 1_000_000_000_000;
 /// The TTLs a take asks, in ms.
 const TTLS: [u64; 2] = [150, 300];
 
@@ -38,7 +42,12 @@ fn run(real: &mut Real, request: ElRequest, ttl: u64) -> ElAnswer {
                 .arg("NX")
                 .arg("PX")
                 .arg(ttl);
-            pipe.cmd("INCR").arg(COUNTER);
+            pipe.cmd("EVAL")
+                .arg(COUNT.source())
+                .arg(1)
+                .arg(COUNTER)
+                .arg(1)
+                .arg(60_000);
             let (set, count): (Reply, u64) = pipe.query(&mut real.con).unwrap();
             ElAnswer::Took {
                 set: set == Reply::Okay,

@@ -111,9 +111,10 @@ impl ElServer {
                 if set {
                     self.key = Some((value, now + ttl - u64::from(self.fast)));
                 }
-                // A counter created anew starts from the clock, above
-                // every count before it.
-                let count = self.counter.unwrap_or(1000 * (now + 1)) + 1;
+                // One more than the larger of the counter and the clock
+                // (µs): a counter created anew, or gone back, counts on
+                // from the clock, above every count before it.
+                let count = self.counter.unwrap_or(0).max(1000 * (now + 1)) + 1;
                 self.counter = Some(count);
                 ElAnswer::Took { set, count }
             }

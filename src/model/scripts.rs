@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::Value as Reply;
 
 use super::lock::{Answer, Request, Rules, Server, Store, Value};
-use crate::engine::single::{EXTEND, KEEP, RAISE, UNLOCK};
+use crate::engine::single::{COUNT, EXTEND, RAISE, UNLOCK};
 
 /// One model tick on the real server (long, so that the sequence's own
 /// time does not count).
@@ -29,13 +29,10 @@ const DATA: &str = "model:data";
 /// The store's fenced write, as `fence::Fence` sends it.
 const FENCE: &str = include_str!("../scripts/fence/set.lua");
 
-/// A server of its own on a free port, killed when dropped; whether it
-/// predates Redis 7.0 (no `PEXPIRE ... GT`: the keep script instead, as
-/// the library sends).
+/// A server of its own on a free port, killed when dropped.
 pub(super) struct Real {
     _server: Reaped,
     pub(super) con: redis::Connection,
-    legacy: bool,
 }
 
 /// A child process killed and waited for when dropped.
@@ -70,14 +67,9 @@ impl Real {
             if let Ok(mut con) = client.get_connection()
                 && redis::cmd("PING").query::<String>(&mut con).is_ok()
             {
-                let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
-                let major = crate::members::restart::field(&info, "redis_version")
-                    .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-                    .unwrap_or(7);
                 return Real {
                     _server: child,
                     con,
-                    legacy: major < 7,
                 };
             }
             assert!(Instant::now() < deadline, "{bin:?} did not start");
@@ -104,28 +96,14 @@ impl Real {
                     .arg("PX")
                     .arg(ms(ttl));
                 if fenced {
-                    pipe.cmd("SET")
+                    // The model's clock reading at tick 0 (see
+                    // `Server::run`).
+                    pipe.cmd("EVAL")
+                        .arg(COUNT.source())
+                        .arg(1)
                         .arg(COUNTER)
                         .arg(START)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(KEEP_MS)
-                        .ignore();
-                    pipe.cmd("INCR").arg(COUNTER);
-                    if self.legacy {
-                        pipe.cmd("EVAL")
-                            .arg(KEEP.source())
-                            .arg(1)
-                            .arg(COUNTER)
-                            .arg(KEEP_MS)
-                            .ignore();
-                    } else {
-                        pipe.cmd("PEXPIRE")
-                            .arg(COUNTER)
-                            .arg(KEEP_MS)
-                            .arg("GT")
-                            .ignore();
-                    }
+                        .arg(KEEP_MS);
                 }
                 let replies: Vec<Reply> = pipe.query(&mut self.con).expect("the take ran");
                 let set = replies[0] == Reply::Okay;
@@ -221,15 +199,20 @@ fn each_script_model_answers_and_leaves_what_its_lua_does() {
     let mut rng = Rng(seed);
     for sequence in 0..40 {
         let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
-        let _: () = redis::cmd("SET")
-            .arg(COUNTER)
-            .arg(START)
-            .arg("PX")
-            .arg(KEEP_MS)
-            .query(&mut real.con)
-            .unwrap();
+        // A counter behind the clock reading (a server restarted from an
+        // older copy), at it, ahead of it, or none.
+        let preset = [None, Some(START - 7), Some(START), Some(START + 5)][sequence % 4];
+        if let Some(preset) = preset {
+            let _: () = redis::cmd("SET")
+                .arg(COUNTER)
+                .arg(preset)
+                .arg("PX")
+                .arg(KEEP_MS)
+                .query(&mut real.con)
+                .unwrap();
+        }
         let mut model = Server {
-            counter: Some(START),
+            counter: preset,
             ..Server::default()
         };
         let mut done = Vec::new();

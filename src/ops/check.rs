@@ -11,7 +11,7 @@ use crate::base::keys::{
 };
 use crate::base::node_error::{NodeError, NodeErrorKind};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE};
-use crate::engine::single::{EXTEND, KEEP, RAISE, UNLOCK};
+use crate::engine::single::{COUNT, EXTEND, RAISE, UNLOCK};
 use crate::members::conn::pack;
 use crate::members::member::Member;
 use crate::members::node::Node;
@@ -391,17 +391,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     // A replica refuses every write, and a misplaced cluster node most:
     // the trial would only repeat that.
     if !replica && !misplaced {
-        // Servers before Redis 7.0, and those whose version is unknown
-        // (INFO refused), are sent the keep script for `PEXPIRE ... GT`,
-        // as the acquisition does.
-        trial(
-            node,
-            key,
-            trying,
-            identity.set_nx_get,
-            &mut report,
-            deadline,
-        );
+        trial(node, key, trying, &mut report, deadline);
     }
     durability(node, &mut report, deadline);
     if let Some(q) = node.quarantine() {
@@ -566,9 +556,9 @@ fn forwarded(dialled: Option<u16>, info: Option<&str>, report: &mut NodeReport) 
 /// (see [`NodeReport::path`]), as the connection's handshake decides them.
 fn command_path(identity: &crate::members::restart::Identity) -> String {
     let acquire = if identity.set_nx_get {
-        "acquire by SET NX GET and PEXPIRE GT"
+        "acquire by SET NX GET and the count script"
     } else {
-        "acquire by SET NX and the keep script (before Redis 7.0, or its version unknown)"
+        "acquire by SET NX and the count script (before Redis 7.0, or its version unknown)"
     };
     // Every extend runs its script, which raises the expiry and never
     // lowers it (`SET ... IFEQ ... PX` sets it exactly: delivered late,

@@ -272,7 +272,11 @@ fn a_user_whose_pattern_misses_the_counter_gets_a_permission_error_and_keeps_no_
     for f in err.failures() {
         assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
         let counter = String::from_utf8(redlock_sync::fence_key("lock:job")).unwrap();
-        assert_eq!(f.command(), Some(&format!("SET {counter:?}")[..]), "{f}");
+        assert_eq!(
+            f.command(),
+            Some(&format!("the count script on {counter:?}")[..]),
+            "{f}"
+        );
     }
     assert_eq!(err.failures().len(), 3, "{err}");
     // The lock keys that were set are removed again.
@@ -292,10 +296,9 @@ fn a_script_command_refused_by_the_acl_is_a_permission_error() {
     let cluster = Nodes::start(1).unwrap();
     let server = &cluster.servers[0];
     create_user(server, "nopttl", "lock:*");
-    // Without PTTL, the extend script (which checks the counter's expiry)
-    // is refused inside the script. With INFO, the acquisition knows the
-    // server takes `PEXPIRE ... GT` (without it, the keep script in its
-    // place would need PTTL too).
+    // Without PTTL, the scripts that raise an expiry and never lower it
+    // are refused inside the script: the fenced acquisition's count
+    // script (its counter's expiry), and the extend script.
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("nopttl")
@@ -303,15 +306,17 @@ fn a_script_command_refused_by_the_acl_is_a_permission_error() {
         .arg("+info")
         .query(&mut admin(server))
         .unwrap();
-    let dlm = manager_as(&cluster, "nopttl");
-    if !support::server::server_at_least(7, 0) {
-        // Before Redis 7.0, the acquisition's keep script is refused.
-        let err = dlm.lock("lock:x", Duration::from_secs(5)).unwrap_err();
-        let f = &err.failures()[0];
-        assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
-        assert!(f.to_string().contains("keep script"), "{f}");
-        return;
-    }
+    let err = manager_as(&cluster, "nopttl")
+        .lock("lock:x", Duration::from_secs(5))
+        .unwrap_err();
+    let f = &err.failures()[0];
+    assert_eq!(f.kind(), NodeErrorKind::Permission, "{f}");
+    assert!(
+        f.command()
+            .is_some_and(|c| c.starts_with("the count script on")),
+        "{f}"
+    );
+    let dlm = unfenced_as(&cluster, "nopttl");
     let mut guard = dlm.lock("lock:x", Duration::from_secs(5)).unwrap();
     // Every server runs the extend script (it never lowers the expiry).
     let err = guard.extend(Duration::from_secs(10)).unwrap_err();
@@ -374,12 +379,8 @@ fn a_user_refused_compare_and_delete_releases_by_script() {
         }
     }
     let (name, version) = support::server::server_version();
-    // Before Redis 7.0 each acquisition runs the keep script too.
-    let per_cycle = if support::server::server_at_least(7, 0) {
-        1
-    } else {
-        2
-    };
+    // Each acquisition runs the count script too.
+    let per_cycle = 2;
     for server in &cluster.servers {
         // Refused on the one connection, once; the scripts ran each time.
         assert_eq!(
@@ -394,7 +395,7 @@ fn a_user_refused_compare_and_delete_releases_by_script() {
     }
     // Refused the scripts too, a release's failure names the script (the
     // command that failed), not the `DELIFEQ` refused before it. (Fencing
-    // off: before Redis 7.0 a fenced acquisition runs the keep script.)
+    // off: a fenced acquisition runs the count script.)
     grant(&cluster, &["-eval", "-evalsha"]);
     let fresh = LockManager::builder()
         .fencing(false)

@@ -319,23 +319,24 @@ fn every_shape_waits_until_a_deadline_and_no_longer() {
 #[test]
 fn lock_makes_the_configured_number_of_attempts() {
     let cluster = Nodes::start(3).unwrap();
-    // Counted by the fencing counter's `INCR`, which every attempt of an
-    // unfair waiter sends (a fair waiter's claims count only when granted).
+    // Counted by the fencing counter's count script (`EVALSHA`), which
+    // every attempt of an unfair waiter sends (a fair waiter's claims
+    // count only when granted), and a refused one alone.
     let mut dlm = one_try_unfair(&cluster);
     let key = resource("attempts");
     let _held = dlm.lock(&key, Duration::from_secs(30)).unwrap();
-    // Each attempt increments the fencing counter once.
-    let before = calls(&cluster[0], "incr");
+    // Each attempt counts the fencing counter once.
+    let before = calls(&cluster[0], "evalsha");
     dlm.set_retry(4, Duration::from_millis(10)).unwrap();
     assert!(matches!(
         dlm.lock(&key, Duration::from_secs(30)),
         Err(Error::Taken { .. })
     ));
-    let attempts = calls(&cluster[0], "incr") - before;
+    let attempts = calls(&cluster[0], "evalsha") - before;
     assert!((4..=5).contains(&attempts), "{attempts} attempts");
-    let before = calls(&cluster[0], "incr");
+    let before = calls(&cluster[0], "evalsha");
     assert!(dlm.try_lock(&key, Duration::from_secs(30)).is_err());
-    assert_eq!(calls(&cluster[0], "incr") - before, 1);
+    assert_eq!(calls(&cluster[0], "evalsha") - before, 1);
 }
 
 /// Connections from clients other than the one asking, from CLIENT LIST.
@@ -729,9 +730,13 @@ fn a_release_whose_compare_and_delete_is_unknown_runs_the_script() {
             .unwrap_or_else(|e| panic!("release {round}: {e}"));
         for server in &cluster.servers {
             assert_eq!(get(server, key.as_bytes()), None, "release {round}");
-            // Before Redis 7.0 each acquisition runs the keep script too
-            // (not here: these servers all have the command).
-            assert_eq!(scripts(server), round + 1, "release {round}: scripts run");
+            // Each acquisition runs the count script, each release the
+            // unlock script.
+            assert_eq!(
+                scripts(server),
+                count_scripts(round + 1) + round + 1,
+                "release {round}: scripts run"
+            );
         }
     }
 }
@@ -783,9 +788,9 @@ fn a_release_sends_each_server_its_own_form_in_a_mixed_deployment() {
     {
         let ran = (scripts - scripts_before, dels - dels_before);
         let expected = if i == 0 {
-            (0, 3)
+            (count_scripts(3), 3)
         } else {
-            (keep_scripts(3) + 3, 0)
+            (count_scripts(3) + 3, 0)
         };
         assert_eq!(ran, expected, "server {i}: (scripts, DELIFEQ) run");
     }
@@ -824,9 +829,9 @@ fn release_runs_without_a_script_where_the_server_has_compare_and_delete() {
     {
         let ran = (scripts - scripts_before, dels - dels_before);
         let expected = if del {
-            (keep_scripts(5), 5)
+            (count_scripts(5), 5)
         } else {
-            (keep_scripts(5) + 5, 0)
+            (count_scripts(5) + 5, 0)
         };
         assert_eq!(
             ran, expected,
@@ -962,14 +967,10 @@ fn release_forms_run(cluster: &Nodes) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The keep scripts `n` fenced acquisitions run per server: one each
-/// before Redis 7.0 (in place of `PEXPIRE ... GT`), none since.
-fn keep_scripts(n: u64) -> u64 {
-    if support::server::server_at_least(7, 0) {
-        0
-    } else {
-        n
-    }
+/// The count scripts `n` fenced acquisitions run per server: one each
+/// (the fencing counter's count, on every server version).
+fn count_scripts(n: u64) -> u64 {
+    n
 }
 
 /// A manager of `cluster` whose `lock` makes one attempt (no pause),

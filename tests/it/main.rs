@@ -27,6 +27,7 @@ mod lockrun;
 #[cfg(feature = "log")]
 mod logging;
 mod longlife;
+mod older_copy;
 mod operator;
 mod properties;
 mod replicas;

@@ -64,8 +64,8 @@ impl Value {
 /// A request, as the library sends it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Request {
-    /// `SET key value NX PX ttl`, with the counter's `SET NX`, `INCR`
-    /// behind it when fenced: answers the count, and whether it set.
+    /// `SET key value NX PX ttl`, with the count script behind it when
+    /// fenced: answers the count, and whether it set.
     Take {
         value: Value,
         ttl: u16,
@@ -119,9 +119,11 @@ impl Server {
                 }
                 let mut count = 0;
                 if fenced {
-                    // A counter created anew starts from the clock (µs),
-                    // above every count before it.
-                    count = self.counter.unwrap_or(1000 * u64::from(now + 1)) + 1;
+                    // One more than the larger of the counter and the
+                    // clock (µs): a counter created anew, or gone back,
+                    // counts on from the clock, above every count before
+                    // it.
+                    count = self.counter.unwrap_or(0).max(1000 * u64::from(now + 1)) + 1;
                     self.counter = Some(count);
                 }
                 Answer::Took { set, count }

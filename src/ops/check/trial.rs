@@ -116,14 +116,7 @@ fn plain(name: &str, args: &[&[u8]], stops: Stops) -> Command {
 /// The lock's own commands on `key` (its acquisition, fencing counter,
 /// extend, release and announcement). The acquisition's are plain
 /// commands; each script's `KEYS` and `ARGV` come from its declaration.
-fn lock_commands(
-    key: &[u8],
-    token: &[u8],
-    fencing: bool,
-    wakes: bool,
-    modern: bool,
-) -> Vec<Command> {
-    let fence = fence_key(key);
+fn lock_commands(key: &[u8], token: &[u8], fencing: bool, wakes: bool) -> Vec<Command> {
     let channel = release_channel(key);
     let (take, renew) = Scratch::take_and_renew(key, token);
     let mut commands: Vec<Command> = vec![
@@ -131,21 +124,7 @@ fn lock_commands(
         renew.eval(&EXTEND, &[], LOCK),
     ];
     if fencing {
-        commands.push(plain(
-            "SET",
-            &[b"SET", &fence, b"1", b"NX", b"PX", b"5000"],
-            LOCK,
-        ));
-        commands.push(plain("INCR", &[b"INCR", &fence], LOCK));
-        commands.push(if modern {
-            plain(
-                "PEXPIRE ... GT",
-                &[b"PEXPIRE", &fence, b"5000", b"GT"],
-                LOCK,
-            )
-        } else {
-            renew.named("EVAL (keep)".into(), &KEEP, &[], LOCK)
-        });
+        commands.push(renew.eval(&COUNT, &[], LOCK));
         commands.push(renew.eval(&RAISE, &["key", "fence"], LOCK));
         commands.push(renew.eval(&EXTEND, &["companion", "keep"], LOCK));
     }
@@ -207,7 +186,6 @@ pub(super) fn trial(
     node: &Node,
     key: &[u8],
     trying: Trying,
-    modern: bool,
     report: &mut NodeReport,
     deadline: impl Fn() -> Instant,
 ) {
@@ -218,7 +196,7 @@ pub(super) fn trial(
     } = trying;
     let key = key.to_vec();
     let token = b"redlock-check";
-    let mut commands = lock_commands(&key, token, fencing, wakes, modern);
+    let mut commands = lock_commands(&key, token, fencing, wakes);
     shape_commands(&key, token, fencing, &mut commands);
     if fair {
         fair_trial(&key, &mut commands);
@@ -366,7 +344,7 @@ mod tests {
         };
         let tried: [&Lua; 17] = [
             &EXTEND,
-            &KEEP,
+            &COUNT,
             &RAISE,
             &UNLOCK,
             &LOCK_SET,

@@ -30,7 +30,9 @@
 --          queue it the same way), "0" for none of these (the set waits
 --          at a key of another call: a Redis Cluster's other slot group);
 --          granted, we keep our place at that key only (a lock: its key)
--- ARGV[7]  optional (fencing on; "" for off): a new counter's first value
+-- ARGV[7]  optional (fencing on; "" for off): the attempt's clock reading
+--          (µs): a counter counts on from it when it is behind (see
+--          next_count)
 -- ARGV[8]  with ARGV[7]: how long the counters are kept at least (ms;
 --          one with longer left keeps it)
 -- ARGV[9]  optional: how long a reservation lasts (ms); the first key
@@ -46,7 +48,8 @@
 --          waiter's manager's address follow, as a release's hand-off)
 --
 -- Answers, when it set the keys, 1, or with fencing the number every
--- counter of the keys reached (each counted up by one, then all set to
+-- counter of the keys reached (each counted up by one from the larger of
+-- its value and the clock reading, then all set to
 -- the highest: a token above each resource's earlier ones). Otherwise,
 -- a lock (ARGV[6] empty): 0 when another holds it or a waiter ahead of us
 -- goes first; -2 when readers hold it; -3 - N when it holds another
@@ -232,7 +235,7 @@ if not refused then
     end
     local top = 0
     for i = 3 * n + 1, 4 * n do
-        local count = (tonumber(redis.call("GET", KEYS[i])) or tonumber(ARGV[7])) + 1
+        local count = next_count(redis.call("GET", KEYS[i]), ARGV[7])
         if count > top then
             top = count
         end

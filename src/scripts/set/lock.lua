@@ -3,14 +3,14 @@
 -- KEYS     the n lock keys, then (with fencing) their n fencing counters
 -- ARGV[1]  our token
 -- ARGV[2]  the TTL in ms
--- ARGV[3]  optional (fencing on): a new counter's start
+-- ARGV[3]  optional (fencing on): the attempt's clock reading (µs)
 -- ARGV[4]  the counters' expiry in ms (at least: one with longer left
 --          keeps it)
 --
 -- When some key exists, nothing is written and the answer is -i for the
 -- first such key i (1-based). Otherwise every key is set to the token;
 -- with fencing, every counter is counted up as for one lock (one more
--- than it was, or than ARGV[3] when there was none), then all are set to
+-- than the larger of its value and ARGV[3]), then all are set to
 -- the highest of them, which is the answer (a number every counter of the
 -- set reached, so a token above each resource's earlier ones); without
 -- fencing the answer is 1.
@@ -33,7 +33,7 @@ end
 local counts = redis.call("MGET", unpack(KEYS, n + 1, 2 * n))
 local top = 0
 for i = 1, n do
-    local count = (tonumber(counts[i]) or tonumber(ARGV[3])) + 1
+    local count = next_count(counts[i], ARGV[3])
     if count > top then
         top = count
     end
