@@ -80,12 +80,14 @@ pub(crate) fn new_token(entropy: &Entropy, name: &[u8]) -> Result<Token> {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// The value a fencing counter created anew starts from: microseconds
-/// since the Unix epoch on this machine's clock (0 if the clock is before
-/// 1970). A node cannot count faster than one increment per microsecond,
-/// so a counter's value stays below the clock, and one created later
-/// starts above every value an earlier one reached (see the crate docs'
-/// fencing section for the exact assumption). Stays below 2^53 until the
+/// An attempt's clock reading, from which a fencing counter that is
+/// behind it (created anew, or gone back with a restart from an older
+/// copy) counts on: microseconds since the Unix epoch on this machine's
+/// clock (0 if the clock is before 1970). A node cannot count faster
+/// than one increment per microsecond, so a counter's value stays below
+/// the clock, and a count from a later reading is above every value an
+/// earlier one reached (see the crate docs' fencing section for the
+/// exact assumption). Stays below 2^53 until the
 /// year 2255.
 pub(crate) fn counter_start() -> u64 {
     SystemTime::now()

@@ -297,7 +297,8 @@ impl Builder {
     /// milliseconds (rounded up).
     ///
     /// A longer period tolerates larger clock errors between the machines
-    /// taking the lock (a counter created anew starts from the clock) and
+    /// taking the lock (a counter created anew, or gone back, counts on
+    /// from the clock) and
     /// keeps a key (about 150 bytes) per resource used within it on every
     /// node: the crate docs' [Fencing tokens](crate#fencing-tokens) say
     /// when tokens stay monotonic, exactly, and what it costs.
