@@ -627,8 +627,22 @@ fn a_raise_counts_only_where_the_token_is_held(
         .expect("A's first lock, before the move")
         .release()
         .unwrap();
+    // Counters that differ, so that A's grant raises node 0's: ahead of
+    // the clock, since counts go on from the larger of a counter and the
+    // attempt's clock reading (counters behind it, as these were before
+    // counting from the clock, all count to the same reading and need no
+    // raise).
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+        + 1_000_000_000_000;
     for r in resources {
-        for (server, count) in nodes.servers.iter().zip([100, 1000, 100]) {
+        for (server, count) in nodes
+            .servers
+            .iter()
+            .zip([ahead + 100, ahead + 1000, ahead + 100])
+        {
             redis::cmd("SET")
                 .arg(redlock_sync::fence_key(r))
                 .arg(count)
