@@ -63,6 +63,44 @@ fn clean(s: &str, max: usize) -> String {
 /// value an attempt writes. Holder names never hold it (see [`clean`]).
 pub(crate) const ATTEMPT_MARK: u8 = b'#';
 
+/// What starts the servers a token names (see [`server_names`]). Holder
+/// names never hold it (see [`clean`]), nor the random part.
+pub(crate) const SERVERS_MARK: u8 = b'!';
+
+/// How many hex digits of a server's `run_id` a token names it by (32
+/// bits: two starts of one server share them once in four billion).
+pub(crate) const RUN_DIGITS: usize = 8;
+
+/// What follows a token's holder name: [`SERVERS_MARK`] and the servers
+/// this manager knew when the acquisition began, each by the first
+/// [`RUN_DIGITS`] hex digits of its `run_id`, separated by `.`
+/// (`!3fa01c2e.9b04d7aa.c0ffee12`); empty when it knew none. The lock's
+/// value so says which server incarnations its grant was asked of: a
+/// later acquisition that finds the value on one member, and a yes on
+/// another member whose server it does not name, knows that server may
+/// have restarted since and forgotten the grant (see the crate docs,
+/// "Restarts").
+pub(crate) fn server_names<'a>(digests: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for digest in digests {
+        out.push(if out.is_empty() { SERVERS_MARK } else { b'.' });
+        out.extend_from_slice(digest);
+    }
+    out
+}
+
+/// Whether the value `value` (a token, or an attempt's value) names the
+/// server whose `run_id` digest is `digest` (see [`server_names`]). A
+/// value that names no server (a token of an earlier version, another
+/// client's, one made before this manager knew any server) names none.
+pub(crate) fn names_server(value: &[u8], digest: &[u8]) -> bool {
+    let value = waiter_of(value);
+    let Some(at) = value.iter().position(|&b| b == SERVERS_MARK) else {
+        return false;
+    };
+    value[at + 1..].split(|&b| b == b'.').any(|d| d == digest)
+}
+
 /// The value the `n`-th attempt of the acquisition whose token is
 /// `waiter` writes: the token, [`ATTEMPT_MARK`], and `n`.
 ///
@@ -118,8 +156,10 @@ impl HolderName {
     /// off, and other Redlock clients' values, carry none).
     pub fn parse(token: &[u8]) -> Option<HolderName> {
         let token = std::str::from_utf8(token).ok()?;
-        // An attempt's value: the token, `#` and the attempt's number.
+        // An attempt's value: the token, `#` and the attempt's number; the
+        // servers it names after `!`.
         let token = token.split_once('#').map_or(token, |(token, _)| token);
+        let token = token.split_once('!').map_or(token, |(token, _)| token);
         let (random, name) = token.split_once('@')?;
         if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
@@ -186,6 +226,38 @@ mod tests {
         assert_eq!(&first[waiter.len()..], b"#1");
         // Another client's value, without the mark, is its own waiter.
         assert_eq!(waiter_of(b"someone-else"), b"someone-else");
+    }
+
+    #[test]
+    fn a_token_names_its_servers_after_its_holder_and_they_are_read_back() {
+        let names = server_names([&b"3fa01c2e"[..], b"9b04d7aa"]);
+        assert_eq!(names, b"!3fa01c2e.9b04d7aa");
+        assert_eq!(server_names(std::iter::empty()), b"");
+        let token = [
+            &b"0123456789abcdef0123456789abcdef"[..],
+            &suffix(Some("job")),
+            &names,
+        ]
+        .concat();
+        let value = attempt_token(&token, 3);
+        assert!(names_server(&value, b"3fa01c2e"));
+        assert!(names_server(&value, b"9b04d7aa"));
+        assert!(!names_server(&value, b"3fa01c2f"));
+        assert!(!names_server(&value, b"3fa01c2"));
+        // The holder's name reads as before.
+        assert_eq!(
+            HolderName::parse(&value).unwrap().label.as_deref(),
+            Some("job")
+        );
+        // Values that name no server: none named.
+        for v in [
+            &b"someone-else"[..],
+            b"0123456789abcdef0123456789abcdef@h/1#2",
+        ] {
+            assert!(!names_server(v, b"3fa01c2e"), "{v:?}");
+        }
+        // Never the separators of release messages, spaces or controls.
+        assert!(!value.iter().any(|b| b":~ \n\t".contains(b)), "{value:?}");
     }
 
     #[test]

@@ -25,10 +25,11 @@ use crate::base::error::{Error, Result};
 use crate::base::keys::{fence_key, queue_key, release_channel, tickets_key};
 use crate::base::node_error::NodeErrorKind;
 use crate::engine::pipeline::{
-    Answer, DECIDE, Engine, Granted, RELEASE, Refusal, Round, Shape, Vote, announce_args,
-    counter_start,
+    Answer, DECIDE, Engine, Granted, RELEASE, Refusal, Round, ScriptCall, Shape, Vote,
+    announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
+use crate::engine::verdict;
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -305,14 +306,26 @@ impl Fair {
             ..DECIDE
         };
         let mut lapse = None;
-        let answers = run(engine, &CLAIM_QUEUED, None, call, round);
+        let (answers, held) = with_call(engine, &CLAIM_QUEUED, None, call, |script| {
+            script.run_naming(round)
+        });
         self.heed(engine, &answers);
         let votes = answers
             .into_iter()
             .map(|answer| match answer {
+                // Another owner's value holds the key: a no, with the
+                // value for the restart rule.
+                Some(Ok(Said::Held(i))) => Vote {
+                    held: match held.get(i) {
+                        Some(redis::Value::BulkString(v)) => verdict::Held::Value(v.clone()),
+                        _ => verdict::Held::Unknown,
+                    },
+                    ..Vote::of(Some(Ok(Said::No)))
+                },
                 // Readers hold the key (the script's -2).
                 Some(Ok(Said::Busy(1))) => Vote {
                     shared: true,
+                    held: verdict::Held::Unknown,
                     ..Vote::of(Some(Ok(Said::No)))
                 },
                 // Another waiter's reservation, lapsing in N ms (-3 - N).
@@ -541,4 +554,4 @@ pub(crate) use release::{
     Call, ahead_message, handing_args, handing_call, leave_message, release, release_or_unfair,
     unclaim, unclaim_call,
 };
-use release::{note_refusal, queued_keys, refs, run};
+use release::{note_refusal, queued_keys, refs, run, with_call};

@@ -51,6 +51,7 @@ use crate::members::restart::Policy;
 mod scripts;
 mod shape;
 
+pub(crate) use scripts::ScriptCall;
 pub(crate) use shape::{Answer, Granted, Names, Refusal, Removal, Shape, Vote};
 
 /// The largest TTL accepted: 2^52 ms, about 142,000 years. Anything
@@ -374,6 +375,75 @@ impl Engine {
         }
     }
 
+    /// The hash slots of `names` on Redis Cluster members (one, 0, when
+    /// there are none: a node answers for every name).
+    fn slots_of(&self, names: &[&[u8]]) -> Vec<u16> {
+        let mut slots: Vec<u16> = match self.has_clusters {
+            true => names.iter().map(|r| crate::base::keys::slot(r)).collect(),
+            false => vec![0],
+        };
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
+    /// The servers that answer for `names` now, as a token names them
+    /// (see `holder::server_names`): each member's, by the `run_id` its
+    /// last connection read (a Redis Cluster member's, for each name's
+    /// slot); those not known yet are left out.
+    pub(crate) fn server_names(&self, names: &[&[u8]]) -> Vec<u8> {
+        let slots = self.slots_of(names);
+        let mut digests: Vec<Vec<u8>> = self
+            .members
+            .iter()
+            .flat_map(|m| slots.iter().filter_map(|&s| m.run_digest(s)))
+            .collect();
+        digests.sort_unstable();
+        digests.dedup();
+        crate::base::holder::server_names(digests.iter().map(|d| &d[..]))
+    }
+
+    /// The restart rule (see [`verdict::forgetful`] and the crate docs,
+    /// "Restarts"): a yes from a server that a holder's value, found in
+    /// the same round on another member, does not name is that member's
+    /// failure (its key, if it set one, is cleaned up with the attempt's).
+    fn forget_restarted(&self, shape: &dyn Shape, mut votes: Vec<Vote>) -> Vec<Vote> {
+        if votes.iter().all(|v| v.held == verdict::Held::Not) {
+            return votes;
+        }
+        let slots = self.slots_of(&shape.resources());
+        let servers: Vec<Vec<Vec<u8>>> = self
+            .members
+            .iter()
+            .map(|m| {
+                let mut digests: Vec<Vec<u8>> =
+                    slots.iter().filter_map(|&s| m.run_digest(s)).collect();
+                digests.dedup();
+                digests
+            })
+            .collect();
+        let yes: Vec<bool> = votes.iter().map(|v| v.yes.is_some()).collect();
+        let held: Vec<verdict::Held> = votes.iter().map(|v| v.held.clone()).collect();
+        let forgetful = verdict::forgetful(&yes, &servers, &held);
+        for (i, vote) in votes.iter_mut().enumerate().filter(|(i, _)| forgetful[*i]) {
+            let runs: Vec<String> = servers[i]
+                .iter()
+                .map(|d| String::from_utf8_lossy(d).into_owned())
+                .collect();
+            let why = format!(
+                "its yes is not counted: its server (run_id {}...) is not among those that a \
+                 holder's value, found on another member, names: it may have restarted since it \
+                 granted that holder, and forgotten the grant",
+                runs.join(", ")
+            );
+            vote.yes = None;
+            vote.low = 0;
+            vote.dirty = true;
+            vote.answer = Some(Err(self.members[i].not_counted(why)));
+        }
+        votes
+    }
+
     /// One acquisition attempt of `shape` with `token` for `ttl_ms`, by
     /// the rules in the module docs. On failure, `refusal` says what the
     /// members found (see [`Refusal`]), and whatever the attempt may have
@@ -390,7 +460,7 @@ impl Engine {
         let ttl = Duration::from_millis(ttl_ms);
         let keep = shape.keep(self, ttl_ms);
         let start = Instant::now();
-        let votes = shape.take(self, token, ttl_ms, keep.as_deref());
+        let votes = self.forget_restarted(shape, shape.take(self, token, ttl_ms, keep.as_deref()));
         crate::base::logging::log!(
             trace,
             "redlock_sync::attempt",

@@ -22,6 +22,7 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
+use crate::engine::verdict::Held;
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
 use crate::members::request::{Forms, Reply, Request, Said};
@@ -167,11 +168,11 @@ impl OneKey {
         };
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
         // Valkey), so that a waiting writer asks readers to queue only
-        // where readers hold it; older servers get plain `NX`, whose
-        // refusal may be readers. A checked key (a permit) never meets
-        // readers.
-        let readers_matter = ahead.is_none();
-        let (reply, legacy_reply) = set_replies(readers_matter, fenced);
+        // where readers hold it, and so that the restart rule reads which
+        // servers the holder's grant was asked of (`verdict::forgetful`;
+        // a permit's slot too, which never meets readers); older servers
+        // get plain `NX`, whose refusal may be readers and says no more.
+        let (reply, legacy_reply) = set_replies(fenced);
         // The count script's source, for a server that lost it since the
         // handshake (`SCRIPT FLUSH`): run once more with it.
         let count_reload = || {
@@ -182,11 +183,9 @@ impl OneKey {
         // Servers before Redis 7.0 (or of unknown version) do not take
         // `SET ... NX GET`: their form is packed only for them. The
         // current form is packed once where some member was seen to take
-        // it or there is no other form; else each member that takes it
-        // packs it for itself.
-        let has_legacy = readers_matter;
-        let current = !has_legacy || engine.members.iter().any(Member::takes_set_nx_get);
-        let current_packed = || write.pack(readers_matter);
+        // it; else each member that takes it packs it for itself.
+        let current = engine.members.iter().any(Member::takes_set_nx_get);
+        let current_packed = || write.pack(true);
         let packed = if current {
             current_packed()
         } else {
@@ -229,18 +228,19 @@ impl OneKey {
         let node_legacy = legacy(Some(&node_cleanup));
         let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
         let cluster_req = engine.has_clusters.then(|| Request {
-            forms: Forms::legacy(cluster_legacy.as_ref().filter(|_| has_legacy)),
+            forms: Forms::legacy(cluster_legacy.as_ref()),
             ..base
         });
         let req = Request {
             on_timeout: Some(&node_cleanup),
-            forms: Forms::legacy(has_legacy.then_some(&node_legacy))
-                .with_cluster(cluster_req.as_ref()),
+            forms: Forms::legacy(Some(&node_legacy)).with_cluster(cluster_req.as_ref()),
             ..base
         };
-        let votes = quorum::round(&engine.members, None, &req);
-        self.note_holder(seen.into_inner());
-        votes.into_iter().map(read_vote).collect()
+        let answers = quorum::round(&engine.members, None, &req);
+        let seen = seen.into_inner();
+        let votes = answers.into_iter().map(|a| read_vote(a, &seen)).collect();
+        self.note_holder(seen);
+        votes
     }
 
     /// Queued behind an acquisition that times out (as Redis Cluster
@@ -640,32 +640,43 @@ impl SetWrite<'_> {
     }
 }
 
-/// How the acquisition's replies read: its current form's, and the
-/// form's of servers before Redis 7.0 (plain `NX`, whose refusal may be
-/// readers). `readers_matter`: the current form is `SET ... NX GET`, whose
-/// refusal tells the readers' mark (see `keys::READERS_MARK`) from a token.
-fn set_replies(readers_matter: bool, fenced: bool) -> (Reply, Reply) {
-    let legacy = if fenced { Reply::SetCount } else { Reply::Set };
-    let current = match (readers_matter, fenced) {
-        (true, true) => Reply::SetGetCount(READERS_MARK),
-        (true, false) => Reply::SetGet(READERS_MARK),
-        (false, _) => legacy,
-    };
-    (current, legacy)
+/// How the acquisition's replies read: its current form's, `SET ... NX
+/// GET`, whose refusal tells the readers' mark (see
+/// `keys::READERS_MARK`) from a token, and the form's of servers before
+/// Redis 7.0 (plain `NX`, whose refusal may be readers).
+fn set_replies(fenced: bool) -> (Reply, Reply) {
+    match fenced {
+        true => (Reply::SetGetCount(READERS_MARK), Reply::SetCount),
+        false => (Reply::SetGet(READERS_MARK), Reply::Set),
+    }
 }
 
-/// A member's vote on the acquisition, from its answer.
-fn read_vote(answer: Answer) -> Vote {
+/// A member's vote on the acquisition, from its answer (`seen`: the
+/// values its round's refusals found, see [`Said::Held`]).
+fn read_vote(answer: Answer, seen: &[Value]) -> Vote {
     match answer {
+        // Another owner's value holds the key: a no, with the value for
+        // the restart rule (a waiter's reservation is no holder's).
+        Some(Ok(Said::Held(i))) => Vote {
+            held: match seen.get(i) {
+                Some(Value::BulkString(v)) if !v.starts_with(RESERVED_PREFIX) => {
+                    Held::Value(v.clone())
+                }
+                _ => Held::Not,
+            },
+            ..Vote::of(Some(Ok(Said::No)))
+        },
         // The check ahead failed: no grant (the acquisition behind it may
         // have written: cleaned up as a yes).
         Some(Ok(Said::Differs(c))) => Vote {
             yes: None,
             ..Vote::of(Some(Ok(Said::Differs(c))))
         },
-        // A no where readers may hold the key.
+        // A no where readers may hold the key (or a holder, on a server
+        // before Redis 7.0, which does not say).
         Some(Ok(Said::MaybeShared)) => Vote {
             shared: true,
+            held: Held::Unknown,
             ..Vote::of(Some(Ok(Said::No)))
         },
         answer => Vote::of(answer),

@@ -280,8 +280,9 @@ impl Stage<'_> {
         budget: Budget,
         mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
-        let token = new_token(&self.engine.entropy, &self.engine.holder_name)?;
         let names = wait_on.names;
+        let mut token = new_token(&self.engine.entropy, &self.engine.holder_name)?;
+        token.extend_from_slice(&self.engine.server_names(names));
         let engine = &self.engine;
         let waiters = &engine.waiters;
         let wait = !matches!(budget, Budget::Once) && engine.wake_on_release;

@@ -17,8 +17,52 @@
 //!    members that hold the token on every counter still make a quorum.
 //! 3. The grant's validity is [`quorum::valid_until`], counted from the
 //!    first round's start; none left fails the attempt.
+//!
+//! Before step 1, [`forgetful`] says which yes votes do not count: a
+//! server that may have restarted since a grant that another member's
+//! refusal shows (the crate docs, "Restarts": the holder's value names
+//! the servers its grant was asked of).
 
+use crate::base::holder::names_server;
 use crate::engine::quorum;
+
+/// What a member's no says of a holder of the key (see [`forgetful`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Held {
+    /// Nothing: a yes, a failure, a free key refused for another reason
+    /// (a waiter ahead, a reservation), or a shape whose refusal does not
+    /// say.
+    #[default]
+    Not,
+    /// The key holds this value (an acquisition's, naming the servers
+    /// its grant was asked of).
+    Value(Vec<u8>),
+    /// The key is held, by a value the member did not say (a server
+    /// before Redis 7.0, shared holders, a set).
+    Unknown,
+}
+
+/// Which members' yes votes do not count, by the restart rule: a yes
+/// from a member whose server (`servers[i]`: the `run_id` digests of the
+/// servers that answered for it, none when unknown) is not named by a
+/// holder's value that another member refused with (`held`), or where
+/// another member refused for a holder it did not name. Such a server
+/// may have restarted since it granted that holder, and forgotten the
+/// grant; a server that kept it refuses. A yes whose server is unknown
+/// (`INFO` refused) counts.
+pub(crate) fn forgetful(yes: &[bool], servers: &[Vec<Vec<u8>>], held: &[Held]) -> Vec<bool> {
+    let named = |digest: &[u8], except: usize| {
+        held.iter().enumerate().all(|(j, h)| match h {
+            _ if j == except => true,
+            Held::Not => true,
+            Held::Value(value) => names_server(value, digest),
+            Held::Unknown => false,
+        })
+    };
+    (0..yes.len())
+        .map(|i| yes[i] && servers[i].iter().any(|d| !named(d, i)))
+        .collect()
+}
 
 /// One member's answer to an acquisition, as the verdict reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,6 +123,41 @@ pub(crate) fn raised_enough(granted: usize, behind: usize, raised: usize, member
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_yes_counts_only_where_every_holder_seen_names_its_server() {
+        let value = |names: &[u8]| Held::Value([&b"t@h/1"[..], names, b"#1"].concat());
+        let servers = |d: &[&[u8]]| -> Vec<Vec<u8>> { d.iter().map(|d| d.to_vec()).collect() };
+        let all = [servers(&[b"aa"]), servers(&[b"bb"]), servers(&[b"cc"])];
+        // No holder seen: every yes counts.
+        let none = [Held::Not, Held::Not, Held::Not];
+        assert_eq!(forgetful(&[true, true, false], &all, &none), [false; 3]);
+        // The holder on member 2 named the servers of 0 and 1: they count.
+        let named = [Held::Not, Held::Not, value(b"!aa.bb.cc")];
+        assert_eq!(forgetful(&[true, true, false], &all, &named), [false; 3]);
+        // Member 0's server is not the one it named (a restart since).
+        let moved = [Held::Not, Held::Not, value(b"!a0.bb.cc")];
+        assert_eq!(
+            forgetful(&[true, true, false], &all, &moved),
+            [true, false, false]
+        );
+        // A holder that named no server, or a refusal that did not say
+        // who holds the key: no yes counts.
+        for held in [value(b""), Held::Unknown] {
+            let h = [Held::Not, Held::Not, held];
+            assert_eq!(
+                forgetful(&[true, true, false], &all, &h),
+                [true, true, false]
+            );
+        }
+        // A server whose run_id is unknown counts; a member answered by
+        // two servers (a cluster's set) counts only if both are named.
+        let odd = [servers(&[]), servers(&[b"bb", b"dd"]), servers(&[b"cc"])];
+        assert_eq!(
+            forgetful(&[true, true, false], &odd, &named),
+            [false, true, false]
+        );
+    }
 
     fn yes(n: u64) -> Ballot {
         Ballot {

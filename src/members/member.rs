@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::base::node_error::NodeError;
+use crate::base::node_error::{Cause, NodeError};
 use crate::members::node::Node;
 use crate::members::redis_cluster::RedisCluster;
 use crate::members::request::Request;
@@ -116,6 +116,25 @@ impl Member {
                 cluster.timeout(),
             ),
         }
+    }
+
+    /// The server that answers for `slot` now, as tokens name it (see
+    /// `Node::run_digest`); none while unknown.
+    pub(crate) fn run_digest(&self, slot: u16) -> Option<Vec<u8>> {
+        self.target(slot)?.run_digest()
+    }
+
+    /// The failure that stands for a yes not counted: `why` says why.
+    /// Not settled: the yes may have left the attempt's key there, which
+    /// the attempt's clean-up removes.
+    pub(crate) fn not_counted(&self, why: String) -> NodeError {
+        let (name, timeout) = match self {
+            Member::Node(node) => (Arc::from(node.name()), node.timeout()),
+            Member::Cluster(cluster) => (cluster.name().clone(), cluster.timeout()),
+        };
+        let mut e = NodeError::classify(name, Cause::Restarted(why), false, timeout);
+        e.settled = false;
+        e
     }
 
     /// The request as this member takes it.

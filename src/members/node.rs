@@ -381,6 +381,13 @@ impl Node {
         self.plain.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The server this node reaches, as its token names it: the first
+    /// digits of the `run_id` its last connection read (see
+    /// `holder::server_names`); none while unknown.
+    pub(crate) fn run_digest(&self) -> Option<Vec<u8>> {
+        self.watch.run_digest(crate::base::holder::RUN_DIGITS)
+    }
+
     /// Whether this server is kept out of votes now (see `restart.rs`).
     pub(crate) fn quarantine(&self) -> Option<Quarantine> {
         self.watch.quarantine_now(&self.restart)

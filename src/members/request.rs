@@ -44,6 +44,11 @@ pub(crate) enum Said {
     /// A reply kept whole: its index in the request's
     /// [`kept`](Request::kept) store ([`Reply::Kept`]).
     Kept(usize),
+    /// A no: the key holds another owner's value, kept at this index in
+    /// the request's [`kept`](Request::kept) store (an acquisition's
+    /// refusal that says who holds the key: `SET ... NX GET`, the fair
+    /// claim).
+    Held(usize),
 }
 
 impl Said {
@@ -53,7 +58,7 @@ impl Said {
         match self {
             Said::Yes(n) | Said::Busy(n) | Said::Differs(n) => n,
             Said::Kept(i) => i as u64,
-            Said::No | Said::Gone | Said::MaybeShared => 0,
+            Said::No | Said::Gone | Said::MaybeShared | Said::Held(_) => 0,
         }
     }
 
@@ -70,7 +75,7 @@ impl Said {
     /// differing one too, which the shapes read before they tally).
     pub(crate) fn tallied(self) -> Tallied {
         match self {
-            Said::No | Said::MaybeShared => Tallied::No,
+            Said::No | Said::MaybeShared | Said::Held(_) => Tallied::No,
             Said::Gone => Tallied::Gone,
             Said::Yes(_) | Said::Busy(_) | Said::Differs(_) | Said::Kept(_) => Tallied::Yes,
         }
@@ -120,7 +125,9 @@ pub(crate) enum Reply {
     SetGet(&'static [u8]),
     /// A count (a semaphore's survey, a set's fencing token): any number
     /// of 0 or more; a negative `-i` (the set script's first busy key)
-    /// reads as [`Said::Busy`] of `i - 1`.
+    /// reads as [`Said::Busy`] of `i - 1`; with a [`kept`](Request::kept)
+    /// store, a value (the fair claim's refusal, naming who holds the key)
+    /// reads as [`Said::Held`].
     Count,
     /// Two replies, of `SET ... NX` on the lock key, then the count
     /// script on the fencing counter (acquire with fencing): nil first is
@@ -398,6 +405,10 @@ impl Pooled {
                 None => Err(unexpected(&value).into()),
             },
             (Reply::Count, Value::Int(n)) if n >= 0 => Ok(Said::count(n as u64)),
+            // A refusal that names who holds the key (the fair claim's).
+            (Reply::Count, held @ Value::BulkString(_)) if req.kept.is_some() => {
+                held_by(&held, b"", req.kept)
+            }
             (Reply::Count, Value::Int(n)) => Ok(Said::Busy(n.unsigned_abs() - 1)),
             (_, other) => one(other),
         }
@@ -624,12 +635,14 @@ fn held_by(
 ) -> Result<Said, Failure> {
     match held {
         Value::BulkString(v) if v[..] == *mark => Ok(Said::MaybeShared),
-        Value::BulkString(_) => {
-            if let Some(kept) = kept {
-                kept.lock().push(held.clone());
+        Value::BulkString(_) => Ok(match kept {
+            Some(kept) => {
+                let mut kept = kept.lock();
+                kept.push(held.clone());
+                Said::Held(kept.len() - 1)
             }
-            Ok(Said::No)
-        }
+            None => Said::No,
+        }),
         other => Err(unexpected(other).into()),
     }
 }

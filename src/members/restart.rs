@@ -274,6 +274,14 @@ impl Watch {
         }
     }
 
+    /// The first `digits` hex digits of the `run_id` the last connection
+    /// read (none while none was read, or `INFO` is refused).
+    pub(crate) fn run_digest(&self, digits: usize) -> Option<Vec<u8>> {
+        let state = self.state.lock();
+        let run = state.run_id.as_deref()?.as_bytes();
+        Some(run[..digits.min(run.len())].to_vec())
+    }
+
     /// Whether the server said it runs in cluster mode.
     pub(crate) fn cluster_mode(&self) -> bool {
         self.cluster_mode.load(Ordering::Relaxed)

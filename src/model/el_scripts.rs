@@ -108,16 +108,7 @@ fn run(real: &mut Real, request: ElRequest, ttl: u64) -> ElAnswer {
 
 /// A token back from its bytes (`c1/a0#2`).
 fn parse(token: &str) -> Value {
-    let digits: Vec<u8> = token
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|d| !d.is_empty())
-        .map(|d| d.parse().unwrap())
-        .collect();
-    Value {
-        client: digits[0],
-        acquisition: digits[1],
-        attempt: digits[2],
-    }
+    Value::parse(token)
 }
 
 /// A request: two candidates' attempts (the earlier ones late), terms

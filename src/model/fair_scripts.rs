@@ -125,7 +125,14 @@ pub(super) fn run_on(
         }
     };
     args.insert(0, value.bytes());
-    Answer::Int(real.eval(lua.source(), &keys, &args))
+    // A claim's refusal may name the value that holds the key.
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(lua.source()).arg(keys.len()).arg(&keys).arg(&args);
+    match cmd.query(&mut real.con).expect("the script ran") {
+        Reply::Int(n) => Answer::Int(n),
+        Reply::BulkString(b) => Answer::Held(Value::parse(&String::from_utf8_lossy(&b))),
+        other => panic!("unexpected reply {other:?}"),
+    }
 }
 
 /// A request drawn from two waiters' attempts (one acquisition each,

@@ -464,10 +464,12 @@ impl FairServer {
                 return Answer::Int(-(3 + len.reserve as i64));
             }
         }
-        if let (Some(Held::Next(_)), Some((_, until))) = (held, self.key) {
-            return Answer::Int(-(3 + (until - now) as i64));
+        match (held, self.key) {
+            (Some(Held::Next(_)), Some((_, until))) => Answer::Int(-(3 + (until - now) as i64)),
+            // Another owner's value: named.
+            (Some(Held::Token(v)), _) => Answer::Held(v),
+            _ => Answer::Int(0),
         }
-        Answer::Int(0)
     }
 
     /// A claim's grant here: the key set to `value`; the deadline of
@@ -613,7 +615,8 @@ mod tests {
                 count: 0
             }
         );
-        assert_eq!(s.run(claim(b, 1), 1, LEN, RULES), Answer::Int(0));
+        // Refused by a's value, which the refusal names.
+        assert_eq!(s.run(claim(b, 1), 1, LEN, RULES), Answer::Held(a));
         // The first hand-off begins the chain.
         assert_eq!(
             s.run(FairRequest::Release { value: a }, 10, LEN, RULES),
@@ -621,7 +624,7 @@ mod tests {
         );
         assert_eq!(s.chain, Some(10));
         assert_eq!(s.run(claim(b, 1), 11, LEN, RULES), Answer::Int(1));
-        assert_eq!(s.run(claim(a, 2), 12, LEN, RULES), Answer::Int(0));
+        assert_eq!(s.run(claim(a, 2), 12, LEN, RULES), Answer::Held(b));
         // 60 units on, with a waiter live in line: yielded.
         assert_eq!(
             s.run(FairRequest::Release { value: b }, 70, LEN, RULES),

@@ -20,6 +20,7 @@ use crate::engine::pipeline::{
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
+use crate::engine::verdict::Held;
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -240,6 +241,7 @@ impl Set {
                     partial: false,
                     shared: false,
                     answer: None,
+                    held: Held::Not,
                 };
                 let mut failure = None;
                 let mut gone = false;
@@ -367,7 +369,13 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        self.round(engine, &LOCK_SET, None, &call, round)
+        let mut votes = self.round(engine, &LOCK_SET, None, &call, round);
+        // The set script's refusal is a key that exists: a holder, whose
+        // value it does not say (see `verdict::forgetful`).
+        for vote in votes.iter_mut().filter(|v| v.busy.is_some()) {
+            vote.held = Held::Unknown;
+        }
+        votes
     }
 
     /// Every counter of the set, on each member `only` selects.

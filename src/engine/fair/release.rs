@@ -69,17 +69,28 @@ pub(super) fn run(
     call: impl Fn(bool) -> Call,
     round: Round,
 ) -> Vec<Answer> {
+    with_call(engine, lua, only, call, |script| script.run(round))
+}
+
+/// The script call [`run`] makes, handed to `run` to run it as it will
+/// (a claim's, naming the holders it found).
+pub(super) fn with_call<R>(
+    engine: &Engine,
+    lua: &Lua,
+    only: Option<&[bool]>,
+    call: impl Fn(bool) -> Call,
+    run: impl FnOnce(ScriptCall<'_>) -> R,
+) -> R {
     let (keys, node) = call(false);
     let cluster = engine.has_clusters.then(|| call(true).1);
     let keys = refs(&keys);
     let cluster = cluster.as_deref().map(refs);
     let node = refs(&node);
     let call = engine.script(lua, &keys, &node).only(only);
-    match cluster.as_deref() {
+    run(match cluster.as_deref() {
         Some(cluster) => call.cluster_args(cluster),
         None => call,
-    }
-    .run(round)
+    })
 }
 
 /// The lock keys `locks`, then their queues, then their tickets.

@@ -248,8 +248,20 @@ impl<'a> ScriptCall<'a> {
         (answers, kept.into_inner())
     }
 
+    /// Runs the call as a count (`round.count`) whose refusals may name
+    /// who holds the key: each member's answer is a count, or
+    /// [`Said::Held`](crate::members::request::Said::Held) with the
+    /// holder's value at its index in the returned values.
+    pub(crate) fn run_naming(self, round: Round) -> (Vec<Answer>, Vec<Value>) {
+        debug_assert!(round.count, "a round naming holders answers counts");
+        let kept = Mutex::new(Vec::new());
+        let answers = self.invoke(round, Some(&kept), None);
+        (answers, kept.into_inner())
+    }
+
     /// The call's round: with `kept`, each reply is kept whole there
-    /// ([`Reply::Kept`]); with `plain`, servers that take those commands
+    /// ([`Reply::Kept`]), or with `round.count` each refusal's value
+    /// ([`Reply::Count`]); with `plain`, servers that take those commands
     /// get them in place of the script.
     fn invoke<'p>(
         self,
@@ -272,8 +284,8 @@ impl<'a> ScriptCall<'a> {
             packed(lua, eval, (keys, args), &wait, tail, cluster)
         };
         let reply = match tail {
-            _ if kept.is_some() => Reply::Kept,
             _ if round.count => Reply::Count,
+            _ if kept.is_some() => Reply::Kept,
             Some(_) => Reply::OneThenAny,
             None => Reply::One,
         };

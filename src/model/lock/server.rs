@@ -59,6 +59,20 @@ impl Value {
     pub(crate) fn bytes(&self) -> Vec<u8> {
         format!("{self:?}").into_bytes()
     }
+
+    /// A value back from its bytes (`c1/a0#2`).
+    pub(crate) fn parse(token: &str) -> Value {
+        let digits: Vec<u8> = token
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|d| !d.is_empty())
+            .map(|d| d.parse().unwrap())
+            .collect();
+        Value {
+            client: digits[0],
+            acquisition: digits[1],
+            attempt: digits[2],
+        }
+    }
 }
 
 /// A request, as the library sends it.
@@ -90,6 +104,8 @@ pub(crate) enum Answer {
     Took { set: bool, count: u64 },
     /// A script's integer answer.
     Int(i64),
+    /// A fair claim's refusal that names the value holding the key.
+    Held(Value),
     /// A failure: what the client makes of the answer of a server it
     /// keeps out of votes (the restart quarantine).
     Failed,

@@ -51,8 +51,9 @@
 -- counter of the keys reached (each counted up by one from the larger of
 -- its value and the clock reading, then all set to
 -- the highest: a token above each resource's earlier ones). Otherwise,
--- a lock (ARGV[6] empty): 0 when another holds it or a waiter ahead of us
--- goes first; -2 when readers hold it; -3 - N when it holds another
+-- a lock (ARGV[6] empty): the value that holds it when another owner
+-- holds it; 0 when a waiter ahead of us goes first (or this claim came
+-- after a later attempt of ours); -2 when readers hold it; -3 - N when it holds another
 -- waiter's reservation (or we reserved it for the waiter ahead), or a
 -- release's yield of it stands, which lapses in N ms. A set (ARGV[6] given, whatever n): -i for the first
 -- key i a holder keeps, or else for the first key i not ours to take
@@ -338,5 +339,10 @@ if refused_held and string.sub(refused_held, 1, 13) == "redlock:next:" then
     if left >= 0 then
         return -(3 + left)
     end
+elseif refused_held and refused_held ~= "redlock:wrongtype" then
+    -- Another owner's value holds the key: named, so that the claimant
+    -- can tell which servers that grant was asked of (see the crate
+    -- docs, "Restarts").
+    return refused_held
 end
 return 0
