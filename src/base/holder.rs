@@ -90,15 +90,13 @@ pub(crate) fn server_names<'a>(digests: impl IntoIterator<Item = &'a [u8]>) -> V
 }
 
 /// Whether the value `value` (a token, or an attempt's value) names the
-/// server whose `run_id` digest is `digest` (see [`server_names`]). A
-/// value that names no server (a token of an earlier version, another
-/// client's, one made before this manager knew any server) names none.
-pub(crate) fn names_server(value: &[u8], digest: &[u8]) -> bool {
+/// server whose `run_id` digest is `digest` (see [`server_names`]); `None`
+/// when it names no server at all (a token of an earlier version,
+/// another client's value), which says nothing either way.
+pub(crate) fn names_server(value: &[u8], digest: &[u8]) -> Option<bool> {
     let value = waiter_of(value);
-    let Some(at) = value.iter().position(|&b| b == SERVERS_MARK) else {
-        return false;
-    };
-    value[at + 1..].split(|&b| b == b'.').any(|d| d == digest)
+    let at = value.iter().position(|&b| b == SERVERS_MARK)?;
+    Some(value[at + 1..].split(|&b| b == b'.').any(|d| d == digest))
 }
 
 /// The value the `n`-th attempt of the acquisition whose token is
@@ -240,21 +238,21 @@ mod tests {
         ]
         .concat();
         let value = attempt_token(&token, 3);
-        assert!(names_server(&value, b"3fa01c2e"));
-        assert!(names_server(&value, b"9b04d7aa"));
-        assert!(!names_server(&value, b"3fa01c2f"));
-        assert!(!names_server(&value, b"3fa01c2"));
+        assert_eq!(names_server(&value, b"3fa01c2e"), Some(true));
+        assert_eq!(names_server(&value, b"9b04d7aa"), Some(true));
+        assert_eq!(names_server(&value, b"3fa01c2f"), Some(false));
+        assert_eq!(names_server(&value, b"3fa01c2"), Some(false));
         // The holder's name reads as before.
         assert_eq!(
             HolderName::parse(&value).unwrap().label.as_deref(),
             Some("job")
         );
-        // Values that name no server: none named.
+        // Values that name no server say nothing.
         for v in [
             &b"someone-else"[..],
             b"0123456789abcdef0123456789abcdef@h/1#2",
         ] {
-            assert!(!names_server(v, b"3fa01c2e"), "{v:?}");
+            assert_eq!(names_server(v, b"3fa01c2e"), None, "{v:?}");
         }
         // Never the separators of release messages, spaces or controls.
         assert!(!value.iter().any(|b| b":~ \n\t".contains(b)), "{value:?}");

@@ -318,14 +318,13 @@ impl Fair {
                 Some(Ok(Said::Held(i))) => Vote {
                     held: match held.get(i) {
                         Some(redis::Value::BulkString(v)) => verdict::Held::Value(v.clone()),
-                        _ => verdict::Held::Unknown,
+                        _ => verdict::Held::Not,
                     },
                     ..Vote::of(Some(Ok(Said::No)))
                 },
                 // Readers hold the key (the script's -2).
                 Some(Ok(Said::Busy(1))) => Vote {
                     shared: true,
-                    held: verdict::Held::Unknown,
                     ..Vote::of(Some(Ok(Said::No)))
                 },
                 // Another waiter's reservation, lapsing in N ms (-3 - N).

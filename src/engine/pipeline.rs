@@ -387,6 +387,34 @@ impl Engine {
         slots
     }
 
+    /// Connects, at once and by one node timeout, to each server that
+    /// answers for `names` and that this manager never reached (its first
+    /// acquisition, as every `lockrun` run's is), so that the token it is
+    /// about to make names them (see [`server_names`](Self::server_names)):
+    /// a token that names no server makes every yes beside its key
+    /// uncounted for others (the restart rule). Costs nothing once met.
+    pub(crate) fn meet(&self, names: &[&[u8]]) {
+        let slots = self.slots_of(names);
+        let unmet: Vec<Arc<crate::members::node::Node>> = self
+            .members
+            .iter()
+            .flat_map(|m| slots.iter().filter_map(|&s| m.target(s)))
+            .filter(|n| !n.met())
+            .collect();
+        let Some(first) = unmet.first() else {
+            return;
+        };
+        let deadline = Instant::now() + first.timeout();
+        std::thread::scope(|scope| {
+            for node in &unmet[1..] {
+                let _ = std::thread::Builder::new()
+                    .name("redlock-connect".into())
+                    .spawn_scoped(scope, move || node.meet(deadline));
+            }
+            first.meet(deadline);
+        });
+    }
+
     /// The servers that answer for `names` now, as a token names them
     /// (see `holder::server_names`): each member's, by the `run_id` its
     /// last connection read (a Redis Cluster member's, for each name's

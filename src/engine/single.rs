@@ -673,10 +673,9 @@ fn read_vote(answer: Answer, seen: &[Value]) -> Vote {
             ..Vote::of(Some(Ok(Said::Differs(c))))
         },
         // A no where readers may hold the key (or a holder, on a server
-        // before Redis 7.0, which does not say).
+        // before Redis 7.0, which does not say who).
         Some(Ok(Said::MaybeShared)) => Vote {
             shared: true,
-            held: Held::Unknown,
             ..Vote::of(Some(Ok(Said::No)))
         },
         answer => Vote::of(answer),

@@ -281,6 +281,7 @@ impl Stage<'_> {
         mut attempt: impl FnMut(Token, &mut Refusal) -> Result<T>,
     ) -> Result<T> {
         let names = wait_on.names;
+        self.engine.meet(names);
         let mut token = new_token(&self.engine.entropy, &self.engine.holder_name)?;
         token.extend_from_slice(&self.engine.server_names(names));
         let engine = &self.engine;

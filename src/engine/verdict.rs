@@ -30,33 +30,30 @@ use crate::engine::quorum;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Held {
     /// Nothing: a yes, a failure, a free key refused for another reason
-    /// (a waiter ahead, a reservation), or a shape whose refusal does not
-    /// say.
+    /// (a waiter ahead, a reservation), or a refusal that does not say
+    /// who holds the key (a server before Redis 7.0, shared holders, a
+    /// set).
     #[default]
     Not,
-    /// The key holds this value (an acquisition's, naming the servers
-    /// its grant was asked of).
+    /// The key holds this value (an acquisition's, which may name the
+    /// servers its grant was asked of).
     Value(Vec<u8>),
-    /// The key is held, by a value the member did not say (a server
-    /// before Redis 7.0, shared holders, a set).
-    Unknown,
 }
 
 /// Which members' yes votes do not count, by the restart rule: a yes
 /// from a member whose server (`servers[i]`: the `run_id` digests of the
-/// servers that answered for it, none when unknown) is not named by a
-/// holder's value that another member refused with (`held`), or where
-/// another member refused for a holder it did not name. Such a server
-/// may have restarted since it granted that holder, and forgotten the
-/// grant; a server that kept it refuses. A yes whose server is unknown
-/// (`INFO` refused) counts.
+/// servers that answered for it, none when unknown) a holder's value that
+/// another member refused with (`held`) does not name, when that value
+/// names servers at all. Such a server may have restarted since it
+/// granted that holder, and forgotten the grant; a server that kept it
+/// refuses. A value that names no server (another client's, an earlier
+/// version's) says nothing, and a yes whose server is unknown (`INFO`
+/// refused) counts.
 pub(crate) fn forgetful(yes: &[bool], servers: &[Vec<Vec<u8>>], held: &[Held]) -> Vec<bool> {
     let named = |digest: &[u8], except: usize| {
         held.iter().enumerate().all(|(j, h)| match h {
-            _ if j == except => true,
-            Held::Not => true,
-            Held::Value(value) => names_server(value, digest),
-            Held::Unknown => false,
+            Held::Value(value) if j != except => names_server(value, digest) != Some(false),
+            _ => true,
         })
     };
     (0..yes.len())
@@ -141,15 +138,18 @@ mod tests {
             forgetful(&[true, true, false], &all, &moved),
             [true, false, false]
         );
-        // A holder that named no server, or a refusal that did not say
-        // who holds the key: no yes counts.
-        for held in [value(b""), Held::Unknown] {
-            let h = [Held::Not, Held::Not, held];
-            assert_eq!(
-                forgetful(&[true, true, false], &all, &h),
-                [true, true, false]
-            );
-        }
+        // A holder that names no server says nothing: every yes counts.
+        let silent = [Held::Not, Held::Not, value(b"")];
+        assert_eq!(forgetful(&[true, true, false], &all, &silent), [false; 3]);
+        // Two holders seen (a late value beside a later one): a yes
+        // counts where both name its server.
+        let two = [Held::Not, value(b"!aa.bb"), value(b"!aa.cc")];
+        assert_eq!(forgetful(&[true, false, false], &all, &two), [false; 3]);
+        let two = [Held::Not, value(b"!aa.bb"), value(b"!a0.cc")];
+        assert_eq!(
+            forgetful(&[true, false, false], &all, &two),
+            [true, false, false]
+        );
         // A server whose run_id is unknown counts; a member answered by
         // two servers (a cluster's set) counts only if both are named.
         let odd = [servers(&[]), servers(&[b"bb", b"dd"]), servers(&[b"cc"])];

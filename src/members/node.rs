@@ -381,6 +381,24 @@ impl Node {
         self.plain.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Connects to the server if no connection ever did, by `deadline`, so
+    /// that what its handshake reads (its `run_id`) is known; the
+    /// connection goes to the pool. A failure leaves it unknown.
+    pub(crate) fn meet(&self, deadline: Instant) {
+        if self.watch.met() {
+            return;
+        }
+        if let Ok(pooled) = self.connect(deadline) {
+            self.checkin(pooled);
+        }
+    }
+
+    /// Whether a connection to the server was ever made (see
+    /// [`meet`](Self::meet)).
+    pub(crate) fn met(&self) -> bool {
+        self.watch.met()
+    }
+
     /// The server this node reaches, as its token names it: the first
     /// digits of the `run_id` its last connection read (see
     /// `holder::server_names`); none while unknown.

@@ -213,6 +213,8 @@ pub(crate) struct Watch {
     /// [`quarantine_now`](Self::quarantine_now)) while the longest TTL was
     /// this less one; 0 while it is not.
     settled: AtomicU64,
+    /// A connection's handshake told something (see [`met`](Self::met)).
+    met: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -243,6 +245,7 @@ pub(crate) enum Seen {
 impl Watch {
     /// Takes in what a connection made at `now` read.
     pub(crate) fn observe(&self, identity: &Identity, now: Instant) -> Seen {
+        self.met.store(true, Ordering::Relaxed);
         let mut state = self.state.lock();
         // What it tells may start a quarantine: looked at again.
         self.settled.store(0, Ordering::Release);
@@ -272,6 +275,12 @@ impl Watch {
         } else {
             Seen::Same
         }
+    }
+
+    /// Whether a connection to the server has been made (its handshake
+    /// read what it could of the server's identity).
+    pub(crate) fn met(&self) -> bool {
+        self.met.load(Ordering::Relaxed)
     }
 
     /// The first `digits` hex digits of the `run_id` the last connection

@@ -241,6 +241,7 @@ impl Set {
                     partial: false,
                     shared: false,
                     answer: None,
+                    // The set scripts' refusals do not say who holds a key.
                     held: Held::Not,
                 };
                 let mut failure = None;
@@ -369,13 +370,7 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        let mut votes = self.round(engine, &LOCK_SET, None, &call, round);
-        // The set script's refusal is a key that exists: a holder, whose
-        // value it does not say (see `verdict::forgetful`).
-        for vote in votes.iter_mut().filter(|v| v.busy.is_some()) {
-            vote.held = Held::Unknown;
-        }
-        votes
+        self.round(engine, &LOCK_SET, None, &call, round)
     }
 
     /// Every counter of the set, on each member `only` selects.

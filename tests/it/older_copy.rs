@@ -12,8 +12,8 @@
 //! not even late) while two grants go through on B and C: t2, released, then
 //! Q's t3, which Q keeps and, paused, writes nothing with yet; A is back,
 //! Q's lock expires; C is killed and started from its snapshot (its
-//! counter is t1 again); B holds a stray key, so R's manager, which saw C
-//! restart and waited out its quarantine, is granted by A and C. Both
+//! counter is t1 again); B is out of R's reach, so R's manager, which saw
+//! C restart and waited out its quarantine, is granted by A and C. Both
 //! counted t1 before: R's token was t1 + 1, below Q's t3, and the store
 //! took paused Q's write after R's.
 
@@ -30,10 +30,13 @@ use support::{Nodes, admin, resource};
 
 const TTL: Duration = Duration::from_secs(1);
 
-/// A manager of A (through `cut`), B and C.
-fn manager(cluster: &Nodes, cut: &Proxy) -> LockManager {
+/// A manager of A (through `cut`), B (through `b`, if given) and C.
+fn manager(cluster: &Nodes, cut: &Proxy, b: Option<&Proxy>) -> LockManager {
     let mut urls = cluster.urls();
     urls[0] = cut.url();
+    if let Some(b) = b {
+        urls[1] = b.url();
+    }
     support::manager_over(urls, Duration::from_millis(100))
 }
 
@@ -42,7 +45,8 @@ fn manager(cluster: &Nodes, cut: &Proxy) -> LockManager {
 fn schedule(key: &str) -> ([u64; 4], LockGuard) {
     let mut cluster = Nodes::start(3).unwrap();
     let cut = Proxy::start(cluster.servers[0].addr()).unwrap();
-    let manager = |cluster: &Nodes| manager(cluster, &cut);
+    let b_for_r = Proxy::start(cluster.servers[1].addr()).unwrap();
+    let manager = |cluster: &Nodes| manager(cluster, &cut, None);
     let fence = redlock_sync::fence_key(key);
     let (t1, _) = lock(&manager(&cluster), key);
     let _: () = redis::cmd("SAVE")
@@ -53,7 +57,7 @@ fn schedule(key: &str) -> ([u64; 4], LockGuard) {
     // R's manager meets the servers before C's restart, so that it sees
     // it (a new run_id) and keeps C out for its quarantine (its grant is
     // one more through B and C, released).
-    let r = manager(&cluster);
+    let r = self::manager(&cluster, &cut, Some(&b_for_r));
     drop(lock(&r, key));
     let q = manager(&cluster);
     let (t3, held) = lock(&q, key);
@@ -68,16 +72,10 @@ fn schedule(key: &str) -> ([u64; 4], LockGuard) {
         Some(t1),
         "C's counter is back at t1 after its restart"
     );
-    let _: () = admin(&cluster.servers[1])
-        .set_options(
-            key,
-            "stray",
-            redis::SetOptions::default().with_expiration(redis::SetExpiry::PX(10_000)),
-        )
-        .unwrap();
-    // R's first attempt meets C's new run_id and fails (C is kept out,
-    // B holds the stray key); once C's quarantine is over (R's longest
-    // TTL, and the drift factor), A and C grant R.
+    b_for_r.set(Mode::Refuse);
+    // R's first attempt meets C's new run_id and fails (C is kept out, B
+    // out of reach); once C's quarantine is over (R's longest TTL, and
+    // the drift factor), A and C grant R.
     r.lock(key, TTL).unwrap_err();
     thread::sleep(TTL + Duration::from_millis(300));
     let (t4, _) = lock(&r, key);
