@@ -70,6 +70,8 @@ pub(crate) struct Node {
     timeout: Duration,
     max_idle: usize,
     idle: Mutex<Vec<Pooled>>,
+    /// The failure of a first contact (see [`Node::meet`]) and when.
+    met_failure: Mutex<Option<(Instant, NodeError)>>,
     /// A connection's user was refused the server's own
     /// compare-and-delete: releases send the script on every connection
     /// (see `Reply::DelIfEq`).
@@ -216,6 +218,7 @@ impl Node {
             timeout,
             max_idle,
             idle: Mutex::new(Vec::with_capacity(max_idle)),
+            met_failure: Mutex::new(None),
         })
     }
 
@@ -383,13 +386,17 @@ impl Node {
 
     /// Connects to the server if no connection ever did, by `deadline`, so
     /// that what its handshake reads (its `run_id`) is known; the
-    /// connection goes to the pool. A failure leaves it unknown.
+    /// connection goes to the pool. A failure leaves it unknown, and is
+    /// what the next connection attempt within a node timeout answers
+    /// (the round that follows: one wait for a dead server, not two, and
+    /// its first words, not a second attempt's).
     pub(crate) fn meet(&self, deadline: Instant) {
         if self.watch.met() {
             return;
         }
-        if let Ok(pooled) = self.connect(deadline) {
-            self.checkin(pooled);
+        match self.connect(deadline) {
+            Ok(pooled) => self.checkin(pooled),
+            Err(e) => *self.met_failure.lock() = Some((Instant::now(), e)),
         }
     }
 

@@ -82,6 +82,7 @@ pub(super) fn run_on(
             return Answer::Took {
                 set: reply == Reply::Okay,
                 count: 0,
+                named: None,
             };
         }
         FairRequest::Take { value } => (value, &*LOCK_SET, locks, vec![num(len.ttl)]),

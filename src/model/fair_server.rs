@@ -333,7 +333,11 @@ impl FairServer {
                 if set {
                     self.set(Held::Token(value), now, len.ttl);
                 }
-                Answer::Took { set, count: 0 }
+                Answer::Took {
+                    set,
+                    count: 0,
+                    named: None,
+                }
             }
             FairRequest::Unlock { value } => match self.key {
                 Some((Held::Token(v), _)) if v == value => {
@@ -612,7 +616,8 @@ mod tests {
             s.run(FairRequest::Take { value: a }, 0, LEN, RULES),
             Answer::Took {
                 set: true,
-                count: 0
+                count: 0,
+                named: None,
             }
         );
         // Refused by a's value, which the refusal names.

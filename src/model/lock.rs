@@ -87,6 +87,17 @@ pub(crate) struct Rules {
     /// (`lock/raise.lua`'s check): a server that never voted (the
     /// address moved) raises nothing and is no yes.
     pub(crate) raise_checks_value: bool,
+    /// A grant names its servers, and a yes beside a refusal whose value
+    /// does not name the yes-sayer's server does not count
+    /// (`verdict::forgetful`): a server that restarted before a client
+    /// first reached it does not vote against a holder another member
+    /// shows.
+    pub(crate) names_servers: bool,
+    /// A fencing counter counts on from the larger of its value and the
+    /// attempt's clock reading (`lock/count.lua`): a counter that went
+    /// back (a restart from an older copy) still counts above every
+    /// token before it.
+    pub(crate) count_from_clock: bool,
 }
 
 impl Rules {
@@ -99,6 +110,8 @@ impl Rules {
         strict: false,
         fence_compares: true,
         raise_checks_value: true,
+        names_servers: true,
+        count_from_clock: true,
     };
 }
 
@@ -142,6 +155,15 @@ pub(crate) struct Size {
     /// The servers' fencing counters at the start (lagging ones: a
     /// server added or restarted empty).
     pub(crate) counters: [Option<u64>; NODES],
+    /// A server may be restarted from an older copy of itself: a snapshot
+    /// of its state (key and counter) taken at any moment, once a
+    /// server, counted among the restarts.
+    pub(crate) snapshots: bool,
+    /// Every round waits for the answer of every server that can give
+    /// one (nothing is lost, no server is slow): a restart is then the
+    /// only fault, as with one restart among three servers whose others
+    /// answer.
+    pub(crate) patient: bool,
 }
 
 /// Every set of servers.
@@ -207,6 +229,9 @@ pub(crate) struct Client {
     pub(crate) attempts: u8,
     /// Per server: what its last handshake there read.
     pub(crate) seen: [Seen; NODES],
+    /// The servers its acquisition's value names (its runs as seen when
+    /// the acquisition began).
+    pub(crate) names: Names,
 }
 
 /// What a client's connections told of one server (its handshakes).
@@ -244,6 +269,8 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) grants: u8,
     pub(crate) stale: Option<(u8, u8)>,
+    /// Each server's snapshot, once taken.
+    pub(crate) snapshots: [Option<Server>; NODES],
     /// A moved address: which client's connection to which server now
     /// reaches the spare, and the spare.
     pub(crate) moved: Option<(u8, u8)>,
@@ -283,6 +310,11 @@ pub(crate) enum Action {
     Move(usize, usize),
     /// A server restarts: empty, or with its data (`true`).
     Restart(usize, bool),
+    /// Server `n` is snapshotted (its state now, for a later restart
+    /// from it).
+    Snapshot(usize),
+    /// Server `n` restarts from its snapshot.
+    RestartOlder(usize),
     /// Time moves on a tick.
     Tick,
 }
@@ -353,24 +385,8 @@ impl LockModel {
         request: impl Fn(usize) -> Request,
     ) {
         for (node, _) in to.iter().enumerate().filter(|(_, on)| **on) {
-            // A client reaching a server learns its run (a restart cut
-            // its connections: it reconnects and reads the new one).
-            let server = &s.servers[node];
-            let run = server.run;
-            // The uptime it reports, on its own clock (fast by the drift).
-            let rate = if server.fast { 1.0 + FACTOR } else { 1.0 };
-            let uptime_ms = server
-                .started
-                .map(|t| (f64::from((s.now - t) as u32 * TICK_MS as u32) * rate) as u32);
-            let seen = &mut s.clients[c].seen[node];
-            if seen.run != Some(run) {
-                *seen = Seen {
-                    run: Some(run),
-                    witnessed: seen.run.is_some(),
-                    at: s.now,
-                    uptime_ms,
-                };
-            }
+            meet(s, c, node);
+            let run = s.servers[node].run;
             s.net.push(Message {
                 node: node as u8,
                 client: c as u8,
@@ -492,6 +508,49 @@ impl LockModel {
         }
     }
 
+    /// Which yes answers the restart rule does not count, by the
+    /// library's verdict (`verdict::forgetful`), on what the client saw
+    /// of the servers' runs and the holders' names its refusals found.
+    fn forgetful(&self, client: &Client, answers: &[Option<Answer>; NODES]) -> [bool; NODES] {
+        if !self.rules.names_servers {
+            return [false; NODES];
+        }
+        let digest = |n: usize, run: u8| format!("{n}r{run}").into_bytes();
+        let yes: Vec<bool> = answers
+            .iter()
+            .map(|a| matches!(a, Some(Answer::Took { set: true, .. })))
+            .collect();
+        let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
+            .map(|n| {
+                client.seen[n]
+                    .run
+                    .map(|run| digest(n, run))
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        let held: Vec<verdict::Held> = answers
+            .iter()
+            .map(|a| match a {
+                Some(Answer::Took {
+                    set: false,
+                    named: Some(names),
+                    ..
+                }) => {
+                    let named: Vec<Vec<u8>> = (0..NODES)
+                        .filter(|&n| names[n] > 0)
+                        .map(|n| digest(n, names[n] - 1))
+                        .collect();
+                    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
+                    verdict::Held::Value([&b"v"[..], &list, b"#1"].concat())
+                }
+                _ => verdict::Held::Not,
+            })
+            .collect();
+        let out = verdict::forgetful(&yes, &servers, &held);
+        std::array::from_fn(|n| out[n])
+    }
+
     /// Client `c`'s round ends: the verdict, by the library's code.
     fn conclude(&self, s: &mut State, c: usize, mask: u8) {
         let now = s.now;
@@ -504,8 +563,11 @@ impl LockModel {
                 start,
                 answers,
             } => {
-                let ballots = answers.map(|a| match a {
-                    Some(Answer::Took { set: true, count }) => Ballot {
+                let forgetful = self.forgetful(client, &answers);
+                let ballots = std::array::from_fn(|n| match answers[n] {
+                    Some(Answer::Took {
+                        set: true, count, ..
+                    }) if !forgetful[n] => Ballot {
                         yes: Some(count.max(1)),
                         low: count.max(1),
                     },
@@ -644,6 +706,38 @@ impl LockModel {
     }
 }
 
+/// Client `c` reaches server `n` and learns its run (a restart cut its
+/// connections: it reconnects and reads the new one).
+fn meet(s: &mut State, c: usize, n: usize) {
+    let server = &s.servers[n];
+    let run = server.run;
+    // The uptime it reports, on its own clock (fast by the drift).
+    let rate = if server.fast { 1.0 + FACTOR } else { 1.0 };
+    let uptime_ms = server
+        .started
+        .map(|t| (f64::from((s.now - t) as u32 * TICK_MS as u32) * rate) as u32);
+    let seen = &mut s.clients[c].seen[n];
+    if seen.run != Some(run) {
+        *seen = Seen {
+            run: Some(run),
+            witnessed: seen.run.is_some(),
+            at: s.now,
+            uptime_ms,
+        };
+    }
+}
+
+/// Whether client `c`'s round still awaits an answer that can come: a
+/// request of it in flight to a server of the run it was sent to.
+fn awaits(s: &State, c: usize) -> bool {
+    s.net.iter().any(|m| {
+        usize::from(m.client) == c
+            && m.current
+            && usize::from(m.node) < NODES
+            && s.servers[usize::from(m.node)].run == m.run
+    })
+}
+
 impl State {
     /// The same state with the two clients' names swapped (they behave
     /// alike: a state and its mirror are explored once).
@@ -684,4 +778,4 @@ impl State {
 mod server;
 mod steps;
 
-pub(crate) use server::{Answer, Request, Server, Store, Value};
+pub(crate) use server::{Answer, Names, Request, Server, Store, Value};

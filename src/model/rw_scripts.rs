@@ -40,6 +40,7 @@ fn run(real: &mut Real, request: RwRequest, ttl: u64) -> Answer {
             Answer::Took {
                 set: reply == redis::Value::Okay,
                 count: 0,
+                named: None,
             }
         }
         RwRequest::Unlock { value } => {

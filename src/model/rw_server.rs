@@ -110,7 +110,11 @@ impl RwServer {
                 if set {
                     self.key = Some((RwHeld::Writer(value), self.after(now, ttl)));
                 }
-                Answer::Took { set, count: 0 }
+                Answer::Took {
+                    set,
+                    count: 0,
+                    named: None,
+                }
             }
             RwRequest::Unlock { value } => match self.key {
                 Some((RwHeld::Writer(v), _)) if v == value => {

@@ -87,7 +87,9 @@ impl Real {
     fn run(&mut self, request: Request) -> Answer {
         let ms = |ticks: u16| (u64::from(ticks) * TICK_MS).to_string().into_bytes();
         match request {
-            Request::Take { value, ttl, fenced } => {
+            Request::Take {
+                value, ttl, fenced, ..
+            } => {
                 let mut pipe = redis::pipe();
                 pipe.cmd("SET")
                     .arg(KEY)
@@ -111,7 +113,10 @@ impl Real {
                     Some(Reply::Int(n)) => *n as u64,
                     _ => 0,
                 };
-                Answer::Took { set, count }
+                // The sequences' values name no server: a refusal finds
+                // none named.
+                let named = (!set).then_some([0; super::lock::NODES]);
+                Answer::Took { set, count, named }
             }
             Request::Raise { value, to } => Answer::Int(self.eval(
                 RAISE.source(),
@@ -179,6 +184,7 @@ fn request(rng: &mut Rng) -> Request {
             value,
             ttl,
             fenced: rng.below(2) == 0,
+            names: [0; super::lock::NODES],
         },
         1 => Request::Raise {
             value,

@@ -42,6 +42,7 @@ fn run(real: &mut Real, request: SemRequest) -> Answer {
             Answer::Took {
                 set: reply == Reply::Okay,
                 count: 0,
+                named: None,
             }
         }
         SemRequest::Extend {

@@ -129,7 +129,11 @@ impl SemServer {
                 if set {
                     *slot = Some((value, now + ttl - u16::from(self.fast)));
                 }
-                Answer::Took { set, count: 0 }
+                Answer::Took {
+                    set,
+                    count: 0,
+                    named: None,
+                }
             }
             SemRequest::Extend {
                 value,

@@ -209,15 +209,28 @@ fn a_taken_lock_names_its_holder_unless_naming_is_off() {
         .build()
         .unwrap();
     let guard = anonymous.lock(&r, TTL).unwrap();
-    // 32 random hex digits, then `#` and the attempt's number (each
+    // 32 random hex digits, `!` and the servers it asked (8 hex digits
+    // of each one's run_id), then `#` and the attempt's number (each
     // attempt writes a value of its own).
-    let (random, attempt) = guard.token().split_at(32);
+    let (random, rest) = guard.token().split_at(32);
     assert!(
         random.iter().all(u8::is_ascii_hexdigit),
         "{:?}",
         guard.token()
     );
-    assert_eq!(attempt, b"#1");
+    let rest = std::str::from_utf8(rest).unwrap();
+    let servers = rest
+        .strip_prefix('!')
+        .and_then(|r| r.strip_suffix("#1"))
+        .unwrap_or_else(|| panic!("{rest}"));
+    let servers: Vec<&str> = servers.split('.').collect();
+    assert_eq!(servers.len(), 3, "{rest}");
+    assert!(
+        servers
+            .iter()
+            .all(|d| d.len() == 8 && d.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{rest}"
+    );
     assert_eq!(HolderName::parse(guard.token()), None);
     let err = manager(&cluster.urls()).try_lock(&r, TTL).unwrap_err();
     let token = String::from_utf8(guard.token().to_vec()).unwrap();

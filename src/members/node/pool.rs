@@ -59,6 +59,14 @@ pub(crate) enum Received {
 impl Node {
     /// Opens a connection and runs the handshake, all by `deadline`.
     pub(super) fn connect(&self, deadline: Instant) -> Result<Pooled, NodeError> {
+        // The first contact's own failure, a moment ago (see
+        // `Node::meet`): the round that follows it reports it, instead of
+        // waiting for the same failure again.
+        if let Some((at, e)) = self.met_failure.lock().take()
+            && at.elapsed() < self.timeout
+        {
+            return Err(e);
+        }
         crate::base::logging::log!(
             debug,
             "redlock_sync::node",

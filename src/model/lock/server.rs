@@ -39,11 +39,17 @@ impl std::fmt::Debug for Value {
     }
 }
 
+/// The servers an acquisition's value names (see
+/// `holder::server_names`): each server's run, plus one (0: unknown).
+pub(crate) type Names = [u8; NODES];
+
 /// One server: the lock key and its fencing counter.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Server {
     /// The value, and the tick it expires at (gone from then on).
     pub(crate) key: Option<(Value, u16)>,
+    /// The servers the key's value names.
+    pub(crate) names: Names,
     /// The fencing counter (its keep outlives the model).
     pub(crate) counter: Option<u64>,
     /// Its run: a restart starts another.
@@ -78,12 +84,14 @@ impl Value {
 /// A request, as the library sends it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Request {
-    /// `SET key value NX PX ttl`, with the count script behind it when
-    /// fenced: answers the count, and whether it set.
+    /// `SET key value NX GET PX ttl`, with the count script behind it
+    /// when fenced: answers the count, whether it set, and what a refusal
+    /// found (the value's names); `names`, the servers the value names.
     Take {
         value: Value,
         ttl: u16,
         fenced: bool,
+        names: Names,
     },
     /// `lock/raise.lua`: the counter up to `to` where the key holds
     /// `value`.
@@ -100,8 +108,13 @@ pub(crate) enum Request {
 /// A server's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Answer {
-    /// A take: set or not, and the counter after it (0 unfenced).
-    Took { set: bool, count: u64 },
+    /// A take: set or not, and the counter after it (0 unfenced); a
+    /// refusal's holder's names, where the model tells them.
+    Took {
+        set: bool,
+        count: u64,
+        named: Option<Names>,
+    },
     /// A script's integer answer.
     Int(i64),
     /// A fair claim's refusal that names the value holding the key.
@@ -128,10 +141,17 @@ impl Server {
             self.key = None;
         }
         match request {
-            Request::Take { value, ttl, fenced } => {
+            Request::Take {
+                value,
+                ttl,
+                fenced,
+                names,
+            } => {
                 let set = self.key.is_none();
+                let named = (!set).then_some(self.names);
                 if set {
                     self.key = Some((value, self.expiry(now, ttl)));
+                    self.names = names;
                 }
                 let mut count = 0;
                 if fenced {
@@ -139,10 +159,17 @@ impl Server {
                     // clock (µs): a counter created anew, or gone back,
                     // counts on from the clock, above every count before
                     // it.
-                    count = self.counter.unwrap_or(0).max(1000 * u64::from(now + 1)) + 1;
+                    let clock = match rules.count_from_clock {
+                        true => 1000 * u64::from(now + 1),
+                        false => 0,
+                    };
+                    count = match self.counter {
+                        Some(c) => c.max(clock) + 1,
+                        None => 1000 * u64::from(now + 1) + 1,
+                    };
                     self.counter = Some(count);
                 }
-                Answer::Took { set, count }
+                Answer::Took { set, count, named }
             }
             Request::Raise { value, to } => {
                 if rules.raise_checks_value && self.held(now) != Some(value) {
@@ -191,10 +218,16 @@ impl Value {
 impl Request {
     pub(super) fn swapped(self) -> Request {
         match self {
-            Request::Take { value, ttl, fenced } => Request::Take {
+            Request::Take {
+                value,
+                ttl,
+                fenced,
+                names,
+            } => Request::Take {
                 value: value.swapped(),
                 ttl,
                 fenced,
+                names,
             },
             Request::Raise { value, to } => Request::Raise {
                 value: value.swapped(),

@@ -55,6 +55,8 @@ impl LockModel {
                 Self::end_round(&mut s, c);
             }
             Action::Restart(n, keeps) => restart(&mut s, n, keeps),
+            Action::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
+            Action::RestartOlder(n) => restart_older(&mut s, n)?,
             Action::Move(c, n) => {
                 s.moved = Some((c as u8, n as u8));
                 s.spare = Server {
@@ -85,7 +87,20 @@ impl LockModel {
             client.attempts = 0;
         }
         client.attempts += 1;
-        let value = self.value(c, client);
+        if client.attempts == 1 {
+            // A new acquisition: its manager meets the servers it never
+            // reached, then names the servers it knows.
+            for n in 0..NODES {
+                if s.clients[c].seen[n].run.is_none() {
+                    meet(s, c, n);
+                }
+            }
+            let client = &mut s.clients[c];
+            client.names = client.seen.map(|seen| seen.run.map_or(0, |run| run + 1));
+        }
+        let value = self.value(c, &s.clients[c]);
+        let names = s.clients[c].names;
+        let client = &mut s.clients[c];
         client.phase = Phase::Taking {
             value,
             start: s.now,
@@ -96,6 +111,7 @@ impl LockModel {
             value,
             ttl,
             fenced,
+            names,
         });
     }
 }
@@ -127,13 +143,32 @@ fn write(s: &mut State, c: usize) -> Option<()> {
 
 /// Server `n` restarts, keeping its data or not (`keeps`).
 fn restart(s: &mut State, n: usize, keeps: bool) {
+    restarted(s, n, |server| {
+        if !keeps {
+            server.key = None;
+            server.counter = None;
+        }
+    });
+}
+
+/// Server `n` restarts from its snapshot: its key and counter as they
+/// were then.
+fn restart_older(s: &mut State, n: usize) -> Option<()> {
+    let older = s.snapshots[n].clone()?;
+    restarted(s, n, |server| {
+        server.key = older.key;
+        server.names = older.names;
+        server.counter = older.counter;
+    });
+    Some(())
+}
+
+/// Server `n`'s new run, started now, after `keep` chose what it kept.
+fn restarted(s: &mut State, n: usize, keep: impl FnOnce(&mut Server)) {
     let server = &mut s.servers[n];
+    keep(server);
     server.run += 1;
     server.started = Some(s.now);
-    if !keeps {
-        server.key = None;
-        server.counter = None;
-    }
     s.restarts += 1;
     // Its connections die: what was in flight to or from it.
     s.net.retain(|m| usize::from(m.node) != n);
@@ -154,6 +189,7 @@ impl Model for LockModel {
             acquisitions: 0,
             attempts: 0,
             seen: [Seen::default(); NODES],
+            names: [0; NODES],
         };
         State {
             now: 0,
@@ -171,6 +207,7 @@ impl Model for LockModel {
             moved: None,
             spare: Server::default(),
             thin: None,
+            snapshots: Default::default(),
         }
     }
 
@@ -181,12 +218,20 @@ impl Model for LockModel {
                     out.extend(self.size.masks.iter().map(|&now| Action::Start(c, now)))
                 }
                 // A round ends when its node timeout runs out, which may
-                // be at any moment (a tick is longer than a node timeout).
+                // be at any moment (a tick is longer than a node timeout);
+                // a patient one once every answer that can come is in.
                 Phase::Taking { .. }
                 | Phase::Raising { .. }
                 | Phase::Holding {
                     extending: Some(_), ..
-                } => out.extend(self.size.masks.iter().map(|&now| Action::Conclude(c, now))),
+                } if !self.size.patient || !awaits(s, c) => {
+                    out.extend(self.size.masks.iter().map(|&now| Action::Conclude(c, now)))
+                }
+                Phase::Taking { .. }
+                | Phase::Raising { .. }
+                | Phase::Holding {
+                    extending: Some(_), ..
+                } => {}
                 Phase::Holding {
                     extending: None,
                     until_ms,
@@ -238,6 +283,14 @@ impl Model for LockModel {
         if s.restarts < self.size.restarts {
             out.extend((0..NODES).map(|n| Action::Restart(n, false)));
             out.extend((0..NODES).map(|n| Action::Restart(n, true)));
+            if self.size.snapshots {
+                for n in 0..NODES {
+                    match s.snapshots[n] {
+                        None => out.push(Action::Snapshot(n)),
+                        Some(_) => out.push(Action::RestartOlder(n)),
+                    }
+                }
+            }
         }
         if s.now < self.size.horizon {
             out.push(Action::Tick);
@@ -355,6 +408,8 @@ impl Model for LockModel {
             ),
             Action::Restart(n, false) => write!(line, "server {n} restarts empty"),
             Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
+            Action::Snapshot(n) => write!(line, "server {n} is snapshotted"),
+            Action::RestartOlder(n) => write!(line, "server {n} restarts from its snapshot"),
             Action::Tick => write!(line, "{} ms pass", TICK_MS),
         };
         line
