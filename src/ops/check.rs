@@ -503,21 +503,31 @@ fn durability(node: &Node, report: &mut NodeReport, deadline: impl Fn() -> Insta
             Verdict::Warning,
             "appendfsync everysec: a crash may lose the last second of locks \
          (appendfsync always keeps them)",
-            Some("with appendfsync always, restarts are exempt from the quarantine".into()),
+            Some(format!(
+                "{LOST}; with appendfsync always, restarts are exempt from the quarantine"
+            )),
         ),
-        (Some(true), _) => report.problem(
+        (Some(true), _) => report.problem_with(
             Verdict::Warning,
-            "append-only file without appendfsync always: a restart may forget locks, \
-         so the restart quarantine applies",
+            "append-only file without appendfsync always: a restart may forget locks",
+            Some(LOST.into()),
         ),
-        (Some(false), _) => report.problem(
+        (Some(false), _) => report.problem_with(
             Verdict::Warning,
-            "no persistence: after a restart it sits out votes for the quarantine \
-         (appendonly yes + appendfsync always avoids that)",
+            "no persistence (or RDB snapshots only): a restart may forget locks \
+         (appendonly yes + appendfsync always keeps them)",
+            Some(LOST.into()),
         ),
         (None, _) => {}
     }
 }
+
+/// What a server that may lose locks in a restart means for the lock (see
+/// the manual's "Restarts"), for `-v`.
+const LOST: &str = "after a restart, empty or from an older copy, its yes does not count \
+    beside a lock another node shows it may have lost (safe while the nodes that kept it \
+    answer; restart_quarantine for a restart and a slow node at once), and fencing tokens \
+    count on from the clock";
 
 /// A warning when the server listens on another port than the one
 /// dialled (`dialled`, none for a Unix socket or TLS, whose port INFO

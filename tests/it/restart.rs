@@ -415,3 +415,71 @@ fn a_fair_claim_counts_no_yes_beside_a_holder_that_names_other_servers() {
         assert!(guard.failures().is_empty(), "{:?}", guard.failures());
     });
 }
+
+/// The same through `lockrun`, a new manager at every run: as the one
+/// that asks (it never met node 0 before its restart) and as the holder
+/// (its first acquisition names the servers, having met them first).
+#[cfg(feature = "cli")]
+#[test]
+fn lockrun_neither_takes_nor_loses_a_lock_to_a_restart_no_run_saw() {
+    use std::process::{Command, Stdio};
+    let lockrun = |urls: &[String], wait: &str, r: &str, script: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockrun"));
+        cmd.arg("--nodes")
+            .arg(urls.join(","))
+            .args(["--node-timeout", "500ms", "--ttl", "10s", "--wait", wait])
+            .arg(r)
+            .args(["--", "sh", "-c", script])
+            .env_remove("REDLOCK_NODES")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    // lockrun asks: Q holds R on nodes 0 and 1, node 0 restarts empty.
+    let mut cluster = Nodes::start(3).unwrap();
+    let r = resource("lockrun-unwitnessed");
+    let (q, _dead) = partial(&cluster, &[0, 1], None);
+    let guard = q.lock(&r, TTL).unwrap();
+    cluster.servers[0].restart().unwrap();
+    let out = lockrun(&cluster.urls(), "500ms", &r, "echo ran")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(out.stdout.is_empty(), "the command ran beside Q's lock");
+    assert!(err.contains("its yes is not counted"), "{err}");
+    assert!(guard.is_valid());
+    drop(guard);
+
+    // lockrun holds: nodes 0 and 1 (node 2 out of its reach) grant it R,
+    // node 0 restarts empty, a manager that never met node 0 asks.
+    let mut cluster = Nodes::start(3).unwrap();
+    let (_gone, dead) = unreachable();
+    let urls = [cluster.servers[0].url(), cluster.servers[1].url(), dead];
+    let ran = scratch_file("lockrun-holds");
+    let mut holder = lockrun(&urls, "0", &r, &format!("touch {ran}; sleep 6"))
+        .spawn()
+        .unwrap();
+    let started = wait_for(Duration::from_secs(10), || {
+        std::path::Path::new(&ran).exists()
+    });
+    assert!(started.is_some(), "lockrun did not take the lock");
+    cluster.servers[0].restart().unwrap();
+    let fresh = support::manager(&cluster, Duration::from_millis(500));
+    let err = match fresh.lock(&r, TTL) {
+        Ok(_) => panic!("a fresh manager took the lock lockrun holds"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("its yes is not counted"), "{err}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+/// A fresh path under the temporary directory.
+#[cfg(feature = "cli")]
+fn scratch_file(name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("redlock-sync-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path.to_string_lossy().into_owned()
+}
