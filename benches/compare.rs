@@ -117,7 +117,8 @@ impl Raw {
     /// library sends it there).
     fn same_as_default(urls: &[String], key: &str) -> Raw {
         let mut raw = Raw::new(urls, key);
-        let token = "0123456789abcdef0123456789abcdef@host/1234#1";
+        // A token as the library's names its holder and three servers.
+        let token = "0123456789abcdef0123456789abcdef@host/1234!0a1b2c3d.4e5f6a7b.8c9d0e1f#1";
         let channel = format!("{key}:redlock-release{{1}}");
         (raw.set, raw.unlock, raw.replies) =
             cycle_commands(key, token, true, Delete::Script, channel.as_bytes());

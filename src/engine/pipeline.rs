@@ -143,6 +143,10 @@ pub(crate) struct Engine {
     pub(crate) replica_acks: Option<(u32, String)>,
     /// When restarted servers vote again (shared with every node).
     pub(crate) restart: Arc<Policy>,
+    /// The servers a token names, as last made for node members, and the
+    /// sum of their `run_id` changes then (see
+    /// [`server_names`](Self::server_names)).
+    pub(crate) names: Mutex<(u64, Vec<u8>)>,
 }
 
 /// What a script round is for: how its answers count, and whether they
@@ -394,6 +398,15 @@ impl Engine {
     /// a token that names no server makes every yes beside its key
     /// uncounted for others (the restart rule). Costs nothing once met.
     pub(crate) fn meet(&self, names: &[&[u8]]) {
+        // Node members all reached once: nothing to do (the common path).
+        if !self.has_clusters
+            && self
+                .members
+                .iter()
+                .all(|m| m.node_runs().is_some_and(|r| r.1))
+        {
+            return;
+        }
         let slots = self.slots_of(names);
         let unmet: Vec<Arc<crate::members::node::Node>> = self
             .members
@@ -420,6 +433,24 @@ impl Engine {
     /// last connection read (a Redis Cluster member's, for each name's
     /// slot); those not known yet are left out.
     pub(crate) fn server_names(&self, names: &[&[u8]]) -> Vec<u8> {
+        // Node members: made again only when a server's run_id changed.
+        if !self.has_clusters {
+            let runs: u64 = self
+                .members
+                .iter()
+                .filter_map(|m| m.node_runs().map(|r| r.0))
+                .sum();
+            let mut cached = self.names.lock();
+            if cached.0 != runs || runs == 0 {
+                *cached = (runs, self.make_server_names(names));
+            }
+            return cached.1.clone();
+        }
+        self.make_server_names(names)
+    }
+
+    /// [`server_names`](Self::server_names), made anew.
+    fn make_server_names(&self, names: &[&[u8]]) -> Vec<u8> {
         let slots = self.slots_of(names);
         let mut digests: Vec<Vec<u8>> = self
             .members

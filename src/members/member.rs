@@ -118,6 +118,16 @@ impl Member {
         }
     }
 
+    /// A node member's server: how many times its `run_id` changed, and
+    /// whether it was ever reached (none for a Redis Cluster member,
+    /// whose server depends on the slot).
+    pub(crate) fn node_runs(&self) -> Option<(u64, bool)> {
+        match self {
+            Member::Node(node) => Some((node.runs(), node.met())),
+            Member::Cluster(_) => None,
+        }
+    }
+
     /// The server that answers for `slot` now, as tokens name it (see
     /// `Node::run_digest`); none while unknown.
     pub(crate) fn run_digest(&self, slot: u16) -> Option<Vec<u8>> {

@@ -400,6 +400,11 @@ impl Node {
         }
     }
 
+    /// How many times the `run_id` this node's connections read changed.
+    pub(crate) fn runs(&self) -> u64 {
+        self.watch.runs()
+    }
+
     /// Whether a connection to the server was ever made (see
     /// [`meet`](Self::meet)).
     pub(crate) fn met(&self) -> bool {

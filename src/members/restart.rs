@@ -215,6 +215,8 @@ pub(crate) struct Watch {
     settled: AtomicU64,
     /// A connection's handshake told something (see [`met`](Self::met)).
     met: AtomicBool,
+    /// How many times the `run_id` read changed (the first read counts).
+    runs: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -262,6 +264,7 @@ impl Watch {
         let restarted = state.run_id.as_ref().is_some_and(|old| old != run_id);
         if state.run_id.as_ref() != Some(run_id) {
             state.run_id = Some(run_id.clone());
+            self.runs.fetch_add(1, Ordering::Release);
             if restarted {
                 state.changed = Some(now);
             }
@@ -281,6 +284,12 @@ impl Watch {
     /// read what it could of the server's identity).
     pub(crate) fn met(&self) -> bool {
         self.met.load(Ordering::Relaxed)
+    }
+
+    /// How many times the `run_id` read changed: what a copy of
+    /// [`run_digest`](Self::run_digest) is good for while it stays.
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Acquire)
     }
 
     /// The first `digits` hex digits of the `run_id` the last connection

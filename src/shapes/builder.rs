@@ -587,6 +587,7 @@ impl Builder {
                 entropy,
                 fair: self.fair,
                 fair_refused: Default::default(),
+                names: Default::default(),
             },
             retry,
         ))
