@@ -96,7 +96,13 @@ pub(crate) fn server_names<'a>(digests: impl IntoIterator<Item = &'a [u8]>) -> V
 pub(crate) fn names_server(value: &[u8], digest: &[u8]) -> Option<bool> {
     let value = waiter_of(value);
     let at = value.iter().position(|&b| b == SERVERS_MARK)?;
-    Some(value[at + 1..].split(|&b| b == b'.').any(|d| d == digest))
+    // Only this form names servers: groups of RUN_DIGITS hex digits (so
+    // that another client's random bytes that hold a `!` say nothing).
+    let mut named = value[at + 1..].split(|&b| b == b'.');
+    let well_formed = named
+        .clone()
+        .all(|d| d.len() == RUN_DIGITS && d.iter().all(u8::is_ascii_hexdigit));
+    well_formed.then(|| named.any(|d| d == digest))
 }
 
 /// The value the `n`-th attempt of the acquisition whose token is
@@ -247,10 +253,14 @@ mod tests {
             HolderName::parse(&value).unwrap().label.as_deref(),
             Some("job")
         );
-        // Values that name no server say nothing.
+        // Values that name no server say nothing, nor ones whose `!` is
+        // not followed by run_id digests (another client's bytes).
         for v in [
             &b"someone-else"[..],
             b"0123456789abcdef0123456789abcdef@h/1#2",
+            b"x!y",
+            b"x!3fa01c2e.zz",
+            b"x!",
         ] {
             assert_eq!(names_server(v, b"3fa01c2e"), None, "{v:?}");
         }

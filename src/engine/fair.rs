@@ -29,7 +29,6 @@ use crate::engine::pipeline::{
     announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
-use crate::engine::verdict;
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -289,8 +288,12 @@ impl Fair {
         keep: Option<&str>,
     ) -> Vec<Vote> {
         let message = ahead_message(engine, token);
+        // One clock reading for the node and cluster forms: members count
+        // on from the same one (see `OneKey::take`).
+        let start = counter_start().to_string();
         let call = |cluster| {
-            let (keys, mut args) = self.claim_call(engine, &[key], token, ttl_ms, keep, "");
+            let counted = keep.map(|keep| (keep, &start[..]));
+            let (keys, mut args) = self.claim_call(engine, &[key], token, ttl_ms, counted, "");
             handing_args(
                 engine,
                 &mut args,
@@ -310,18 +313,12 @@ impl Fair {
             script.run_naming(round)
         });
         self.heed(engine, &answers);
-        let votes = answers
+        let mut votes: Vec<Vote> = answers
             .into_iter()
             .map(|answer| match answer {
-                // Another owner's value holds the key: a no, with the
-                // value for the restart rule.
-                Some(Ok(Said::Held(i))) => Vote {
-                    held: match held.get(i) {
-                        Some(redis::Value::BulkString(v)) => verdict::Held::Value(v.clone()),
-                        _ => verdict::Held::Not,
-                    },
-                    ..Vote::of(Some(Ok(Said::No)))
-                },
+                // Another owner's value holds the key: a no (the value
+                // goes to the restart rule, see `give_holders`).
+                Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
                 // Readers hold the key (the script's -2).
                 Some(Ok(Said::Busy(1))) => Vote {
                     shared: true,
@@ -336,6 +333,7 @@ impl Fair {
                 answer => Vote::of(answer),
             })
             .collect();
+        crate::engine::single::give_holders(&mut votes, &held, token);
         self.lapse_ms
             .store(lapse.unwrap_or(u64::MAX), Ordering::Relaxed);
         votes
@@ -351,7 +349,7 @@ impl Fair {
         locks: &[&[u8]],
         token: &[u8],
         ttl_ms: u64,
-        keep: Option<&str>,
+        counted: Option<(&str, &str)>,
         wait_at: &str,
     ) -> Call {
         let mut keys = queued_keys(locks);
@@ -366,9 +364,9 @@ impl Fair {
             engine.waiters.address().to_vec(),
             wait_at.as_bytes().to_vec(),
         ];
-        if let Some(keep) = keep {
+        if let Some((keep, start)) = counted {
             keys.extend(locks.iter().map(fence_key));
-            args.push(counter_start().to_string().into_bytes());
+            args.push(start.as_bytes().to_vec());
             args.push(keep.as_bytes().to_vec());
         }
         (keys, args)

@@ -467,7 +467,7 @@ impl Engine {
     /// the same round on another member, does not name is that member's
     /// failure (its key, if it set one, is cleaned up with the attempt's).
     fn forget_restarted(&self, shape: &dyn Shape, mut votes: Vec<Vote>) -> Vec<Vote> {
-        if votes.iter().all(|v| v.held == verdict::Held::Not) {
+        if votes.iter().all(|v| v.held.is_empty()) {
             return votes;
         }
         let slots = self.slots_of(&shape.resources());
@@ -482,7 +482,10 @@ impl Engine {
             })
             .collect();
         let yes: Vec<bool> = votes.iter().map(|v| v.yes.is_some()).collect();
-        let held: Vec<verdict::Held> = votes.iter().map(|v| v.held.clone()).collect();
+        let held: Vec<Vec<Vec<u8>>> = votes
+            .iter_mut()
+            .map(|v| std::mem::take(&mut v.held))
+            .collect();
         let forgetful = verdict::forgetful(&yes, &servers, &held);
         for (i, vote) in votes.iter_mut().enumerate().filter(|(i, _)| forgetful[*i]) {
             let runs: Vec<String> = servers[i]

@@ -14,6 +14,7 @@
 use parking_lot::Mutex;
 use redis::Value;
 
+use crate::base::holder::waiter_of;
 use crate::base::keys::{READERS_MARK, RESERVED_PREFIX, fence_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
@@ -22,7 +23,7 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
-use crate::engine::verdict::Held;
+
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
 use crate::members::request::{Forms, Reply, Request, Said};
@@ -174,10 +175,12 @@ impl OneKey {
         // get plain `NX`, whose refusal may be readers and says no more.
         let (reply, legacy_reply) = set_replies(fenced);
         // The count script's source, for a server that lost it since the
-        // handshake (`SCRIPT FLUSH`): run once more with it.
+        // handshake (`SCRIPT FLUSH`): run once more with it (and the
+        // `WAIT` behind it again, as the write had it).
         let count_reload = || {
             let mut out = Vec::new();
             write.count_into(&mut out, false);
+            out.extend_from_slice(&write.wait);
             out
         };
         // Servers before Redis 7.0 (or of unknown version) do not take
@@ -238,7 +241,8 @@ impl OneKey {
         };
         let answers = quorum::round(&engine.members, None, &req);
         let seen = seen.into_inner();
-        let votes = answers.into_iter().map(|a| read_vote(a, &seen)).collect();
+        let mut votes: Vec<Vote> = answers.into_iter().map(read_vote).collect();
+        give_holders(&mut votes, &seen, token);
         self.note_holder(seen);
         votes
     }
@@ -651,21 +655,37 @@ fn set_replies(fenced: bool) -> (Reply, Reply) {
     }
 }
 
-/// A member's vote on the acquisition, from its answer (`seen`: the
-/// values its round's refusals found, see [`Said::Held`]).
-fn read_vote(answer: Answer, seen: &[Value]) -> Vote {
+/// Gives each no and failure among `votes` the holders the round's
+/// refusals found (`seen`), for the restart rule (`verdict::forgetful`):
+/// every value that holds a key but a waiter's reservation (no holder's)
+/// and this acquisition's own earlier attempts' (`token`'s). A refusal
+/// from a server kept out of votes (its answer a failure) is evidence
+/// all the same.
+pub(crate) fn give_holders(votes: &mut [Vote], seen: &[Value], token: &[u8]) {
+    let ours = waiter_of(token);
+    let holders: Vec<Vec<u8>> = seen
+        .iter()
+        .filter_map(|v| match v {
+            Value::BulkString(v) if !v.starts_with(RESERVED_PREFIX) && waiter_of(v) != ours => {
+                Some(v.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    if holders.is_empty() {
+        return;
+    }
+    for vote in votes.iter_mut().filter(|v| v.yes.is_none()) {
+        vote.held.clone_from(&holders);
+    }
+}
+
+/// A member's vote on the acquisition, from its answer.
+fn read_vote(answer: Answer) -> Vote {
     match answer {
-        // Another owner's value holds the key: a no, with the value for
-        // the restart rule (a waiter's reservation is no holder's).
-        Some(Ok(Said::Held(i))) => Vote {
-            held: match seen.get(i) {
-                Some(Value::BulkString(v)) if !v.starts_with(RESERVED_PREFIX) => {
-                    Held::Value(v.clone())
-                }
-                _ => Held::Not,
-            },
-            ..Vote::of(Some(Ok(Said::No)))
-        },
+        // Another owner's value holds the key: a no (the value goes to
+        // the restart rule, see `give_holders`).
+        Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
         // The check ahead failed: no grant (the acquisition behind it may
         // have written: cleaned up as a yes).
         Some(Ok(Said::Differs(c))) => Vote {

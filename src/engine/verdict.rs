@@ -26,34 +26,27 @@
 use crate::base::holder::names_server;
 use crate::engine::quorum;
 
-/// What a member's no says of a holder of the key (see [`forgetful`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Held {
-    /// Nothing: a yes, a failure, a free key refused for another reason
-    /// (a waiter ahead, a reservation), or a refusal that does not say
-    /// who holds the key (a server before Redis 7.0, shared holders, a
-    /// set).
-    #[default]
-    Not,
-    /// The key holds this value (an acquisition's, which may name the
-    /// servers its grant was asked of).
-    Value(Vec<u8>),
-}
-
 /// Which members' yes votes do not count, by the restart rule: a yes
 /// from a member whose server (`servers[i]`: the `run_id` digests of the
-/// servers that answered for it, none when unknown) a holder's value that
-/// another member refused with (`held`) does not name, when that value
-/// names servers at all. Such a server may have restarted since it
-/// granted that holder, and forgotten the grant; a server that kept it
-/// refuses. A value that names no server (another client's, an earlier
-/// version's) says nothing, and a yes whose server is unknown (`INFO`
-/// refused) counts.
-pub(crate) fn forgetful(yes: &[bool], servers: &[Vec<Vec<u8>>], held: &[Held]) -> Vec<bool> {
+/// servers that answered for it, none when unknown) is not named by a
+/// holder's value that another member's refusal found in the same round
+/// (`held[j]`: the values of holders the round's refusals found, given
+/// with each member's no or failure), when that value names servers at
+/// all. Such a server may have restarted since it granted that holder,
+/// and forgotten the grant; a server that kept it refuses. A value that
+/// names no server (another client's, an earlier version's) says
+/// nothing, and a yes whose server is unknown (`INFO` refused) counts.
+pub(crate) fn forgetful(
+    yes: &[bool],
+    servers: &[Vec<Vec<u8>>],
+    held: &[Vec<Vec<u8>>],
+) -> Vec<bool> {
     let named = |digest: &[u8], except: usize| {
-        held.iter().enumerate().all(|(j, h)| match h {
-            Held::Value(value) if j != except => names_server(value, digest) != Some(false),
-            _ => true,
+        held.iter().enumerate().all(|(j, values)| {
+            j == except
+                || values
+                    .iter()
+                    .all(|value| names_server(value, digest) != Some(false))
         })
     };
     (0..yes.len())
@@ -123,36 +116,60 @@ mod tests {
 
     #[test]
     fn a_yes_counts_only_where_every_holder_seen_names_its_server() {
-        let value = |names: &[u8]| Held::Value([&b"t@h/1"[..], names, b"#1"].concat());
+        let value = |names: &[u8]| vec![[&b"t@h/1"[..], names, b"#1"].concat()];
         let servers = |d: &[&[u8]]| -> Vec<Vec<u8>> { d.iter().map(|d| d.to_vec()).collect() };
-        let all = [servers(&[b"aa"]), servers(&[b"bb"]), servers(&[b"cc"])];
+        let all = [
+            servers(&[b"aaaaaaaa"]),
+            servers(&[b"bbbbbbbb"]),
+            servers(&[b"cccccccc"]),
+        ];
         // No holder seen: every yes counts.
-        let none = [Held::Not, Held::Not, Held::Not];
+        let none = [Vec::new(), Vec::new(), Vec::new()];
         assert_eq!(forgetful(&[true, true, false], &all, &none), [false; 3]);
         // The holder on member 2 named the servers of 0 and 1: they count.
-        let named = [Held::Not, Held::Not, value(b"!aa.bb.cc")];
+        let named = [
+            Vec::new(),
+            Vec::new(),
+            value(b"!aaaaaaaa.bbbbbbbb.cccccccc"),
+        ];
         assert_eq!(forgetful(&[true, true, false], &all, &named), [false; 3]);
         // Member 0's server is not the one it named (a restart since).
-        let moved = [Held::Not, Held::Not, value(b"!a0.bb.cc")];
+        let moved = [
+            Vec::new(),
+            Vec::new(),
+            value(b"!aaaaaaa0.bbbbbbbb.cccccccc"),
+        ];
         assert_eq!(
             forgetful(&[true, true, false], &all, &moved),
             [true, false, false]
         );
         // A holder that names no server says nothing: every yes counts.
-        let silent = [Held::Not, Held::Not, value(b"")];
+        let silent = [Vec::new(), Vec::new(), value(b"")];
         assert_eq!(forgetful(&[true, true, false], &all, &silent), [false; 3]);
         // Two holders seen (a late value beside a later one): a yes
         // counts where both name its server.
-        let two = [Held::Not, value(b"!aa.bb"), value(b"!aa.cc")];
+        let two = [
+            Vec::new(),
+            value(b"!aaaaaaaa.bbbbbbbb"),
+            value(b"!aaaaaaaa.cccccccc"),
+        ];
         assert_eq!(forgetful(&[true, false, false], &all, &two), [false; 3]);
-        let two = [Held::Not, value(b"!aa.bb"), value(b"!a0.cc")];
+        let two = [
+            Vec::new(),
+            value(b"!aaaaaaaa.bbbbbbbb"),
+            value(b"!aaaaaaa0.cccccccc"),
+        ];
         assert_eq!(
             forgetful(&[true, false, false], &all, &two),
             [true, false, false]
         );
         // A server whose run_id is unknown counts; a member answered by
         // two servers (a cluster's set) counts only if both are named.
-        let odd = [servers(&[]), servers(&[b"bb", b"dd"]), servers(&[b"cc"])];
+        let odd = [
+            servers(&[]),
+            servers(&[b"bbbbbbbb", b"dddddddd"]),
+            servers(&[b"cccccccc"]),
+        ];
         assert_eq!(
             forgetful(&[true, true, false], &odd, &named),
             [false, true, false]

@@ -548,6 +548,11 @@ impl Pooled {
             && f.at == 1
             && is_noscript(&f.error)
         {
+            if req.wait.is_some() {
+                // The `WAIT` sent behind the refused script: the reload
+                // sends one again, which `replicated` reads.
+                self.con.read(deadline)?;
+            }
             self.con.write(&reload(), deadline)?;
             refused = None;
             match self.con.read(deadline) {

@@ -478,7 +478,13 @@ impl LockModel {
     fn receive(&self, s: &mut State, c: usize, node: usize, answer: Answer) {
         let now = s.now;
         let quarantined = self.quarantined(&s.clients[c], node, now);
-        let answer = if quarantined { Answer::Failed } else { answer };
+        // A server kept out gives no yes; its refusal, and the holder it
+        // names, stand (as the library keeps them for the restart rule).
+        let answer = match answer {
+            Answer::Took { set: false, .. } => answer,
+            _ if quarantined => Answer::Failed,
+            _ => answer,
+        };
         // A round whose every answer is in ends at once.
         let done = match &mut s.clients[c].phase {
             Phase::Taking { answers, .. } => {
@@ -515,7 +521,8 @@ impl LockModel {
         if !self.rules.names_servers {
             return [false; NODES];
         }
-        let digest = |n: usize, run: u8| format!("{n}r{run}").into_bytes();
+        // 8 hex digits, as a token names a server by its run_id's.
+        let digest = |n: usize, run: u8| format!("{n:04x}{run:04x}").into_bytes();
         let yes: Vec<bool> = answers
             .iter()
             .map(|a| matches!(a, Some(Answer::Took { set: true, .. })))
@@ -529,7 +536,7 @@ impl LockModel {
                     .collect()
             })
             .collect();
-        let held: Vec<verdict::Held> = answers
+        let held: Vec<Vec<Vec<u8>>> = answers
             .iter()
             .map(|a| match a {
                 Some(Answer::Took {
@@ -542,9 +549,9 @@ impl LockModel {
                         .map(|n| digest(n, names[n] - 1))
                         .collect();
                     let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
-                    verdict::Held::Value([&b"v"[..], &list, b"#1"].concat())
+                    vec![[&b"v"[..], &list, b"#1"].concat()]
                 }
-                _ => verdict::Held::Not,
+                _ => Vec::new(),
             })
             .collect();
         let out = verdict::forgetful(&yes, &servers, &held);

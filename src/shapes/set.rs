@@ -20,7 +20,6 @@ use crate::engine::pipeline::{
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::RAISE;
-use crate::engine::verdict::Held;
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -242,7 +241,7 @@ impl Set {
                     shared: false,
                     answer: None,
                     // The set scripts' refusals do not say who holds a key.
-                    held: Held::Not,
+                    held: Vec::new(),
                 };
                 let mut failure = None;
                 let mut gone = false;
@@ -339,11 +338,14 @@ impl Shape for Set {
         };
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
             let message = fair::ahead_message(engine, token);
+            // One clock reading for every group and form.
+            let start = counter_start().to_string();
             let call = |group: &[usize], cluster: bool| {
                 let locks = self.pick(group);
                 let wait_at = fair.wait_at(group);
+                let counted = keep.map(|keep| (keep, &start[..]));
                 let (keys, mut args) =
-                    fair.claim_call(engine, &locks, token, ttl_ms, keep, &wait_at);
+                    fair.claim_call(engine, &locks, token, ttl_ms, counted, &wait_at);
                 let fenced = keep.is_some();
                 fair::handing_args(
                     engine,

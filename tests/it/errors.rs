@@ -615,10 +615,18 @@ fn a_ttl_too_short_for_the_node_timeout_is_named_when_a_member_hangs() {
         .unwrap()
         .release()
         .unwrap();
-    let (port, _silent) = peer(b"", false);
+    // A third member that answers at first (the manager meets it), then
+    // hangs: a proxy that black-holes from then on.
+    let third = Server::start().unwrap();
+    let hangs = support::proxy::Proxy::start(third.addr()).unwrap();
     let mut urls = nodes.urls();
-    urls.push(format!("redis://127.0.0.1:{port}"));
+    urls.push(hangs.url());
     let dlm = support::manager_over(urls, timeout);
+    dlm.try_lock(resource("short-ttl-met"), Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+    hangs.set(support::proxy::Mode::Blackhole);
     let err = dlm.try_lock(resource("short-ttl"), ttl).unwrap_err();
     match &err {
         Error::NoValidity {

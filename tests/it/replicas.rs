@@ -126,3 +126,30 @@ fn a_lock_refused_by_readers_is_taken_while_the_replica_lags() {
     assert!(err.failures().is_empty(), "{err}");
     reader.release().unwrap();
 }
+
+/// The acquisition's count script is sent by hash (loaded with each
+/// connection's handshake): after a `SCRIPT FLUSH` on a pooled
+/// connection it runs once more with its source in the same attempt,
+/// with the `WAIT` behind it read in step: granted at once, with a token
+/// above the last, with and without replicas to wait for.
+#[test]
+fn a_flushed_count_script_runs_again_in_the_same_attempt() {
+    let (master, _replica) = pair();
+    for acks in [0, 1] {
+        let dlm = manager(master.url(), acks);
+        let r = resource("count-flushed");
+        let first = dlm.lock(&r, TTL).unwrap();
+        let before = first.fencing_token().unwrap();
+        first.release().unwrap();
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut admin(&master))
+            .unwrap();
+        let guard = dlm
+            .lock(&r, TTL)
+            .unwrap_or_else(|e| panic!("acks {acks}: {e}"));
+        assert!(guard.fencing_token().unwrap() > before, "acks {acks}");
+        assert!(guard.failures().is_empty(), "{:?}", guard.failures());
+        guard.release().unwrap();
+    }
+}

@@ -38,9 +38,9 @@ pub(crate) struct Vote {
     /// The answer as one, for the tally: the highest yes, a no, the
     /// first failure otherwise.
     pub(crate) answer: Answer,
-    /// What a no says of a holder of the key, for the restart rule (see
-    /// [`verdict::forgetful`]).
-    pub(crate) held: verdict::Held,
+    /// With a no or a failure: the values of holders the round's refusals
+    /// found, for the restart rule (see [`verdict::forgetful`]).
+    pub(crate) held: Vec<Vec<u8>>,
 }
 
 impl Vote {
@@ -89,7 +89,7 @@ impl Vote {
             partial: false,
             shared: false,
             answer,
-            held: verdict::Held::Not,
+            held: Vec::new(),
         }
     }
 }

@@ -11,7 +11,7 @@
 -- Answers the count. A counter that holds no integer (set by hand) fails
 -- the attempt on this server, as INCR would.
 local seen = redis.call("GET", KEYS[1])
-if seen and not tonumber(seen) then
+if seen and not string.match(seen, "^%d+$") then
     return redis.error_reply("ERR the fencing counter holds no integer")
 end
 local count = string.format("%d", next_count(seen, ARGV[1]))

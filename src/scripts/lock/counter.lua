@@ -6,7 +6,9 @@
 -- counts on from the clock, above every count an earlier grant took
 -- from any counter (see the crate docs, "Fencing tokens").
 local function next_count(seen, start)
-    return math.max(tonumber(seen) or 0, tonumber(start)) + 1
+    -- Only digits count (tonumber would read "nan", "inf" or "0x10" too).
+    local value = seen and string.match(seen, "^%d+$") and tonumber(seen) or 0
+    return math.max(value, tonumber(start)) + 1
 end
 
 -- count_to (a function for the scripts that set fencing counters): sets
