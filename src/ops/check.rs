@@ -393,7 +393,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if !replica && !misplaced {
         trial(node, key, trying, &mut report, deadline);
     }
-    durability(node, &mut report, deadline);
+    durability(node, identity.set_nx_get, &mut report, deadline);
     if let Some(q) = node.quarantine() {
         let text = format!(
             "restarted {:.1}s ago: in restart quarantine, not voting for {:.1}s",
@@ -473,7 +473,22 @@ fn placement(plain: bool, report: &mut NodeReport) -> (bool, bool) {
 
 /// Whether a restart may forget locks: persistence and its syncing (see
 /// the restart quarantine).
-fn durability(node: &Node, report: &mut NodeReport, deadline: impl Fn() -> Instant) {
+fn durability(
+    node: &Node,
+    takes_get: bool,
+    report: &mut NodeReport,
+    deadline: impl Fn() -> Instant,
+) {
+    // What a restart that loses locks means (for `-v`): before Redis 7.0
+    // (or with the version unknown) refusals do not say who holds a key,
+    // so only strict mode covers a restart no manager saw.
+    let lost = match takes_get {
+        true => LOST.to_owned(),
+        false => format!(
+            "{LOST}; before Redis 7.0 (or with INFO refused) a refusal does not say who holds \
+             the key, so a restart no manager saw is covered by restart_quarantine only"
+        ),
+    };
     let skips_on_rewrite = node
         .query(
             &pack(&[b"CONFIG", b"GET", b"no-appendfsync-on-rewrite"]),
@@ -504,19 +519,19 @@ fn durability(node: &Node, report: &mut NodeReport, deadline: impl Fn() -> Insta
             "appendfsync everysec: a crash may lose the last second of locks \
          (appendfsync always keeps them)",
             Some(format!(
-                "{LOST}; with appendfsync always, restarts are exempt from the quarantine"
+                "{lost}; with appendfsync always, restarts are exempt from the quarantine"
             )),
         ),
         (Some(true), _) => report.problem_with(
             Verdict::Warning,
             "append-only file without appendfsync always: a restart may forget locks",
-            Some(LOST.into()),
+            Some(lost),
         ),
         (Some(false), _) => report.problem_with(
             Verdict::Warning,
             "no persistence (or RDB snapshots only): a restart may forget locks \
          (appendonly yes + appendfsync always keeps them)",
-            Some(LOST.into()),
+            Some(lost),
         ),
         (None, _) => {}
     }
