@@ -451,15 +451,26 @@ impl Engine {
 
     /// [`server_names`](Self::server_names), made anew.
     fn make_server_names(&self, names: &[&[u8]]) -> Vec<u8> {
-        let slots = self.slots_of(names);
-        let mut digests: Vec<Vec<u8>> = self
-            .members
-            .iter()
-            .flat_map(|m| slots.iter().filter_map(|&s| m.run_digest(s)))
-            .collect();
+        let mut digests: Vec<Vec<u8>> = self.servers_of(names).into_iter().flatten().collect();
         digests.sort_unstable();
         digests.dedup();
         crate::base::holder::server_names(digests.iter().map(|d| &d[..]))
+    }
+
+    /// Each member's servers that answer for `names` now, by the
+    /// `run_id` digests their last connections read (a Redis Cluster
+    /// member's, one per name's slot; none where unknown).
+    fn servers_of(&self, names: &[&[u8]]) -> Vec<Vec<Vec<u8>>> {
+        let slots = self.slots_of(names);
+        self.members
+            .iter()
+            .map(|m| {
+                let mut digests: Vec<Vec<u8>> =
+                    slots.iter().filter_map(|&s| m.run_digest(s)).collect();
+                digests.dedup();
+                digests
+            })
+            .collect()
     }
 
     /// The restart rule (see [`verdict::forgetful`] and the crate docs,
@@ -470,17 +481,7 @@ impl Engine {
         if votes.iter().all(|v| v.held.is_empty()) {
             return votes;
         }
-        let slots = self.slots_of(&shape.resources());
-        let servers: Vec<Vec<Vec<u8>>> = self
-            .members
-            .iter()
-            .map(|m| {
-                let mut digests: Vec<Vec<u8>> =
-                    slots.iter().filter_map(|&s| m.run_digest(s)).collect();
-                digests.dedup();
-                digests
-            })
-            .collect();
+        let servers = self.servers_of(&shape.resources());
         let yes: Vec<bool> = votes.iter().map(|v| v.yes.is_some()).collect();
         let held: Vec<Vec<Vec<u8>>> = votes
             .iter_mut()

@@ -23,7 +23,6 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
-
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
 use crate::members::request::{Forms, Reply, Request, Said};

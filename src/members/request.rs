@@ -554,24 +554,12 @@ impl Pooled {
                 self.con.read(deadline)?;
             }
             self.con.write(&reload(), deadline)?;
-            refused = None;
-            match self.con.read(deadline) {
-                Ok(count) => replies[1] = count,
-                Err(error) if is_reply(&error) => {
-                    refused = Some(Failure {
-                        error,
-                        at: 1,
-                        keep: true,
-                    });
-                }
-                Err(error) => {
-                    return Err(Failure {
-                        error,
-                        at: 1,
-                        keep: false,
-                    });
-                }
-            }
+            // The count's slot, read as the first read it (its index: 1).
+            let second = |f: Failure| Failure { at: 1, ..f };
+            refused = self
+                .read_replies(&mut replies[1..], deadline)
+                .map_err(second)?
+                .map(second);
         }
         match refused {
             // A key of another type holds the name: a no, as `SET NX`
