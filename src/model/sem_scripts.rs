@@ -112,7 +112,13 @@ fn each_semaphore_script_model_answers_and_leaves_what_its_lua_does() {
     let seed = super::realtime::seed();
     let mut rng = Rng(seed);
     let (mut differed, mut kept) = (0, 0);
-    for sequence in 0..40 {
+    // 40 sequences, and more (up to 200) until both branches below ran: a
+    // seed whose 40 drew no extend that kept the count (1796541935877794074
+    // did, before any change to the scripts) is not a finding.
+    for sequence in 0..200 {
+        if sequence >= 40 && differed > 0 && kept > 0 {
+            break;
+        }
         let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
         let mut model = SemServer::default();
         let mut done = Vec::new();
