@@ -125,8 +125,10 @@ pub(crate) enum Reply {
     SetGet(&'static [u8]),
     /// A count (a semaphore's survey, a set's fencing token): any number
     /// of 0 or more; a negative `-i` (the set script's first busy key)
-    /// reads as [`Said::Busy`] of `i - 1`; with a [`kept`](Request::kept)
-    /// store, a value (the fair claim's refusal, naming who holds the key)
+    /// reads as [`Said::Busy`] of `i - 1`, and so does `[-i, value]`
+    /// (the value holding that key), the value then going to the
+    /// [`kept`](Request::kept) store if there is one; with a store, a
+    /// value alone (the fair claim's refusal, naming who holds the key)
     /// reads as [`Said::Held`].
     Count,
     /// Two replies, of `SET ... NX` on the lock key, then the count
@@ -410,6 +412,7 @@ impl Pooled {
                 held_by(&held, b"", req.kept)
             }
             (Reply::Count, Value::Int(n)) => Ok(Said::Busy(n.unsigned_abs() - 1)),
+            (Reply::Count, Value::Array(pair)) => busy_held(&pair, req.kept),
             (_, other) => one(other),
         }
     }
@@ -637,6 +640,25 @@ fn held_by(
             None => Said::No,
         }),
         other => Err(unexpected(other).into()),
+    }
+}
+
+/// A set's refusal that names who holds its busy key: `[-i, value]` is
+/// [`Said::Busy`] of `i - 1`, the value kept in `kept` if given (for the
+/// restart rule; the answer does not index it). Any other shape is a
+/// reply this request does not take.
+fn busy_held(
+    pair: &[Value],
+    kept: Option<&parking_lot::Mutex<Vec<Value>>>,
+) -> Result<Said, Failure> {
+    match pair {
+        [Value::Int(n @ ..=-1), held @ Value::BulkString(_)] => {
+            if let Some(kept) = kept {
+                kept.lock().push(held.clone());
+            }
+            Ok(Said::Busy(n.unsigned_abs() - 1))
+        }
+        _ => Err(unexpected(&Value::Array(pair.to_vec())).into()),
     }
 }
 

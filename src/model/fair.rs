@@ -246,7 +246,7 @@ pub(crate) struct FairModel {
 /// The key a set's refusal names (its `-i`), as the library reads it.
 fn busy(answer: &Option<Answer>) -> Option<usize> {
     match answer {
-        Some(Answer::Int(i)) if *i < 0 => Some((-*i - 1) as usize),
+        Some(Answer::Int(i) | Answer::BusyHeld(i, _)) if *i < 0 => Some((-*i - 1) as usize),
         _ => None,
     }
 }
@@ -255,7 +255,12 @@ fn busy(answer: &Option<Answer>) -> Option<usize> {
 fn refusal(answer: &Option<Answer>) -> bool {
     matches!(
         answer,
-        Some(Answer::Took { set: false, .. }) | Some(Answer::Int(..=0))
+        Some(
+            Answer::Took { set: false, .. }
+                | Answer::Int(..=0)
+                | Answer::Held(_)
+                | Answer::BusyHeld(..)
+        )
     )
 }
 

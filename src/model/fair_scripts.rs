@@ -132,6 +132,17 @@ pub(super) fn run_on(
     match cmd.query(&mut real.con).expect("the script ran") {
         Reply::Int(n) => Answer::Int(n),
         Reply::BulkString(b) => Answer::Held(Value::parse(&String::from_utf8_lossy(&b))),
+        // A set's refusal, with the value holding its busy key: a
+        // reservation is the model's plain -i.
+        Reply::Array(pair) => match &pair[..] {
+            [Reply::Int(n), Reply::BulkString(b)] if b.starts_with(b"redlock:next:") => {
+                Answer::Int(*n)
+            }
+            [Reply::Int(n), Reply::BulkString(b)] => {
+                Answer::BusyHeld(*n, Value::parse(&String::from_utf8_lossy(b)))
+            }
+            other => panic!("unexpected reply {other:?}"),
+        },
         other => panic!("unexpected reply {other:?}"),
     }
 }

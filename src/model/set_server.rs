@@ -85,9 +85,14 @@ impl SetServer {
         }
         match r.request {
             FairRequest::Take { value } => {
-                // set/lock.lua: all or nothing; -i for the first key held.
+                // set/lock.lua: all or nothing; -i for the first key held,
+                // with the value it holds.
                 if let Some(i) = keys.iter().position(|&k| self.lanes[k].key.is_some()) {
-                    return Answer::Int(-(i as i64 + 1));
+                    let busy = -(i as i64 + 1);
+                    return match self.lanes[keys[i]].key {
+                        Some((Held::Token(v), _)) => Answer::BusyHeld(busy, v),
+                        _ => Answer::Int(busy),
+                    };
                 }
                 for k in keys {
                     self.lanes[k].set(Held::Token(value), now, len.ttl);
@@ -202,6 +207,11 @@ impl SetServer {
                 lane.hand_off(now, len, rules, None, None);
             }
         }
-        Answer::Int(-(blocker.unwrap_or(refused) as i64 + 1))
+        let busy = -(blocker.unwrap_or(refused) as i64 + 1);
+        match refused_held {
+            // Another owner's value: named.
+            Some(Held::Token(v)) => Answer::BusyHeld(busy, v),
+            _ => Answer::Int(busy),
+        }
     }
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use redis::Value;
+
 use crate::base::error::{Error, Result};
 use crate::base::keys::{self, fence_key, release_channel};
 use crate::base::node_error::NodeError;
@@ -19,7 +21,7 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::Tally;
-use crate::engine::single::RAISE;
+use crate::engine::single::{RAISE, give_holders};
 use crate::members::request::Said;
 use crate::members::script::{Lua, scripts};
 
@@ -157,12 +159,28 @@ impl Set {
         call: SetCall<'_>,
         round: Round,
     ) -> Vec<Vote> {
-        let (groups, answers) = self.answers(engine, lua, only, call, round);
+        let (groups, answers, _) = self.answers(engine, lua, only, call, round);
         self.votes(engine, &groups, answers)
     }
 
+    /// An acquisition's [`round`](Self::round): each no and failure is
+    /// given the holders its refusals named (see `give_holders`), for the
+    /// restart rule.
+    fn take_round(&self, engine: &Engine, lua: &Lua, call: SetCall<'_>, token: &[u8]) -> Vec<Vote> {
+        let round = Round {
+            count: true,
+            ..DECIDE
+        };
+        let (groups, answers, held) = self.answers(engine, lua, None, call, round);
+        let mut votes = self.votes(engine, &groups, answers);
+        give_holders(&mut votes, &held, token);
+        votes
+    }
+
     /// As [`round`](Self::round), before the answers are taken together:
-    /// the slot groups, and each group's answers.
+    /// the slot groups, each group's answers, and (a count's round) the
+    /// values its refusals found holding a key. A Redis Cluster member
+    /// whose set spans slot groups names none.
     fn answers(
         &self,
         engine: &Engine,
@@ -170,7 +188,7 @@ impl Set {
         only: Option<&[bool]>,
         call: SetCall<'_>,
         round: Round,
-    ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>) {
+    ) -> (Vec<Vec<usize>>, Vec<Vec<Answer>>, Vec<Value>) {
         let resources = &self.refs()[..];
         let all: Vec<usize> = (0..resources.len()).collect();
         let groups = if engine.has_clusters {
@@ -187,13 +205,15 @@ impl Set {
                 Some((keys, args)) => (refs(keys), refs(args)),
                 None => (nk.clone(), na.clone()),
             };
-            vec![
-                engine
-                    .script(lua, &nk, &na)
-                    .only(only)
-                    .on_clusters(&ck, &ca)
-                    .run(round),
-            ]
+            let call = engine
+                .script(lua, &nk, &na)
+                .only(only)
+                .on_clusters(&ck, &ca);
+            if round.count {
+                let (answers, held) = call.run_naming(round);
+                return (groups, vec![answers], held);
+            }
+            vec![call.run(round)]
         } else {
             let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();
             let calls: Vec<_> = owned
@@ -202,7 +222,7 @@ impl Set {
                 .collect();
             engine.script_groups(lua, only, (&nk, &na), &calls, round)
         };
-        (groups, answers)
+        (groups, answers, Vec::new())
     }
 
     /// Each member's groups taken together (see [`Vote`]; a member that
@@ -240,7 +260,7 @@ impl Set {
                     partial: false,
                     shared: false,
                     answer: None,
-                    // The set scripts' refusals do not say who holds a key.
+                    // Given by `take_round` (see `give_holders`).
                     held: Vec::new(),
                 };
                 let mut failure = None;
@@ -332,10 +352,6 @@ impl Shape for Set {
     /// The set script on every member (see its docs); a queued fair
     /// waiter's is the claim script, all or nothing as well.
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        let round = Round {
-            count: true,
-            ..DECIDE
-        };
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
             let message = fair::ahead_message(engine, token);
             // One clock reading for every group and form.
@@ -357,9 +373,15 @@ impl Shape for Set {
                 );
                 (keys, args)
             };
-            let (groups, answers) = self.answers(engine, &CLAIM_QUEUED, None, &call, round);
+            let round = Round {
+                count: true,
+                ..DECIDE
+            };
+            let (groups, answers, held) = self.answers(engine, &CLAIM_QUEUED, None, &call, round);
             fair.heed(engine, answers.iter().flatten());
-            return self.votes(engine, &groups, answers);
+            let mut votes = self.votes(engine, &groups, answers);
+            give_holders(&mut votes, &held, token);
+            return votes;
         }
         let resources = &self.refs()[..];
         let px = ttl_ms.to_string();
@@ -372,7 +394,7 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        self.round(engine, &LOCK_SET, None, &call, round)
+        self.take_round(engine, &LOCK_SET, &call, token)
     }
 
     /// Every counter of the set, on each member `only` selects.

@@ -378,6 +378,62 @@ fn a_restart_no_manager_witnessed_does_not_vote_against_a_holder_a_member_shows(
     }
 }
 
+/// The rule above for a set (`lock_all`), whose refusals name the value
+/// holding their busy key: Q holds the set {R1, R2}, granted by nodes 0
+/// and 1; node 0 restarts empty; a fresh manager (plain, then fair)
+/// asks all three for the same set and for one that shares R2 only:
+/// node 0's yes is not counted beside node 1's refusal, which names Q's
+/// servers. Without the rule (sets' refusals saying nothing), nodes 0
+/// and 2 grant the set while Q holds it.
+#[test]
+fn a_restart_no_manager_witnessed_does_not_vote_a_set_against_a_holder_a_member_shows() {
+    if !names_holders() {
+        return;
+    }
+    let mut cluster = Nodes::start(3).unwrap();
+    let (r1, r2, r3) = (
+        resource("unwitnessed-set-1"),
+        resource("unwitnessed-set-2"),
+        resource("unwitnessed-set-3"),
+    );
+    let (q, _dead) = partial(&cluster, &[0, 1], None);
+    let guard = q.lock_all([&r1, &r2], TTL).unwrap();
+    cluster.servers[0].restart().unwrap();
+    assert_eq!(support::get(&cluster.servers[0], r1.as_bytes()), None);
+    for fair in [false, true] {
+        let fresh = LockManager::builder()
+            .nodes(cluster.urls())
+            .node_timeout(Duration::from_millis(500))
+            .fair(fair)
+            .build()
+            .unwrap();
+        for set in [[&r1, &r2], [&r3, &r2]] {
+            let err = match fresh.try_lock_all_for(set, TTL, Duration::from_millis(1500)) {
+                Ok(_) => {
+                    panic!("a fresh manager took {set:?}, which Q holds in part (fair {fair})")
+                }
+                Err(e) => e,
+            };
+            let port = format!(":{}", cluster.servers[0].port());
+            let failure = err
+                .failures()
+                .iter()
+                .find(|f| f.node().ends_with(&port))
+                .unwrap_or_else(|| panic!("node 0 not among the failures: {err}"));
+            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            // Its keys there were cleaned up.
+            for r in set {
+                assert_eq!(support::get(&cluster.servers[0], r.as_bytes()), None);
+            }
+        }
+    }
+    assert!(guard.is_valid());
+    let _ = guard.release();
+    let fresh = support::manager(&cluster, Duration::from_millis(500));
+    let guard = fresh.lock_all([&r1, &r2], TTL).unwrap();
+    assert!(guard.failures().is_empty(), "{:?}", guard.failures());
+}
+
 /// The rule above on a queued fair waiter's claims, which say who holds
 /// the key they are refused: three nodes all hold a value for R whose
 /// grant names servers other than these (as a holder's does whose

@@ -119,6 +119,9 @@ pub(crate) enum Answer {
     Int(i64),
     /// A fair claim's refusal that names the value holding the key.
     Held(Value),
+    /// A set's refusal (`-i` for its busy key i) that names the value
+    /// holding that key (an attempt's; a reservation reads as `Int`).
+    BusyHeld(i64, Value),
     /// A failure: what the client makes of the answer of a server it
     /// keeps out of votes (the restart quarantine).
     Failed,

@@ -60,7 +60,8 @@
 -- (another's reservation, a waiter ahead, a yield), where the set waits in
 -- line once a majority named it (the set goes where it is kept longest;
 -- a reservation whose waiter has left the key's queue keeps the key from
--- nobody: see ours_to_take).
+-- nobody: see ours_to_take); {-i, value} when the first key not ours to
+-- take holds another owner's value (named, as a lock's).
 -- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
 -- this attempt writes or holds.
 local waiter = waiter_of(ARGV[1])
@@ -327,7 +328,17 @@ if not refused_held and ARGV[9] and not yield_until then
         end
     end
 end
+-- A value another owner's grant wrote (not readers' mark, a reservation
+-- or a key of another type): named in a refusal, so that the claimant
+-- can tell which servers that grant was asked of (see the crate docs,
+-- "Restarts").
+local named = refused_held and refused_held ~= "redlock:readers"
+    and refused_held ~= "redlock:wrongtype"
+    and string.sub(refused_held, 1, 13) ~= "redlock:next:"
 if is_set then
+    if named then
+        return { -(blocker or refused), refused_held }
+    end
     return -(blocker or refused)
 end
 if refused_held == "redlock:readers" then
@@ -339,10 +350,7 @@ if refused_held and string.sub(refused_held, 1, 13) == "redlock:next:" then
     if left >= 0 then
         return -(3 + left)
     end
-elseif refused_held and refused_held ~= "redlock:wrongtype" then
-    -- Another owner's value holds the key: named, so that the claimant
-    -- can tell which servers that grant was asked of (see the crate
-    -- docs, "Restarts").
+elseif named then
     return refused_held
 end
 return 0

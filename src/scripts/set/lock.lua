@@ -7,8 +7,10 @@
 -- ARGV[4]  the counters' expiry in ms (at least: one with longer left
 --          keeps it)
 --
--- When some key exists, nothing is written and the answer is -i for the
--- first such key i (1-based). Otherwise every key is set to the token;
+-- When some key exists, nothing is written and the answer is {-i, value}
+-- for the first such key i (1-based) and the value it holds (named, so
+-- that the client can tell which servers that grant was asked of: see
+-- the crate docs, "Restarts"). Otherwise every key is set to the token;
 -- with fencing, every counter is counted up as for one lock (one more
 -- than the larger of its value and ARGV[3]), then all are set to
 -- the highest of them, which is the answer (a number every counter of the
@@ -21,7 +23,7 @@ end
 local held = redis.call("MGET", unpack(KEYS, 1, n))
 for i = 1, n do
     if held[i] then
-        return -i
+        return { -i, held[i] }
     end
 end
 for i = 1, n do
