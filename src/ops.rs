@@ -22,7 +22,7 @@ mod tests {
             ops::operator::all(),
         ]
         .concat();
-        assert_eq!(all.len(), 24);
+        assert_eq!(all.len(), 25);
         crate::members::script::check_all(&all);
     }
 }

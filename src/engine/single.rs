@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use crate::base::holder::waiter_of;
-use crate::base::keys::{READERS_MARK, RESERVED_PREFIX, fence_key, release_channel};
+use crate::base::keys::{READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
@@ -43,6 +43,10 @@ scripts! {
     /// larger of its value and the attempt's clock reading.
     COUNT, "count", "lock/count.lua" after "lock/counter.lua",
         keys ["fence"], args ["start", "keep"];
+    /// The readers that hold a read-write lock's key (for the restart
+    /// rule, after a refusal by their mark).
+    READERS_OF, "readers", "rwlock/readers.lua",
+        keys ["readers"], args [];
 }
 
 /// A check a shape sends ahead of its `SET`, in the same write: a script
@@ -145,9 +149,55 @@ impl OneKey {
         ahead: Option<Ahead<'_>>,
     ) -> Vec<Vote> {
         let key = &self.key[..];
-        if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            return fair.claim(engine, key, self.wakes(), token, ttl_ms, keep);
+        let votes = if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
+            fair.claim(engine, key, self.wakes(), token, ttl_ms, keep)
+        } else {
+            self.set(engine, token, ttl_ms, keep, ahead)
+        };
+        self.name_readers(engine, token, votes)
+    }
+
+    /// Where readers' mark refused the acquisition on some members and
+    /// the others' yes votes make a quorum: gives each no and failure the
+    /// tokens of the readers those members hold (their grants name their
+    /// servers, as a holder's value does: see `give_holders`), read in one
+    /// more round, only then. A read lock's refusals name no reader, and
+    /// without this a server that restarted and forgot a reader's grant
+    /// would count its yes beside the readers a member still shows.
+    fn name_readers(&self, engine: &Engine, token: &[u8], mut votes: Vec<Vote>) -> Vec<Vote> {
+        let yes = votes.iter().filter(|v| v.yes.is_some()).count();
+        if yes < quorum::quorum(engine.members.len()) || !votes.iter().any(|v| v.shared) {
+            return votes;
         }
+        let only: Vec<bool> = votes.iter().map(|v| v.shared).collect();
+        let readers = readers_key(&self.key);
+        // Not a deciding round: a server kept out of votes after a
+        // restart answers too (its readers are evidence all the same).
+        let (_, kept) = engine
+            .script(&READERS_OF, &[&readers], &[])
+            .only(Some(&only))
+            .read(RELEASE);
+        let tokens: Vec<Value> = kept
+            .into_iter()
+            .flat_map(|v| match v {
+                Value::Array(tokens) => tokens,
+                _ => Vec::new(),
+            })
+            .collect();
+        give_holders(&mut votes, &tokens, token);
+        votes
+    }
+
+    /// The acquisition's `SET` round (see [`take`](Self::take)).
+    fn set(
+        &self,
+        engine: &Engine,
+        token: &[u8],
+        ttl_ms: u64,
+        keep: Option<&str>,
+        ahead: Option<Ahead<'_>>,
+    ) -> Vec<Vote> {
+        let key = &self.key[..];
         let fenced = keep.is_some();
         // An acquisition's yes counts once replicas acknowledged it.
         let (wait, acks) = engine.waits(DECIDE);

@@ -46,11 +46,25 @@ fn run(real: &mut Real, request: RwRequest, ttl: u64) -> Answer {
         RwRequest::Unlock { value } => {
             Answer::Int(real.eval(UNLOCK.source(), &[KEY], &[value.bytes()]))
         }
-        RwRequest::Read { value } => Answer::Int(real.eval(
-            READ.source(),
-            &[KEY, READERS, WRITER],
-            &[value.bytes(), ttl.to_string().into_bytes(), mark],
-        )),
+        RwRequest::Read { value } => {
+            let reply: redis::Value = redis::cmd("EVAL")
+                .arg(READ.source())
+                .arg(3)
+                .arg(&[KEY, READERS, WRITER])
+                .arg(value.bytes())
+                .arg(ttl.to_string())
+                .arg(mark)
+                .query(&mut real.con)
+                .expect("the script ran");
+            match reply {
+                redis::Value::Int(n) => Answer::Int(n),
+                // A writer's value, named.
+                redis::Value::BulkString(b) => {
+                    Answer::Held(Value::parse(&String::from_utf8_lossy(&b)))
+                }
+                other => panic!("unexpected reply {other:?}"),
+            }
+        }
         RwRequest::Unread { value } => Answer::Int(real.eval(
             UNREAD.source(),
             &[KEY, READERS],

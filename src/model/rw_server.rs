@@ -126,8 +126,9 @@ impl RwServer {
             },
             RwRequest::Read { value } => {
                 let held = self.key;
-                if let Some((RwHeld::Writer(_), _)) = held {
-                    return Answer::Int(0);
+                if let Some((RwHeld::Writer(v), _)) = held {
+                    // Refused, naming the writer's value.
+                    return Answer::Held(v);
                 }
                 let deadline = self.after(now, ttl);
                 // ZADD: a new sorted set has no expiry.

@@ -187,7 +187,7 @@ impl RwModel {
         let dirty = answers.map(|a| {
             !matches!(
                 a,
-                Some(Answer::Took { set: false, .. }) | Some(Answer::Int(..=0))
+                Some(Answer::Took { set: false, .. } | Answer::Int(..=0) | Answer::Held(_))
             )
         });
         let cleanup = match self.size.reads[c] {

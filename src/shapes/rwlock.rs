@@ -8,10 +8,10 @@ use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{
-    DECIDE, Engine, Names, RELEASE, Removal, Shape, Vote, announce_args,
+    DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args,
 };
 use crate::engine::quorum::Tally;
-use crate::engine::single::UNLOCK;
+use crate::engine::single::{UNLOCK, give_holders};
 use crate::engine::stage::{self, Budget, Grant, WaitOn};
 use crate::members::request::Said;
 use crate::members::script::scripts;
@@ -285,12 +285,24 @@ impl Shape for Read {
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
         let call = &args;
-        engine
+        let round = Round {
+            count: true,
+            ..DECIDE
+        };
+        let (answers, held) = engine
             .script(&READ, &[&self.name, &readers, &flag], call)
-            .run(DECIDE)
+            .run_naming(round);
+        let mut votes: Vec<Vote> = answers
             .into_iter()
-            .map(Vote::of)
-            .collect()
+            .map(|answer| match answer {
+                // A writer's value holds the key: a no (the value goes to
+                // the restart rule, see `give_holders`).
+                Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
+                answer => Vote::of(answer),
+            })
+            .collect();
+        give_holders(&mut votes, &held, token);
+        votes
     }
 
     /// Never called: readers have no counters.

@@ -434,6 +434,89 @@ fn a_restart_no_manager_witnessed_does_not_vote_a_set_against_a_holder_a_member_
     assert!(guard.failures().is_empty(), "{:?}", guard.failures());
 }
 
+/// The rule above for a read-write lock, both ways: Q holds R (a read
+/// lock, then a write lock), granted by nodes 0 and 1; node 0 restarts
+/// empty; a fresh manager (plain, then fair) asks all three for the
+/// other side. A reader refused by a writer's key is answered the
+/// writer's value; a writer refused by readers' mark (which names
+/// nobody) asks those members for their readers, in one more round only
+/// when the other yes votes make a quorum: their tokens name Q's
+/// servers, so node 0's yes is not counted. (With the readers round
+/// removed by hand, a fresh writer took R beside Q's valid read lock.)
+#[test]
+fn a_restart_no_manager_witnessed_does_not_vote_a_reader_or_writer_against_the_other_side() {
+    if !names_holders() {
+        return;
+    }
+    for q_reads in [true, false] {
+        let mut cluster = Nodes::start(3).unwrap();
+        let r = resource("unwitnessed-rw");
+        let (q, _dead) = partial(&cluster, &[0, 1], None);
+        let rw = q.rwlock(&r).unwrap();
+        let read_guard;
+        let write_guard;
+        if q_reads {
+            read_guard = Some(rw.read(TTL).unwrap());
+            write_guard = None;
+        } else {
+            write_guard = Some(rw.write(TTL).unwrap());
+            read_guard = None;
+        }
+        cluster.servers[0].restart().unwrap();
+        assert_eq!(support::get(&cluster.servers[0], r.as_bytes()), None);
+        for fair in [false, true] {
+            let fresh = LockManager::builder()
+                .nodes(cluster.urls())
+                .node_timeout(Duration::from_millis(500))
+                .fair(fair)
+                .build()
+                .unwrap();
+            let other = fresh.rwlock(&r).unwrap();
+            let wait = Duration::from_millis(1500);
+            let err = if q_reads {
+                match other.try_write_for(TTL, wait) {
+                    Ok(_) => {
+                        panic!("a fresh writer took R beside Q's valid read lock (fair {fair})")
+                    }
+                    Err(e) => e,
+                }
+            } else {
+                match other.try_read_for(TTL, wait) {
+                    Ok(_) => {
+                        panic!("a fresh reader took R beside Q's valid write lock (fair {fair})")
+                    }
+                    Err(e) => e,
+                }
+            };
+            let port = format!(":{}", cluster.servers[0].port());
+            let failure = err
+                .failures()
+                .iter()
+                .find(|f| f.node().ends_with(&port))
+                .unwrap_or_else(|| {
+                    panic!("node 0 not among the failures (q_reads {q_reads}, fair {fair}): {err}")
+                });
+            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+        }
+        let valid = match (&read_guard, &write_guard) {
+            (Some(g), _) => g.is_valid(),
+            (_, Some(g)) => g.is_valid(),
+            _ => unreachable!(),
+        };
+        assert!(valid, "Q's guard lapsed during the test: it proves nothing");
+        drop(read_guard);
+        drop(write_guard);
+        // Nobody holds R: the fresh manager takes both sides at once.
+        let fresh = support::manager(&cluster, Duration::from_millis(500));
+        let rw = fresh.rwlock(&r).unwrap();
+        let guard = rw.write(TTL).unwrap();
+        assert!(guard.failures().is_empty(), "{:?}", guard.failures());
+        guard.release().unwrap();
+        let guard = rw.read(TTL).unwrap();
+        drop(guard);
+    }
+}
+
 /// The rule above on a queued fair waiter's claims, which say who holds
 /// the key they are refused: three nodes all hold a value for R whose
 /// grant names servers other than these (as a holder's does whose

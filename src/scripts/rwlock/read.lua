@@ -8,15 +8,20 @@
 -- ARGV[2]  the TTL in ms
 -- ARGV[3]  the readers' mark
 --
--- Refused (0) while the lock key holds anything but the mark (a writer)
--- or a writer waits (the flag exists). Otherwise adds this reader, and
+-- Refused while the lock key holds anything but the mark (a writer: the
+-- answer is the value it holds, named so that the reader can tell which
+-- servers that grant was asked of, see the crate docs, "Restarts") or a
+-- writer waits (the flag exists: 0). Otherwise adds this reader, and
 -- makes sure the lock key holds the mark for at least the TTL (the key
 -- lives as long as its longest reader, so a writer's SET NX fails until
 -- every reader is gone); the readers' set always gets the key's expiry.
 -- Answers 1. (Expired readers are dropped on release.)
 local got = redis.call("MGET", KEYS[1], KEYS[3])
 local held = got[1]
-if (held and held ~= ARGV[3]) or got[2] then
+if held and held ~= ARGV[3] then
+    return held
+end
+if got[2] then
     return 0
 end
 -- The server's clock in ms.
