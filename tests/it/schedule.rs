@@ -61,6 +61,11 @@
 //! SIGTERM, and pythons orphaned by a killed `sh`, beating up to 1.6 s
 //! past the next command's start).
 //!
+//! A fresh-managers run (`no_schedule_breaks_the_promise_with_fresh_managers_and_older_copies`,
+//! issue 66) has every acquisition made by a new manager with default
+//! settings, while servers snapshot and restart empty or from an older
+//! copy (see its docs).
+//!
 //! The schedule is seeded: the seed is printed, and `SCHEDULE_SEED=<n>`
 //! replays its random choices (thread timing still varies, so a replay
 //! finds the same kind of schedule, not the same interleaving).
@@ -590,6 +595,16 @@ struct Rig {
     gentle: bool,
     /// Late deliveries only (see [`no_schedule_breaks_the_promise_with_late_deliveries`]).
     late_only: bool,
+    /// Fresh managers with default settings, and restarts from older
+    /// copies (see [`no_schedule_breaks_the_promise_with_fresh_managers_and_older_copies`]).
+    fresh: bool,
+    /// When each server last took a snapshot (`SAVE`), if it did.
+    snapshots: Vec<Option<Instant>>,
+    /// The fresh-managers run: the node paused last, whose pause ended
+    /// or will; the next restart goes to another node, so that grants
+    /// made without the paused node (on a bare majority) meet a restart
+    /// of one of their voters while they are valid.
+    after_pause: Option<usize>,
     /// Until when the last dead waiter's ticket is live: one at a time
     /// (each costs the waiters behind it one reservation; several in a
     /// row cost one each, which the stall bound does not cover).
@@ -640,6 +655,9 @@ impl Rig {
             cut: vec![vec![now; members]; WORKERS],
             gentle: false,
             late_only: false,
+            fresh: false,
+            snapshots: vec![None; nodes + 2],
+            after_pause: None,
             ghost_until: now,
         }
     }
@@ -714,7 +732,93 @@ impl Rig {
 
     fn manager(&self, w: usize) -> LockManager {
         let cluster = self.cluster.as_ref().map(RedisCluster::seeds);
-        Rig::manager_of(self.proxies.iter().map(|p| p[w].url()), w, cluster)
+        Rig::manager_of(self.urls(w), w, cluster)
+    }
+
+    /// Worker `w`'s ways to the plain nodes.
+    fn urls(&self, w: usize) -> Vec<String> {
+        self.proxies.iter().map(|p| p[w].url()).collect()
+    }
+
+    /// A manager with default settings (no strict mode), made for one
+    /// acquisition, as each `lockrun` run is: it meets the servers at its
+    /// first attempt, whatever restarted before.
+    fn fresh_manager(urls: &[String], w: usize) -> LockManager {
+        LockManager::builder()
+            .nodes(urls)
+            .node_timeout(NODE_TIMEOUT)
+            .retry(2, Duration::from_millis(15))
+            .fencing_expiry(Duration::from_secs(1))
+            .fair(w.is_multiple_of(2))
+            .build()
+            .unwrap()
+    }
+
+    /// The fresh-managers run's fault on plain node `i`: a snapshot
+    /// (`SAVE`, what `save 3600 1` does on its schedule), a pause, or a
+    /// restart, empty or from the node's last snapshot (an older copy of
+    /// its data). A restarted node counts as failed for the longest TTL
+    /// (the assumption: for as long as a lock it forgot could be valid),
+    /// so that no other fault meets it; the library must keep its vote
+    /// from breaking anything, by itself, with default settings.
+    fn fresh_fault(
+        &mut self,
+        rng: &mut Rng,
+        i: usize,
+        now: Instant,
+        log: &mut Vec<String>,
+    ) -> Option<(Instant, Undo)> {
+        // Right after a pause, a restart of one of the nodes that voted
+        // without the paused one.
+        let (i, roll) = match self.after_pause {
+            Some(j) if self.disturbed[j] <= now => {
+                self.after_pause = None;
+                let i = (j + 1 + rng.below(2) as usize) % self.proxies.len();
+                (i, 4)
+            }
+            _ => (i, rng.below(4)),
+        };
+        let s = self.behind[i];
+        if roll == 0 {
+            if self.disturbed[i] > now {
+                return None;
+            }
+            let _: () = redis::cmd("SAVE")
+                .query(&mut support::admin(&self.servers[s]))
+                .unwrap();
+            self.snapshots[s] = Some(Instant::now());
+            log.push(format!("node {i} takes a snapshot"));
+            return None;
+        }
+        if !self.may_disturb(i, None, now) {
+            return None;
+        }
+        if roll == 1 || roll == 2 {
+            let d = rng.ms(30, 500);
+            self.servers[s].pause();
+            log.push(format!("pause node {i} for {d:?}"));
+            self.disturbed[i] = now + d;
+            self.after_pause = Some(i);
+            return Some((now + d, Undo::Resume(s)));
+        }
+        let older = match self.snapshots[s] {
+            Some(at) if rng.below(3) > 0 => Some(at),
+            _ => {
+                let _ = std::fs::remove_file(self.servers[s].dir().join("dump.rdb"));
+                self.snapshots[s] = None;
+                None
+            }
+        };
+        self.servers[s].restart().unwrap();
+        match older {
+            Some(at) => log.push(format!(
+                "restart node {i} from its snapshot of {:.0}ms ago",
+                at.elapsed().as_secs_f64() * 1000.0
+            )),
+            None => log.push(format!("restart node {i} empty")),
+        }
+        self.disturbed[i] = Instant::now() + QUARANTINE;
+        None
     }
 
     /// Worker `w`'s manager on the members at `urls` (and a Redis
@@ -754,6 +858,9 @@ impl Rig {
         log: &mut Vec<String>,
     ) -> Option<(Instant, Undo)> {
         let plain = i < self.proxies.len();
+        if self.fresh {
+            return self.fresh_fault(rng, i, now, log);
+        }
         // Late deliveries (issue 56): for a short window, every script one
         // worker sends one plain node (claims, clean-ups, extends, raises,
         // releases) is held back past the node timeout, then delivered,
@@ -946,9 +1053,14 @@ fn run_on(seed: u64, length: Duration, mut rig: Rig) -> (Vec<Span>, Vec<String>,
     });
     let oracle = oracle.as_ref();
     let managers: Vec<LockManager> = (0..WORKERS).map(|w| rig.manager(w)).collect();
+    // The fresh-managers run: each attempt a manager of its own.
+    let fresh: Vec<Option<Vec<String>>> = (0..WORKERS)
+        .map(|w| rig.fresh.then(|| rig.urls(w)))
+        .collect();
     // Every manager knows every server before the first fault, so that
-    // it sees each change of server behind an address.
-    for dlm in &managers {
+    // it sees each change of server behind an address (not the fresh
+    // ones, which meet them when they start).
+    for dlm in managers.iter().filter(|_| !rig.fresh) {
         for op in 0..OPS.len() {
             if let Some((guard, _)) = take(dlm, op, Duration::from_millis(TTL_MS.1), Duration::ZERO)
             {
@@ -961,12 +1073,22 @@ fn run_on(seed: u64, length: Duration, mut rig: Rig) -> (Vec<Span>, Vec<String>,
     thread::scope(|scope| {
         for (w, dlm) in managers.iter().enumerate() {
             let (spans, stop) = (&spans, &stop);
+            let fresh = &fresh[w];
             scope.spawn(move || {
                 let mut rng = Rng(seed ^ (w as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
                 while !stop.load(Ordering::Relaxed) {
                     let op = rng.below(OPS.len() as u64) as usize;
                     let ttl = rng.ms(TTL_MS.0, TTL_MS.1);
-                    let wait = rng.ms(0, 2 * TTL_MS.1);
+                    // A fresh manager waits briefly and the next one asks
+                    // again: most meet the servers after a restart, none
+                    // having seen it (one that waits sees it, and keeps the
+                    // server out on its own).
+                    let wait = match fresh {
+                        Some(_) => rng.ms(0, 60),
+                        None => rng.ms(0, 2 * TTL_MS.1),
+                    };
+                    let own = fresh.as_ref().map(|urls| Rig::fresh_manager(urls, w));
+                    let dlm = own.as_ref().unwrap_or(dlm);
                     match take(dlm, op, ttl, wait) {
                         Some((guard, holds)) => {
                             if let Some(span) = hold_seen(&mut rng, w, op, guard, holds, oracle) {
@@ -1050,6 +1172,49 @@ fn no_schedule_breaks_the_promise_with_late_deliveries() {
     let mut rig = Rig::start(3, false);
     rig.late_only = true;
     let (spans, log, t0) = run_on(seed, length, rig);
+    judge(seed, &spans, &log, t0);
+}
+
+/// Restarts safe by default (issue 66): three plain nodes (grants on bare
+/// majorities), workers whose every acquisition is a new manager with
+/// default settings (no strict mode: a `lockrun` run each), and a
+/// nemesis that has servers snapshot (`SAVE`) at random moments, pauses
+/// them, and restarts them empty or from their last snapshot (an older
+/// copy: lock keys that were released since come back, fencing counters
+/// and election records go back). A restart counts as a node failed for
+/// the longest TTL, never beside another fault (Redlock's one assumption
+/// about restarts); nothing else helps: the managers never saw the
+/// servers before, so it is the grants' named servers that keep a
+/// restarted server's yes from counting beside a holder, and counting
+/// from the clock that keeps tokens and terms growing. Every shape.
+/// Before Redis 7.0 a refusal does not say who holds a key (strict mode
+/// covers that): skipped there.
+#[test]
+fn no_schedule_breaks_the_promise_with_fresh_managers_and_older_copies() {
+    if !support::server::server_at_least(7, 0) {
+        eprintln!(
+            "{}",
+            support::server::skip(
+                "skipped: before Redis 7.0 a refusal does not say who holds the key".into()
+            )
+        );
+        return;
+    }
+    let _heavy = support::heavy();
+    let seed = seed();
+    let length = seconds(12);
+    eprintln!(
+        "schedule seed {seed} (replay with SCHEDULE_SEED={seed}), {length:?} of fresh managers, \
+         snapshots and restarts on 3 nodes"
+    );
+    let mut rig = Rig::start(3, false);
+    rig.fresh = true;
+    let (spans, log, t0) = run_on(seed, length, rig);
+    assert!(
+        log.iter().any(|l| l.contains("from its snapshot")),
+        "no restart from an older copy in this schedule:\n{}",
+        log.join("\n")
+    );
     judge(seed, &spans, &log, t0);
 }
 
