@@ -27,7 +27,13 @@
 //! line and able to take what it waits for (a set in line that needs a
 //! key the waiter holds is not: waiting for it is a deadlock).
 //!
-//! Left out: fencing, restarts, the wake messages in the safety runs (a
+//! Restarts (issue 66): a server may restart empty, or from a snapshot
+//! of itself taken earlier (an older copy), within a budget; each attempt
+//! meets the servers first, so that its value names their runs, and a
+//! yes beside a refusal whose value names other runs is not counted
+//! (`verdict::forgetful`, [`FairRules::names_servers`]).
+//!
+//! Left out: fencing, the wake messages in the safety runs (a
 //! waiter may ask at any moment, which covers any timing of them), and
 //! the release that knows of no waiter (the plain unlock, then the
 //! hand-off: the model always sends the hand-off).
@@ -36,7 +42,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
-use super::lock::{Answer, CLIENTS, NODES, Value};
+use super::lock::{Answer, CLIENTS, NODES, Names, Value};
 use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
 use crate::engine::fair as engine_fair;
 use crate::engine::verdict::{self, Ballot};
@@ -69,6 +75,10 @@ pub(crate) struct FairRules {
     pub(crate) scripts: ScriptRules,
     /// The sets' rules (a set waits in line at one key).
     pub(crate) sets: SetRules,
+    /// A grant names its servers, and a yes beside a refusal whose value
+    /// names servers but not the yes-sayer's is not counted
+    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    pub(crate) names_servers: bool,
 }
 
 impl FairRules {
@@ -76,6 +86,7 @@ impl FairRules {
         per_attempt_values: true,
         scripts: ScriptRules::ALL,
         sets: SetRules::ALL,
+        names_servers: true,
     };
 }
 
@@ -131,6 +142,16 @@ pub(crate) struct FairSize {
     /// wait for a lock free for it (see [`WAIT_BOUND`], one reservation:
     /// the fair lock's; the runs of sets have their own).
     pub(crate) wait_bound: u8,
+    /// Restarts of a server, empty or from its snapshot, in all (each
+    /// a new run: the connections to it die with what is in flight).
+    pub(crate) restarts: u8,
+    /// A server may be snapshotted (its state then, for a later restart
+    /// from it: an older copy).
+    pub(crate) snapshots: bool,
+    /// A round ends only once every request of it that is still in
+    /// flight has run (none lost, no server slow: a restart is the only
+    /// fault, see `lock::Size::patient`).
+    pub(crate) patient: bool,
 }
 
 /// Every client's acquisitions lock `a`; nobody claims first; claims
@@ -152,6 +173,9 @@ pub(crate) const LOCK_OF_A: FairSize = FairSize {
     handing: true,
     b_dead_until: None,
     wait_bound: WAIT_BOUND,
+    restarts: 0,
+    snapshots: false,
+    patient: false,
 };
 
 /// The longest a live waiter waits, in ticks, while nobody alive holds
@@ -211,6 +235,10 @@ pub(crate) struct FairClient {
     /// before a majority refused it elsewhere; `engine::fair::Fair`'s
     /// `wait_at`).
     wait_at: usize,
+    /// Per server, the run its connections last met (its run + 1; 0:
+    /// never reached). A client meets every server as an attempt
+    /// starts, so that its value names them (as `Engine::meet`).
+    seen: [u8; NODES],
 }
 
 /// The whole system.
@@ -222,6 +250,28 @@ pub(crate) struct FairState {
     /// In flight, kept sorted (a multiset).
     net: Net<SetRequest>,
     crashes: u8,
+    /// Each server's run (it changes at every restart).
+    runs: [u8; NODES],
+    restarts: u8,
+    /// Each server's snapshot, once taken.
+    snapshots: [Option<SetServer>; NODES],
+    /// The servers each value names (its client's runs met as its
+    /// attempt started), as the value's bytes do in the library: by
+    /// client, acquisition and attempt (all zero: unnamed).
+    named: [[[Names; NAMED]; NAMED]; CLIENTS],
+}
+
+/// Acquisitions and attempts whose values' names are kept (see
+/// [`FairState::named`]; a value past them names nothing).
+const NAMED: usize = 4;
+
+/// The servers `v` names, if any.
+fn names_of(named: &[[[Names; NAMED]; NAMED]; CLIENTS], v: Value) -> Option<Names> {
+    let names = *named
+        .get(usize::from(v.client))?
+        .get(usize::from(v.acquisition))?
+        .get(usize::from(v.attempt))?;
+    (names != [0; NODES]).then_some(names)
 }
 
 /// A step (see `lock::Action`).
@@ -233,6 +283,12 @@ pub(crate) enum FairAction {
     Conclude(usize, u8),
     Release(usize, u8),
     Crash(usize),
+    /// Server `n` restarts empty.
+    Restart(usize),
+    /// Server `n` is snapshotted.
+    Snapshot(usize),
+    /// Server `n` restarts from its snapshot.
+    RestartOlder(usize),
     Tick,
 }
 
@@ -334,8 +390,9 @@ impl FairModel {
             return;
         };
         s.net.end_round(c);
-        let ballots = answers.map(|a| Ballot {
-            yes: yes(&a).then_some(1),
+        let forgetful = self.forgetful(s, c, &answers);
+        let ballots: [Ballot; NODES] = std::array::from_fn(|n| Ballot {
+            yes: (yes(&answers[n]) && !forgetful[n]).then_some(1),
             low: 1,
         });
         let count = verdict::count(ballots, NODES, false);
@@ -435,6 +492,13 @@ impl FairModel {
                     start: s.now,
                     answers: [None; NODES],
                 };
+                // It meets every server first: its value names them.
+                client.seen = s.runs.map(|run| run + 1);
+                let names = client.seen;
+                let (a, t) = (usize::from(value.acquisition), usize::from(value.attempt));
+                if a < NAMED && t < NAMED {
+                    s.named[c][a][t] = names;
+                }
                 if self.size.claims_first[c] && client.arrival.is_none() {
                     client.arrival = Some(u64::from(s.now));
                 }
@@ -467,6 +531,18 @@ impl FairModel {
                 s.crashes += 1;
                 s.clients[c].alive = false;
             }
+            FairAction::Restart(n) => {
+                let mut empty = SetServer::default();
+                for (lane, old) in empty.lanes.iter_mut().zip(&s.servers[n].lanes) {
+                    lane.fast = old.fast;
+                }
+                self.restart(&mut s, n, empty);
+            }
+            FairAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
+            FairAction::RestartOlder(n) => {
+                let older = s.snapshots[n].clone()?;
+                self.restart(&mut s, n, older);
+            }
             FairAction::Tick => {
                 for c in 0..CLIENTS {
                     let free = self.size.synchronous && self.waits(&s, c) && self.free_for(&s, c);
@@ -478,6 +554,82 @@ impl FairModel {
             }
         }
         Some(s)
+    }
+
+    /// Server `n` starts again as `server` (empty, or an older copy of
+    /// itself): a new run; what was in flight to it dies with its
+    /// connections (no reply comes).
+    fn restart(&self, s: &mut FairState, n: usize, server: SetServer) {
+        s.servers[n] = server;
+        s.runs[n] += 1;
+        s.restarts += 1;
+        s.net.msgs.retain(|m| usize::from(m.node) != n);
+    }
+
+    /// Which yes answers the restart rule does not count, by the
+    /// library's verdict (`verdict::forgetful`), on the runs client `c`
+    /// met and the holders its refusals found (other clients' values:
+    /// each names the servers its own client met; this acquisition's
+    /// own earlier values say nothing, as `give_holders` has it).
+    fn forgetful(
+        &self,
+        s: &FairState,
+        c: usize,
+        answers: &[Option<Answer>; NODES],
+    ) -> [bool; NODES] {
+        if !self.rules.names_servers {
+            return [false; NODES];
+        }
+        // 8 hex digits, as a token names a server by its run_id's.
+        let digest = |n: usize, run: u8| format!("{n:04x}{run:04x}").into_bytes();
+        let client = &s.clients[c];
+        let yes: Vec<bool> = answers.iter().map(yes).collect();
+        let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
+            .map(|n| match client.seen[n] {
+                0 => Vec::new(),
+                run => vec![digest(n, run - 1)],
+            })
+            .collect();
+        let mine = |v: &Value| usize::from(v.client) == c && v.acquisition == client.done;
+        let value_of = |v: Value| -> Vec<Vec<u8>> {
+            let Some(names) = names_of(&s.named, v) else {
+                return Vec::new();
+            };
+            let named: Vec<Vec<u8>> = (0..NODES)
+                .filter(|&n| names[n] > 0)
+                .map(|n| digest(n, names[n] - 1))
+                .collect();
+            let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
+            vec![[&b"v"[..], &list, b"#1"].concat()]
+        };
+        let held: Vec<Vec<Vec<u8>>> = answers
+            .iter()
+            .map(|a| match a {
+                Some(Answer::Held(v) | Answer::BusyHeld(_, v)) if !mine(v) => value_of(*v),
+                Some(Answer::Took {
+                    set: false,
+                    named: Some(names),
+                    ..
+                }) => {
+                    let named: Vec<Vec<u8>> = (0..NODES)
+                        .filter(|&n| names[n] > 0)
+                        .map(|n| digest(n, names[n] - 1))
+                        .collect();
+                    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
+                    vec![[&b"v"[..], &list, b"#1"].concat()]
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        // Every refusal's holders go with each no and failure (as
+        // `give_holders` gives them).
+        let all: Vec<Vec<u8>> = held.into_iter().flatten().collect();
+        let held: Vec<Vec<Vec<u8>>> = yes
+            .iter()
+            .map(|&y| if y { Vec::new() } else { all.clone() })
+            .collect();
+        let out = verdict::forgetful(&yes, &servers, &held);
+        std::array::from_fn(|n| out[n])
     }
 
     /// Whether client `c` is alive and wants the lock (between attempts;
@@ -570,6 +722,25 @@ impl Wired for FairModel {
             self.rules.scripts,
             self.rules.sets,
         );
+        // `SET ... NX GET`'s refusal answers the value holding the key:
+        // the servers it names.
+        let answer = match (answer, before.first()) {
+            (
+                Answer::Took {
+                    set: false, count, ..
+                },
+                Some(Some((Held::Token(v), _))),
+            ) if !(usize::from(v.client) == usize::from(m.client)
+                && v.acquisition == s.clients[usize::from(m.client)].done) =>
+            {
+                Answer::Took {
+                    set: false,
+                    count,
+                    named: names_of(&s.named, *v),
+                }
+            }
+            (answer, _) => answer,
+        };
         // The wake on release (`engine::wait`'s `heard`): each server's
         // message is counted by the key and the request's value; a
         // hand-off (a release's, a leave's, or a claim's for the waiter

@@ -44,6 +44,7 @@ impl Model for FairModel {
             heard: Vec::new(),
             waited: 0,
             wait_at: 0,
+            seen: [0; NODES],
         };
         let mut s = FairState {
             now: 0,
@@ -51,6 +52,10 @@ impl Model for FairModel {
             clients: [client.clone(), client],
             net: Net::default(),
             crashes: 0,
+            runs: [0; NODES],
+            restarts: 0,
+            snapshots: Default::default(),
+            named: Default::default(),
         };
         if self.size.contended {
             // Client 0's first attempt granted everywhere, client 1's
@@ -82,13 +87,24 @@ impl Model for FairModel {
                 Phase::Idle if client.done < self.size.acquisitions[c] && !client.asked => {
                     out.extend(self.size.masks.iter().map(|&now| FairAction::Start(c, now)))
                 }
-                // Rounds end when answered in the liveness run.
-                Phase::Taking { .. } if !sync => out.extend(
-                    self.size
-                        .masks
-                        .iter()
-                        .map(|&now| FairAction::Conclude(c, now)),
-                ),
+                // Rounds end when answered in the liveness run, and in a
+                // patient run once nothing of theirs is in flight.
+                Phase::Taking { .. }
+                    if !sync
+                        && (!self.size.patient
+                            || !s
+                                .net
+                                .msgs
+                                .iter()
+                                .any(|m| usize::from(m.client) == c && m.current)) =>
+                {
+                    out.extend(
+                        self.size
+                            .masks
+                            .iter()
+                            .map(|&now| FairAction::Conclude(c, now)),
+                    )
+                }
                 Phase::Holding { .. } => out.extend(
                     self.size
                         .masks
@@ -96,6 +112,17 @@ impl Model for FairModel {
                         .map(|&now| FairAction::Release(c, now)),
                 ),
                 Phase::Idle | Phase::Taking { .. } => {}
+            }
+        }
+        for n in 0..NODES {
+            if s.restarts < self.size.restarts {
+                out.push(FairAction::Restart(n));
+                if s.snapshots[n].is_some() {
+                    out.push(FairAction::RestartOlder(n));
+                }
+            }
+            if self.size.snapshots && s.snapshots[n].is_none() {
+                out.push(FairAction::Snapshot(n));
             }
         }
         let budgets = (self.size.losses, self.size.duplicates);
@@ -215,6 +242,21 @@ impl Model for FairModel {
             ),
             FairAction::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
             FairAction::Crash(c) => write!(line, "client {c} crashes"),
+            FairAction::Restart(n) => write!(line, "server {n} restarts empty"),
+            FairAction::Snapshot(n) => {
+                write!(
+                    line,
+                    "server {n} takes a snapshot ({})",
+                    self.shown(&s.servers[n])
+                )
+            }
+            FairAction::RestartOlder(n) => write!(
+                line,
+                "server {n} restarts from its snapshot ({})",
+                s.snapshots[n]
+                    .as_ref()
+                    .map_or_else(String::new, |o| self.shown(o))
+            ),
             FairAction::Tick => write!(line, "{TICK_MS} ms pass"),
         };
         line

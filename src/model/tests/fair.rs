@@ -154,3 +154,66 @@ fn without_the_offers_lapse_a_dead_waiter_keeps_a_free_lock_from_the_next() {
         "nobody alive ahead",
     );
 }
+
+/// Restarts no client saw (issue 66), on the fair lock: a server that
+/// restarts, empty or from an older copy of itself (its key, queue and
+/// tickets as they were), while clients queue and claim; each attempt
+/// meets the servers first, so its value names their runs. A round waits
+/// for every request of it still in flight (`patient`: the restart is
+/// the only fault).
+pub(super) const FAIR_UNSEEN: FairSize = FairSize {
+    restarts: 1,
+    snapshots: true,
+    patient: true,
+    masks: NONE_OR_ALL,
+    ..FAIR
+};
+
+/// With the default settings, the fair lock's claims and first attempts
+/// give no second holder beside such a restart: a claim's refusal names
+/// the holder's value, and a yes from a server it does not name is not
+/// counted.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn with_default_settings_a_restart_no_client_saw_gives_no_second_fair_holder() {
+    // From nothing, and from a held lock with a waiter queued (its claims
+    // meet the restart sooner).
+    let contended = FairSize {
+        restarts: 1,
+        snapshots: true,
+        patient: true,
+        ..CONTENDED
+    };
+    for (size, min) in [(FAIR_UNSEEN, 6), (contended, 6)] {
+        let outcome = fair_run(
+            size,
+            FairRules::ALL,
+            bound("MODEL_DEPTH", 30),
+            bound("MODEL_STATES", 600_000),
+        );
+        holds(outcome, min, size);
+    }
+}
+
+/// Without the servers a grant names, a restarted server's yes grants a
+/// fair waiter the lock its server forgot.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_named_servers_a_restart_no_client_saw_gives_a_fair_waiter_a_held_lock() {
+    let rules = FairRules {
+        names_servers: false,
+        ..FairRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        fair_run(FAIR_UNSEEN, rules, 12, states),
+        |depth| fair_run(FAIR_UNSEEN, FairRules::ALL, depth, states),
+        "both hold",
+    );
+}

@@ -178,3 +178,50 @@ fn sets_and_locks_hold_in_every_interleaving_of_three_servers_and_two_clients() 
         );
     }
 }
+
+/// Restarts no client saw (issue 66), on sets beside locks: as the fair
+/// lock's run (see `FAIR_UNSEEN`), client 0 wanting the set {b, a} and
+/// client 1 the lock of `a`.
+const SETS_UNSEEN: FairSize = FairSize {
+    restarts: 1,
+    snapshots: true,
+    patient: true,
+    ..SETS
+};
+
+/// With the default settings a set's refusal names the value holding
+/// its busy key, and no restart gives a second holder.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn with_default_settings_a_restart_no_client_saw_gives_no_second_holder_beside_a_set() {
+    let outcome = fair_run(
+        SETS_UNSEEN,
+        FairRules::ALL,
+        bound("MODEL_DEPTH", 30),
+        bound("MODEL_STATES", 600_000),
+    );
+    holds(outcome, 6, "sets, restarts unseen");
+}
+
+/// Without the servers a grant names, a restarted server's yes grants a
+/// set beside the lock its server forgot (or the lock beside the set).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_named_servers_a_restart_no_client_saw_gives_a_set_a_held_key() {
+    let rules = FairRules {
+        names_servers: false,
+        ..FairRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        fair_run(SETS_UNSEEN, rules, 12, states),
+        |depth| fair_run(SETS_UNSEEN, FairRules::ALL, depth, states),
+        "both hold",
+    );
+}
