@@ -17,6 +17,7 @@ pub(crate) mod fair;
 mod fair_scripts;
 pub(crate) mod fair_server;
 pub(crate) mod lock;
+pub(crate) mod names;
 pub(crate) mod net;
 #[cfg(test)]
 mod realtime;

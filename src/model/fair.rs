@@ -580,56 +580,23 @@ impl FairModel {
         if !self.rules.names_servers {
             return [false; NODES];
         }
-        // 8 hex digits, as a token names a server by its run_id's.
-        let digest = |n: usize, run: u8| format!("{n:04x}{run:04x}").into_bytes();
         let client = &s.clients[c];
-        let yes: Vec<bool> = answers.iter().map(yes).collect();
-        let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
-            .map(|n| match client.seen[n] {
-                0 => Vec::new(),
-                run => vec![digest(n, run - 1)],
-            })
-            .collect();
         let mine = |v: &Value| usize::from(v.client) == c && v.acquisition == client.done;
-        let value_of = |v: Value| -> Vec<Vec<u8>> {
-            let Some(names) = names_of(&s.named, v) else {
-                return Vec::new();
-            };
-            let named: Vec<Vec<u8>> = (0..NODES)
-                .filter(|&n| names[n] > 0)
-                .map(|n| digest(n, names[n] - 1))
-                .collect();
-            let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
-            vec![[&b"v"[..], &list, b"#1"].concat()]
-        };
-        let held: Vec<Vec<Vec<u8>>> = answers
+        let holders: Vec<Names> = answers
             .iter()
-            .map(|a| match a {
-                Some(Answer::Held(v) | Answer::BusyHeld(_, v)) if !mine(v) => value_of(*v),
+            .filter_map(|a| match a {
+                Some(Answer::Held(v) | Answer::BusyHeld(_, v)) if !mine(v) => {
+                    names_of(&s.named, *v)
+                }
                 Some(Answer::Took {
                     set: false,
                     named: Some(names),
                     ..
-                }) => {
-                    let named: Vec<Vec<u8>> = (0..NODES)
-                        .filter(|&n| names[n] > 0)
-                        .map(|n| digest(n, names[n] - 1))
-                        .collect();
-                    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
-                    vec![[&b"v"[..], &list, b"#1"].concat()]
-                }
-                _ => Vec::new(),
+                }) => Some(*names),
+                _ => None,
             })
             .collect();
-        // Every refusal's holders go with each no and failure (as
-        // `give_holders` gives them).
-        let all: Vec<Vec<u8>> = held.into_iter().flatten().collect();
-        let held: Vec<Vec<Vec<u8>>> = yes
-            .iter()
-            .map(|&y| if y { Vec::new() } else { all.clone() })
-            .collect();
-        let out = verdict::forgetful(&yes, &servers, &held);
-        std::array::from_fn(|n| out[n])
+        super::names::forgetful(client.seen, answers.each_ref().map(yes), &holders)
     }
 
     /// Whether client `c` is alive and wants the lock (between attempts;

@@ -521,41 +521,22 @@ impl LockModel {
         if !self.rules.names_servers {
             return [false; NODES];
         }
-        // 8 hex digits, as a token names a server by its run_id's.
-        let digest = |n: usize, run: u8| format!("{n:04x}{run:04x}").into_bytes();
-        let yes: Vec<bool> = answers
+        let yes = answers
+            .each_ref()
+            .map(|a| matches!(a, Some(Answer::Took { set: true, .. })));
+        let seen = client.seen.map(|seen| seen.run.map_or(0, |run| run + 1));
+        let holders: Vec<Names> = answers
             .iter()
-            .map(|a| matches!(a, Some(Answer::Took { set: true, .. })))
-            .collect();
-        let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
-            .map(|n| {
-                client.seen[n]
-                    .run
-                    .map(|run| digest(n, run))
-                    .into_iter()
-                    .collect()
-            })
-            .collect();
-        let held: Vec<Vec<Vec<u8>>> = answers
-            .iter()
-            .map(|a| match a {
+            .filter_map(|a| match a {
                 Some(Answer::Took {
                     set: false,
                     named: Some(names),
                     ..
-                }) => {
-                    let named: Vec<Vec<u8>> = (0..NODES)
-                        .filter(|&n| names[n] > 0)
-                        .map(|n| digest(n, names[n] - 1))
-                        .collect();
-                    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
-                    vec![[&b"v"[..], &list, b"#1"].concat()]
-                }
-                _ => Vec::new(),
+                }) => Some(*names),
+                _ => None,
             })
             .collect();
-        let out = verdict::forgetful(&yes, &servers, &held);
-        std::array::from_fn(|n| out[n])
+        super::names::forgetful(seen, yes, &holders)
     }
 
     /// Client `c`'s round ends: the verdict, by the library's code.

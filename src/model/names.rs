@@ -1,0 +1,45 @@
+//! The restart rule's evidence in the models (issue 66): a value names
+//! the servers its attempt met (`Names`: each server's run + 1, 0 for
+//! none), and a client decides which yes votes count with the library's
+//! `verdict::forgetful`, fed as the library feeds it: each server by the
+//! digest of the run the client last met there, and every refusal's
+//! holder given to each no and failure (as `give_holders` does), as the
+//! bytes of a value that names those servers.
+
+use super::lock::{NODES, Names};
+use crate::engine::verdict;
+
+/// A server's digest, as a token names a server by 8 hex digits of its
+/// `run_id`.
+fn digest(n: usize, run: u8) -> Vec<u8> {
+    format!("{n:04x}{run:04x}").into_bytes()
+}
+
+/// A value's bytes that name `names`, as a token does (after `!`).
+fn value_naming(names: Names) -> Vec<u8> {
+    let named: Vec<Vec<u8>> = (0..NODES)
+        .filter(|&n| names[n] > 0)
+        .map(|n| digest(n, names[n] - 1))
+        .collect();
+    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
+    [&b"v"[..], &list, b"#1"].concat()
+}
+
+/// Which of the `yes` votes the restart rule does not count, for a
+/// client that last met the runs `seen` (+ 1; 0: never), beside the
+/// holders its round's refusals named (`holders`, each a value's names).
+pub(crate) fn forgetful(seen: Names, yes: [bool; NODES], holders: &[Names]) -> [bool; NODES] {
+    let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
+        .map(|n| match seen[n] {
+            0 => Vec::new(),
+            run => vec![digest(n, run - 1)],
+        })
+        .collect();
+    let values: Vec<Vec<u8>> = holders.iter().map(|&h| value_naming(h)).collect();
+    let held: Vec<Vec<Vec<u8>>> = yes
+        .iter()
+        .map(|&y| if y { Vec::new() } else { values.clone() })
+        .collect();
+    let out = verdict::forgetful(&yes, &servers, &held);
+    std::array::from_fn(|n| out[n])
+}
