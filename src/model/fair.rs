@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, CLIENTS, NODES, Names, Value};
+use super::names::{Named, name, names_of};
 use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
 use crate::engine::fair as engine_fair;
 use crate::engine::verdict::{self, Ballot};
@@ -256,22 +257,8 @@ pub(crate) struct FairState {
     /// Each server's snapshot, once taken.
     snapshots: [Option<SetServer>; NODES],
     /// The servers each value names (its client's runs met as its
-    /// attempt started), as the value's bytes do in the library: by
-    /// client, acquisition and attempt (all zero: unnamed).
-    named: [[[Names; NAMED]; NAMED]; CLIENTS],
-}
-
-/// Acquisitions and attempts whose values' names are kept (see
-/// [`FairState::named`]; a value past them names nothing).
-const NAMED: usize = 4;
-
-/// The servers `v` names, if any.
-fn names_of(named: &[[[Names; NAMED]; NAMED]; CLIENTS], v: Value) -> Option<Names> {
-    let names = *named
-        .get(usize::from(v.client))?
-        .get(usize::from(v.acquisition))?
-        .get(usize::from(v.attempt))?;
-    (names != [0; NODES]).then_some(names)
+    /// attempt started).
+    named: Named,
 }
 
 /// A step (see `lock::Action`).
@@ -495,10 +482,7 @@ impl FairModel {
                 // It meets every server first: its value names them.
                 client.seen = s.runs.map(|run| run + 1);
                 let names = client.seen;
-                let (a, t) = (usize::from(value.acquisition), usize::from(value.attempt));
-                if a < NAMED && t < NAMED {
-                    s.named[c][a][t] = names;
-                }
+                name(&mut s.named, value, names);
                 if self.size.claims_first[c] && client.arrival.is_none() {
                     client.arrival = Some(u64::from(s.now));
                 }

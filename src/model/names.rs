@@ -6,7 +6,7 @@
 //! holder given to each no and failure (as `give_holders` does), as the
 //! bytes of a value that names those servers.
 
-use super::lock::{NODES, Names};
+use super::lock::{CLIENTS, NODES, Names, Value};
 use crate::engine::verdict;
 
 /// A server's digest, as a token names a server by 8 hex digits of its
@@ -42,4 +42,34 @@ pub(crate) fn forgetful(seen: Names, yes: [bool; NODES], holders: &[Names]) -> [
         .collect();
     let out = verdict::forgetful(&yes, &servers, &held);
     std::array::from_fn(|n| out[n])
+}
+
+/// Acquisitions and attempts whose values' names a model keeps (a value
+/// past them names nothing).
+pub(crate) const NAMED: usize = 4;
+
+/// The servers each value names, by client, acquisition and attempt
+/// (all zero: unnamed), as the value's bytes do in the library.
+pub(crate) type Named = [[[Names; NAMED]; NAMED]; CLIENTS];
+
+/// The servers `v` names, if any.
+pub(crate) fn names_of(named: &Named, v: Value) -> Option<Names> {
+    let names = *named
+        .get(usize::from(v.client))?
+        .get(usize::from(v.acquisition))?
+        .get(usize::from(v.attempt))?;
+    (names != [0; NODES]).then_some(names)
+}
+
+/// Notes that `v` names `names` (the runs its client met as its attempt
+/// started).
+pub(crate) fn name(named: &mut Named, v: Value, names: Names) {
+    let (c, a, t) = (
+        usize::from(v.client),
+        usize::from(v.acquisition),
+        usize::from(v.attempt),
+    );
+    if c < CLIENTS && a < NAMED && t < NAMED {
+        named[c][a][t] = names;
+    }
 }

@@ -54,12 +54,17 @@ pub(crate) struct SemRules {
     pub(crate) count_checked: bool,
     /// An extend keeps the stored count alive with the slot.
     pub(crate) count_kept: bool,
+    /// A grant names its servers, and a yes beside a refusal whose value
+    /// names servers but not the yes-sayer's is not counted
+    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    pub(crate) names_servers: bool,
 }
 
 impl SemRules {
     pub(crate) const ALL: SemRules = SemRules {
         count_checked: true,
         count_kept: true,
+        names_servers: true,
     };
 }
 

@@ -14,13 +14,22 @@
 //! verdict, validity and extend rule are the library's code
 //! (`engine::verdict`, `quorum::valid_until`, `quorum::after_extend`).
 //!
+//! Restarts (issue 66): a server may restart, empty or from a snapshot
+//! of itself, within a budget; each attempt meets the servers first, so
+//! that its value names their runs, a slot's refusal (`SET ... NX GET`)
+//! answers its holder's names, and the client decides which yes votes
+//! count with the library's `verdict::forgetful`. A stored count that
+//! differs names nobody: a restart beside clients made with different
+//! counts is strict mode's (see the crate docs, "Restarts").
+//!
 //! Left out: the survey and the choice of a slot (they pick where to
-//! try, never who holds), fencing, restarts, waiting.
+//! try, never who holds), fencing, waiting.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use super::lock::{Answer, NODES, Value};
+use super::lock::{Answer, NODES, Names, Value};
+use super::names::{Named, name, names_of};
 use super::net::{Msg, Net, Step, Wired};
 use super::sem_server::{SemRequest, SemRules, SemServer};
 use crate::engine::quorum;
@@ -53,6 +62,13 @@ pub(crate) struct SemSize {
     pub(crate) horizon: u16,
     /// The sets of servers a request may run on at once as it is sent.
     pub(crate) masks: &'static [u8],
+    /// Restarts of a server, empty or from its snapshot, in all.
+    pub(crate) restarts: u8,
+    /// A server may be snapshotted (for a later restart from it).
+    pub(crate) snapshots: bool,
+    /// A round ends only once nothing of it is in flight (the restart
+    /// the only fault).
+    pub(crate) patient: bool,
 }
 
 /// Where a client is.
@@ -79,6 +95,8 @@ pub(crate) struct SemClient {
     phase: SemPhase,
     done: u8,
     attempts: u8,
+    /// Per server, the run it last met (+ 1; 0: never).
+    seen: Names,
 }
 
 /// The whole system.
@@ -88,6 +106,13 @@ pub(crate) struct SemState {
     servers: [SemServer; NODES],
     clients: [SemClient; 2],
     net: Net<SemRequest>,
+    /// Each server's run (it changes at every restart).
+    runs: [u8; NODES],
+    restarts: u8,
+    /// Each server's snapshot, once taken.
+    snapshots: [Option<SemServer>; NODES],
+    /// The servers each value names.
+    named: Named,
 }
 
 /// A step.
@@ -98,6 +123,12 @@ pub(crate) enum SemAction {
     Conclude(usize, u8),
     Extend(usize, u8),
     Release(usize, u8),
+    /// Server `n` restarts empty.
+    Restart(usize),
+    /// Server `n` is snapshotted.
+    Snapshot(usize),
+    /// Server `n` restarts from its snapshot.
+    RestartOlder(usize),
     Tick,
 }
 
@@ -136,8 +167,12 @@ impl SemModel {
                 start,
                 answers,
             } => {
-                let ballots = answers.map(|a| Ballot {
-                    yes: matches!(a, Some(Answer::Took { set: true, .. })).then_some(1),
+                let yes = answers
+                    .each_ref()
+                    .map(|a| matches!(a, Some(Answer::Took { set: true, .. })));
+                let forgetful = self.forgetful(s, c, yes, &answers);
+                let ballots: [Ballot; NODES] = std::array::from_fn(|n| Ballot {
+                    yes: (yes[n] && !forgetful[n]).then_some(1),
                     low: 1,
                 });
                 let count = verdict::count(ballots, NODES, false);
@@ -208,6 +243,10 @@ impl SemModel {
                     start: s.now,
                     answers: [None; NODES],
                 };
+                // It meets every server first: its value names them.
+                client.seen = s.runs.map(|run| run + 1);
+                let names = client.seen;
+                name(&mut s.named, value, names);
                 let check = SemRequest::Check {
                     value,
                     slot: self.size.slots[c],
@@ -268,9 +307,57 @@ impl SemModel {
                 );
                 s.net.end_round(c);
             }
+            SemAction::Restart(n) => {
+                let empty = SemServer {
+                    fast: s.servers[n].fast,
+                    ..SemServer::default()
+                };
+                Self::restart(&mut s, n, empty);
+            }
+            SemAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
+            SemAction::RestartOlder(n) => {
+                let older = s.snapshots[n].clone()?;
+                Self::restart(&mut s, n, older);
+            }
             SemAction::Tick => s.now += 1,
         }
         Some(s)
+    }
+
+    /// Server `n` starts again as `server`: a new run; what was in flight
+    /// to it dies with its connections.
+    fn restart(s: &mut SemState, n: usize, server: SemServer) {
+        s.servers[n] = server;
+        s.runs[n] += 1;
+        s.restarts += 1;
+        s.net.msgs.retain(|m| usize::from(m.node) != n);
+    }
+
+    /// Which yes votes the restart rule does not count (see
+    /// `model::names`): a slot's refusal names its holder's servers
+    /// (another acquisition's value).
+    fn forgetful(
+        &self,
+        s: &SemState,
+        c: usize,
+        yes: [bool; NODES],
+        answers: &[Option<Answer>; NODES],
+    ) -> [bool; NODES] {
+        if !self.rules.names_servers {
+            return [false; NODES];
+        }
+        let holders: Vec<Names> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Some(Answer::Took {
+                    set: false,
+                    named: Some(names),
+                    ..
+                }) => Some(*names),
+                _ => None,
+            })
+            .collect();
+        super::names::forgetful(s.clients[c].seen, yes, &holders)
     }
 }
 
@@ -284,7 +371,30 @@ impl Wired for SemModel {
 
     fn arrive(&self, s: &mut SemState, m: Msg<SemRequest>, reply: bool) {
         let n = usize::from(m.node);
+        // What holds the slot, for `SET ... NX GET`'s refusal.
+        let holder = match m.request {
+            SemRequest::Set { slot, .. } => s.servers[n].slots[usize::from(slot)]
+                .filter(|&(_, until)| s.now < until)
+                .map(|(v, _)| v),
+            _ => None,
+        };
         let answer = s.servers[n].run(m.request, s.now, self.rules);
+        let c = usize::from(m.client);
+        let answer = match (answer, holder) {
+            (
+                Answer::Took {
+                    set: false, count, ..
+                },
+                Some(v),
+            ) if !(usize::from(v.client) == c && v.acquisition == s.clients[c].done) => {
+                Answer::Took {
+                    set: false,
+                    count,
+                    named: names_of(&s.named, v),
+                }
+            }
+            (answer, _) => answer,
+        };
         if let SemRequest::Check {
             value, slot, ttl, ..
         } = m.request
@@ -308,7 +418,6 @@ impl Wired for SemModel {
             s.net.msgs.sort();
             return;
         }
-        let c = usize::from(m.client);
         if !(m.current && reply) {
             return;
         }
@@ -347,12 +456,17 @@ impl Model for SemModel {
             phase: SemPhase::Idle,
             done: 0,
             attempts: 0,
+            seen: [0; NODES],
         };
         SemState {
             now: 0,
             servers,
             clients: [client.clone(), client],
             net: Net::default(),
+            runs: [0; NODES],
+            restarts: 0,
+            snapshots: Default::default(),
+            named: Default::default(),
         }
     }
 
@@ -363,10 +477,19 @@ impl Model for SemModel {
                 SemPhase::Idle if client.done < self.size.acquisitions[c] => {
                     out.extend(masks.iter().map(|&now| SemAction::Start(c, now)))
                 }
+                // A patient round ends once nothing of it is in flight.
                 SemPhase::Taking { .. }
                 | SemPhase::Holding {
                     extending: Some(_), ..
-                } => out.extend(masks.iter().map(|&now| SemAction::Conclude(c, now))),
+                } if !(self.size.patient
+                    && s.net
+                        .msgs
+                        .iter()
+                        .any(|m| usize::from(m.client) == c && m.current)) =>
+                {
+                    out.extend(masks.iter().map(|&now| SemAction::Conclude(c, now)))
+                }
+                SemPhase::Taking { .. } => {}
                 SemPhase::Holding { until_ms, .. } => {
                     // An extend only while valid, a release whenever.
                     if self.size.extends && u64::from(s.now) * TICK_MS < until_ms {
@@ -375,6 +498,17 @@ impl Model for SemModel {
                     out.extend(masks.iter().map(|&now| SemAction::Release(c, now)));
                 }
                 SemPhase::Idle => {}
+            }
+        }
+        for n in 0..NODES {
+            if s.restarts < self.size.restarts {
+                out.push(SemAction::Restart(n));
+                if s.snapshots[n].is_some() {
+                    out.push(SemAction::RestartOlder(n));
+                }
+            }
+            if self.size.snapshots && s.snapshots[n].is_none() {
+                out.push(SemAction::Snapshot(n));
             }
         }
         let budgets = (self.size.losses, self.size.duplicates);
@@ -454,6 +588,19 @@ impl Model for SemModel {
             ),
             SemAction::Extend(c, now) => write!(line, "client {c} extends{}", at_once(now)),
             SemAction::Release(c, now) => write!(line, "client {c} releases{}", at_once(now)),
+            SemAction::Restart(n) => write!(line, "server {n} restarts empty"),
+            SemAction::Snapshot(n) => {
+                write!(
+                    line,
+                    "server {n} takes a snapshot ({})",
+                    held(&s.servers[n])
+                )
+            }
+            SemAction::RestartOlder(n) => write!(
+                line,
+                "server {n} restarts from its snapshot ({})",
+                s.snapshots[n].as_ref().map_or_else(String::new, held)
+            ),
             SemAction::Tick => write!(line, "{TICK_MS} ms pass"),
         };
         line

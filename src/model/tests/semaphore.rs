@@ -26,6 +26,9 @@ const SEM: SemSize = SemSize {
     losses: 0,
     horizon: 6,
     masks: NONE_OR_ALL,
+    restarts: 0,
+    snapshots: false,
+    patient: false,
 };
 
 /// The semaphore's sizes: as [`SEM`]; with a request lost and one run
@@ -96,6 +99,62 @@ fn without_the_count_kept_by_extends_it_lapses_under_a_valid_permit() {
     flaw(
         sem_run(SEM, rules, 40, states),
         |depth| sem_run(SEM, SemRules::ALL, depth, states),
+        "valid permits",
+    );
+}
+
+/// Restarts no client saw (issue 66), on the semaphore: two clients made
+/// with one permit, both taking slot 0 (a slot's refusal is
+/// `SET ... NX GET`'s, which names the holder), a server restarting
+/// empty or from a snapshot, patient rounds (the restart the only fault),
+/// no time passing (nothing lapses: the restart alone decides).
+const SEM_UNSEEN: SemSize = SemSize {
+    permits: [1, 1],
+    slots: [0, 0],
+    extends: false,
+    horizon: 0,
+    restarts: 1,
+    snapshots: true,
+    patient: true,
+    ..SEM
+};
+
+/// With the default settings, no restart gives a semaphore of one two
+/// valid permits.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn with_default_settings_a_restart_no_client_saw_gives_no_permit_past_the_count() {
+    holds(
+        sem_run(
+            SEM_UNSEEN,
+            SemRules::ALL,
+            bound("MODEL_DEPTH", 30),
+            bound("MODEL_STATES", 600_000),
+        ),
+        8,
+        "the semaphore, restarts unseen",
+    );
+}
+
+/// Without the servers a grant names, a restarted server's yes gives a
+/// second permit of a semaphore of one.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_named_servers_a_restart_no_client_saw_gives_a_permit_past_the_count() {
+    let rules = SemRules {
+        names_servers: false,
+        ..SemRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        sem_run(SEM_UNSEEN, rules, 12, states),
+        |depth| sem_run(SEM_UNSEEN, SemRules::ALL, depth, states),
         "valid permits",
     );
 }
