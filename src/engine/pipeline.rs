@@ -460,7 +460,7 @@ impl Engine {
     /// Each member's servers that answer for `names` now, by the
     /// `run_id` digests their last connections read (a Redis Cluster
     /// member's, one per name's slot; none where unknown).
-    fn servers_of(&self, names: &[&[u8]]) -> Vec<Vec<Vec<u8>>> {
+    pub(crate) fn servers_of(&self, names: &[&[u8]]) -> Vec<Vec<Vec<u8>>> {
         let slots = self.slots_of(names);
         self.members
             .iter()

@@ -52,6 +52,7 @@ fn run(real: &mut Real, request: ElRequest, ttl: u64) -> ElAnswer {
             ElAnswer::Took {
                 set: set == Reply::Okay,
                 count,
+                named: None,
             }
         }
         ElRequest::Claim { value, term, seq } => {

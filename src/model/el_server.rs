@@ -9,7 +9,7 @@
 //! Time is a number of units (ticks for the checker, milliseconds for the
 //! differential test).
 
-use super::lock::Value;
+use super::lock::{Names, Value};
 
 /// A leader's record: whose token, its term, the claim's number, and
 /// the value proclaimed (here the claim's number again: a value per
@@ -27,12 +27,22 @@ pub(crate) struct ElRules {
     /// A claim finding a later claim of its own token (a higher term,
     /// or the same term and a higher number) leaves it (claim.lua).
     pub(crate) newer_claims_kept: bool,
+    /// A grant names its servers, and a yes beside a refusal whose value
+    /// names servers but not the yes-sayer's is not counted
+    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    pub(crate) names_servers: bool,
+    /// The same rule on a read (`majority::forget_restarted`): a view
+    /// from a server that a holder's value seen on another member does
+    /// not name is no answer.
+    pub(crate) reads_name_servers: bool,
 }
 
 impl ElRules {
     /// The scripts' rules, as they are.
     pub(crate) const ALL: ElRules = ElRules {
         newer_claims_kept: true,
+        names_servers: true,
+        reads_name_servers: true,
     };
 }
 
@@ -54,8 +64,13 @@ pub(crate) enum ElRequest {
 /// A server's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum ElAnswer {
-    /// A take: set or not, and the counter after it.
-    Took { set: bool, count: u64 },
+    /// A take: set or not, and the counter after it; a refusal's
+    /// holder's names, where the model tells them.
+    Took {
+        set: bool,
+        count: u64,
+        named: Option<Names>,
+    },
     /// A script's integer answer.
     Int(i64),
     /// The read's view: the key's token and time left, and the record.
@@ -116,7 +131,11 @@ impl ElServer {
                 // from the clock, above every count before it.
                 let count = self.counter.unwrap_or(0).max(1000 * (now + 1)) + 1;
                 self.counter = Some(count);
-                ElAnswer::Took { set, count }
+                ElAnswer::Took {
+                    set,
+                    count,
+                    named: None,
+                }
             }
             ElRequest::Claim { value, term, seq } => {
                 if held != Some(value) {

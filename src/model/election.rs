@@ -20,9 +20,16 @@
 //! names that leader with that claim or a later one, or fails (the
 //! "Reading who leads" promise on `Election`).
 //!
+//! Restarts (issue 66): a server may restart, empty or from a snapshot
+//! of itself (key, record and counter as they were), within a budget;
+//! each campaign meets the servers first, so that its value names their
+//! runs, a take's refusal answers the holder's names, and the candidate
+//! decides which yes votes count with the library's `verdict::forgetful`.
+//!
 //! Left out: campaigns of more than one attempt, the raise of lagging
 //! term counters (terms are the lock's fencing tokens: the lock model's
-//! fenced run checks that they grow), renewals, fair campaigns, restarts,
+//! fenced run checks that they grow, also across restarts from an older
+//! copy), renewals, fair campaigns,
 //! the record's channel, the clean-up queued behind a take that timed out
 //! (the model lets it overtake the take: a superset).
 
@@ -30,13 +37,14 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::el_server::{ElAnswer, ElRequest, ElRules, ElServer, Record};
-use super::lock::{NODES, Value};
+use super::lock::{NODES, Names, Value};
+use super::names::{self, Named, name, names_of, token};
 use crate::base::node_error::NodeError;
 use crate::engine::quorum;
 use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
-use crate::shapes::election::majority::{View, majority};
+use crate::shapes::election::majority::{View, forget_restarted, majority};
 
 /// One tick of the model's clock.
 const TICK_MS: u64 = 10;
@@ -67,6 +75,13 @@ pub(crate) struct ElSize {
     /// Validity allows for clock drift (the library's factor; off only
     /// to show the checker finds two leaders without it).
     pub(crate) drift: bool,
+    /// Restarts of a server, empty or from its snapshot, in all.
+    pub(crate) restarts: u8,
+    /// A server may be snapshotted (for a later restart from it).
+    pub(crate) snapshots: bool,
+    /// A round ends only once nothing of it is in flight (the restart
+    /// the only fault).
+    pub(crate) patient: bool,
 }
 
 /// A claim round that succeeded: whose, the term and claim number.
@@ -120,6 +135,15 @@ pub(crate) struct ElState {
     net: Net<ElRequest>,
     /// A read that broke the property: what it found.
     misread: Option<String>,
+    /// Each server's run (it changes at every restart).
+    runs: [u8; NODES],
+    restarts: u8,
+    /// Each server's snapshot, once taken.
+    snapshots: [Option<ElServer>; NODES],
+    /// The servers each value names, and the runs each actor last met
+    /// (+ 1; 0: never).
+    named: Named,
+    seen: [Names; 3],
 }
 
 /// A step.
@@ -132,6 +156,12 @@ pub(crate) enum ElAction {
     /// A step of a message in flight.
     Net(usize, Step),
     Conclude(usize, u8),
+    /// Server `n` restarts empty.
+    Restart(usize),
+    /// Server `n` is snapshotted.
+    Snapshot(usize),
+    /// Server `n` restarts from its snapshot.
+    RestartOlder(usize),
     Tick,
 }
 
@@ -168,7 +198,9 @@ impl ElModel {
                 seq,
                 answers: Some(answers),
             } => self.claim_ended(s, c, mask, (value, until_ms, term, seq), answers),
-            ElPhase::Reading { answers, floor } => read_ended(s, c, answers, floor),
+            ElPhase::Reading { answers, floor } => {
+                read_ended(s, c, answers, floor, self.rules.reads_name_servers)
+            }
             _ => {}
         }
     }
@@ -183,8 +215,11 @@ impl ElModel {
         (value, start): (Value, u16),
         answers: [Option<ElAnswer>; NODES],
     ) {
-        let ballots = answers.map(|a| match a {
-            Some(ElAnswer::Took { set: true, count }) => Ballot {
+        let forgetful = self.forgetful(s, c, &answers);
+        let ballots: [Ballot; NODES] = std::array::from_fn(|n| match answers[n] {
+            Some(ElAnswer::Took {
+                set: true, count, ..
+            }) if !forgetful[n] => Ballot {
                 yes: Some(count),
                 low: count,
             },
@@ -224,6 +259,43 @@ impl ElModel {
                 self.fail(s, c, value, dirty, mask);
             }
         }
+    }
+
+    /// Which yes votes the restart rule does not count (see
+    /// `model::names`): a take's refusal names its holder's servers.
+    fn forgetful(
+        &self,
+        s: &ElState,
+        c: usize,
+        answers: &[Option<ElAnswer>; NODES],
+    ) -> [bool; NODES] {
+        if !self.rules.names_servers {
+            return [false; NODES];
+        }
+        let yes = answers
+            .each_ref()
+            .map(|a| matches!(a, Some(ElAnswer::Took { set: true, .. })));
+        let holders: Vec<Names> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Some(ElAnswer::Took {
+                    set: false,
+                    named: Some(names),
+                    ..
+                }) => Some(*names),
+                _ => None,
+            })
+            .collect();
+        super::names::forgetful(s.seen[c], yes, &holders)
+    }
+
+    /// Server `n` starts again as `server`: a new run; what was in flight
+    /// to it dies with its connections.
+    fn restart(s: &mut ElState, n: usize, server: ElServer) {
+        s.servers[n] = server;
+        s.runs[n] += 1;
+        s.restarts += 1;
+        s.net.msgs.retain(|m| usize::from(m.node) != n);
     }
 
     /// A leader's claim round ended: the claim counts while the leader is
@@ -287,6 +359,9 @@ impl ElModel {
                     answers: [None; NODES],
                     mask: now,
                 };
+                // It meets every server first: its value names them.
+                s.seen[c] = s.runs.map(|run| run + 1);
+                name(&mut s.named, value, s.seen[c]);
                 self.send(&mut s, c, [true; NODES], now, ElRequest::Take { value });
             }
             ElAction::Proclaim(c, now) => {
@@ -324,6 +399,9 @@ impl ElModel {
             }
             ElAction::Read(now) => {
                 let floor = s.claimed;
+                // It meets every server as it reads (as a manager's first
+                // round connects).
+                s.seen[OBSERVER] = s.runs.map(|run| run + 1);
                 s.phases[OBSERVER] = ElPhase::Reading {
                     answers: [None; NODES],
                     floor,
@@ -332,18 +410,32 @@ impl ElModel {
             }
             ElAction::Net(i, step) => self.step(&mut s, i, step),
             ElAction::Conclude(c, now) => self.conclude(&mut s, c, now),
+            ElAction::Restart(n) => {
+                let empty = ElServer {
+                    fast: s.servers[n].fast,
+                    ..ElServer::default()
+                };
+                Self::restart(&mut s, n, empty);
+            }
+            ElAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
+            ElAction::RestartOlder(n) => {
+                let older = s.snapshots[n].clone()?;
+                Self::restart(&mut s, n, older);
+            }
             ElAction::Tick => s.now += 1,
         }
         Some(s)
     }
 }
 
-/// The library's view of a member's read (`read.lua`'s array).
-fn view(holder: Option<Value>, left: u64, record: Option<Record>) -> View {
+/// The library's view of a member's read (`read.lua`'s array); tokens
+/// name the servers their campaigns met (`named`).
+fn view(named: &Named, holder: Option<Value>, left: u64, record: Option<Record>) -> View {
+    let token = |v: Value| token(v, names_of(named, v));
     View::new(
-        holder.map(|v| v.bytes()),
+        holder.map(token),
         left * TICK_MS,
-        record.map(|r| (r.token.bytes(), r.term, u64::from(r.seq), vec![r.seq])),
+        record.map(|r| (token(r.token), r.term, u64::from(r.seq), vec![r.seq])),
     )
 }
 
@@ -357,8 +449,28 @@ impl Wired for ElModel {
 
     fn arrive(&self, s: &mut ElState, m: Msg<ElRequest>, reply: bool) {
         let n = usize::from(m.node);
-        let answer = s.servers[n].run(m.request, u64::from(s.now), TTL, self.rules);
+        let now = u64::from(s.now);
+        // What holds the key, for `SET ... NX GET`'s refusal.
+        let holder = s.servers[n]
+            .key
+            .filter(|&(_, until)| now < until)
+            .map(|(v, _)| v);
+        let answer = s.servers[n].run(m.request, now, TTL, self.rules);
         let c = usize::from(m.client);
+        let answer = match (answer, holder, m.request) {
+            (
+                ElAnswer::Took {
+                    set: false, count, ..
+                },
+                Some(v),
+                ElRequest::Take { value },
+            ) if v.client != value.client || v.acquisition != value.acquisition => ElAnswer::Took {
+                set: false,
+                count,
+                named: names_of(&s.named, v),
+            },
+            (answer, ..) => answer,
+        };
         if !(m.current && reply) {
             return;
         }
@@ -396,6 +508,11 @@ impl Model for ElModel {
             claimed: None,
             net: Net::default(),
             misread: None,
+            runs: [0; NODES],
+            restarts: 0,
+            snapshots: Default::default(),
+            named: Default::default(),
+            seen: [[0; NODES]; 3],
         }
     }
 
@@ -406,10 +523,13 @@ impl Model for ElModel {
                 ElPhase::Idle if s.done[c] < self.size.campaigns[c] => {
                     out.extend(masks.iter().map(|&now| ElAction::Start(c, now)))
                 }
+                // A patient round ends once nothing of it is in flight.
                 ElPhase::Taking { .. }
                 | ElPhase::Leading {
                     answers: Some(_), ..
-                } => out.extend(masks.iter().map(|&now| ElAction::Conclude(c, now))),
+                } if !(self.size.patient && in_flight(s, c)) => {
+                    out.extend(masks.iter().map(|&now| ElAction::Conclude(c, now)))
+                }
                 ElPhase::Leading { seq, .. } => {
                     if *seq <= self.size.proclaims {
                         out.extend(masks.iter().map(|&now| ElAction::Proclaim(c, now)));
@@ -423,10 +543,21 @@ impl Model for ElModel {
             ElPhase::Idle if s.done[OBSERVER] < self.size.reads => {
                 out.extend(masks.iter().map(|&now| ElAction::Read(now)))
             }
-            ElPhase::Reading { .. } => {
+            ElPhase::Reading { .. } if !(self.size.patient && in_flight(s, OBSERVER)) => {
                 out.extend(masks.iter().map(|&now| ElAction::Conclude(OBSERVER, now)))
             }
             _ => {}
+        }
+        for n in 0..NODES {
+            if s.restarts < self.size.restarts {
+                out.push(ElAction::Restart(n));
+                if s.snapshots[n].is_some() {
+                    out.push(ElAction::RestartOlder(n));
+                }
+            }
+            if self.size.snapshots && s.snapshots[n].is_none() {
+                out.push(ElAction::Snapshot(n));
+            }
         }
         let budgets = (self.size.losses, self.size.duplicates);
         let tick = (s.now < self.size.horizon).then_some(ElAction::Tick);
@@ -494,10 +625,31 @@ impl Model for ElModel {
                 s.phases[c],
                 at_once(now)
             ),
+            ElAction::Restart(n) => write!(line, "server {n} restarts empty"),
+            ElAction::Snapshot(n) => {
+                write!(
+                    line,
+                    "server {n} takes a snapshot ({})",
+                    held(&s.servers[n])
+                )
+            }
+            ElAction::RestartOlder(n) => write!(
+                line,
+                "server {n} restarts from its snapshot ({})",
+                s.snapshots[n].as_ref().map_or_else(String::new, held)
+            ),
             ElAction::Tick => write!(line, "{TICK_MS} ms pass"),
         };
         line
     }
+}
+
+/// Whether a request of actor `c`'s current round is in flight.
+fn in_flight(s: &ElState, c: usize) -> bool {
+    s.net
+        .msgs
+        .iter()
+        .any(|m| usize::from(m.client) == c && m.current)
 }
 
 /// A server's key and record, for people.
@@ -527,6 +679,7 @@ fn read_ended(
     c: usize,
     answers: [Option<ElAnswer>; NODES],
     floor: Option<Claimed>,
+    names_servers: bool,
 ) {
     let now_ms = u64::from(s.now) * TICK_MS;
     s.phases[c] = ElPhase::Idle;
@@ -539,7 +692,7 @@ fn read_ended(
                     holder,
                     left,
                     record,
-                }) => Ok(view(*holder, *left, *record)),
+                }) => Ok(view(&s.named, *holder, *left, *record)),
                 _ => Err(NodeError::cluster(
                     "n".into(),
                     "no answer".into(),
@@ -548,6 +701,17 @@ fn read_ended(
             })
         })
         .collect();
+    // The library's restart rule on the read, on the runs the observer met.
+    let views = match names_servers {
+        true => forget_restarted(views, &names::servers(s.seen[c]), |_| {
+            NodeError::cluster(
+                "n".into(),
+                "not counted".into(),
+                Duration::from_millis(TICK_MS),
+            )
+        }),
+        false => views,
+    };
     let read = majority(views, b"e");
     // The leader of that claim still leads, valid.
     let leads = |f: &Claimed| {

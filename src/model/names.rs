@@ -25,16 +25,39 @@ fn value_naming(names: Names) -> Vec<u8> {
     [&b"v"[..], &list, b"#1"].concat()
 }
 
-/// Which of the `yes` votes the restart rule does not count, for a
-/// client that last met the runs `seen` (+ 1; 0: never), beside the
-/// holders its round's refusals named (`holders`, each a value's names).
-pub(crate) fn forgetful(seen: Names, yes: [bool; NODES], holders: &[Names]) -> [bool; NODES] {
-    let servers: Vec<Vec<Vec<u8>>> = (0..NODES)
+/// Each server's digest as a client that last met the runs `seen` (+ 1;
+/// 0: never) knows it (`Engine::servers_of`).
+pub(crate) fn servers(seen: Names) -> Vec<Vec<Vec<u8>>> {
+    (0..NODES)
         .map(|n| match seen[n] {
             0 => Vec::new(),
             run => vec![digest(n, run - 1)],
         })
-        .collect();
+        .collect()
+}
+
+/// `v`'s bytes as a token that names `names` has them (`c0/a1`, the
+/// servers, then `#` and the attempt), or as a value that names none.
+pub(crate) fn token(v: Value, names: Option<Names>) -> Vec<u8> {
+    let list = match names {
+        Some(names) => {
+            let named: Vec<Vec<u8>> = (0..NODES)
+                .filter(|&n| names[n] > 0)
+                .map(|n| digest(n, names[n] - 1))
+                .collect();
+            crate::base::holder::server_names(named.iter().map(|d| &d[..]))
+        }
+        None => Vec::new(),
+    };
+    let head = format!("c{}/a{}", v.client, v.acquisition);
+    [head.as_bytes(), &list, format!("#{}", v.attempt).as_bytes()].concat()
+}
+
+/// Which of the `yes` votes the restart rule does not count, for a
+/// client that last met the runs `seen` (+ 1; 0: never), beside the
+/// holders its round's refusals named (`holders`, each a value's names).
+pub(crate) fn forgetful(seen: Names, yes: [bool; NODES], holders: &[Names]) -> [bool; NODES] {
+    let servers = servers(seen);
     let values: Vec<Vec<u8>> = holders.iter().map(|&h| value_naming(h)).collect();
     let held: Vec<Vec<Vec<u8>>> = yes
         .iter()

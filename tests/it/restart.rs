@@ -517,6 +517,46 @@ fn a_restart_no_manager_witnessed_does_not_vote_a_reader_or_writer_against_the_o
     }
 }
 
+/// The rule on an election's read: Q leads, elected by nodes 0 and 1
+/// (node 2 unreachable for it); node 1 restarts empty; a fresh manager
+/// (which never saw the restart) reads who leads. Node 0 shows Q, node 1
+/// and node 2 nothing, and neither of their servers is one Q's value
+/// names: their views are no answers, and the read fails rather than say
+/// nobody leads while Q does. (Counted, they read "nobody leads": with
+/// the rule removed by hand, `Ok(None)`.) Once Q resigns, the read says
+/// nobody leads.
+#[test]
+fn a_read_does_not_count_a_restarted_servers_view_beside_a_leader_a_member_shows() {
+    if !names_holders() {
+        return;
+    }
+    let mut cluster = Nodes::start(3).unwrap();
+    let e = resource("unwitnessed-election");
+    let (q, _dead) = partial(&cluster, &[0, 1], None);
+    let leadership = q.election(&e).unwrap().campaign(TTL).unwrap();
+    cluster.servers[1].restart().unwrap();
+    let fresh = support::manager(&cluster, Duration::from_millis(500));
+    let read = fresh.election(&e).unwrap().leader();
+    assert!(leadership.is_leader());
+    match read {
+        Ok(None) => panic!("a fresh reader read that nobody leads while Q does"),
+        Ok(Some(leader)) => assert_eq!(leader.term(), leadership.term()),
+        Err(err) => {
+            let port = format!(":{}", cluster.servers[1].port());
+            let failure = err
+                .failures()
+                .iter()
+                .find(|f| f.node().ends_with(&port))
+                .unwrap_or_else(|| panic!("node 1 not among the failures: {err}"));
+            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+        }
+    }
+    // Node 1 forgot it and node 2 is out of Q's reach: the resignation
+    // reaches node 0 alone, and says so.
+    let _ = leadership.resign();
+    assert_eq!(fresh.election(&e).unwrap().leader().unwrap(), None);
+}
+
 /// The rule above on a queued fair waiter's claims, which say who holds
 /// the key they are refused: three nodes all hold a value for R whose
 /// grant names servers other than these (as a holder's does whose

@@ -22,6 +22,9 @@ const ELECTION: ElSize = ElSize {
     horizon: 3,
     masks: NONE_OR_ALL,
     drift: true,
+    restarts: 0,
+    snapshots: false,
+    patient: false,
 };
 
 /// The election's sizes: as above, with a request lost and one run
@@ -75,6 +78,7 @@ fn the_election_holds_deeper() {
 fn without_the_claims_order_a_late_proclaim_takes_a_newer_value_back() {
     let rules = ElRules {
         newer_claims_kept: false,
+        ..ElRules::ALL
     };
     // One candidate, one read.
     let size = ElSize {
@@ -118,5 +122,86 @@ fn without_the_drift_allowance_two_candidates_lead_at_once() {
         ),
         |depth| el_run(size, ElRules::ALL, depth, states),
         "both lead",
+    );
+}
+
+/// Restarts no client saw (issue 66), on the election: a server that
+/// restarts, empty or from a snapshot of itself (key, record and term
+/// counter as they were), beside two candidates, a leader's proclaim and
+/// a reader; patient rounds (the restart the only fault).
+const EL_UNSEEN: ElSize = ElSize {
+    proclaims: 1,
+    reads: 1,
+    restarts: 1,
+    snapshots: true,
+    patient: true,
+    ..ELECTION
+};
+
+/// With the default settings, no restart gives two leaders at once, nor
+/// a read that names another leader than a valid one whose claim came
+/// before the read (an older copy's record included).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn with_default_settings_a_restart_no_client_saw_gives_no_second_leader_nor_a_misread() {
+    holds(
+        el_run(
+            EL_UNSEEN,
+            ElRules::ALL,
+            bound("MODEL_DEPTH", 30),
+            bound("MODEL_STATES", 600_000),
+        ),
+        6,
+        "the election, restarts unseen",
+    );
+}
+
+/// Without the servers a grant names, a restarted server's yes elects a
+/// second leader.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_named_servers_a_restart_no_client_saw_elects_a_second_leader() {
+    let rules = ElRules {
+        names_servers: false,
+        ..ElRules::ALL
+    };
+    let size = ElSize {
+        proclaims: 0,
+        reads: 0,
+        ..EL_UNSEEN
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        el_run(size, rules, 12, states),
+        |depth| el_run(size, ElRules::ALL, depth, states),
+        "both lead",
+    );
+}
+
+/// Without the rule on reads, a reader that never saw the restart counts
+/// the restarted server's empty view beside the other member that shows
+/// no leader (a candidate's failed take) and reads "nobody leads" while
+/// the leader elected before the read is valid.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_named_servers_on_reads_a_restart_no_client_saw_hides_a_valid_leader() {
+    let rules = ElRules {
+        reads_name_servers: false,
+        ..ElRules::ALL
+    };
+    let states = bound("MODEL_STATES", 3_000_000);
+    flaw(
+        el_run(EL_UNSEEN, rules, 12, states),
+        |depth| el_run(EL_UNSEEN, ElRules::ALL, depth, states),
+        "a read names",
     );
 }
