@@ -193,7 +193,8 @@ impl LockManager {
         let keys: [&[u8]; 2] = [resource, &fence];
         let (answers, replies) = p.script(&INSPECT, &keys, &[]).read(OPERATOR);
         let shown = quorum::display(resource);
-        let members = enough(&shown, views(self, answers, &replies, true))?;
+        let members = forget_restarted(self, resource, views(self, answers, &replies, true));
+        let members = enough(&shown, members)?;
         let quorum = quorum::quorum(members.len());
         // The value a quorum holds, if one does.
         let value = members
@@ -299,6 +300,45 @@ impl LockManager {
 
 /// The views, or `NoQuorum` when fewer than a quorum of members gave
 /// one (with their failures).
+/// The restart rule on an inspection (as on an election's read, see
+/// `majority::forget_restarted`): a member whose server a holder's value
+/// seen on another member does not name may have restarted since that
+/// grant and forgotten it, so its view is no answer (a failure). Else an
+/// operator whose tool never saw the restart read "free" beside a holder
+/// whose key the other members keep.
+fn forget_restarted(
+    dlm: &LockManager,
+    resource: &[u8],
+    mut members: Vec<MemberView>,
+) -> Vec<MemberView> {
+    let p = dlm.engine();
+    let answered: Vec<bool> = members.iter().map(|m| m.failure.is_none()).collect();
+    let held: Vec<Vec<Vec<u8>>> = members
+        .iter()
+        .map(|m| m.holder.iter().map(|h| h.as_bytes().to_vec()).collect())
+        .collect();
+    let servers = p.servers_of(&[resource]);
+    let forgetful = crate::engine::verdict::forgetful(&answered, &servers, &held);
+    for (i, m) in members
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| forgetful[*i])
+    {
+        m.holder = None;
+        m.left = None;
+        m.counter = None;
+        m.failure = Some(
+            p.members[i].not_counted(
+                "its view is not counted: its server is not among those that a holder's value, \
+             found on another member, names: it may have restarted since that grant, and \
+             forgotten it"
+                    .into(),
+            ),
+        );
+    }
+    members
+}
+
 fn enough(shown: &str, members: Vec<MemberView>) -> Result<Vec<MemberView>> {
     let answered = members.iter().filter(|m| m.failure.is_none()).count();
     let nodes = members.len();

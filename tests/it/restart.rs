@@ -557,6 +557,44 @@ fn a_read_does_not_count_a_restarted_servers_view_beside_a_leader_a_member_shows
     assert_eq!(fresh.election(&e).unwrap().leader().unwrap(), None);
 }
 
+/// The rule on an operator's inspection: Q holds R, granted by nodes 0
+/// and 1 (node 2 unreachable for it); node 1 restarts empty; a fresh
+/// manager inspects R. Nodes 1 and 2 show nothing, and neither server is
+/// one Q's value names: their views are no answers, and the inspection
+/// fails (too few members to tell, as `lockrun --inspect`'s 69) rather
+/// than report R free while Q holds it. (Counted, `held` was false: with
+/// the rule removed by hand, it reported R free.)
+#[test]
+fn an_inspection_does_not_count_a_restarted_servers_view_beside_a_holder() {
+    if !names_holders() {
+        return;
+    }
+    let mut cluster = Nodes::start(3).unwrap();
+    let r = resource("unwitnessed-inspect");
+    let (q, _dead) = partial(&cluster, &[0, 1], None);
+    let guard = q.lock(&r, TTL).unwrap();
+    cluster.servers[1].restart().unwrap();
+    let fresh = support::manager(&cluster, Duration::from_millis(500));
+    match fresh.inspect(&r) {
+        Ok(info) => assert!(
+            info.held,
+            "an inspection reported R free while Q holds it: {info:?}"
+        ),
+        Err(err) => {
+            let port = format!(":{}", cluster.servers[1].port());
+            let failure = err
+                .failures()
+                .iter()
+                .find(|f| f.node().ends_with(&port))
+                .unwrap_or_else(|| panic!("node 1 not among the failures: {err}"));
+            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+        }
+    }
+    assert!(guard.is_valid());
+    let _ = guard.release();
+    assert!(!fresh.inspect(&r).unwrap().held);
+}
+
 /// The rule above on a queued fair waiter's claims, which say who holds
 /// the key they are refused: three nodes all hold a value for R whose
 /// grant names servers other than these (as a holder's does whose
