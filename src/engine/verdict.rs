@@ -54,6 +54,37 @@ pub(crate) fn forgetful(
         .collect()
 }
 
+/// The restart rule on a read (an election's, an inspection): which
+/// members' views are no answers. A member that answered (`holders[i]`:
+/// `Some` of the value its key holds, or `Some(None)` when free; `None`:
+/// no answer) is not counted when its server (`servers[i]`) is not named
+/// by a holder's value that another member shows, unless it shows that
+/// same value itself (it kept the grant: a durable restart, a promoted
+/// replica that had it). Reservations say nothing (`RESERVED_PREFIX`: a
+/// waiter's name, not a grant's).
+pub(crate) fn forgetful_views(
+    holders: &[Option<Option<&[u8]>>],
+    servers: &[Vec<Vec<u8>>],
+) -> Vec<bool> {
+    let evidence = |v: &[u8]| !v.starts_with(crate::base::keys::RESERVED_PREFIX);
+    (0..holders.len())
+        .map(|i| {
+            let Some(own) = holders[i] else {
+                return false;
+            };
+            let yes: Vec<bool> = (0..holders.len()).map(|j| j == i).collect();
+            let held: Vec<Vec<Vec<u8>>> = holders
+                .iter()
+                .map(|h| match h {
+                    Some(Some(v)) if evidence(v) && Some(*v) != own => vec![v.to_vec()],
+                    _ => Vec::new(),
+                })
+                .collect();
+            forgetful(&yes, servers, &held)[i]
+        })
+        .collect()
+}
+
 /// One member's answer to an acquisition, as the verdict reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Ballot {
@@ -113,6 +144,38 @@ pub(crate) fn raised_enough(granted: usize, behind: usize, raised: usize, member
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_counts_where_it_shows_the_value_or_every_value_seen_names_its_server() {
+        let servers: Vec<Vec<Vec<u8>>> = [b"aaaaaaaa", b"bbbbbbbb", b"cccccccc"]
+            .iter()
+            .map(|d| vec![d.to_vec()])
+            .collect();
+        // Granted by a and b (the servers it names).
+        let v = &b"t@h/1!aaaaaaaa.bbbbbbbb#1"[..];
+        // c shows nothing, and v does not name it: no answer.
+        assert_eq!(
+            forgetful_views(&[Some(Some(v)), Some(Some(v)), Some(None)], &servers),
+            [false, false, true]
+        );
+        // c shows v itself (it kept the grant under a run v does not
+        // name): counted.
+        assert_eq!(
+            forgetful_views(&[Some(Some(v)), Some(None), Some(Some(v))], &servers),
+            [false; 3]
+        );
+        // A reservation names a waiter, not a grant: it says nothing.
+        let r = &b"redlock:next:t@h/1!aaaaaaaa"[..];
+        assert_eq!(
+            forgetful_views(&[Some(Some(r)), Some(None), Some(None)], &servers),
+            [false; 3]
+        );
+        // A member that did not answer is no answer already.
+        assert_eq!(
+            forgetful_views(&[Some(Some(v)), None, Some(None)], &servers),
+            [false, false, true]
+        );
+    }
 
     #[test]
     fn a_yes_counts_only_where_every_holder_seen_names_its_server() {

@@ -86,12 +86,16 @@ impl SetServer {
         match r.request {
             FairRequest::Take { value } => {
                 // set/lock.lua: all or nothing; -i for the first key held,
-                // with the value it holds.
+                // with the first grant's value among the keys held.
                 if let Some(i) = keys.iter().position(|&k| self.lanes[k].key.is_some()) {
                     let busy = -(i as i64 + 1);
-                    return match self.lanes[keys[i]].key {
-                        Some((Held::Token(v), _)) => Answer::BusyHeld(busy, v),
-                        _ => Answer::Int(busy),
+                    let grant = keys.iter().find_map(|&k| match self.lanes[k].key {
+                        Some((Held::Token(v), _)) => Some(v),
+                        _ => None,
+                    });
+                    return match grant {
+                        Some(v) => Answer::BusyHeld(busy, v),
+                        None => Answer::Int(busy),
                     };
                 }
                 for k in keys {
@@ -150,6 +154,8 @@ impl SetServer {
             return Answer::Int(0);
         }
         let (mut refused, mut refused_held, mut blocker) = (None, None, None);
+        // The first grant's value among the keys not ours to take.
+        let mut grant_held = None;
         let mut reserved = [false; KEYS];
         let mut marks = [None; KEYS];
         for (i, &k) in keys.iter().enumerate() {
@@ -159,6 +165,12 @@ impl SetServer {
             if !t.take {
                 if refused.is_none() {
                     (refused, refused_held) = (Some(i), t.held);
+                }
+                if let Some(Held::Token(v)) = t.held
+                    && v.waiter() != w
+                    && grant_held.is_none()
+                {
+                    grant_held = Some(v);
                 }
                 if blocker.is_none() && matches!(t.held, Some(Held::Token(v)) if v.waiter() != w) {
                     blocker = Some(i);
@@ -208,10 +220,10 @@ impl SetServer {
             }
         }
         let busy = -(blocker.unwrap_or(refused) as i64 + 1);
-        match refused_held {
-            // Another owner's value: named.
-            Some(Held::Token(v)) => Answer::BusyHeld(busy, v),
-            _ => Answer::Int(busy),
+        match grant_held {
+            // Another owner's grant's value: named.
+            Some(v) => Answer::BusyHeld(busy, v),
+            None => Answer::Int(busy),
         }
     }
 }

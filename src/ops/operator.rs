@@ -298,27 +298,29 @@ impl LockManager {
     }
 }
 
-/// The views, or `NoQuorum` when fewer than a quorum of members gave
-/// one (with their failures).
-/// The restart rule on an inspection (as on an election's read, see
-/// `majority::forget_restarted`): a member whose server a holder's value
-/// seen on another member does not name may have restarted since that
-/// grant and forgotten it, so its view is no answer (a failure). Else an
-/// operator whose tool never saw the restart read "free" beside a holder
-/// whose key the other members keep.
+/// The restart rule on an inspection (`verdict::forgetful_views`, as on
+/// an election's read): a member whose server a holder's value seen on
+/// another member does not name, and that does not show that value
+/// itself, may have restarted since that grant and forgotten it, so its
+/// view is no answer (a failure). Else an operator whose tool never saw
+/// the restart read "free" beside a holder whose key the other members
+/// keep.
 fn forget_restarted(
     dlm: &LockManager,
     resource: &[u8],
     mut members: Vec<MemberView>,
 ) -> Vec<MemberView> {
     let p = dlm.engine();
-    let answered: Vec<bool> = members.iter().map(|m| m.failure.is_none()).collect();
-    let held: Vec<Vec<Vec<u8>>> = members
+    let holders: Vec<Option<Option<&[u8]>>> = members
         .iter()
-        .map(|m| m.holder.iter().map(|h| h.as_bytes().to_vec()).collect())
+        .map(|m| {
+            m.failure
+                .is_none()
+                .then(|| m.holder.as_deref().map(str::as_bytes))
+        })
         .collect();
     let servers = p.servers_of(&[resource]);
-    let forgetful = crate::engine::verdict::forgetful(&answered, &servers, &held);
+    let forgetful = crate::engine::verdict::forgetful_views(&holders, &servers);
     for (i, m) in members
         .iter_mut()
         .enumerate()
@@ -339,6 +341,8 @@ fn forget_restarted(
     members
 }
 
+/// The views, or `NoQuorum` when fewer than a quorum of members gave
+/// one (with their failures).
 fn enough(shown: &str, members: Vec<MemberView>) -> Result<Vec<MemberView>> {
     let answered = members.iter().filter(|m| m.failure.is_none()).count();
     let nodes = members.len();

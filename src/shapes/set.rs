@@ -287,6 +287,12 @@ impl Set {
                             gone = true;
                             vote.yes = None;
                         }
+                        // No set script answers a value alone: read as a
+                        // no that names no resource, never as a grant.
+                        Ok(Said::Held(_) | Said::MaybeShared) => {
+                            vote.busy = vote.busy.or(Some(usize::MAX));
+                            vote.yes = None;
+                        }
                         Ok(said) => {
                             let c = said.number();
                             vote.dirty = true;

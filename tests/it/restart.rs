@@ -595,6 +595,34 @@ fn an_inspection_does_not_count_a_restarted_servers_view_beside_a_holder() {
     assert!(!fresh.inspect(&r).unwrap().held);
 }
 
+/// The same rule leaves a member that kept the grant alone: Q holds R
+/// and leads an election on three durable nodes (AOF, fsync always);
+/// node 2 restarts (a new `run_id`, Q's key and record kept) and node 1
+/// goes down. Node 2's server is not one Q's value names, but it shows
+/// that value itself: counted, so that an inspection and a read from a
+/// fresh manager still find Q (nodes 0 and 2 agree). (Discounting every
+/// member the value does not name, both failed for as long as Q renewed.)
+#[test]
+fn a_member_that_kept_the_grant_under_a_new_run_still_counts_in_reads() {
+    if !names_holders() {
+        return;
+    }
+    let mut cluster = Nodes::persistent(3).unwrap();
+    let (r, e) = (resource("kept-inspect"), resource("kept-election"));
+    let q = support::manager(&cluster, Duration::from_millis(500));
+    let guard = q.lock(&r, TTL).unwrap();
+    let leadership = q.election(&e).unwrap().campaign(TTL).unwrap();
+    cluster.servers[2].restart().unwrap();
+    assert!(support::get(&cluster.servers[2], r.as_bytes()).is_some());
+    cluster.servers[1].kill();
+    let fresh = support::manager(&cluster, Duration::from_millis(500));
+    let info = fresh.inspect(&r).unwrap();
+    assert!(info.held, "{info:?}");
+    let leader = fresh.election(&e).unwrap().leader().unwrap();
+    assert_eq!(leader.map(|l| l.term()), Some(leadership.term()));
+    assert!(guard.is_valid());
+}
+
 /// The rule above on a queued fair waiter's claims, which say who holds
 /// the key they are refused: three nodes all hold a value for R whose
 /// grant names servers other than these (as a holder's does whose

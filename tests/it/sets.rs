@@ -267,3 +267,38 @@ fn the_largest_set_allowed_is_taken_and_one_more_is_refused() {
         assert_eq!(get(server, rs[redlock_sync::MAX_SET - 1].as_bytes()), None);
     }
 }
+
+/// A name that holds a key of another type (a user's hash) is taken, for
+/// a set as for a lock (`SET NX` finds it): the set is refused, the hash
+/// is left whole, and nothing of the set stays on any node. (`MGET`
+/// reads such a key as absent: the set script once wrote its token over
+/// the hash.)
+#[test]
+fn a_name_holding_a_key_of_another_type_refuses_the_set_and_keeps_the_key() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster);
+    let set = names("set-wrongtype", 3);
+    for server in &cluster.servers {
+        let _: () = redis::cmd("HSET")
+            .arg(&set[2])
+            .arg("field")
+            .arg("user data")
+            .query(&mut support::admin(server))
+            .unwrap();
+    }
+    match dlm.try_lock_all(&set, Duration::from_secs(10)) {
+        Err(Error::Taken { .. }) => {}
+        other => panic!("a set over a hash's name: {other:?}"),
+    }
+    for server in &cluster.servers {
+        let field: String = redis::cmd("HGET")
+            .arg(&set[2])
+            .arg("field")
+            .query(&mut support::admin(server))
+            .unwrap();
+        assert_eq!(field, "user data");
+        for name in &set[..2] {
+            assert_eq!(get(server, name.as_bytes()), None, "{name} stayed");
+        }
+    }
+}

@@ -61,7 +61,8 @@
 -- line once a majority named it (the set goes where it is kept longest;
 -- a reservation whose waiter has left the key's queue keeps the key from
 -- nobody: see ours_to_take); {-i, value} when the first key not ours to
--- take holds another owner's value (named, as a lock's).
+-- take, or any other, holds another owner's grant's value (named, as a
+-- lock's: the first such value).
 -- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
 -- this attempt writes or holds.
 local waiter = waiter_of(ARGV[1])
@@ -181,12 +182,23 @@ local function ours_to_take(i)
     end
 end
 
+-- Whether `held` (a value a refusal found) is one another owner's grant
+-- wrote (not readers' mark, a reservation or a key of another type):
+-- answered in a refusal, so that the claimant can tell which servers that
+-- grant was asked of (see the crate docs, "Restarts").
+local function grant_value(held)
+    -- (A key MGET found absent reads as false.)
+    return type(held) == "string" and held ~= "redlock:readers"
+        and held ~= "redlock:wrongtype" and string.sub(held, 1, 13) ~= "redlock:next:"
+end
+
 -- A set's claim (the client names where it waits: ARGV[6]) looks at
 -- every key: `refused` is the first not ours to take, `blocker` the first
 -- a holder keeps (another's token, readers, a key of another type), not
--- a reservation or a waiter ahead, which are soon gone.
+-- a reservation or a waiter ahead, which are soon gone; `grant_held` the
+-- first value a holder's grant wrote (see grant_value) on any of them.
 local is_set = ARGV[6] ~= nil and ARGV[6] ~= ""
-local refused, refused_held, blocker = nil, nil, nil
+local refused, refused_held, blocker, grant_held = nil, nil, nil, nil
 local reserved = {}
 for i = 1, n do
     local take, held = ours_to_take(i)
@@ -198,6 +210,9 @@ for i = 1, n do
         if not blocker and held and waiter_of(held) ~= waiter
             and string.sub(held, 1, 13) ~= "redlock:next:" then
             blocker = i
+        end
+        if not grant_held and grant_value(held) then
+            grant_held = held
         end
         if not is_set then
             break
@@ -328,16 +343,9 @@ if not refused_held and ARGV[9] and not yield_until then
         end
     end
 end
--- A value another owner's grant wrote (not readers' mark, a reservation
--- or a key of another type): named in a refusal, so that the claimant
--- can tell which servers that grant was asked of (see the crate docs,
--- "Restarts").
-local named = refused_held and refused_held ~= "redlock:readers"
-    and refused_held ~= "redlock:wrongtype"
-    and string.sub(refused_held, 1, 13) ~= "redlock:next:"
 if is_set then
-    if named then
-        return { -(blocker or refused), refused_held }
+    if grant_held then
+        return { -(blocker or refused), grant_held }
     end
     return -(blocker or refused)
 end
@@ -350,7 +358,7 @@ if refused_held and string.sub(refused_held, 1, 13) == "redlock:next:" then
     if left >= 0 then
         return -(3 + left)
     end
-elseif named then
+elseif grant_value(refused_held) then
     return refused_held
 end
 return 0

@@ -7,10 +7,11 @@
 -- ARGV[4]  the counters' expiry in ms (at least: one with longer left
 --          keeps it)
 --
--- When some key exists, nothing is written and the answer is {-i, value}
--- for the first such key i (1-based) and the value it holds (named, so
--- that the client can tell which servers that grant was asked of: see
--- the crate docs, "Restarts"). Otherwise every key is set to the token;
+-- When some key exists (of any type), nothing is written and the answer
+-- is -i for the first such key i (1-based), or {-i, value} with the first
+-- value among those keys that a holder's grant wrote (not a reservation
+-- or readers' mark: named, so that the client can tell which servers that
+-- grant was asked of; see the crate docs, "Restarts"). Otherwise every key is set to the token;
 -- with fencing, every counter is counted up as for one lock (one more
 -- than the larger of its value and ARGV[3]), then all are set to
 -- the highest of them, which is the answer (a number every counter of the
@@ -21,13 +22,34 @@ if ARGV[3] then
     n = n / 2
 end
 local held = redis.call("MGET", unpack(KEYS, 1, n))
+-- The first key held, and the first value that a holder's grant wrote
+-- (not a waiter's reservation, not readers' mark), on any key.
+local first, named = nil, nil
 for i = 1, n do
-    if held[i] then
-        return { -i, held[i] }
+    local value = held[i]
+    if value then
+        first = first or i
+        if not named and value ~= "redlock:readers"
+            and string.sub(value, 1, 13) ~= "redlock:next:" then
+            named = value
+        end
     end
 end
+if first then
+    if named then
+        return { -first, named }
+    end
+    return -first
+end
+-- A key of another type reads as nil above (MGET), and is taken all
+-- the same: `NX` leaves it, and what this call set goes back.
 for i = 1, n do
-    redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+    if not redis.call("SET", KEYS[i], ARGV[1], "NX", "PX", ARGV[2]) then
+        for j = 1, i - 1 do
+            redis.call("DEL", KEYS[j])
+        end
+        return -i
+    end
 end
 if not ARGV[3] then
     return 1

@@ -144,11 +144,12 @@ fn parse_view(reply: &Value) -> Option<View> {
     })
 }
 
-/// The restart rule on a read (see `verdict::forgetful` and the crate
-/// docs, "Restarts"): a member whose server (`servers[i]`, its `run_id`
-/// digests) a holder's value seen on another member does not name may
-/// have restarted since that grant and forgotten it, so its view is no
-/// answer: `not_counted(i)`'s failure. Else a reader that never saw the
+/// The restart rule on a read (see `verdict::forgetful_views` and the
+/// crate docs, "Restarts"): a member whose server (`servers[i]`, its
+/// `run_id` digests) a holder's value seen on another member does not
+/// name, and that does not show that value itself, may have restarted
+/// since that grant and forgotten it, so its view is no answer:
+/// `not_counted(i)`'s failure. Else a reader that never saw the
 /// restart counted that member's empty view beside the members that
 /// keep a valid leader's key, and read "nobody leads".
 pub(crate) fn forget_restarted(
@@ -156,17 +157,14 @@ pub(crate) fn forget_restarted(
     servers: &[Vec<Vec<u8>>],
     not_counted: impl Fn(usize) -> NodeError,
 ) -> Vec<Option<Result<View, NodeError>>> {
-    let answered: Vec<bool> = views.iter().map(|v| matches!(v, Some(Ok(_)))).collect();
-    let held: Vec<Vec<Vec<u8>>> = views
+    let holders: Vec<Option<Option<&[u8]>>> = views
         .iter()
         .map(|v| match v {
-            Some(Ok(View {
-                holder: Some(h), ..
-            })) => vec![h.clone()],
-            _ => Vec::new(),
+            Some(Ok(view)) => Some(view.holder.as_deref()),
+            _ => None,
         })
         .collect();
-    let forgetful = crate::engine::verdict::forgetful(&answered, servers, &held);
+    let forgetful = crate::engine::verdict::forgetful_views(&holders, servers);
     views
         .into_iter()
         .enumerate()
