@@ -25,7 +25,7 @@ use crate::base::error::{Error, Result};
 use crate::base::keys::{fence_key, queue_key, release_channel, tickets_key};
 use crate::base::node_error::NodeErrorKind;
 use crate::engine::pipeline::{
-    Answer, DECIDE, Engine, Granted, RELEASE, Refusal, Round, ScriptCall, Shape, Vote,
+    Answer, Engine, Granted, NAMING, RELEASE, Refusal, Round, ScriptCall, Shape, Vote,
     announce_args, counter_start,
 };
 use crate::engine::quorum::Tally;
@@ -304,10 +304,7 @@ impl Fair {
             );
             (keys, args)
         };
-        let round = Round {
-            count: true,
-            ..DECIDE
-        };
+        let round = NAMING;
         let mut lapse = None;
         let (answers, held) = with_call(engine, &CLAIM_QUEUED, None, call, |script| {
             script.run_naming(round)

@@ -195,6 +195,13 @@ pub(crate) const DECIDE: Round = Round {
     decides: true,
 };
 
+/// An acquisition whose refusals may name who holds the key (a count:
+/// see `ScriptCall::run_naming`).
+pub(crate) const NAMING: Round = Round {
+    count: true,
+    ..DECIDE
+};
+
 /// A read's round: it decides a holder (servers kept out after a
 /// restart give no answer), writes nothing a replica must hold, and its
 /// replies are kept whole (see `ScriptCall::read`).

@@ -8,7 +8,7 @@ use crate::base::error::Result;
 use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{
-    DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args,
+    DECIDE, Engine, NAMING, Names, RELEASE, Removal, Shape, Vote, announce_args,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::{UNLOCK, give_holders};
@@ -285,10 +285,7 @@ impl Shape for Read {
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
         let call = &args;
-        let round = Round {
-            count: true,
-            ..DECIDE
-        };
+        let round = NAMING;
         let (answers, held) = engine
             .script(&READ, &[&self.name, &readers, &flag], call)
             .run_naming(round);

@@ -17,7 +17,7 @@ use crate::engine::fair::{self, Fair, Route};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, LEAVE, UNCLAIM};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{
-    Answer, DECIDE, Engine, Names, RELEASE, Removal, Round, Shape, Vote, announce_args,
+    Answer, DECIDE, Engine, NAMING, Names, RELEASE, Removal, Round, Shape, Vote, announce_args,
     counter_start,
 };
 use crate::engine::quorum::Tally;
@@ -167,10 +167,7 @@ impl Set {
     /// given the holders its refusals named (see `give_holders`), for the
     /// restart rule.
     fn take_round(&self, engine: &Engine, lua: &Lua, call: SetCall<'_>, token: &[u8]) -> Vec<Vote> {
-        let round = Round {
-            count: true,
-            ..DECIDE
-        };
+        let round = NAMING;
         let (groups, answers, held) = self.answers(engine, lua, None, call, round);
         let mut votes = self.votes(engine, &groups, answers);
         give_holders(&mut votes, &held, token);
@@ -379,10 +376,7 @@ impl Shape for Set {
                 );
                 (keys, args)
             };
-            let round = Round {
-                count: true,
-                ..DECIDE
-            };
+            let round = NAMING;
             let (groups, answers, held) = self.answers(engine, &CLAIM_QUEUED, None, &call, round);
             fair.heed(engine, answers.iter().flatten());
             let mut votes = self.votes(engine, &groups, answers);
