@@ -67,6 +67,19 @@ fn a_holds_and_node_2_restarts(
     guard
 }
 
+/// The failure `err` gives for `node`: the restart rule's ("restarted"),
+/// else the test fails.
+fn assert_not_counted<'e>(err: &'e Error, node: &Server) -> &'e redlock_sync::NodeError {
+    let port = format!(":{}", node.port());
+    let failure = err
+        .failures()
+        .iter()
+        .find(|f| f.node().ends_with(&port))
+        .unwrap_or_else(|| panic!("{port} not among the failures: {err}"));
+    assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+    failure
+}
+
 fn assert_kept_out(result: redlock_sync::Result<redlock_sync::LockGuard>, node: &Server) {
     let err = match result {
         Ok(_) => panic!("B took the lock A still holds"),
@@ -76,13 +89,7 @@ fn assert_kept_out(result: redlock_sync::Result<redlock_sync::LockGuard>, node: 
         matches!(err, Error::NoQuorum { .. } | Error::Taken { .. }),
         "{err:?}"
     );
-    let port = node.port().to_string();
-    let failure = err
-        .failures()
-        .iter()
-        .find(|f| f.node().ends_with(&port))
-        .unwrap_or_else(|| panic!("node 2 not among the failures: {err}"));
-    assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+    assert_not_counted(&err, node);
     let msg = err.to_string();
     assert!(
         msg.contains("restarted") && msg.contains("in restart quarantine, not voting for"),
@@ -349,13 +356,7 @@ fn a_restart_no_manager_witnessed_does_not_vote_against_a_holder_a_member_shows(
                 Ok(_) => panic!("a fresh manager took the lock Q holds (fair {fair})"),
                 Err(e) => e,
             };
-            let port = format!(":{}", cluster.servers[0].port());
-            let failure = err
-                .failures()
-                .iter()
-                .find(|f| f.node().ends_with(&port))
-                .unwrap_or_else(|| panic!("node 0 not among the failures: {err}"));
-            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            let failure = assert_not_counted(&err, &cluster.servers[0]);
             assert!(
                 failure.to_string().contains("its yes is not counted"),
                 "{failure}"
@@ -414,13 +415,7 @@ fn a_restart_no_manager_witnessed_does_not_vote_a_set_against_a_holder_a_member_
                 }
                 Err(e) => e,
             };
-            let port = format!(":{}", cluster.servers[0].port());
-            let failure = err
-                .failures()
-                .iter()
-                .find(|f| f.node().ends_with(&port))
-                .unwrap_or_else(|| panic!("node 0 not among the failures: {err}"));
-            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            assert_not_counted(&err, &cluster.servers[0]);
             // Its keys there were cleaned up.
             for r in set {
                 assert_eq!(support::get(&cluster.servers[0], r.as_bytes()), None);
@@ -488,15 +483,7 @@ fn a_restart_no_manager_witnessed_does_not_vote_a_reader_or_writer_against_the_o
                     Err(e) => e,
                 }
             };
-            let port = format!(":{}", cluster.servers[0].port());
-            let failure = err
-                .failures()
-                .iter()
-                .find(|f| f.node().ends_with(&port))
-                .unwrap_or_else(|| {
-                    panic!("node 0 not among the failures (q_reads {q_reads}, fair {fair}): {err}")
-                });
-            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            assert_not_counted(&err, &cluster.servers[0]);
         }
         let valid = match (&read_guard, &write_guard) {
             (Some(g), _) => g.is_valid(),
@@ -542,13 +529,7 @@ fn a_read_does_not_count_a_restarted_servers_view_beside_a_leader_a_member_shows
         Ok(None) => panic!("a fresh reader read that nobody leads while Q does"),
         Ok(Some(leader)) => assert_eq!(leader.term(), leadership.term()),
         Err(err) => {
-            let port = format!(":{}", cluster.servers[1].port());
-            let failure = err
-                .failures()
-                .iter()
-                .find(|f| f.node().ends_with(&port))
-                .unwrap_or_else(|| panic!("node 1 not among the failures: {err}"));
-            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            assert_not_counted(&err, &cluster.servers[1]);
         }
     }
     // Node 1 forgot it and node 2 is out of Q's reach: the resignation
@@ -581,13 +562,7 @@ fn an_inspection_does_not_count_a_restarted_servers_view_beside_a_holder() {
             "an inspection reported R free while Q holds it: {info:?}"
         ),
         Err(err) => {
-            let port = format!(":{}", cluster.servers[1].port());
-            let failure = err
-                .failures()
-                .iter()
-                .find(|f| f.node().ends_with(&port))
-                .unwrap_or_else(|| panic!("node 1 not among the failures: {err}"));
-            assert_eq!(failure.kind(), NodeErrorKind::Restarted, "{err}");
+            assert_not_counted(&err, &cluster.servers[1]);
         }
     }
     assert!(guard.is_valid());
