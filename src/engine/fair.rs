@@ -304,18 +304,14 @@ impl Fair {
             );
             (keys, args)
         };
-        let round = NAMING;
         let mut lapse = None;
         let (answers, held) = with_call(engine, &CLAIM_QUEUED, None, call, |script| {
-            script.run_naming(round)
+            script.run_naming(NAMING)
         });
         self.heed(engine, &answers);
         let mut votes: Vec<Vote> = answers
             .into_iter()
             .map(|answer| match answer {
-                // Another owner's value holds the key: a no (the value
-                // goes to the restart rule, see `give_holders`).
-                Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
                 // Readers hold the key (the script's -2).
                 Some(Ok(Said::Busy(1))) => Vote {
                     shared: true,
@@ -327,7 +323,8 @@ impl Fair {
                     lapse = Some(lapse.map_or(ms, |l: u64| l.max(ms)));
                     Vote::of(Some(Ok(Said::No)))
                 }
-                answer => Vote::of(answer),
+                // Another owner's value holding it: a no.
+                answer => Vote::naming(answer),
             })
             .collect();
         crate::engine::single::give_holders(&mut votes, &held, token);

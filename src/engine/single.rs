@@ -732,9 +732,6 @@ pub(crate) fn give_holders(votes: &mut [Vote], seen: &[Value], token: &[u8]) {
 /// A member's vote on the acquisition, from its answer.
 fn read_vote(answer: Answer) -> Vote {
     match answer {
-        // Another owner's value holds the key: a no (the value goes to
-        // the restart rule, see `give_holders`).
-        Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
         // The check ahead failed: no grant (the acquisition behind it may
         // have written: cleaned up as a yes).
         Some(Ok(Said::Differs(c))) => Vote {
@@ -747,7 +744,8 @@ fn read_vote(answer: Answer) -> Vote {
             shared: true,
             ..Vote::of(Some(Ok(Said::No)))
         },
-        answer => Vote::of(answer),
+        // Another owner's value holding it: a no.
+        answer => Vote::naming(answer),
     }
 }
 

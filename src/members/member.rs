@@ -147,6 +147,17 @@ impl Member {
         e
     }
 
+    /// This member's view in a read is no answer, by the restart rule
+    /// (see `verdict::forgetful_views`).
+    pub(crate) fn view_not_counted(&self) -> NodeError {
+        self.not_counted(
+            "its view is not counted: its server is not among those that a holder's value, \
+             found on another member, names: it may have restarted since that grant, and \
+             forgotten it"
+                .into(),
+        )
+    }
+
     /// The request as this member takes it.
     pub(crate) fn request<'r>(&self, req: &'r Request<'r>) -> &'r Request<'r> {
         match (self, req.forms.cluster) {

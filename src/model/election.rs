@@ -289,15 +289,6 @@ impl ElModel {
         super::names::forgetful(s.seen[c], yes, &holders)
     }
 
-    /// Server `n` starts again as `server`: a new run; what was in flight
-    /// to it dies with its connections.
-    fn restart(s: &mut ElState, n: usize, server: ElServer) {
-        s.servers[n] = server;
-        s.runs[n] += 1;
-        s.restarts += 1;
-        s.net.msgs.retain(|m| usize::from(m.node) != n);
-    }
-
     /// A leader's claim round ended: the claim counts while the leader is
     /// valid; a first claim that fails ends the campaign.
     fn claim_ended(
@@ -410,18 +401,24 @@ impl ElModel {
             }
             ElAction::Net(i, step) => self.step(&mut s, i, step),
             ElAction::Conclude(c, now) => self.conclude(&mut s, c, now),
-            ElAction::Restart(n) => {
+            ElAction::Restart(n) | ElAction::RestartOlder(n) => {
                 let empty = ElServer {
                     fast: s.servers[n].fast,
                     ..ElServer::default()
                 };
-                Self::restart(&mut s, n, empty);
+                // Empty, or from its snapshot (an older copy of itself).
+                let server = match action {
+                    ElAction::RestartOlder(_) => s.snapshots[n].clone()?,
+                    _ => empty,
+                };
+                names::restart(
+                    (&mut s.servers, &mut s.runs, &mut s.restarts),
+                    &mut s.net,
+                    n,
+                    server,
+                );
             }
             ElAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
-            ElAction::RestartOlder(n) => {
-                let older = s.snapshots[n].clone()?;
-                Self::restart(&mut s, n, older);
-            }
             ElAction::Tick => s.now += 1,
         }
         Some(s)

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, CLIENTS, NODES, Names, Value};
-use super::names::{Named, name, names_of};
+use super::names::{self, Named, name, names_of};
 use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
 use crate::engine::fair as engine_fair;
 use crate::engine::verdict::{self, Ballot};
@@ -515,18 +515,24 @@ impl FairModel {
                 s.crashes += 1;
                 s.clients[c].alive = false;
             }
-            FairAction::Restart(n) => {
+            FairAction::Restart(n) | FairAction::RestartOlder(n) => {
                 let mut empty = SetServer::default();
                 for (lane, old) in empty.lanes.iter_mut().zip(&s.servers[n].lanes) {
                     lane.fast = old.fast;
                 }
-                self.restart(&mut s, n, empty);
+                // Empty, or from its snapshot (an older copy of itself).
+                let server = match action {
+                    FairAction::RestartOlder(_) => s.snapshots[n].clone()?,
+                    _ => empty,
+                };
+                names::restart(
+                    (&mut s.servers, &mut s.runs, &mut s.restarts),
+                    &mut s.net,
+                    n,
+                    server,
+                );
             }
             FairAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
-            FairAction::RestartOlder(n) => {
-                let older = s.snapshots[n].clone()?;
-                self.restart(&mut s, n, older);
-            }
             FairAction::Tick => {
                 for c in 0..CLIENTS {
                     let free = self.size.synchronous && self.waits(&s, c) && self.free_for(&s, c);
@@ -538,16 +544,6 @@ impl FairModel {
             }
         }
         Some(s)
-    }
-
-    /// Server `n` starts again as `server` (empty, or an older copy of
-    /// itself): a new run; what was in flight to it dies with its
-    /// connections (no reply comes).
-    fn restart(&self, s: &mut FairState, n: usize, server: SetServer) {
-        s.servers[n] = server;
-        s.runs[n] += 1;
-        s.restarts += 1;
-        s.net.msgs.retain(|m| usize::from(m.node) != n);
     }
 
     /// Which yes answers the restart rule does not count, by the

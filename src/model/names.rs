@@ -1,4 +1,5 @@
-//! The restart rule's evidence in the models (issue 66): a value names
+//! Restarts in the models, and the restart rule's evidence (issue 66):
+//! a server restarts as a new run ([`restart`]); a value names
 //! the servers its attempt met (`Names`: each server's run + 1, 0 for
 //! none), and a client decides which yes votes count with the library's
 //! `verdict::forgetful`, fed as the library feeds it: each server by the
@@ -7,7 +8,23 @@
 //! bytes of a value that names those servers.
 
 use super::lock::{CLIENTS, NODES, Names, Value};
+use super::net::Net;
 use crate::engine::verdict;
+
+/// Server `n` of `servers` starts again as `server` (empty, or an older
+/// copy of itself): a new run (`runs`), counted among `restarts`; what
+/// was in flight to it dies with its connections (no reply comes).
+pub(crate) fn restart<S, R: Copy + Ord>(
+    (servers, runs, restarts): (&mut [S; NODES], &mut [u8; NODES], &mut u8),
+    net: &mut Net<R>,
+    n: usize,
+    server: S,
+) {
+    servers[n] = server;
+    runs[n] += 1;
+    *restarts += 1;
+    net.msgs.retain(|m| usize::from(m.node) != n);
+}
 
 /// A server's digest, as a token names a server by 8 hex digits of its
 /// `run_id`.
@@ -15,14 +32,18 @@ fn digest(n: usize, run: u8) -> Vec<u8> {
     format!("{n:04x}{run:04x}").into_bytes()
 }
 
-/// A value's bytes that name `names`, as a token does (after `!`).
-fn value_naming(names: Names) -> Vec<u8> {
+/// The servers `names` names, as a token lists them (`!` and digests).
+fn list(names: Names) -> Vec<u8> {
     let named: Vec<Vec<u8>> = (0..NODES)
         .filter(|&n| names[n] > 0)
         .map(|n| digest(n, names[n] - 1))
         .collect();
-    let list = crate::base::holder::server_names(named.iter().map(|d| &d[..]));
-    [&b"v"[..], &list, b"#1"].concat()
+    crate::base::holder::server_names(named.iter().map(|d| &d[..]))
+}
+
+/// A value's bytes that name `names`, as a token does (after `!`).
+fn value_naming(names: Names) -> Vec<u8> {
+    [&b"v"[..], &list(names), b"#1"].concat()
 }
 
 /// Each server's digest as a client that last met the runs `seen` (+ 1;
@@ -39,16 +60,7 @@ pub(crate) fn servers(seen: Names) -> Vec<Vec<Vec<u8>>> {
 /// `v`'s bytes as a token that names `names` has them (`c0/a1`, the
 /// servers, then `#` and the attempt), or as a value that names none.
 pub(crate) fn token(v: Value, names: Option<Names>) -> Vec<u8> {
-    let list = match names {
-        Some(names) => {
-            let named: Vec<Vec<u8>> = (0..NODES)
-                .filter(|&n| names[n] > 0)
-                .map(|n| digest(n, names[n] - 1))
-                .collect();
-            crate::base::holder::server_names(named.iter().map(|d| &d[..]))
-        }
-        None => Vec::new(),
-    };
+    let list = names.map(list).unwrap_or_default();
     let head = format!("c{}/a{}", v.client, v.acquisition);
     [head.as_bytes(), &list, format!("#{}", v.attempt).as_bytes()].concat()
 }

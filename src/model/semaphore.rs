@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use super::lock::{Answer, NODES, Names, Value};
-use super::names::{Named, name, names_of};
+use super::names::{self, Named, name, names_of};
 use super::net::{Msg, Net, Step, Wired};
 use super::sem_server::{SemRequest, SemRules, SemServer};
 use crate::engine::quorum;
@@ -307,30 +307,27 @@ impl SemModel {
                 );
                 s.net.end_round(c);
             }
-            SemAction::Restart(n) => {
+            SemAction::Restart(n) | SemAction::RestartOlder(n) => {
                 let empty = SemServer {
                     fast: s.servers[n].fast,
                     ..SemServer::default()
                 };
-                Self::restart(&mut s, n, empty);
+                // Empty, or from its snapshot (an older copy of itself).
+                let server = match action {
+                    SemAction::RestartOlder(_) => s.snapshots[n].clone()?,
+                    _ => empty,
+                };
+                names::restart(
+                    (&mut s.servers, &mut s.runs, &mut s.restarts),
+                    &mut s.net,
+                    n,
+                    server,
+                );
             }
             SemAction::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
-            SemAction::RestartOlder(n) => {
-                let older = s.snapshots[n].clone()?;
-                Self::restart(&mut s, n, older);
-            }
             SemAction::Tick => s.now += 1,
         }
         Some(s)
-    }
-
-    /// Server `n` starts again as `server`: a new run; what was in flight
-    /// to it dies with its connections.
-    fn restart(s: &mut SemState, n: usize, server: SemServer) {
-        s.servers[n] = server;
-        s.runs[n] += 1;
-        s.restarts += 1;
-        s.net.msgs.retain(|m| usize::from(m.node) != n);
     }
 
     /// Which yes votes the restart rule does not count (see

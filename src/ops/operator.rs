@@ -329,14 +329,7 @@ fn forget_restarted(
         m.holder = None;
         m.left = None;
         m.counter = None;
-        m.failure = Some(
-            p.members[i].not_counted(
-                "its view is not counted: its server is not among those that a holder's value, \
-             found on another member, names: it may have restarted since that grant, and \
-             forgotten it"
-                    .into(),
-            ),
-        );
+        m.failure = Some(p.members[i].view_not_counted());
     }
     members
 }

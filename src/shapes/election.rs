@@ -464,14 +464,7 @@ impl Election {
             .map(|(answer, member)| view(answer, &replies, member))
             .collect();
         let servers = p.servers_of(&[&self.name]);
-        let views = forget_restarted(views, &servers, |i| {
-            p.members[i].not_counted(
-                "its view is not counted: its server is not among those that the leader's \
-                 value, found on another member, names: it may have restarted since that \
-                 grant, and forgotten it"
-                    .into(),
-            )
-        });
+        let views = forget_restarted(views, &servers, |i| p.members[i].view_not_counted());
         majority(views, &self.name)
     }
 

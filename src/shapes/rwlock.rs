@@ -285,19 +285,11 @@ impl Shape for Read {
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
         let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
         let call = &args;
-        let round = NAMING;
         let (answers, held) = engine
             .script(&READ, &[&self.name, &readers, &flag], call)
-            .run_naming(round);
-        let mut votes: Vec<Vote> = answers
-            .into_iter()
-            .map(|answer| match answer {
-                // A writer's value holds the key: a no (the value goes to
-                // the restart rule, see `give_holders`).
-                Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
-                answer => Vote::of(answer),
-            })
-            .collect();
+            .run_naming(NAMING);
+        // A writer's value holds the key: a no.
+        let mut votes: Vec<Vote> = answers.into_iter().map(Vote::naming).collect();
         give_holders(&mut votes, &held, token);
         votes
     }

@@ -165,10 +165,19 @@ impl Set {
 
     /// An acquisition's [`round`](Self::round): each no and failure is
     /// given the holders its refusals named (see `give_holders`), for the
-    /// restart rule.
-    fn take_round(&self, engine: &Engine, lua: &Lua, call: SetCall<'_>, token: &[u8]) -> Vec<Vote> {
-        let round = NAMING;
-        let (groups, answers, held) = self.answers(engine, lua, None, call, round);
+    /// restart rule; a queued fair waiter's claims are heeded by `fair`.
+    fn take_round(
+        &self,
+        engine: &Engine,
+        lua: &Lua,
+        call: SetCall<'_>,
+        token: &[u8],
+        fair: Option<&Fair>,
+    ) -> Vec<Vote> {
+        let (groups, answers, held) = self.answers(engine, lua, None, call, NAMING);
+        if let Some(fair) = fair {
+            fair.heed(engine, answers.iter().flatten());
+        }
         let mut votes = self.votes(engine, &groups, answers);
         give_holders(&mut votes, &held, token);
         votes
@@ -376,12 +385,7 @@ impl Shape for Set {
                 );
                 (keys, args)
             };
-            let round = NAMING;
-            let (groups, answers, held) = self.answers(engine, &CLAIM_QUEUED, None, &call, round);
-            fair.heed(engine, answers.iter().flatten());
-            let mut votes = self.votes(engine, &groups, answers);
-            give_holders(&mut votes, &held, token);
-            return votes;
+            return self.take_round(engine, &CLAIM_QUEUED, &call, token, Some(fair));
         }
         let resources = &self.refs()[..];
         let px = ttl_ms.to_string();
@@ -394,7 +398,7 @@ impl Shape for Set {
             }
             (set_keys(resources, group, keep.is_some()), args)
         };
-        self.take_round(engine, &LOCK_SET, &call, token)
+        self.take_round(engine, &LOCK_SET, &call, token, None)
     }
 
     /// Every counter of the set, on each member `only` selects.

@@ -794,12 +794,8 @@ impl Rig {
             return None;
         }
         if roll == 1 || roll == 2 {
-            let d = rng.ms(30, 500);
-            self.servers[s].pause();
-            log.push(format!("pause node {i} for {d:?}"));
-            self.disturbed[i] = now + d;
             self.after_pause = Some(i);
-            return Some((now + d, Undo::Resume(s)));
+            return Some(self.pause(rng, i, now, log));
         }
         let older = match self.snapshots[s] {
             Some(at) if rng.below(3) > 0 => Some(at),
@@ -966,13 +962,7 @@ impl Rig {
             return None;
         }
         match roll {
-            0..=2 => {
-                let d = rng.ms(30, 500);
-                self.servers[s].pause();
-                log.push(format!("pause node {i} for {d:?}"));
-                self.disturbed[i] = now + d;
-                Some((now + d, Undo::Resume(s)))
-            }
+            0..=2 => Some(self.pause(rng, i, now, log)),
             3 => {
                 self.servers[s].restart().unwrap();
                 log.push(format!("restart node {i} empty"));
@@ -996,6 +986,23 @@ impl Rig {
                 None
             }
         }
+    }
+
+    /// Pauses plain node `i` (its server now) for 30 to 500 ms: what to
+    /// undo, and when.
+    fn pause(
+        &mut self,
+        rng: &mut Rng,
+        i: usize,
+        now: Instant,
+        log: &mut Vec<String>,
+    ) -> (Instant, Undo) {
+        let s = self.behind[i];
+        let d = rng.ms(30, 500);
+        self.servers[s].pause();
+        log.push(format!("pause node {i} for {d:?}"));
+        self.disturbed[i] = now + d;
+        (now + d, Undo::Resume(s))
     }
 
     fn undo(&mut self, undo: Undo) {

@@ -70,6 +70,17 @@ impl Vote {
         }
     }
 
+    /// The vote of an answer that may name who holds the key (see
+    /// `ScriptCall::run_naming`): another owner's value holding it is a no
+    /// (the value goes to the restart rule, see `give_holders`); any other
+    /// answer as [`of`](Self::of).
+    pub(crate) fn naming(answer: Answer) -> Vote {
+        match answer {
+            Some(Ok(Said::Held(_))) => Vote::of(Some(Ok(Said::No))),
+            answer => Vote::of(answer),
+        }
+    }
+
     /// The vote of a one-part answer: a yes (or any answer that may have
     /// written, see [`Said::tallied`]) grants with its number.
     pub(crate) fn of(answer: Answer) -> Vote {
