@@ -605,6 +605,10 @@ struct Rig {
     /// made without the paused node (on a bare majority) meet a restart
     /// of one of their voters while they are valid.
     after_pause: Option<usize>,
+    /// The fresh-managers run: a restart from a snapshot happened (the
+    /// first restart that finds a snapshot takes it; later ones two times
+    /// in three).
+    restored: bool,
     /// Until when the last dead waiter's ticket is live: one at a time
     /// (each costs the waiters behind it one reservation; several in a
     /// row cost one each, which the stall bound does not cover).
@@ -658,6 +662,7 @@ impl Rig {
             fresh: false,
             snapshots: vec![None; nodes + 2],
             after_pause: None,
+            restored: false,
             ghost_until: now,
         }
     }
@@ -798,7 +803,10 @@ impl Rig {
             return Some(self.pause(rng, i, now, log));
         }
         let older = match self.snapshots[s] {
-            Some(at) if rng.below(3) > 0 => Some(at),
+            Some(at) if !self.restored || rng.below(3) > 0 => {
+                self.restored = true;
+                Some(at)
+            }
             _ => {
                 let _ = std::fs::remove_file(self.servers[s].dir().join("dump.rdb"));
                 self.snapshots[s] = None;
