@@ -11,6 +11,8 @@
 //! safety argument is in the crate docs, "Why the lock is safe"), with
 //! the fencing counter's commands pipelined behind it.
 
+use std::time::{Duration, Instant};
+
 use parking_lot::Mutex;
 use redis::Value;
 
@@ -25,7 +27,7 @@ use crate::engine::pipeline::{
 use crate::engine::quorum::{self, Tally};
 use crate::members::conn::pack_into;
 use crate::members::member::Member;
-use crate::members::request::{Forms, Reply, Request, Said};
+use crate::members::request::{Counter, Forms, Reply, Request, Said};
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -213,6 +215,7 @@ impl OneKey {
             // clock read without a counter.)
             start: Decimal::of(if fenced { counter_start() } else { 0 }),
             keep,
+            at: Instant::now(),
             wait,
             ahead: ahead.as_ref(),
         };
@@ -245,6 +248,12 @@ impl OneKey {
         };
         let legacy_packed = || write.pack(false);
         let describe = |at: usize| write.describe(at);
+        // Where a connection counted this counter by the script within
+        // half its keep, an `INCR` counts as the script would (see
+        // `Counts`): packed once, for every member that takes it.
+        let counter = write.counter();
+        let counted_packed = counter.map(|_| write.pack_counted());
+        let describe_counted = |at: usize| write.describe_counted(at);
         let node_cleanup = || self.late_cleanup(engine, token, false);
         let cluster_cleanup = || self.late_cleanup(engine, token, true);
         // On a Redis Cluster member the same pipeline goes to the slot's
@@ -268,7 +277,23 @@ impl OneKey {
             reload: fenced.then_some(&count_reload as &(dyn Fn() -> Vec<u8> + Sync)),
             on_timeout: Some(&cluster_cleanup),
             kept: Some(&seen),
+            counter,
         };
+        // The `INCR` form, for a connection that counted the counter; an
+        // `INCR` that finds the counter went back counts by the script
+        // at once, on the same connection (its "reload").
+        let counted = |on_timeout| {
+            counted_packed.as_ref().map(|packed| Request {
+                packed,
+                describe: &describe_counted,
+                reload: Some(&count_reload as &(dyn Fn() -> Vec<u8> + Sync)),
+                on_timeout,
+                counter: counter.map(|c| Counter { by_incr: true, ..c }),
+                ..base
+            })
+        };
+        let node_counted = counted(Some(&node_cleanup));
+        let cluster_counted = counted(Some(&cluster_cleanup)).filter(|_| engine.has_clusters);
         let legacy = |on_timeout| Request {
             packed: &[],
             lazy: Some(&legacy_packed),
@@ -280,12 +305,14 @@ impl OneKey {
         let node_legacy = legacy(Some(&node_cleanup));
         let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
         let cluster_req = engine.has_clusters.then(|| Request {
-            forms: Forms::legacy(cluster_legacy.as_ref()),
+            forms: Forms::legacy(cluster_legacy.as_ref()).with_counted(cluster_counted.as_ref()),
             ..base
         });
         let req = Request {
             on_timeout: Some(&node_cleanup),
-            forms: Forms::legacy(Some(&node_legacy)).with_cluster(cluster_req.as_ref()),
+            forms: Forms::legacy(Some(&node_legacy))
+                .with_cluster(cluster_req.as_ref())
+                .with_counted(node_counted.as_ref()),
             ..base
         };
         let answers = quorum::round(&engine.members, None, &req);
@@ -636,6 +663,8 @@ struct SetWrite<'a> {
     /// on.
     start: Decimal,
     keep: Option<&'a str>,
+    /// An instant before the write (for `Counts`).
+    at: Instant,
     wait: Vec<u8>,
     ahead: Option<&'a Ahead<'a>>,
 }
@@ -673,6 +702,40 @@ impl SetWrite<'_> {
         out
     }
 
+    /// The write of a connection that counted the counter (see
+    /// `Counts`): the current form, counting by `INCR`.
+    fn pack_counted(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(192 + 2 * self.fence.len());
+        if let Some(ahead) = self.ahead {
+            ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
+        }
+        let set: &[&[u8]] = &[
+            b"SET",
+            self.key,
+            self.token,
+            b"NX",
+            b"GET",
+            b"PX",
+            self.px.as_bytes(),
+        ];
+        pack_into(&mut out, &[set]);
+        pack_into(&mut out, &[&[b"INCR", &self.fence]]);
+        out.extend_from_slice(&self.wait);
+        out
+    }
+
+    /// The acquisition's fencing counter, for `Counts` (none with fencing
+    /// off).
+    fn counter(&self) -> Option<Counter<'_>> {
+        let keep = self.keep?.parse().ok()?;
+        Some(Counter {
+            key: &self.fence,
+            keep: Duration::from_millis(keep),
+            at: self.at,
+            by_incr: false,
+        })
+    }
+
     /// The counter's count, by hash (`EVALSHA`) or with its source.
     fn count_into(&self, out: &mut Vec<u8>, by_hash: bool) {
         let (fence, keep) = (&self.fence[..], self.keep.unwrap_or_default().as_bytes());
@@ -680,6 +743,15 @@ impl SetWrite<'_> {
         match by_hash {
             true => COUNT.evalsha_into(out, &[fence], &args),
             false => COUNT.eval_into(out, &[fence], &args),
+        }
+    }
+
+    /// As [`describe`](Self::describe), for the form that counts by
+    /// `INCR`.
+    fn describe_counted(&self, at: usize) -> String {
+        match at {
+            0 => self.describe(0),
+            _ => format!("INCR {:?}", String::from_utf8_lossy(&self.fence)),
         }
     }
 

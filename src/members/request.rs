@@ -10,7 +10,9 @@ use crate::base::node_error::Cause;
 use crate::members::conn::{Conn, pack};
 use crate::members::script::Lua;
 
+mod counts;
 mod forms;
+pub(crate) use counts::{Counter, Counts};
 pub(crate) use forms::{Forms, PlainDelete};
 
 /// The index a [`Failure`] of a plain command's fallback script (see
@@ -193,6 +195,10 @@ pub(crate) struct Request<'a> {
     /// [`Reply::SetGetCount`], the value a refusal found (who holds the
     /// key), for the `Taken` error.
     pub(crate) kept: Option<&'a parking_lot::Mutex<Vec<Value>>>,
+    /// The fencing counter an acquisition counts, for [`Counts`]: its
+    /// form by `INCR` ([`Forms::counted`]) where the connection may send
+    /// it, and the count each reply gives.
+    pub(crate) counter: Option<Counter<'a>>,
 }
 
 impl<'a> Request<'a> {
@@ -219,9 +225,14 @@ impl<'a> Request<'a> {
             Some(PlainDelete::DelEx) => self.forms.delex,
             None => None,
         };
-        match (plain, self.forms.legacy) {
-            (Some(plain), _) if matches!(plain.reply, Reply::DelIfEq(_)) => plain,
-            (_, Some(legacy)) if pooled.legacy => legacy,
+        match (plain, self.forms.legacy, self.forms.counted) {
+            (Some(plain), _, _) if matches!(plain.reply, Reply::DelIfEq(_)) => plain,
+            (_, Some(legacy), _) if pooled.legacy => legacy,
+            (_, _, Some(counted))
+                if !pooled.legacy && counted.counter.is_some_and(|c| pooled.counts.knows(&c)) =>
+            {
+                counted
+            }
             _ => self,
         }
     }
@@ -258,6 +269,8 @@ pub(crate) struct Pooled {
     /// Its user was refused that command (`NOPERM`): its node sends the
     /// script on every connection from then on.
     pub(crate) plain_delete_refused: bool,
+    /// The fencing counters it counted (see [`Counts`]).
+    pub(crate) counts: Counts,
 }
 
 impl Pooled {
@@ -576,6 +589,12 @@ impl Pooled {
             Some(refused) => return Err(refused),
             None => {}
         }
+        if let (Some(counter), Value::Int(n)) = (req.counter, &replies[1])
+            && *n > 0
+            && let Err(last) = self.counts.read(&counter, *n as u64)
+        {
+            replies[1] = self.count_again(req, counter, (last, *n), deadline)?;
+        }
         match (get, replies) {
             (false, [Value::Okay, Value::Int(n)]) if n > 0 => Ok(Said::Yes(n as u64)),
             (false, [Value::Nil, Value::Int(_)]) => Ok(Said::MaybeShared),
@@ -586,6 +605,61 @@ impl Pooled {
             }
             (_, [_, other]) => Err(unexpected(&other).into()),
         }
+    }
+
+    /// After an `INCR` that counted no higher than the last count this
+    /// connection saw (`went`: from, to; see [`Counts`]): reads the `WAIT`
+    /// behind it, and counts by the script (`req`'s reload, sending its
+    /// source) on the same connection, whose count replaces the `INCR`'s.
+    #[cold]
+    #[inline(never)]
+    fn count_again(
+        &mut self,
+        req: &Request<'_>,
+        counter: Counter<'_>,
+        (last, n): (u64, i64),
+        deadline: Instant,
+    ) -> Result<Value, Failure> {
+        let Some(reload) = req.reload else {
+            return Err(Failure {
+                error: Cause::Restarted(format!(
+                    "its fencing counter went back on this connection, from {last} to {n}"
+                )),
+                at: 1,
+                keep: true,
+            });
+        };
+        crate::base::logging::log!(
+            debug,
+            "redlock_sync::node",
+            "a fencing counter went back on a connection, from {} to {} (deleted or \
+             flushed by hand, or another server behind the same connection): counted \
+             from the clock",
+            last,
+            n
+        );
+        if req.wait.is_some() {
+            // The `WAIT` sent behind the `INCR`: the reload sends one
+            // again, which `replicated` reads.
+            self.con.read(deadline)?;
+        }
+        self.con.write(&reload(), deadline)?;
+        let mut slot = [Value::Nil];
+        if let Some(f) = self.read_replies(&mut slot, deadline)? {
+            return Err(Failure { at: 1, ..f });
+        }
+        let [count] = slot;
+        if let Value::Int(m) = count
+            && m > 0
+        {
+            let by_script = Counter {
+                by_incr: false,
+                ..counter
+            };
+            // A script's count is always one.
+            let _ = self.counts.read(&by_script, m as u64);
+        }
+        Ok(count)
     }
 
     /// Reads one reply into each slot, whatever the earlier ones were, so

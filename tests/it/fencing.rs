@@ -675,3 +675,51 @@ fn a_raise_that_misses_the_quorum_fails_the_attempt() {
     // Node 0 (which needed no raise) keeps no key of the failed attempt.
     assert_eq!(support::get(&cluster.servers[0], key.as_bytes()), None);
 }
+
+/// The count script's cost (a Lua call) is paid once per counter,
+/// connection and half keep: in between, the same connection counts by
+/// `INCR`, which counts as the script would there (see the crate docs,
+/// "Fencing tokens"). Past half the keep the script counts again.
+#[test]
+fn a_connection_counts_by_script_once_per_half_keep_and_by_incr_between() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .fencing_expiry(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let key = resource("fence-incr");
+    let incrs = || -> Vec<u64> {
+        cluster
+            .servers
+            .iter()
+            .map(|s| support::calls(s, "incr"))
+            .collect()
+    };
+    // Keep: the fencing expiry (2 s), above the TTL (1 s).
+    let mut tokens = Vec::new();
+    let started = Instant::now();
+    for _ in 0..5 {
+        tokens.push(token(&dlm.lock(&key, Duration::from_secs(1)).unwrap()));
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "too slow a machine for this test's window"
+    );
+    // One thread: one connection per node, the first count the script's.
+    assert_eq!(incrs(), vec![4; 3], "INCR counts after the first count");
+    // Past half the keep (1 s): the script counts again, then INCR.
+    thread::sleep(Duration::from_millis(1200).saturating_sub(started.elapsed()));
+    tokens.push(token(&dlm.lock(&key, Duration::from_secs(1)).unwrap()));
+    assert_eq!(incrs(), vec![4; 3], "the script counts past half the keep");
+    tokens.push(token(&dlm.lock(&key, Duration::from_secs(1)).unwrap()));
+    assert_eq!(incrs(), vec![5; 3]);
+    assert_strictly_increasing(&tokens);
+    // The counters live their keep from the last script count.
+    for server in &cluster.servers {
+        let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
+        assert!(left > 1000, "{left} ms left");
+    }
+}

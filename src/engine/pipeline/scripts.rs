@@ -441,5 +441,6 @@ fn scripted<'a>(
         reload: Some(reload),
         on_timeout: None,
         kept: None,
+        counter: None,
     }
 }

@@ -10,7 +10,7 @@ use redis::Value;
 
 use crate::base::node_error::{Cause, NodeError, Stage};
 use crate::members::conn::Conn;
-use crate::members::request::{Failure, Pooled, Request, Said, is_reply};
+use crate::members::request::{Counts, Failure, Pooled, Request, Said, is_reply};
 use crate::members::restart::{Identity, Seen};
 
 use super::Node;
@@ -85,6 +85,7 @@ impl Node {
             legacy: true,
             plain_delete: None,
             plain_delete_refused: false,
+            counts: Counts::default(),
         })
         .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
@@ -187,6 +188,7 @@ impl Node {
         if pooled.con.rest().is_err() {
             return;
         }
+        pooled.counts.settle();
         let mut idle = self.idle.lock();
         if idle.len() < self.max_idle {
             idle.push(pooled);

@@ -70,6 +70,11 @@ pub(crate) struct Forms<'a> {
     pub(crate) ifeq: Option<&'a Request<'a>>,
     /// The same for a server that takes `DELEX ... IFEQ`.
     pub(crate) delex: Option<&'a Request<'a>>,
+    /// As a connection that counted the request's fencing counter takes
+    /// it: by `INCR` in the count script's place (see
+    /// [`Counts`](super::Counts)); chosen per connection, on servers that
+    /// take the current form.
+    pub(crate) counted: Option<&'a Request<'a>>,
 }
 
 impl<'a> Forms<'a> {
@@ -91,6 +96,12 @@ impl<'a> Forms<'a> {
             delex,
             ..Forms::default()
         }
+    }
+
+    /// These forms, with `counted` as the form of a connection that
+    /// counted the request's counter.
+    pub(crate) fn with_counted(self, counted: Option<&'a Request<'a>>) -> Forms<'a> {
+        Forms { counted, ..self }
     }
 
     /// These forms, with `cluster` as Redis Cluster members' form.

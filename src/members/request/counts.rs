@@ -1,0 +1,201 @@
+//! What one connection knows of the fencing counters it counted
+//! ([`Counts`]), so that an acquisition counts by `INCR` where that is
+//! as safe as the count script, and the script's cost (a Lua call, about
+//! ten times an `INCR`'s on the server) is paid about once per counter,
+//! connection and half keep.
+//!
+//! # Why an `INCR` counts as the script would
+//!
+//! The count script (`lock/count.lua`) counts to one more than the
+//! larger of the counter and the attempt's clock reading, so that a
+//! counter that went back (its server restarted from an older copy, a
+//! lagging replica was promoted) or was created anew counts on from the
+//! clock, above every count before it (see the crate docs, "Fencing
+//! tokens"). An `INCR` counts one more than the counter. The two agree
+//! wherever the counter did not go back since some count the script
+//! made, and this connection sends `INCR` only there:
+//!
+//! - **Same run.** A connection speaks to one run of its server: a
+//!   restart closes it, and the new connection starts knowing nothing.
+//!   So every `INCR` this connection sends follows, in the same run, a
+//!   count by the script on it, whose value it saw.
+//! - **Alive since.** The script leaves the counter at least `keep` to
+//!   live (an expiry is only ever raised, by every client). This
+//!   connection sends `INCR` only within half that keep of the moment
+//!   before it sent the script (its request's own instant, so that both
+//!   reads of the request's form agree), so the counter it counts is the
+//!   one the script counted, or one counted since.
+//! - **Checked.** An `INCR` answer not above the last count this
+//!   connection saw on the counter (the key deleted or flushed by hand, a
+//!   failover behind a proxy that kept the connection) is no count: the
+//!   member's answer is a failure ([`Cause::Restarted`]), and the
+//!   counter is counted by the script again from the next attempt.
+//!
+//! Within one run every count is above every earlier one (an `INCR`
+//! counts on, and so does the script), and the first count of a run, or
+//! of a counter created anew, is the script's, from the clock: the
+//! counts a server gives are the script's counts in every respect the
+//! crate docs rely on.
+//!
+//! What this connection learns from a request's replies takes effect
+//! when it goes back to its pool ([`settle`](Counts::settle)), so that
+//! one request's form reads the same when it is written and when its
+//! reply is read, in a pipeline of several too.
+//!
+//! [`Cause::Restarted`]: crate::base::node_error::Cause::Restarted
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How many counters one connection remembers; past that it forgets them
+/// all (each is counted by the script once more, which is always safe).
+const REMEMBERED: usize = 64;
+
+/// A counter this connection counted by the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Known {
+    /// Until when an `INCR` counts it (half its keep after the script's
+    /// request).
+    until: Instant,
+    /// The last count this connection saw on it.
+    last: u64,
+}
+
+/// The counters one connection counted, and what its last request taught
+/// it, pending until it goes back to its pool.
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    known: HashMap<Vec<u8>, Known>,
+    learned: Vec<(Vec<u8>, Option<Known>)>,
+}
+
+/// One acquisition's fencing counter, as its request names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counter<'a> {
+    /// The counter's key.
+    pub(crate) key: &'a [u8],
+    /// How long the count keeps it at least.
+    pub(crate) keep: Duration,
+    /// An instant before the request was first written.
+    pub(crate) at: Instant,
+    /// This form counts by `INCR` (else by the script).
+    pub(crate) by_incr: bool,
+}
+
+impl Counts {
+    /// An `INCR` may count `counter` on this connection (see the module
+    /// docs).
+    pub(crate) fn knows(&self, counter: &Counter<'_>) -> bool {
+        self.known
+            .get(counter.key)
+            .is_some_and(|k| counter.at < k.until)
+    }
+
+    /// Reads the count `n` a request's reply gave on `counter`: `Err`
+    /// with the last count seen when an `INCR` counted no higher than
+    /// that (the counter went back: no count; it is counted by the
+    /// script from the next request).
+    pub(crate) fn read(&mut self, counter: &Counter<'_>, n: u64) -> Result<(), u64> {
+        let key = counter.key.to_vec();
+        if !counter.by_incr {
+            let until = counter.at + counter.keep / 2;
+            self.learned.push((key, Some(Known { until, last: n })));
+            return Ok(());
+        }
+        match self.known.get(counter.key) {
+            Some(k) if n > k.last => {
+                self.learned.push((key, Some(Known { last: n, ..*k })));
+                Ok(())
+            }
+            known => {
+                self.learned.push((key, None));
+                Err(known.map_or(0, |k| k.last))
+            }
+        }
+    }
+
+    /// What the requests since the last use taught, in their order: the
+    /// connection goes back to its pool.
+    pub(crate) fn settle(&mut self) {
+        for (key, learned) in std::mem::take(&mut self.learned) {
+            match learned {
+                Some(k) => {
+                    if self.known.len() >= REMEMBERED && !self.known.contains_key(&key) {
+                        self.known.clear();
+                    }
+                    self.known.insert(key, k);
+                }
+                None => {
+                    self.known.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(key: &[u8], at: Instant, by_incr: bool) -> Counter<'_> {
+        Counter {
+            key,
+            keep: Duration::from_secs(600),
+            at,
+            by_incr,
+        }
+    }
+
+    #[test]
+    fn an_incr_counts_only_after_a_script_count_within_half_the_keep() {
+        let t0 = Instant::now();
+        let mut counts = Counts::default();
+        assert!(
+            !counts.knows(&counter(b"f", t0, true)),
+            "nothing counted yet"
+        );
+        counts.read(&counter(b"f", t0, false), 10).unwrap();
+        assert!(
+            !counts.knows(&counter(b"f", t0, true)),
+            "learned only when the connection goes back to its pool"
+        );
+        counts.settle();
+        assert!(counts.knows(&counter(b"f", t0 + Duration::from_secs(299), true)));
+        assert!(!counts.knows(&counter(b"f", t0 + Duration::from_secs(300), true)));
+        assert!(!counts.knows(&counter(b"g", t0, true)), "another counter");
+    }
+
+    #[test]
+    fn an_incr_that_counts_no_higher_than_the_last_count_is_no_count() {
+        let t0 = Instant::now();
+        let mut counts = Counts::default();
+        counts.read(&counter(b"f", t0, false), 10).unwrap();
+        counts.settle();
+        counts.read(&counter(b"f", t0, true), 11).unwrap();
+        counts.settle();
+        assert_eq!(counts.read(&counter(b"f", t0, true), 11), Err(11));
+        counts.settle();
+        assert!(
+            !counts.knows(&counter(b"f", t0, true)),
+            "counted by the script again"
+        );
+        // An INCR on a counter this connection forgot reads as gone back.
+        assert_eq!(counts.read(&counter(b"f", t0, true), 12), Err(0));
+    }
+
+    #[test]
+    fn a_full_memory_forgets_all_and_stays_bounded() {
+        let t0 = Instant::now();
+        let mut counts = Counts::default();
+        let keys: Vec<Vec<u8>> = (0..=REMEMBERED)
+            .map(|i| i.to_string().into_bytes())
+            .collect();
+        for key in &keys {
+            counts.read(&counter(key, t0, false), 1).unwrap();
+            counts.settle();
+            assert!(counts.known.len() <= REMEMBERED);
+        }
+        assert!(counts.knows(&counter(keys.last().unwrap(), t0, true)));
+        assert!(!counts.knows(&counter(&keys[0], t0, true)));
+    }
+}
