@@ -577,6 +577,19 @@ impl Pooled {
                 .map_err(second)?
                 .map(second);
         }
+        // `INCR` refused (an ACL rule without `+incr`, a counter that holds
+        // no integer): the script counts in its place, on this connection.
+        if let (Some(f), Some(counter)) = (&refused, req.counter)
+            && counter.by_incr
+            && f.at == 1
+            && f.keep
+        {
+            self.counts
+                .refused(&counter, f.error.code() == Some("NOPERM"));
+            let why = format!("INCR was refused: {}", f.error);
+            replies[1] = self.count_again(req, counter, why, deadline)?;
+            refused = None;
+        }
         match refused {
             // A key of another type holds the name: a no, as `SET NX`
             // without `GET` finds (its slot keeps the placeholder `OK`,
@@ -593,7 +606,12 @@ impl Pooled {
             && *n > 0
             && let Err(last) = self.counts.read(&counter, *n as u64)
         {
-            replies[1] = self.count_again(req, counter, (last, *n), deadline)?;
+            let why = format!(
+                "its fencing counter went back on this connection, from {last} to {n} \
+                 (deleted or flushed by hand, or another server behind the same \
+                 connection)"
+            );
+            replies[1] = self.count_again(req, counter, why, deadline)?;
         }
         match (get, replies) {
             (false, [Value::Okay, Value::Int(n)]) if n > 0 => Ok(Said::Yes(n as u64)),
@@ -608,36 +626,32 @@ impl Pooled {
     }
 
     /// After an `INCR` that counted no higher than the last count this
-    /// connection saw (`went`: from, to; see [`Counts`]): reads the `WAIT`
-    /// behind it, and counts by the script (`req`'s reload, sending its
-    /// source) on the same connection, whose count replaces the `INCR`'s.
+    /// connection saw, or was refused (`why`; see [`Counts`]): reads the
+    /// `WAIT` behind it, and counts by the script (`req`'s reload, sending
+    /// its source) on the same connection, whose count replaces the
+    /// `INCR`'s.
     #[cold]
     #[inline(never)]
     fn count_again(
         &mut self,
         req: &Request<'_>,
         counter: Counter<'_>,
-        (last, n): (u64, i64),
+        why: String,
         deadline: Instant,
     ) -> Result<Value, Failure> {
+        crate::base::logging::log!(
+            debug,
+            "redlock_sync::node",
+            "{}: counted by the script on the same connection",
+            why
+        );
         let Some(reload) = req.reload else {
             return Err(Failure {
-                error: Cause::Restarted(format!(
-                    "its fencing counter went back on this connection, from {last} to {n}"
-                )),
+                error: Cause::Restarted(why),
                 at: 1,
                 keep: true,
             });
         };
-        crate::base::logging::log!(
-            debug,
-            "redlock_sync::node",
-            "a fencing counter went back on a connection, from {} to {} (deleted or \
-             flushed by hand, or another server behind the same connection): counted \
-             from the clock",
-            last,
-            n
-        );
         if req.wait.is_some() {
             // The `WAIT` sent behind the `INCR`: the reload sends one
             // again, which `replicated` reads.

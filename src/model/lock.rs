@@ -98,6 +98,11 @@ pub(crate) struct Rules {
     /// back (a restart from an older copy) still counts above every
     /// token before it.
     pub(crate) count_from_clock: bool,
+    /// A client counts a counter by `INCR` only on a connection to the
+    /// run where it counted it by the script (`members::request::Counts`:
+    /// a connection dies with its server's run); off, wherever it ever
+    /// counted it by the script.
+    pub(crate) incr_in_the_counted_run: bool,
 }
 
 impl Rules {
@@ -112,6 +117,7 @@ impl Rules {
         raise_checks_value: true,
         names_servers: true,
         count_from_clock: true,
+        incr_in_the_counted_run: true,
     };
 }
 
@@ -232,6 +238,10 @@ pub(crate) struct Client {
     /// The servers its acquisition's value names (its runs as seen when
     /// the acquisition began).
     pub(crate) names: Names,
+    /// Per server: the run in which it counted the counter by the
+    /// script, as its connection there learned (see
+    /// [`Rules::incr_in_the_counted_run`]).
+    pub(crate) counted: [Option<u8>; NODES],
 }
 
 /// What a client's connections told of one server (its handshakes).
@@ -435,6 +445,17 @@ impl LockModel {
         };
         let answer = server.run(m.request, s.now, self.rules);
         if m.current && reply {
+            if let (
+                Request::Take {
+                    fenced: true,
+                    by_incr: false,
+                    ..
+                },
+                Answer::Took { .. },
+            ) = (m.request, answer)
+            {
+                s.clients[usize::from(m.client)].counted[n] = Some(m.run);
+            }
             self.receive(s, usize::from(m.client), n, answer);
         }
     }

@@ -88,7 +88,11 @@ impl Real {
         let ms = |ticks: u16| (u64::from(ticks) * TICK_MS).to_string().into_bytes();
         match request {
             Request::Take {
-                value, ttl, fenced, ..
+                value,
+                ttl,
+                fenced,
+                by_incr,
+                ..
             } => {
                 let mut pipe = redis::pipe();
                 pipe.cmd("SET")
@@ -97,7 +101,11 @@ impl Real {
                     .arg("NX")
                     .arg("PX")
                     .arg(ms(ttl));
-                if fenced {
+                if fenced && by_incr {
+                    // A connection that counted the counter by the script
+                    // (`members::request::Counts`).
+                    pipe.cmd("INCR").arg(COUNTER);
+                } else if fenced {
                     // The model's clock reading at tick 0 (see
                     // `Server::run`).
                     pipe.cmd("EVAL")
@@ -185,6 +193,7 @@ fn request(rng: &mut Rng) -> Request {
             ttl,
             fenced: rng.below(2) == 0,
             names: [0; super::lock::NODES],
+            by_incr: rng.below(2) == 0,
         },
         1 => Request::Raise {
             value,

@@ -312,6 +312,7 @@ fn without_counting_from_the_clock_an_older_copy_gives_a_smaller_token() {
                         ttl: 1,
                         fenced: true,
                         names: [0; 3],
+                        by_incr: false,
                     };
                     match servers[n].run(take, now, rules) {
                         Answer::Took {
@@ -333,6 +334,72 @@ fn without_counting_from_the_clock_an_older_copy_gives_a_smaller_token() {
         };
         let r = grant(&mut servers, &[0, 2], 8, 1);
         assert_eq!(r > q, grows, "R's token {r}, Q's {q} ({rules:?})");
+    }
+}
+
+/// Counting by `INCR` (`members::request::Counts`), on the same schedule:
+/// R counts by the script on A, B and C (the first grant); C is
+/// snapshotted; B and C grant twice (Q's grant the second); C restarts
+/// from its snapshot; A and C grant R. R's connection to A counts by
+/// `INCR` (A's run is the one R counted in). Its connection to C died with
+/// C's run: the new one counts by the script, from the clock, and R's
+/// token is above Q's. Were `INCR` sent wherever the client once counted
+/// by the script (a memory kept across connections), C would count on
+/// from its snapshot too, and R's token would be below Q's.
+#[test]
+fn an_incr_counts_as_the_script_only_in_the_run_the_script_counted_in() {
+    for (tied, grows) in [(true, true), (false, false)] {
+        let mut servers: [Server; 3] = Default::default();
+        let value = |client| Value {
+            client,
+            acquisition: 0,
+            attempt: 1,
+        };
+        // What client R's connections counted by the script in: the run
+        // of each server.
+        let mut counted: [Option<u8>; 3] = [None; 3];
+        let mut grant = |servers: &mut [Server; 3], on: &[usize], now: u16, client: u8| {
+            on.iter()
+                .map(|&n| {
+                    let by_incr = client == 1
+                        && match tied {
+                            true => counted[n] == Some(servers[n].run),
+                            false => counted[n].is_some(),
+                        };
+                    let take = Request::Take {
+                        value: value(client),
+                        ttl: 1,
+                        fenced: true,
+                        names: [0; 3],
+                        by_incr,
+                    };
+                    if client == 1 && !by_incr {
+                        counted[n] = Some(servers[n].run);
+                    }
+                    match servers[n].run(take, now, Rules::ALL) {
+                        Answer::Took {
+                            set: true, count, ..
+                        } => count,
+                        other => panic!("{other:?}"),
+                    }
+                })
+                .max()
+                .unwrap()
+        };
+        let _t1 = grant(&mut servers, &[0, 1, 2], 0, 1);
+        let snapshot = servers[2].clone();
+        let _t2 = grant(&mut servers, &[1, 2], 2, 0);
+        let q = grant(&mut servers, &[1, 2], 4, 0);
+        servers[2] = Server {
+            run: servers[2].run + 1,
+            ..snapshot
+        };
+        let r = grant(&mut servers, &[0, 2], 8, 1);
+        assert_eq!(
+            r > q,
+            grows,
+            "R's token {r}, Q's {q} (tied to runs: {tied})"
+        );
     }
 }
 

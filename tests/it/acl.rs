@@ -837,3 +837,47 @@ fn check_finds_a_user_refused_pexpire() {
         "{report:#}"
     );
 }
+
+/// A user whose rule predates the acquisition's `INCR` (no `+incr`) still
+/// locks with strictly increasing tokens: the refused `INCR` is counted
+/// by the script on the same connection, in the same attempt, and that
+/// connection sends the script from then on (one refusal per connection,
+/// not one per attempt).
+#[test]
+fn a_user_refused_incr_counts_by_script_and_stops_asking() {
+    let cluster = Nodes::start(3).unwrap();
+    for server in &cluster.servers {
+        create_user(server, "locker", "lock:*");
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg("-incr")
+            // The version (`INFO`): servers of unknown version are sent
+            // the form of servers before Redis 7.0, which counts by
+            // script alone.
+            .arg("+info")
+            .query(&mut admin(server))
+            .unwrap();
+    }
+    let dlm = manager_as(&cluster, "locker");
+    let rejected = |server: &Server| {
+        support::info_field(&mut admin(server), "commandstats", "cmdstat_incr")
+            .unwrap()
+            .and_then(|stats| {
+                let at = stats.find("rejected_calls=")? + "rejected_calls=".len();
+                stats[at..].split(',').next()?.parse::<u64>().ok()
+            })
+            .unwrap_or(0)
+    };
+    let mut tokens = Vec::new();
+    for _ in 0..6 {
+        let guard = dlm.lock("lock:no-incr", Duration::from_secs(5)).unwrap();
+        tokens.push(guard.fencing_token().unwrap());
+        guard.release().unwrap();
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    for server in &cluster.servers {
+        assert_eq!(rejected(server), 1, "one refusal, then the script");
+        assert_eq!(calls(server, "incr"), 0);
+    }
+}

@@ -67,6 +67,10 @@ struct Known {
 pub(crate) struct Counts {
     known: HashMap<Vec<u8>, Known>,
     learned: Vec<(Vec<u8>, Option<Known>)>,
+    /// Its user was refused `INCR` (an ACL rule from before it was
+    /// needed): the script counts every time on this connection.
+    refused: bool,
+    refused_now: bool,
 }
 
 /// One acquisition's fencing counter, as its request names it.
@@ -86,9 +90,11 @@ impl Counts {
     /// An `INCR` may count `counter` on this connection (see the module
     /// docs).
     pub(crate) fn knows(&self, counter: &Counter<'_>) -> bool {
-        self.known
-            .get(counter.key)
-            .is_some_and(|k| counter.at < k.until)
+        !self.refused
+            && self
+                .known
+                .get(counter.key)
+                .is_some_and(|k| counter.at < k.until)
     }
 
     /// Reads the count `n` a request's reply gave on `counter`: `Err`
@@ -114,9 +120,18 @@ impl Counts {
         }
     }
 
+    /// An `INCR` on `counter` was refused: by an ACL rule (`noperm`; no
+    /// `INCR` on this connection again), or for what the counter holds
+    /// (it is counted by the script from the next request).
+    pub(crate) fn refused(&mut self, counter: &Counter<'_>, noperm: bool) {
+        self.refused_now |= noperm;
+        self.learned.push((counter.key.to_vec(), None));
+    }
+
     /// What the requests since the last use taught, in their order: the
     /// connection goes back to its pool.
     pub(crate) fn settle(&mut self) {
+        self.refused |= std::mem::take(&mut self.refused_now);
         for (key, learned) in std::mem::take(&mut self.learned) {
             match learned {
                 Some(k) => {
@@ -181,6 +196,31 @@ mod tests {
         );
         // An INCR on a counter this connection forgot reads as gone back.
         assert_eq!(counts.read(&counter(b"f", t0, true), 12), Err(0));
+    }
+
+    #[test]
+    fn a_connection_refused_incr_counts_by_script_from_then_on() {
+        let t0 = Instant::now();
+        let mut counts = Counts::default();
+        counts.read(&counter(b"f", t0, false), 10).unwrap();
+        counts.read(&counter(b"g", t0, false), 10).unwrap();
+        counts.settle();
+        counts.refused(&counter(b"f", t0, true), false);
+        counts.settle();
+        assert!(!counts.knows(&counter(b"f", t0, true)), "not an integer");
+        assert!(counts.knows(&counter(b"g", t0, true)));
+        counts.refused(&counter(b"g", t0, true), true);
+        assert!(
+            counts.knows(&counter(b"g", t0, true)),
+            "until back in the pool"
+        );
+        counts.settle();
+        counts.read(&counter(b"g", t0, false), 11).unwrap();
+        counts.settle();
+        assert!(
+            !counts.knows(&counter(b"g", t0, true)),
+            "NOPERM: never again"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub(crate) enum Request {
         ttl: u16,
         fenced: bool,
         names: Names,
+        /// Counted by `INCR` in the script's place (a connection that
+        /// counted the counter by the script: `members::request::Counts`).
+        by_incr: bool,
     },
     /// `lock/raise.lua`: the counter up to `to` where the key holds
     /// `value`.
@@ -149,6 +152,7 @@ impl Server {
                 ttl,
                 fenced,
                 names,
+                by_incr,
             } => {
                 let set = self.key.is_none();
                 let named = (!set).then_some(self.names);
@@ -166,9 +170,11 @@ impl Server {
                         true => 1000 * u64::from(now + 1),
                         false => 0,
                     };
-                    count = match self.counter {
-                        Some(c) => c.max(clock) + 1,
-                        None => 1000 * u64::from(now + 1) + 1,
+                    count = match (self.counter, by_incr) {
+                        (Some(c), true) => c + 1,
+                        (None, true) => 1,
+                        (Some(c), false) => c.max(clock) + 1,
+                        (None, false) => 1000 * u64::from(now + 1) + 1,
                     };
                     self.counter = Some(count);
                 }
@@ -226,11 +232,13 @@ impl Request {
                 ttl,
                 fenced,
                 names,
+                by_incr,
             } => Request::Take {
                 value: value.swapped(),
                 ttl,
                 fenced,
                 names,
+                by_incr,
             },
             Request::Raise { value, to } => Request::Raise {
                 value: value.swapped(),

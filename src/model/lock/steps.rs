@@ -107,11 +107,21 @@ impl LockModel {
             answers: [None; NODES],
         };
         let (ttl, fenced) = (TTL, self.size.fenced);
-        self.send(s, c, [true; NODES], now, |_| Request::Take {
+        // Its connection to each server counts by `INCR` where it counted
+        // by the script in that server's run (`send` meets a server on a
+        // connection to its current run).
+        let counted = s.clients[c].counted;
+        let by_incr: [bool; NODES] =
+            std::array::from_fn(|n| match self.rules.incr_in_the_counted_run {
+                true => counted[n] == Some(s.servers[n].run),
+                false => counted[n].is_some(),
+            });
+        self.send(s, c, [true; NODES], now, |n| Request::Take {
             value,
             ttl,
             fenced,
             names,
+            by_incr: fenced && by_incr[n],
         });
     }
 }
@@ -190,6 +200,7 @@ impl Model for LockModel {
             attempts: 0,
             seen: [Seen::default(); NODES],
             names: [0; NODES],
+            counted: [None; NODES],
         };
         State {
             now: 0,
