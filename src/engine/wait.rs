@@ -124,8 +124,11 @@ impl Shared {
             self.counter(resource).fetch_add(1, Ordering::SeqCst);
         }
         // A fair release handed the lock to one waiter: only that waiter
-        // asks (it is its manager's first for the name, see `fair.rs`).
-        let for_us = next.is_none_or(|next| reg.own.contains(next));
+        // asks (it is its manager's first for the name, see `fair.rs`). A
+        // yield (it names `-`) is for managers that cannot queue: theirs
+        // ask, fair waiters keep waiting for its mark's lapse.
+        let for_us = next
+            .is_none_or(|next| reg.own.contains(next) || (next == b"-" && self.address.is_none()));
         let quorum = quorum::quorum(self.members.len());
         let wake = reg.resources.get_mut(resource).is_some_and(|entry| {
             let release = entry.release(token);

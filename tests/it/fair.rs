@@ -878,13 +878,42 @@ fn mixed_run(
     length: Duration,
     enough: usize,
 ) -> Mixed {
+    let mut theirs = 0;
+    let (ours, yields) = beside_fair_waiters(nodes, name, fair_yield, || {
+        let rival = redlock::RedLock::new(nodes.urls());
+        let started = Instant::now();
+        while started.elapsed() < length && theirs < enough {
+            if let Ok(Some(lock)) = rival.lock(name.as_bytes(), TTL.as_millis() as usize) {
+                thread::sleep(Duration::from_millis(1));
+                rival.unlock(&lock);
+                theirs += 1;
+            }
+        }
+    });
+    Mixed {
+        ours,
+        theirs,
+        yields,
+    }
+}
+
+/// Runs `during` while three fair managers of this library with default
+/// settings (but `fair_yield`) keep `name` contended, each section about
+/// 1 ms, from once they made 30 sections (their queue formed) until it
+/// returns. Answers each fair manager's sections and the yields the
+/// first node announced (":-" on the release channel).
+fn beside_fair_waiters(
+    nodes: &Nodes,
+    name: &str,
+    fair_yield: Option<Duration>,
+    during: impl FnOnce(),
+) -> (Vec<usize>, usize) {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let stop = AtomicBool::new(false);
-    let theirs = AtomicUsize::new(0);
     let yields = AtomicUsize::new(0);
     let ours: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
-    // The yields the first node announced (":-" on the release channel),
-    // counted until the run's end is announced there.
+    // The yields the first node announced, counted until the run's end is
+    // announced there.
     let channel = redlock_sync::release_channel(name);
     let mut sub = admin(&nodes[0]);
     // Should the run's end not be heard, the count ends (and the test
@@ -921,7 +950,6 @@ fn mixed_run(
                 }
             });
         }
-        let rival = redlock::RedLock::new(nodes.urls());
         // From the fair waiters' steady state on (their queue formed).
         let warm = Instant::now();
         while ours
@@ -929,18 +957,11 @@ fn mixed_run(
             .map(|c| c.load(Ordering::Relaxed))
             .sum::<usize>()
             < 30
-            && warm.elapsed() < length
+            && warm.elapsed() < Duration::from_secs(30)
         {
             thread::sleep(Duration::from_millis(5));
         }
-        let started = Instant::now();
-        while started.elapsed() < length && theirs.load(Ordering::Relaxed) < enough {
-            if let Ok(Some(lock)) = rival.lock(name.as_bytes(), TTL.as_millis() as usize) {
-                thread::sleep(Duration::from_millis(1));
-                rival.unlock(&lock);
-                theirs.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        during();
         stop.store(true, Ordering::Relaxed);
         let _: () = redis::cmd("PUBLISH")
             .arg(&channel)
@@ -948,11 +969,63 @@ fn mixed_run(
             .query(&mut admin(&nodes[0]))
             .unwrap();
     });
-    Mixed {
-        ours: ours.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
-        theirs: theirs.load(Ordering::Relaxed),
-        yields: yields.load(Ordering::Relaxed),
+    (
+        ours.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        yields.load(Ordering::Relaxed),
+    )
+}
+
+/// A manager of this library that cannot queue (`fair(false)`), waiting
+/// beside fair waiters that never let the key go, says so (it listens on
+/// the name's yield channel): a chain yields once it is `fair_yield` old,
+/// not `8 × fair_yield`, and the manager, woken by the yield, takes the
+/// key within about `fair_yield` and a reservation of its first attempt
+/// (asked: generous, 4 s for a 1 s `fair_yield`; without it saying so,
+/// the first yield comes after 8 s).
+#[test]
+fn a_manager_that_cannot_queue_gets_a_turn_within_about_the_yield_period() {
+    let _heavy = support::heavy();
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("yield-unfair");
+    let unfair = LockManager::builder()
+        .nodes(nodes.urls())
+        .fair(false)
+        .build()
+        .unwrap();
+    let mut waited = Vec::new();
+    let (ours, yields) = beside_fair_waiters(&nodes, &name, Some(Duration::from_secs(1)), || {
+        for _ in 0..3 {
+            let started = Instant::now();
+            let guard = unfair
+                .try_lock_for(&name, TTL, Duration::from_secs(20))
+                .expect("a turn");
+            waited.push(started.elapsed());
+            thread::sleep(Duration::from_millis(1));
+            guard.release().unwrap();
+        }
+    });
+    eprintln!("waited {waited:?}, ours {ours:?}, yields {yields}");
+    for w in &waited {
+        assert!(*w < Duration::from_secs(4), "waited {waited:?}");
     }
+    assert!(ours.iter().all(|&n| n > 0), "{ours:?}");
+}
+
+/// With nobody but fair waiters there, a chain yields once per 8 ×
+/// `fair_yield` (a yield for other clients that cannot say they wait),
+/// not once per `fair_yield`: in 6 s of contention that never lets up,
+/// with the default 1 s, none.
+#[test]
+fn with_nobody_else_there_fair_waiters_yield_only_once_per_eight_periods() {
+    let _heavy = support::heavy();
+    let nodes = Nodes::start(3).unwrap();
+    let name = resource("yield-nobody");
+    let (ours, yields) = beside_fair_waiters(&nodes, &name, Some(Duration::from_secs(1)), || {
+        thread::sleep(Duration::from_secs(6));
+    });
+    eprintln!("ours {ours:?}, yields {yields}");
+    assert_eq!(yields, 0, "ours {ours:?}");
+    assert!(ours.iter().all(|&n| n > 100), "{ours:?}");
 }
 
 /// What [`mixed_run`] counted.
@@ -1044,12 +1117,14 @@ fn a_key_one_member_yielded_alone_stays_free_there_and_the_next_release_yields_o
 }
 
 /// Another Redlock client (the `redlock` crate) on a resource that fair
-/// waiters of this library keep contended gets turns with the default
-/// settings: a key handed on for a second is yielded once, and for two
-/// node timeouts no fair waiter takes it; the fair waiters keep going
-/// too. With
-/// `fair_yield(None)` the other client gets none (the queue is never
-/// empty, so every release hands the key on).
+/// waiters of this library keep contended gets turns: it cannot say it
+/// waits, so a key handed on for 8 × `fair_yield` is yielded once, and
+/// for two node timeouts no fair waiter takes it; the fair waiters keep
+/// going too. (With the default 1 s, a yield every 8 s, each a chance
+/// the other client takes about half the time with its random pauses of
+/// up to 200 ms; run here with 250 ms, a yield every 2 s, so that 30 s
+/// show several turns.) With `fair_yield(None)` the other client gets
+/// none (the queue is never empty, so every release hands the key on).
 #[test]
 fn another_redlock_client_gets_turns_beside_fair_waiters() {
     let _heavy = support::heavy();
@@ -1058,7 +1133,7 @@ fn another_redlock_client_gets_turns_beside_fair_waiters() {
     let run = mixed_run(
         &nodes,
         &name,
-        Some(Duration::from_secs(1)),
+        Some(Duration::from_millis(250)),
         Duration::from_secs(30),
         3,
     );

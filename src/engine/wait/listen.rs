@@ -177,12 +177,20 @@ fn want<'a>(
             .entry(node.name().to_owned())
             .or_insert_with(|| (node, HashMap::new()))
             .1;
-        // A fair manager's own channel for the name, in its slot.
-        if let Some(address) = address {
-            channels.insert(
-                [&channel(resource)[..], b":", address].concat(),
-                resource.clone(),
-            );
+        match address {
+            // A fair manager's own channel for the name, in its slot.
+            Some(address) => {
+                channels.insert(
+                    [&channel(resource)[..], b":", address].concat(),
+                    resource.clone(),
+                );
+            }
+            // A manager that cannot queue says that it waits, on the
+            // channel of the name yields are announced to (`:-`): a fair
+            // release yields sooner for it (see `fair/release.lua`).
+            None => {
+                channels.insert([&channel(resource)[..], b":-"].concat(), resource.clone());
+            }
         }
         channels.insert(channel(resource), resource.clone());
     }
