@@ -365,17 +365,58 @@ fn manager_with(urls: &[String], fencing: bool) -> LockManager {
 
 /// A manager with the default settings but for waking on release.
 fn manager_waking(urls: &[String], wake: bool, retry_delay: Duration) -> LockManager {
-    manager_fair(urls, wake, retry_delay, false)
+    manager_fair(urls, wake, retry_delay, Fair::Off)
 }
 
-fn manager_fair(urls: &[String], wake: bool, retry_delay: Duration, fair: bool) -> LockManager {
-    LockManager::builder()
+/// How a bench manager waits: unfair, fair (the default, yields
+/// included), or fair without yields (`fair_yield(None)`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fair {
+    Off,
+    On,
+    NoYield,
+}
+
+impl Fair {
+    /// As the fairness table's column says it.
+    fn label(self) -> &'static str {
+        match self {
+            Fair::Off => "off",
+            Fair::On => "on",
+            Fair::NoYield => "on, no yield",
+        }
+    }
+
+    /// As a child process is told (`REDLOCK_BENCH_FAIR`).
+    fn env(self) -> &'static str {
+        match self {
+            Fair::Off => "0",
+            Fair::On => "1",
+            Fair::NoYield => "2",
+        }
+    }
+
+    fn from_env() -> Fair {
+        match std::env::var("REDLOCK_BENCH_FAIR").as_deref() {
+            Ok("1") => Fair::On,
+            Ok("2") => Fair::NoYield,
+            _ => Fair::Off,
+        }
+    }
+}
+
+fn manager_fair(urls: &[String], wake: bool, retry_delay: Duration, fair: Fair) -> LockManager {
+    let builder = LockManager::builder()
         .nodes(urls)
         .retry(3, retry_delay)
         .wake_on_release(wake)
-        .fair(fair)
-        .build()
-        .unwrap()
+        .fair(fair != Fair::Off);
+    match fair {
+        Fair::NoYield => builder.fair_yield(None),
+        _ => builder,
+    }
+    .build()
+    .unwrap()
 }
 
 fn us(d: Duration) -> f64 {
@@ -880,8 +921,7 @@ fn contend_child(args: &[String]) {
         .split(',')
         .map(str::to_owned)
         .collect();
-    let fair = std::env::var("REDLOCK_BENCH_FAIR").is_ok_and(|v| v == "1");
-    let dlm = manager_fair(&urls, mode.1, mode.2, fair);
+    let dlm = manager_fair(&urls, mode.1, mode.2, Fair::from_env());
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -904,7 +944,7 @@ fn contend_processes(
     resource: &str,
     run: Duration,
 ) -> Vec<Vec<Duration>> {
-    contend_processes_fair(urls, mode, procs, threads, resource, run, false)
+    contend_processes_fair(urls, mode, procs, threads, resource, run, Fair::Off)
 }
 
 /// As [`contend_processes`], with every child's manager `fair` or not.
@@ -915,7 +955,7 @@ fn contend_processes_fair(
     threads: usize,
     resource: &str,
     run: Duration,
-    fair: bool,
+    fair: Fair,
 ) -> Vec<Vec<Duration>> {
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -932,7 +972,7 @@ fn contend_processes_fair(
                     &run.as_millis().to_string(),
                 ])
                 .env("REDLOCK_BENCH_NODES", urls.join(","))
-                .env("REDLOCK_BENCH_FAIR", if fair { "1" } else { "0" })
+                .env("REDLOCK_BENCH_FAIR", fair.env())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -1055,27 +1095,28 @@ fn fairness(report: &mut Report, urls: &[String], network: &str, run: Duration) 
     ));
     report.line(String::new());
     report.line(
-        "| waiters          | fair | acquisitions/s | × 8 threads, fair off | wait p50 ms | wait p99 ms | wait max ms | wins max/min |"
+        "| waiters          | fair         | acquisitions/s | × 8 threads, fair off | wait p50 ms | wait p99 ms | wait max ms | wins max/min |"
             .into(),
     );
     report.line(
-        "|------------------|------|---------------:|----------------------:|------------:|------------:|------------:|-------------:|"
+        "|------------------|--------------|---------------:|----------------------:|------------:|------------:|------------:|-------------:|"
             .into(),
     );
     let mut base = None;
-    for fair in [false, true] {
+    for fair in [Fair::Off, Fair::On, Fair::NoYield] {
         for who in ["8 threads", "8 processes x 1", "8 managers x 1"] {
             // REDLOCK_BENCH_ROWS=on,processes: only the rows whose waiters
             // and setting contain these words (the first row, the base,
-            // always runs).
-            let on = if fair { "on" } else { "off" };
+            // always runs; "yield" picks the rows without yields).
+            let on = fair.label();
             let picked = std::env::var("REDLOCK_BENCH_ROWS").map_or(true, |rows| {
-                rows.split(',').all(|w| who.contains(w) || on == w)
+                rows.split(',')
+                    .all(|w| who.contains(w) || on == w || (w == "yield" && fair == Fair::NoYield))
             });
             if base.is_some() && !picked {
                 continue;
             }
-            let resource = format!("bench:fair:{who}:{fair}");
+            let resource = format!("bench:fair:{who}:{on}");
             let per: Vec<Vec<Duration>> = match who {
                 "8 threads" => {
                     let dlm = manager_fair(urls, true, Duration::from_millis(200), fair);
@@ -1109,7 +1150,7 @@ fn fairness(report: &mut Report, urls: &[String], network: &str, run: Duration) 
             } = Waits::of(per, run);
             let threads = *base.get_or_insert(rate);
             report.line(format!(
-                "| {who:<16} | {on:<4} | {rate:>14.0} | {:>21.2} | {:>11.2} | {:>11.1} | {:>11.1} | {:>12.2} |",
+                "| {who:<16} | {on:<12} | {rate:>14.0} | {:>21.2} | {:>11.2} | {:>11.1} | {:>11.1} | {:>12.2} |",
                 rate / threads,
                 p50,
                 p99,
@@ -1118,7 +1159,7 @@ fn fairness(report: &mut Report, urls: &[String], network: &str, run: Duration) 
             ));
             let _ = write!(
                 report.json,
-                "{{\"kind\":\"fairness\",\"network\":\"{network}\",\"waiters\":\"{who}\",\"fair\":{fair},\
+                "{{\"kind\":\"fairness\",\"network\":\"{network}\",\"waiters\":\"{who}\",\"fair\":\"{on}\",\
                  \"per_second\":{rate:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3},\
                  \"min_wins\":{min},\"max_wins\":{max}}},",
                 p50, p99, max_wait,

@@ -353,25 +353,31 @@ impl Builder {
     /// Sets how long a fair manager's releases may hand a lock on from
     /// queued waiter to queued waiter (from the first hand-off, or the
     /// last yield, while waiters stay queued) before one release yields
-    /// it instead: deletes the key, tells no waiter, and for a
-    /// reservation's length (two node timeouts) no queued fair waiter
-    /// takes the free key, the first in line included. Meanwhile a client that
-    /// cannot queue may take it: other Redlock clients (node-redlock,
-    /// redsync, pottery, the `redlock` crate) and this library's managers
-    /// with [`fair(false)`](Self::fair), which otherwise never find the
-    /// key free while fair waiters keep coming. Each yield is a chance
-    /// for them, not a turn: they take it when an attempt of theirs comes
-    /// within that time. `None`: never yield (every client of the
+    /// it instead, while a client that cannot queue says it waits: deletes
+    /// the key, tells no fair waiter, and for a reservation's length (two
+    /// node timeouts) no queued fair waiter takes the free key, the first
+    /// in line included. With no such client saying so, a release yields
+    /// after eight times as long. `None`: never yield (every client of the
     /// resource is a fair manager of this library).
     ///
+    /// Who says it waits: this library's managers with
+    /// [`fair(false)`](Self::fair), whose waiting threads listen on the
+    /// name's release channel followed by `:-` (with
+    /// [`wake_on_release`](Self::wake_on_release) on), which the release
+    /// sees (`PUBSUB NUMSUB`), and whose threads ask at once when a yield
+    /// is announced: a turn within about `every`. Other Redlock clients
+    /// (node-redlock, redsync, pottery, the `redlock` crate) cannot: for
+    /// them a yield comes every `8 × every`, a chance they take when an
+    /// attempt of theirs comes within it.
+    ///
     /// Under contention that never lets up, it costs the fair waiters a
-    /// reservation (two node timeouts) and a quarter of a node timeout
-    /// of a free key once per period when no other client takes it (sets,
-    /// which learn no lapse, up to two reservations), and a reservation
-    /// more when the waiter first in line is dead;
-    /// otherwise nothing. See "Mixing clients" in
-    /// [Fair waiting across processes](crate#fair-waiting-across-processes)
-    /// for what it was measured to cost and to give.
+    /// reservation (two node timeouts) and a quarter of a node timeout of
+    /// a free key once per period (sets, which learn no lapse, up to two
+    /// reservations), and a reservation more when the waiter first in line
+    /// is dead; with nobody else there, once per eight periods, which
+    /// measured within noise of `None`. See "Mixing clients" in [Fair
+    /// waiting across processes](crate#fair-waiting-across-processes) for
+    /// what it was measured to cost and to give.
     ///
     /// Defaults to `Some(1 s)`.
     pub fn fair_yield(mut self, every: Option<Duration>) -> Builder {
