@@ -107,8 +107,14 @@ pub(crate) struct FairSize {
     /// 0 ms, and client 1 refused by them and queued on each.
     pub(crate) contended: bool,
     /// Releases yield a key handed on for this many ticks
-    /// (`fair_yield`; `None`: never).
+    /// (`fair_yield`; `None`: never) while a client that cannot queue
+    /// says it waits, else for [`PROBE`](super::fair_server::PROBE)
+    /// times that.
     pub(crate) yield_every: Option<u64>,
+    /// A client that cannot queue waits for every key and says so
+    /// throughout (it listens on each name's `:-` channel): a release
+    /// must not hand a key on along a chain due for a yield.
+    pub(crate) outsider_listens: bool,
     /// The sets of servers a request may run on at once as it is sent
     /// (a shortcut; the others are delivered one step each).
     pub(crate) masks: &'static [u8],
@@ -164,6 +170,7 @@ pub(crate) const LOCK_OF_A: FairSize = FairSize {
     horizon: 3,
     contended: false,
     yield_every: None,
+    outsider_listens: false,
     masks: EVERY_MASK,
     attempts: 3,
     crashes: 0,
@@ -516,15 +523,17 @@ impl FairModel {
                 s.clients[c].alive = false;
             }
             FairAction::Restart(n) | FairAction::RestartOlder(n) => {
-                let mut empty = SetServer::default();
-                for (lane, old) in empty.lanes.iter_mut().zip(&s.servers[n].lanes) {
-                    lane.fast = old.fast;
-                }
                 // Empty, or from its snapshot (an older copy of itself).
-                let server = match action {
+                let mut server = match action {
                     FairAction::RestartOlder(_) => s.snapshots[n].clone()?,
-                    _ => empty,
+                    _ => SetServer::default(),
                 };
+                // Its clock, the listeners (who subscribe again), and what
+                // the run saw, outlive it.
+                for (lane, old) in server.lanes.iter_mut().zip(&s.servers[n].lanes) {
+                    (lane.fast, lane.listening, lane.passed_over) =
+                        (old.fast, old.listening, old.passed_over);
+                }
                 names::restart(
                     (&mut s.servers, &mut s.runs, &mut s.restarts),
                     &mut s.net,

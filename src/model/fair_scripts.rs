@@ -270,8 +270,10 @@ pub(super) fn deadlines(model: &FairServer) -> Vec<u64> {
     all.extend(model.queue_until);
     all.extend(model.tickets_until);
     all.extend(model.yielded);
-    // A chain comes due `every` after it began.
-    all.extend(model.chain.map(|c| c + LEN.every.unwrap_or(0)));
+    // A chain comes due `every` after it began, and PROBE times that.
+    let every = LEN.every.unwrap_or(0);
+    all.extend(model.chain.map(|c| c + every));
+    all.extend(model.chain.map(|c| c + super::fair_server::PROBE * every));
     for (_, n) in &model.tickets {
         all.extend([n.ticket, n.offer, n.next].into_iter().flatten());
     }
@@ -428,7 +430,15 @@ fn each_fair_script_model_answers_and_leaves_what_its_lua_does() {
     for sequence in 0..17 {
         let _: () = redis::cmd("FLUSHALL").query(&mut real.con).unwrap();
         let offset = time(&mut real);
-        let mut model = FairServer::default();
+        // A client that cannot queue says it waits (the yield's sequence,
+        // and half the others): release.lua sees its listener on the
+        // channel of the name yields are announced to. Without one a
+        // chain yields only once PROBE times `every` old.
+        let mut model = FairServer {
+            listening: sequence == 0 || rng.below(2) == 0,
+            ..FairServer::default()
+        };
+        let _listener = model.listening.then(|| real.listener("channel:-"));
         let mut done: Vec<(u64, FairRequest)> = Vec::new();
         for step in 0..14 {
             // The first sequence is a yield's: each step after a pause.

@@ -96,6 +96,10 @@ pub(crate) struct ScriptRules {
     /// (`live_at` in hand.lua): a dead waiter costs one reservation, not
     /// its ticket's life.
     pub(crate) offers_lapse: bool,
+    /// A release yields a chain `every` old while a client that cannot
+    /// queue says it waits ([`FairServer::listening`]: release.lua's
+    /// `outsiders_wait`); off, only once it is [`PROBE`] times that old.
+    pub(crate) yields_heed_listeners: bool,
 }
 
 impl ScriptRules {
@@ -103,8 +107,13 @@ impl ScriptRules {
     pub(crate) const ALL: ScriptRules = ScriptRules {
         late_claims: true,
         offers_lapse: true,
+        yields_heed_listeners: true,
     };
 }
+
+/// How much longer a chain runs before a release yields it when no
+/// client that cannot queue says it waits (release.lua's `PROBE`).
+pub(crate) const PROBE: u64 = 8;
 
 /// A request, as the library sends it (for one lock key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -170,6 +179,12 @@ pub(crate) struct FairServer {
     pub(crate) run: u8,
     /// Its clock runs fast: a token expires a unit early.
     pub(crate) fast: bool,
+    /// A client that cannot queue waits for the key and says so (a
+    /// manager with `fair(false)` listening on the name's `:-` channel).
+    pub(crate) listening: bool,
+    /// A release handed the key to a waiter on a chain due for a yield
+    /// while a client that cannot queue waited: passed over.
+    pub(crate) passed_over: bool,
 }
 
 /// `PEXPIRE key len` where `PTTL key < len` (no expiry reads -1).
@@ -564,8 +579,14 @@ impl FairServer {
         }
         self.note(w, |n| n.next = None);
         let chain = len.every.and(self.chain);
+        // Due once `every` old for a client that says it waits, else once
+        // PROBE times that.
+        let heard = self.listening && rules.yields_heed_listeners;
+        let due = |chain: u64, every: u64| {
+            now - chain >= every && (heard || now - chain >= PROBE * every)
+        };
         if let (Some(chain), Some(every)) = (chain, len.every)
-            && now - chain >= every
+            && due(chain, every)
             && self.first_live(now, rules, Some(w), None).is_some()
         {
             self.chain = None;
@@ -575,6 +596,13 @@ impl FairServer {
             return;
         }
         let first = self.hand_off(now, len, rules, Some(w), None);
+        if let (Some(chain), Some(every)) = (chain, len.every)
+            && first.is_some()
+            && self.listening
+            && now - chain >= every
+        {
+            self.passed_over = true;
+        }
         if len.every.is_some() && first.is_some() && chain.is_none() {
             if !self.has_tickets() {
                 self.tickets_until = None;
@@ -610,7 +638,11 @@ mod tests {
     #[test]
     fn a_chain_due_is_yielded_and_the_mark_keeps_claims_out() {
         let (a, b) = (value(0), value(1));
-        let mut s = FairServer::default();
+        // A client that cannot queue says it waits.
+        let mut s = FairServer {
+            listening: true,
+            ..FairServer::default()
+        };
         let claim = |v: Value, arrival| FairRequest::Claim { value: v, arrival };
         assert_eq!(
             s.run(FairRequest::Take { value: a }, 0, LEN, RULES),
@@ -639,5 +671,40 @@ mod tests {
         // The first in line is refused until the mark lapses.
         assert_eq!(s.run(claim(a, 2), 80, LEN, RULES), Answer::Int(-(3 + 90)));
         assert_eq!(s.run(claim(a, 2), 171, LEN, RULES), Answer::Int(1));
+    }
+
+    /// With no client that cannot queue saying it waits, a chain is
+    /// handed on until it is PROBE times `every` old (50 units: 400), then
+    /// yielded: a yield for clients that cannot say so.
+    #[test]
+    fn with_nobody_listening_a_chain_yields_only_at_the_probe() {
+        let (a, b) = (value(0), value(1));
+        let mut s = FairServer::default();
+        let claim = |v: Value, arrival| FairRequest::Claim { value: v, arrival };
+        s.run(FairRequest::Take { value: a }, 0, LEN, RULES);
+        s.run(claim(b, 1), 1, LEN, RULES);
+        // The chain begins at 10; both keep handing the key on.
+        let mut t = 10;
+        let (mut holder, mut waiter, mut arrival) = (a, b, 2);
+        while t < 400 {
+            assert_eq!(
+                s.run(FairRequest::Release { value: holder }, t, LEN, RULES),
+                Answer::Int(1)
+            );
+            assert_eq!(s.chain, Some(10), "handed on at {t}");
+            assert_eq!(s.run(claim(waiter, 1), t + 1, LEN, RULES), Answer::Int(1));
+            assert_eq!(
+                s.run(claim(holder, arrival), t + 2, LEN, RULES),
+                Answer::Held(waiter)
+            );
+            (holder, waiter, arrival) = (waiter, holder, arrival + 1);
+            t += 40;
+        }
+        assert_eq!(
+            s.run(FairRequest::Release { value: holder }, 410, LEN, RULES),
+            Answer::Int(1)
+        );
+        assert_eq!((s.key, s.chain, s.yielded), (None, None, Some(510)));
+        assert!(!s.passed_over);
     }
 }

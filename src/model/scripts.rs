@@ -33,6 +33,7 @@ const FENCE: &str = include_str!("../scripts/fence/set.lua");
 pub(super) struct Real {
     _server: Reaped,
     pub(super) con: redis::Connection,
+    client: redis::Client,
 }
 
 /// A child process killed and waited for when dropped.
@@ -70,11 +71,23 @@ impl Real {
                 return Real {
                     _server: child,
                     con,
+                    client,
                 };
             }
             assert!(Instant::now() < deadline, "{bin:?} did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A connection of its own subscribed to `channel` (a listener, as a
+    /// waiting manager keeps one), for as long as it is kept.
+    pub(super) fn listener(&self, channel: &str) -> redis::Connection {
+        let mut con = self.client.get_connection().expect("a connection");
+        redis::cmd("SUBSCRIBE")
+            .arg(channel)
+            .exec(&mut con)
+            .expect("subscribed");
+        con
     }
 
     pub(super) fn eval(&mut self, source: &[u8], keys: &[&str], args: &[Vec<u8>]) -> i64 {

@@ -12,6 +12,9 @@ impl Model for FairModel {
         for lane in &mut servers[0].lanes {
             lane.fast = true;
         }
+        for lane in servers.iter_mut().flat_map(|s| &mut s.lanes) {
+            lane.listening = self.size.outsider_listens;
+        }
         if self.size.holds_a {
             // The holder's token on `a` everywhere, past the run's end.
             let a = Value {
@@ -153,6 +156,12 @@ impl Model for FairModel {
                 };
                 return Some(format!("clients {valid:?} both hold {lock} at {now_ms} ms"));
             }
+        }
+        if let Some(n) = (0..NODES).find(|&n| s.servers[n].lanes.iter().any(|l| l.passed_over)) {
+            return Some(format!(
+                "server {n} passed over a client that cannot queue: it handed the key on \
+                 along a chain due for a yield while that client said it waited"
+            ));
         }
         let waited = (0..CLIENTS).find(|&c| s.clients[c].waited > self.size.wait_bound)?;
         Some(format!(

@@ -23,7 +23,9 @@ const CONTENDED: FairSize = FairSize {
 
 /// The fair lock's sizes: from nothing (30 ms), from a held lock with a
 /// waiter queued with a request lost and one run twice (30 ms), and
-/// from there with keys yielded once handed on for a tick (20 ms).
+/// from there with keys yielded once handed on for a tick (20 ms) while
+/// a client that cannot queue says it waits (without one, a chain yields
+/// once eight ticks old, past the run's end).
 const FAIR_SIZES: [FairSize; 3] = [
     FairSize {
         masks: NONE_OR_ALL,
@@ -38,9 +40,37 @@ const FAIR_SIZES: [FairSize; 3] = [
     FairSize {
         horizon: 2,
         yield_every: Some(1),
+        outsider_listens: true,
         ..CONTENDED
     },
 ];
+
+/// With releases blind to a client that cannot queue and says it waits
+/// (`fair/release.lua`'s `outsiders_wait` off), a release hands the key
+/// on along a chain due for a yield: that client is passed over (and
+/// waits eight periods, not one). The checker finds it; with the rule
+/// on, the same size finds nothing (the run above).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "run optimized: cargo test --release --lib model::"
+)]
+fn without_heeding_listeners_a_client_that_cannot_queue_is_passed_over() {
+    let rules = FairRules {
+        scripts: ScriptRules {
+            yields_heed_listeners: false,
+            ..ScriptRules::ALL
+        },
+        ..FairRules::ALL
+    };
+    let size = FAIR_SIZES[2];
+    let states = bound("MODEL_STATES", 2_000_000);
+    flaw(
+        fair_run(size, rules, 30, states),
+        |depth| fair_run(size, FairRules::ALL, depth, states),
+        "passed over",
+    );
+}
 
 pub(super) fn fair_run(size: FairSize, rules: FairRules, depth: usize, states: usize) -> Outcome {
     explore(
