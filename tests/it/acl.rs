@@ -848,17 +848,10 @@ fn a_user_refused_incr_counts_by_script_and_stops_asking() {
     let cluster = Nodes::start(3).unwrap();
     for server in &cluster.servers {
         create_user(server, "locker", "lock:*");
-        let _: () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("locker")
-            .arg("-incr")
-            // The version (`INFO`): servers of unknown version are sent
-            // the form of servers before Redis 7.0, which counts by
-            // script alone.
-            .arg("+info")
-            .query(&mut admin(server))
-            .unwrap();
     }
+    // With the version (`INFO`): servers of unknown version are sent the
+    // form of servers before Redis 7.0, which counts by script alone.
+    grant(&cluster, &["-incr", "+info"]);
     let dlm = manager_as(&cluster, "locker");
     let rejected = |server: &Server| {
         support::info_field(&mut admin(server), "commandstats", "cmdstat_incr")
