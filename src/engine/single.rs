@@ -248,10 +248,12 @@ impl OneKey {
         };
         let legacy_packed = || write.pack(false);
         let describe = |at: usize| write.describe(at);
-        // Where a connection counted this counter by the script within
-        // half its keep, an `INCR` counts as the script would (see
-        // `Counts`): packed once, for every member that takes it.
-        let counter = write.counter();
+        // Where a connection counted this counter by the script lately, an
+        // `INCR` counts as the script would (see `Counts`): packed once,
+        // for every member that takes it. Not in strict mode, which is for
+        // servers that may lose data without a visible restart: the
+        // script counts every time.
+        let counter = write.counter().filter(|_| engine.restart.strict.is_none());
         let counted_packed = counter.map(|_| write.pack_counted());
         let describe_counted = |at: usize| write.describe_counted(at);
         let node_cleanup = || self.late_cleanup(engine, token, false);

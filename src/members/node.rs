@@ -489,7 +489,8 @@ impl Node {
     /// path's way.
     #[cold]
     #[inline(never)]
-    fn receive_failed(&self, pooled: Pooled, f: Failure, req: &Request<'_>) -> Received {
+    fn receive_failed(&self, mut pooled: Pooled, f: Failure, req: &Request<'_>) -> Received {
+        self.role_changed(&mut pooled, &f.error);
         match f {
             f if f.keep => {
                 self.checkin(pooled);
@@ -515,6 +516,29 @@ impl Node {
         }
     }
 
+    /// After `error` on `pooled`: a reply that says the server changed
+    /// role, or may have (a master demoted, a slot moved, data loading),
+    /// makes this connection and the node's idle ones forget the fencing
+    /// counters they counted, which are then counted by the script again
+    /// (see `Counts`, "What it does not cover").
+    fn role_changed(&self, pooled: &mut Pooled, error: &Cause) {
+        let changed = [
+            "READONLY",
+            "MASTERDOWN",
+            "LOADING",
+            "MOVED",
+            "ASK",
+            "CLUSTERDOWN",
+        ];
+        if error.code().is_some_and(|code| changed.contains(&code)) {
+            pooled.counts.forget();
+            for idle in self.idle.lock().iter_mut() {
+                idle.counts.forget();
+                idle.counts.settle();
+            }
+        }
+    }
+
     /// Runs `req` on a new connection, everything by `deadline`.
     pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<Said, NodeError> {
         let mut pooled = self.connect(deadline)?;
@@ -529,6 +553,7 @@ impl Node {
                 self.vote(req, Ok(v))
             }
             Err(f) if f.keep => {
+                self.role_changed(&mut pooled, &f.error);
                 self.checkin(pooled);
                 self.vote(req, Err(self.refused(f, req)))
             }

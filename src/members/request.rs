@@ -560,14 +560,17 @@ impl Pooled {
         let get = mark.is_some();
         let mut replies = [Value::Okay, Value::Nil];
         let mut refused = self.read_replies(&mut replies, deadline)?;
+        // The count was made again by the script (see `count_again`).
+        let mut recounted = false;
         if let (Some(f), Some(reload)) = (&refused, req.reload)
             && f.at == 1
             && is_noscript(&f.error)
         {
             if req.wait.is_some() {
                 // The `WAIT` sent behind the refused script: the reload
-                // sends one again, which `replicated` reads.
-                self.con.read(deadline)?;
+                // sends one again, which `replicated` reads (a failure
+                // here leaves no reply for it: out of step).
+                self.con.read(deadline).map_err(out_of_step)?;
             }
             self.con.write(&reload(), deadline)?;
             // The count's slot, read as the first read it (its index: 1).
@@ -587,8 +590,9 @@ impl Pooled {
             self.counts
                 .refused(&counter, f.error.code() == Some("NOPERM"));
             let why = format!("INCR was refused: {}", f.error);
-            replies[1] = self.count_again(req, counter, why, deadline)?;
+            replies[1] = self.count_again(req, counter, why, false, deadline)?;
             refused = None;
+            recounted = true;
         }
         match refused {
             // A key of another type holds the name: a no, as `SET NX`
@@ -604,6 +608,7 @@ impl Pooled {
         }
         if let (Some(counter), Value::Int(n)) = (req.counter, &replies[1])
             && *n > 0
+            && !recounted
             && let Err(last) = self.counts.read(&counter, *n as u64)
         {
             let why = format!(
@@ -611,7 +616,7 @@ impl Pooled {
                  (deleted or flushed by hand, or another server behind the same \
                  connection)"
             );
-            replies[1] = self.count_again(req, counter, why, deadline)?;
+            replies[1] = self.count_again(req, counter, why, true, deadline)?;
         }
         match (get, replies) {
             (false, [Value::Okay, Value::Int(n)]) if n > 0 => Ok(Said::Yes(n as u64)),
@@ -629,7 +634,11 @@ impl Pooled {
     /// connection saw, or was refused (`why`; see [`Counts`]): reads the
     /// `WAIT` behind it, and counts by the script (`req`'s reload, sending
     /// its source) on the same connection, whose count replaces the
-    /// `INCR`'s.
+    /// `INCR`'s. With `expire` (the `INCR` went back: it may have made the
+    /// counter anew, without an expiry), the counter is first given its
+    /// keep where it has no expiry, so that the script keeps it (the
+    /// script leaves a counter without an expiry without one: one made by
+    /// hand).
     #[cold]
     #[inline(never)]
     fn count_again(
@@ -637,6 +646,7 @@ impl Pooled {
         req: &Request<'_>,
         counter: Counter<'_>,
         why: String,
+        expire: bool,
         deadline: Instant,
     ) -> Result<Value, Failure> {
         crate::base::logging::log!(
@@ -654,10 +664,22 @@ impl Pooled {
         };
         if req.wait.is_some() {
             // The `WAIT` sent behind the `INCR`: the reload sends one
-            // again, which `replicated` reads.
-            self.con.read(deadline)?;
+            // again, which `replicated` reads (a failure here leaves no
+            // reply for it: out of step).
+            self.con.read(deadline).map_err(out_of_step)?;
         }
-        self.con.write(&reload(), deadline)?;
+        let keep = counter.keep.as_millis().to_string();
+        let expiry = match expire {
+            true => pack(&[b"PEXPIRE", counter.key, keep.as_bytes(), b"NX"]),
+            false => Vec::new(),
+        };
+        self.con
+            .write(&[&expiry[..], &reload()].concat(), deadline)?;
+        if expire {
+            // Its answer, an error reply included, changes nothing.
+            let mut expired = [Value::Nil];
+            self.read_replies(&mut expired, deadline)?;
+        }
         let mut slot = [Value::Nil];
         if let Some(f) = self.read_replies(&mut slot, deadline)? {
             return Err(Failure { at: 1, ..f });
@@ -777,4 +799,15 @@ fn one(value: Value) -> Result<Said, Failure> {
 #[cold]
 pub(crate) fn unexpected(value: &Value) -> Cause {
     Cause::Unexpected(format!("{value:?}"))
+}
+
+/// A failure of a read after which a reply the caller expects was taken
+/// (the `WAIT` behind a request that is sent again): the connection is
+/// out of step, whatever the failure.
+fn out_of_step(error: Cause) -> Failure {
+    Failure {
+        error,
+        at: 0,
+        keep: false,
+    }
 }

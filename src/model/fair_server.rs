@@ -581,7 +581,8 @@ impl FairServer {
         let chain = len.every.and(self.chain);
         // Due once `every` old for a client that says it waits, else once
         // PROBE times that.
-        let heard = self.listening && rules.yields_heed_listeners;
+        // Seen only by a release that announces (ARGV[4]: with wakes).
+        let heard = self.listening && rules.yields_heed_listeners && len.handing;
         let due = |chain: u64, every: u64| {
             now - chain >= every && (heard || now - chain >= PROBE * every)
         };

@@ -449,7 +449,11 @@ impl Builder {
     /// (`appendfsync always` with `no-appendfsync-on-rewrite no`) are
     /// exempt, and so is any server whose `INFO` this user may not read. A
     /// server kept out is a failure in `Taken` and `NoQuorum`: "restarted
-    /// 0.4s ago: in restart quarantine, not voting for 9.6s".
+    /// 0.4s ago: in restart quarantine, not voting for 9.6s". With it,
+    /// fencing counters are counted by the count script every time, never
+    /// by `INCR` (which counts on from a counter whose data went back
+    /// behind a connection that stayed open: see [Fencing
+    /// tokens](crate#fencing-tokens)).
     ///
     /// Without it, only a change this manager witnessed (a new `run_id`
     /// behind an address) keeps a server out: blind to restarts before

@@ -1054,6 +1054,20 @@ fn a_key_one_member_yielded_alone_stays_free_there_and_the_next_release_yields_o
             .unwrap()
     };
     let (a, b, c) = (manager(), manager(), manager());
+    // A client that cannot queue says it waits, as a `fair(false)`
+    // manager does (a listener on the name's `:-` channel on every
+    // server): chains yield a second old, not eight.
+    let says = [&redlock_sync::release_channel(&name)[..], b":-"].concat();
+    let _listeners: Vec<redis::Connection> = (0..3)
+        .map(|i| {
+            let mut listener = admin(&nodes[i]);
+            redis::cmd("SUBSCRIBE")
+                .arg(&says)
+                .exec(&mut listener)
+                .unwrap();
+            listener
+        })
+        .collect();
     let held = a.lock(&name, TTL).unwrap();
     thread::scope(|s| {
         let waiting_b = s.spawn(|| b.try_lock_for(&name, TTL, Duration::from_secs(30)));

@@ -682,6 +682,11 @@ fn a_raise_that_misses_the_quorum_fails_the_attempt() {
 /// "Fencing tokens"). Past half the keep the script counts again.
 #[test]
 fn a_connection_counts_by_script_once_per_half_keep_and_by_incr_between() {
+    if !support::server::server_at_least(7, 0) {
+        let why = "skipped: servers before Redis 7.0 count by script alone".to_owned();
+        eprintln!("{}", support::server::skip(why));
+        return;
+    }
     let cluster = Nodes::start(3).unwrap();
     let dlm = LockManager::builder()
         .nodes(cluster.urls())
@@ -721,5 +726,88 @@ fn a_connection_counts_by_script_once_per_half_keep_and_by_incr_between() {
     for server in &cluster.servers {
         let left: i64 = admin(server).pttl(fence_key(&key)).unwrap();
         assert!(left > 1000, "{left} ms left");
+    }
+}
+
+/// A master demoted (`REPLICAOF`: its data replaced by another's copy)
+/// and promoted again keeps its clients' connections open, so no restart
+/// closes them: its `READONLY` answer meanwhile makes its connections
+/// forget the counters they counted, and the next count there is the
+/// script's, from the clock, not an `INCR` on the copy's counter (see
+/// the crate docs, "Fencing tokens").
+#[test]
+fn a_master_demoted_and_promoted_again_counts_by_script_after_its_readonly_answer() {
+    if !support::server::server_at_least(7, 0) {
+        let why = "skipped: servers before Redis 7.0 count by script alone".to_owned();
+        eprintln!("{}", support::server::skip(why));
+        return;
+    }
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = manager(&cluster, Duration::from_millis(500));
+    let key = resource("fence-demoted");
+    let scripts = |server: &Server| support::calls(server, "pttl");
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        tokens.push(token(&dlm.lock(&key, Duration::from_secs(1)).unwrap()));
+    }
+    let first = &cluster.servers[0];
+    assert_eq!(support::calls(first, "incr"), 2, "counted by INCR");
+    // Demoted: a replica of node 1, whose copy it takes.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(cluster.servers[1].port())
+        .query(&mut admin(first))
+        .unwrap();
+    wait_for(Duration::from_secs(10), || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut admin(first))
+            .unwrap();
+        info.contains("master_link_status:up")
+    });
+    // Granted by the two others; node 0 answers READONLY.
+    tokens.push(token(&dlm.lock(&key, Duration::from_secs(1)).unwrap()));
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut admin(first))
+        .unwrap();
+    // Measured while the guard is held (its release runs a `PTTL` too).
+    let before = scripts(first);
+    let guard = dlm.lock(&key, Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        scripts(first) - before,
+        1,
+        "node 0 counted by the script after its READONLY answer"
+    );
+    tokens.push(token(&guard));
+    drop(guard);
+    assert_strictly_increasing(&tokens);
+}
+
+/// Strict mode (`restart_quarantine`) is for servers that may lose data
+/// without a visible restart: the script counts every time, never `INCR`.
+#[test]
+fn in_strict_mode_every_count_is_the_scripts() {
+    let cluster = Nodes::start(3).unwrap();
+    let dlm = LockManager::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_millis(500))
+        .retry(1, Duration::ZERO)
+        .restart_quarantine(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let key = resource("fence-strict");
+    let scripts = |server: &Server| support::calls(server, "pttl");
+    for round in 0..4 {
+        // Measured while the guard is held (its release runs a `PTTL`
+        // too): the count script's one `PTTL`.
+        let before: Vec<u64> = cluster.servers.iter().map(scripts).collect();
+        let guard = dlm.lock(&key, Duration::from_secs(1)).unwrap();
+        for (server, before) in cluster.servers.iter().zip(before) {
+            assert_eq!(scripts(server) - before, 1, "round {round}");
+            assert_eq!(support::calls(server, "incr"), 0, "round {round}");
+        }
+        drop(guard);
     }
 }

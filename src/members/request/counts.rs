@@ -2,7 +2,7 @@
 //! ([`Counts`]), so that an acquisition counts by `INCR` where that is
 //! as safe as the count script, and the script's cost (a Lua call, about
 //! ten times an `INCR`'s on the server) is paid about once per counter,
-//! connection and half keep.
+//! connection and [`WINDOW`].
 //!
 //! # Why an `INCR` counts as the script would
 //!
@@ -22,27 +22,36 @@
 //! - **Alive since.** The script leaves the counter at least `keep` to
 //!   live (an expiry is only ever raised, by every client). This
 //!   connection sends `INCR` only within half that keep of the moment
-//!   before it sent the script (its request's own instant, so that both
-//!   reads of the request's form agree), so the counter it counts is the
-//!   one the script counted, or one counted since.
+//!   before it sent the script, and never more than [`WINDOW`] after it
+//!   (its request's own instant, so that both reads of the request's form
+//!   agree), so the counter it counts is the one the script counted, or
+//!   one counted since.
 //! - **Checked.** An `INCR` answer not above the last count this
-//!   connection saw on the counter (the key deleted or flushed by hand, a
-//!   failover behind a proxy that kept the connection) is no count: the
-//!   member's answer is a failure ([`Cause::Restarted`]), and the
-//!   counter is counted by the script again from the next attempt.
+//!   connection saw on the counter (the key deleted, flushed or evicted)
+//!   is counted again by the script at once, on the same connection, in
+//!   the same attempt.
 //!
 //! Within one run every count is above every earlier one (an `INCR`
 //! counts on, and so does the script), and the first count of a run, or
-//! of a counter created anew, is the script's, from the clock: the
-//! counts a server gives are the script's counts in every respect the
-//! crate docs rely on.
+//! of a counter created anew, is the script's, from the clock.
+//!
+//! **What it does not cover**: a server whose data goes back while a
+//! connection to it stays open, and no restart closes it: a proxy that
+//! keeps the client's connection through a failover to a replica that
+//! lagged, or a master demoted (`REPLICAOF`, a Redis Cluster failover)
+//! and promoted again with its clients still connected. The check above
+//! catches a counter that went back below this connection's own last
+//! count, not below another client's. So the memory is forgotten, on
+//! this connection and the node's idle ones, at every sign of such a
+//! change (`READONLY`, `MASTERDOWN`, `LOADING`, `MOVED`, `ASK`,
+//! `CLUSTERDOWN` replies: see `Node::role_changed`), and lasts [`WINDOW`]
+//! at most. With `restart_quarantine` (strict mode, for servers that may
+//! lose data without a visible restart) the script counts every time.
 //!
 //! What this connection learns from a request's replies takes effect
 //! when it goes back to its pool ([`settle`](Counts::settle)), so that
 //! one request's form reads the same when it is written and when its
 //! reply is read, in a pipeline of several too.
-//!
-//! [`Cause::Restarted`]: crate::base::node_error::Cause::Restarted
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -51,11 +60,15 @@ use std::time::{Duration, Instant};
 /// all (each is counted by the script once more, which is always safe).
 const REMEMBERED: usize = 64;
 
+/// The longest a connection counts a counter by `INCR` after a count by
+/// the script (less when half the keep is less).
+pub(crate) const WINDOW: Duration = Duration::from_secs(10);
+
 /// A counter this connection counted by the script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Known {
     /// Until when an `INCR` counts it (half its keep after the script's
-    /// request).
+    /// request, [`WINDOW`] at most).
     until: Instant,
     /// The last count this connection saw on it.
     last: u64,
@@ -71,6 +84,8 @@ pub(crate) struct Counts {
     /// needed): the script counts every time on this connection.
     refused: bool,
     refused_now: bool,
+    /// Forget every counter when it goes back to its pool.
+    forget: bool,
 }
 
 /// One acquisition's fencing counter, as its request names it.
@@ -104,7 +119,7 @@ impl Counts {
     pub(crate) fn read(&mut self, counter: &Counter<'_>, n: u64) -> Result<(), u64> {
         let key = counter.key.to_vec();
         if !counter.by_incr {
-            let until = counter.at + counter.keep / 2;
+            let until = counter.at + (counter.keep / 2).min(WINDOW);
             self.learned.push((key, Some(Known { until, last: n })));
             return Ok(());
         }
@@ -128,10 +143,21 @@ impl Counts {
         self.learned.push((counter.key.to_vec(), None));
     }
 
+    /// Its server may have changed role, or its data gone back (see the
+    /// module docs): every counter is counted by the script again.
+    pub(crate) fn forget(&mut self) {
+        self.forget = true;
+    }
+
     /// What the requests since the last use taught, in their order: the
     /// connection goes back to its pool.
     pub(crate) fn settle(&mut self) {
         self.refused |= std::mem::take(&mut self.refused_now);
+        if std::mem::take(&mut self.forget) {
+            self.known.clear();
+            self.learned.clear();
+            return;
+        }
         for (key, learned) in std::mem::take(&mut self.learned) {
             match learned {
                 Some(k) => {
@@ -162,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn an_incr_counts_only_after_a_script_count_within_half_the_keep() {
+    fn an_incr_counts_only_after_a_script_count_within_the_window() {
         let t0 = Instant::now();
         let mut counts = Counts::default();
         assert!(
@@ -175,9 +201,27 @@ mod tests {
             "learned only when the connection goes back to its pool"
         );
         counts.settle();
-        assert!(counts.knows(&counter(b"f", t0 + Duration::from_secs(299), true)));
-        assert!(!counts.knows(&counter(b"f", t0 + Duration::from_secs(300), true)));
+        let before = WINDOW - Duration::from_millis(1);
+        assert!(counts.knows(&counter(b"f", t0 + before, true)));
+        assert!(!counts.knows(&counter(b"f", t0 + WINDOW, true)));
         assert!(!counts.knows(&counter(b"g", t0, true)), "another counter");
+        // Half a keep shorter than the window bounds it.
+        let short = Counter {
+            keep: Duration::from_secs(2),
+            ..counter(b"h", t0, false)
+        };
+        counts.read(&short, 10).unwrap();
+        counts.settle();
+        assert!(counts.knows(&counter(b"h", t0 + Duration::from_millis(999), true)));
+        assert!(!counts.knows(&counter(b"h", t0 + Duration::from_secs(1), true)));
+        // A sign that the server changed: all forgotten.
+        counts.forget();
+        assert!(
+            counts.knows(&counter(b"f", t0, true)),
+            "until back in the pool"
+        );
+        counts.settle();
+        assert!(!counts.knows(&counter(b"f", t0, true)));
     }
 
     #[test]

@@ -132,9 +132,10 @@ local function let_go(i)
     if chain and now - chain >= every and (now - chain >= PROBE * every or outsiders_wait(i))
         and first_live(queue, tickets, now, waiter) then
         -- Free for a client that does not queue. Announced with a message
-        -- that names no waiter (":-"), so that observers (an election's)
-        -- hear it and no waiter asks; with nobody live in line, a plain
-        -- release below.
+        -- that names no fair waiter (":-"), so that observers (an
+        -- election's) hear it, no fair waiter asks, and the waiters of
+        -- managers that cannot queue do; with nobody live in line, a
+        -- plain release below.
         yield(tickets)
         redis.call("DEL", KEYS[i])
         if ARGV[4] then
@@ -190,8 +191,9 @@ if record and redis.call("HGET", record, "token") == ARGV[1] then
     redis.call("DEL", record)
     if handed and ARGV[4] then
         -- A leadership handed to a candidate: its observers hear the
-        -- change on the release channel (":-" names no waiter, so no
-        -- waiter asks).
+        -- change on the release channel (":-" names no fair waiter, so
+        -- no fair waiter asks; a waiting manager that cannot queue asks
+        -- once, and is refused by the candidate's reservation).
         redis.pcall(ARGV[4], ARGV[6], ARGV[5] .. ":-")
     end
 end
