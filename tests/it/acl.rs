@@ -850,9 +850,7 @@ fn check_finds_a_user_refused_pexpire() {
 /// not one per attempt).
 #[test]
 fn a_user_refused_incr_counts_by_script_and_stops_asking() {
-    if !support::server::server_at_least(7, 0) {
-        let why = "skipped: servers before Redis 7.0 count by script alone".to_owned();
-        eprintln!("{}", support::server::skip(why));
+    if support::server::skipped_before(7, 0, "servers before Redis 7.0 count by script alone") {
         return;
     }
     let cluster = Nodes::start(3).unwrap();

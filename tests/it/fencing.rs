@@ -682,9 +682,7 @@ fn a_raise_that_misses_the_quorum_fails_the_attempt() {
 /// "Fencing tokens"). Past half the keep the script counts again.
 #[test]
 fn a_connection_counts_by_script_once_per_half_keep_and_by_incr_between() {
-    if !support::server::server_at_least(7, 0) {
-        let why = "skipped: servers before Redis 7.0 count by script alone".to_owned();
-        eprintln!("{}", support::server::skip(why));
+    if support::server::skipped_before(7, 0, "servers before Redis 7.0 count by script alone") {
         return;
     }
     let cluster = Nodes::start(3).unwrap();
@@ -737,9 +735,7 @@ fn a_connection_counts_by_script_once_per_half_keep_and_by_incr_between() {
 /// the crate docs, "Fencing tokens").
 #[test]
 fn a_master_demoted_and_promoted_again_counts_by_script_after_its_readonly_answer() {
-    if !support::server::server_at_least(7, 0) {
-        let why = "skipped: servers before Redis 7.0 count by script alone".to_owned();
-        eprintln!("{}", support::server::skip(why));
+    if support::server::skipped_before(7, 0, "servers before Redis 7.0 count by script alone") {
         return;
     }
     let cluster = Nodes::start(3).unwrap();

@@ -64,6 +64,16 @@ pub fn server_at_least(major: u32, minor: u32) -> bool {
     server_version().1 >= (major, minor)
 }
 
+/// Whether the server is older than `major.minor`: then the test that
+/// asks skips, saying so with `why` (see [`skip`]).
+pub fn skipped_before(major: u32, minor: u32, why: &str) -> bool {
+    let older = !server_at_least(major, minor);
+    if older {
+        eprintln!("{}", skip(format!("skipped: {why}")));
+    }
+    older
+}
+
 /// The server's own compare-and-delete, as `INFO commandstats` names
 /// it, where the library releases with it: `delifeq` on Valkey 9.0 and
 /// later, `delex` on Redis 8.4 and later; `None` elsewhere.
