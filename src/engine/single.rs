@@ -231,7 +231,7 @@ impl OneKey {
         // `WAIT` behind it again, as the write had it).
         let count_reload = || {
             let mut out = Vec::new();
-            write.count_into(&mut out, false);
+            write.count_into(&mut out, Count::WithSource);
             out.extend_from_slice(&write.wait);
             out
         };
@@ -240,13 +240,13 @@ impl OneKey {
         // current form is packed once where some member was seen to take
         // it; else each member that takes it packs it for itself.
         let current = engine.members.iter().any(Member::takes_set_nx_get);
-        let current_packed = || write.pack(true);
+        let current_packed = || write.pack(true, Count::ByHash);
         let packed = if current {
             current_packed()
         } else {
             Vec::new()
         };
-        let legacy_packed = || write.pack(false);
+        let legacy_packed = || write.pack(false, Count::ByHash);
         let describe = |at: usize| write.describe(at);
         // Where a connection counted this counter by the script lately, an
         // `INCR` counts as the script would (see `Counts`): packed once,
@@ -254,7 +254,7 @@ impl OneKey {
         // servers that may lose data without a visible restart: the
         // script counts every time.
         let counter = write.counter().filter(|_| engine.restart.strict.is_none());
-        let counted_packed = counter.map(|_| write.pack_counted());
+        let counted_packed = counter.map(|_| write.pack(true, Count::Incr));
         let describe_counted = |at: usize| write.describe_counted(at);
         let node_cleanup = || self.late_cleanup(engine, token, false);
         let cluster_cleanup = || self.late_cleanup(engine, token, true);
@@ -650,6 +650,18 @@ impl fair::Queued for OneKey {
     }
 }
 
+/// How an acquisition's write counts its fencing counter.
+#[derive(Clone, Copy)]
+enum Count {
+    /// The count script, by hash (loaded with the handshake).
+    ByHash,
+    /// The count script with its source (after `NOSCRIPT`).
+    WithSource,
+    /// `INCR`, on a connection that counted the counter by the script
+    /// lately (see `Counts`).
+    Incr,
+}
+
 /// The acquisition's write (see [`OneKey::take`]), in one buffer: the
 /// check ahead (by hash: the handshake loads it, and a `SCRIPT FLUSH`
 /// costs one attempt, see `Pooled::finish`), the acquisition, the
@@ -673,8 +685,8 @@ struct SetWrite<'a> {
 
 impl SetWrite<'_> {
     /// The write, with `SET ... NX GET` when `get` (servers before Redis
-    /// 7.0 take plain `SET ... NX`).
-    fn pack(&self, get: bool) -> Vec<u8> {
+    /// 7.0 take plain `SET ... NX`), its counter counted `how`.
+    fn pack(&self, get: bool, how: Count) -> Vec<u8> {
         let key = self.key;
         let fenced = self.keep.is_some();
         // Room for the whole write: no regrowth.
@@ -698,30 +710,8 @@ impl SetWrite<'_> {
             // every counter monotonic. Its expiry is only ever raised: an
             // attempt with a short keep never cuts the life of a counter a
             // long-TTL holder relies on.
-            self.count_into(&mut out, true);
+            self.count_into(&mut out, how);
         }
-        out.extend_from_slice(&self.wait);
-        out
-    }
-
-    /// The write of a connection that counted the counter (see
-    /// `Counts`): the current form, counting by `INCR`.
-    fn pack_counted(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(192 + 2 * self.fence.len());
-        if let Some(ahead) = self.ahead {
-            ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
-        }
-        let set: &[&[u8]] = &[
-            b"SET",
-            self.key,
-            self.token,
-            b"NX",
-            b"GET",
-            b"PX",
-            self.px.as_bytes(),
-        ];
-        pack_into(&mut out, &[set]);
-        pack_into(&mut out, &[&[b"INCR", &self.fence]]);
         out.extend_from_slice(&self.wait);
         out
     }
@@ -738,13 +728,14 @@ impl SetWrite<'_> {
         })
     }
 
-    /// The counter's count, by hash (`EVALSHA`) or with its source.
-    fn count_into(&self, out: &mut Vec<u8>, by_hash: bool) {
+    /// The counter's count, as `how` says.
+    fn count_into(&self, out: &mut Vec<u8>, how: Count) {
         let (fence, keep) = (&self.fence[..], self.keep.unwrap_or_default().as_bytes());
         let args: [&[u8]; 2] = [self.start.as_bytes(), keep];
-        match by_hash {
-            true => COUNT.evalsha_into(out, &[fence], &args),
-            false => COUNT.eval_into(out, &[fence], &args),
+        match how {
+            Count::ByHash => COUNT.evalsha_into(out, &[fence], &args),
+            Count::WithSource => COUNT.eval_into(out, &[fence], &args),
+            Count::Incr => pack_into(out, &[&[b"INCR", fence]]),
         }
     }
 
