@@ -94,6 +94,18 @@ fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     value
 }
 
+/// `key` as the replica `server` has it (`READONLY`, then `GET`).
+fn read_replica(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    let mut con = admin(server);
+    let ((), value): ((), Option<Vec<u8>>) = redis::pipe()
+        .cmd("READONLY")
+        .cmd("GET")
+        .arg(key)
+        .query(&mut con)
+        .unwrap();
+    value
+}
+
 /// Waits until `server` has a sharded subscriber for the release channel
 /// of `resource` (a waiter's listener), asserting it happens.
 fn until_shard_listening(server: &Server, resource: &[u8]) {
@@ -270,12 +282,18 @@ fn a_killed_master_is_bounded_and_its_replica_keeps_the_lock_after_promotion() {
         .unwrap();
     let doomed = dlm.lock(&same, TTL).unwrap();
     // Replication is asynchronous: the replica keeps the lock only if it
-    // acknowledged it (replica_acks makes the acquisition wait for that).
-    // Wait for the acknowledgement, and for the owner to be the slot's
-    // master still, then kill it.
+    // has it when its master dies (replica_acks makes the acquisition
+    // wait for that). Wait until the owner's replica holds both tokens
+    // (asked of it: a `WAIT 1` on a connection of its own proves nothing,
+    // since WAIT counts from that connection's own last write), and for
+    // the owner to be the slot's master still, then kill it.
     cluster.wait_ok().unwrap();
-    let acked: i64 = cmd(&cluster.masters[owner], &["WAIT", "1", "10000"]);
-    assert_eq!(acked, 1, "the replica acknowledged both locks");
+    let replica = &cluster.replicas[owner];
+    let copied = wait_for(Duration::from_secs(10), || {
+        read_replica(replica, r.as_bytes()).as_deref() == Some(guard.token())
+            && read_replica(replica, same.as_bytes()).as_deref() == Some(doomed.token())
+    });
+    assert!(copied.is_some(), "the replica holds both locks");
     assert_eq!(
         cluster.master_of(r.as_bytes()),
         owner,
@@ -297,14 +315,25 @@ fn a_killed_master_is_bounded_and_its_replica_keeps_the_lock_after_promotion() {
     // lock is there: it extends and releases, and others find it taken.
     let started = Instant::now();
     let mut last = None;
+    // Each new error, with when it was first seen: on a failure, the
+    // story of the failover as the lock saw it.
+    let mut seen: Vec<(Duration, String)> = Vec::new();
     let back = wait_for(Duration::from_secs(30), || match guard.extend(TTL) {
         Ok(()) => true,
         Err(e) => {
-            last = Some(e.to_string());
+            let e = e.to_string();
+            if seen.last().is_none_or(|(_, l)| *l != e) {
+                seen.push((started.elapsed(), e.clone()));
+            }
+            last = Some(e);
             false
         }
     });
-    assert!(back.is_some(), "no extend after the failover: {last:?}");
+    assert!(
+        back.is_some(),
+        "no extend after the failover: {last:?}\nerrors seen: {seen:#?}\n{}",
+        cluster.describe()
+    );
     eprintln!(
         "extended again {:?} after the kill ({last:?})",
         started.elapsed()

@@ -484,7 +484,7 @@ fn one_server_under_two_names_is_refused_naming_both() {
 /// keeps it open, silent, until the test ends).
 fn peer(answer: &'static [u8], close: bool) -> (u16, std::thread::JoinHandle<()>) {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = support::server::claimed_listener().unwrap();
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
         let mut open = Vec::new();

@@ -208,7 +208,7 @@ fn a_plain_server_behind_a_tls_url_fails_that_node_within_the_node_timeout() {
 #[test]
 fn a_plain_answer_to_the_tls_handshake_says_the_server_speaks_no_tls() {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = support::server::claimed_listener().unwrap();
     let port = listener.local_addr().unwrap().port();
     thread::spawn(move || {
         if let Ok((mut s, _)) = listener.accept() {

@@ -4,7 +4,7 @@
 //! server stops (and closes every connection) when dropped.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -56,7 +56,7 @@ pub struct HostilePeer {
 
 impl HostilePeer {
     pub fn start(hostility: Hostility) -> HostilePeer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = super::server::claimed_listener().unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));

@@ -189,6 +189,37 @@ impl RedisCluster {
         }
     }
 
+    /// What each live server says of itself (its replication and its
+    /// keys) and one node's view of the cluster: for a failing test's
+    /// message.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for s in self.servers().filter(|s| s.pid().is_some()) {
+            let info: String = cmd(s, &["INFO", "replication"]);
+            let keys: Vec<String> = cmd(s, &["KEYS", "*"]);
+            let fields: Vec<&str> = info
+                .lines()
+                .filter(|l| {
+                    [
+                        "role",
+                        "master_port",
+                        "master_link",
+                        "master_repl_offset",
+                        "slave",
+                    ]
+                    .iter()
+                    .any(|f| l.starts_with(f))
+                })
+                .collect();
+            out += &format!("{}: {} keys {keys:?}\n", s.port(), fields.join(" "));
+        }
+        if let Some(s) = self.servers().find(|s| s.pid().is_some()) {
+            let nodes: String = cmd(s, &["CLUSTER", "NODES"]);
+            out += &nodes;
+        }
+        out
+    }
+
     /// The index of the master that serves `key` now (asked of the
     /// masters themselves).
     pub fn master_of(&self, key: &[u8]) -> usize {

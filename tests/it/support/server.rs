@@ -206,6 +206,15 @@ impl Server {
             .args(["--bind", "127.0.0.1", "--protected-mode", "no"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .args(["--loglevel", "warning", "--logfile", ""]);
+        // `REDLOCK_TEST_LOGS` (a directory): each server logs there at
+        // `notice`, in `<port>.log`, kept after the test, to diagnose a
+        // failure (a cluster's failover, a replica's resync).
+        if let Ok(logs) = std::env::var("REDLOCK_TEST_LOGS")
+            && !logs.is_empty()
+        {
+            let file = Path::new(&logs).join(format!("{}.log", self.port));
+            cmd.args(["--loglevel", "notice", "--logfile"]).arg(file);
+        }
         // DEBUG is off by default from Redis 7 on (and the option unknown
         // before it; the clock server is Valkey 8 or later).
         if server_at_least(7, 0) || self.rate.is_some() {
