@@ -45,7 +45,7 @@ use crate::engine::verdict;
 use crate::engine::wait::Waiters;
 use crate::members::conn::{pack, pack_into};
 use crate::members::identities::Identities;
-use crate::members::member::Member;
+use crate::members::member::{Member, Verbs};
 use crate::members::restart::Policy;
 
 mod scripts;
@@ -216,7 +216,7 @@ pub(crate) const READS: Round = Round {
 /// members) and the message; none when releases are not announced.
 pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]> {
     match message {
-        Some(message) => vec![if cluster { b"SPUBLISH" } else { b"PUBLISH" }, message],
+        Some(message) => vec![Verbs::of(cluster).publish, message],
         None => Vec::new(),
     }
 }
@@ -234,7 +234,7 @@ impl Announce<'_> {
     /// Appends the command as nodes (`cluster` false) or Redis Cluster
     /// members take it.
     pub(crate) fn pack_into(&self, out: &mut Vec<u8>, cluster: bool) {
-        let verb: &[u8] = if cluster { b"SPUBLISH" } else { b"PUBLISH" };
+        let verb = Verbs::of(cluster).publish;
         pack_into(out, &[&[verb, self.channel, self.message]]);
     }
 
@@ -362,26 +362,23 @@ impl Engine {
         }
     }
 
-    /// How long (ms, as a command argument) a counter is kept after an
-    /// acquisition or renewal with `ttl_ms`: the idle expiry, and never
-    /// less than the TTL.
-    pub(crate) fn keep_counter(&self, ttl_ms: u64) -> String {
-        self.counter_expiry_ms.max(ttl_ms).to_string()
-    }
-
-    /// With fencing on, how long a fencing counter is kept (see
-    /// [`keep_counter`](Self::keep_counter)). `None`: fencing off.
-    pub(crate) fn counter_keep(&self, ttl_ms: u64) -> Option<String> {
-        self.fencing.then(|| self.keep_counter(ttl_ms))
+    /// How long (in ms) a counter lives after an acquisition or renewal
+    /// with `ttl_ms`: the idle expiry, and never less than the TTL, so
+    /// that it outlives every holder counted with it. The one rule for
+    /// every counter: a fencing counter (with fencing on, see
+    /// [`Shape::keep`]), an election's terms (whatever the setting), and
+    /// the keys kept alive beside a lock key ([`companion_keep`](Self::companion_keep)).
+    pub(crate) fn counter_keep(&self, ttl_ms: u64) -> u64 {
+        self.counter_expiry_ms.max(ttl_ms)
     }
 
     /// How long (in ms) a key kept alive with a lock key (its fencing
     /// counter, a semaphore's stored count) lives after an acquisition or
-    /// renewal with `ttl_ms`: the fencing expiry, and never less than the
-    /// TTL, so that it outlives every holder granted with it.
+    /// renewal with `ttl_ms`: a counter's keep with fencing on (see
+    /// [`counter_keep`](Self::counter_keep)), else the TTL.
     pub(crate) fn companion_keep(&self, ttl_ms: u64) -> u64 {
         match self.fencing {
-            true => self.counter_expiry_ms.max(ttl_ms),
+            true => self.counter_keep(ttl_ms),
             false => ttl_ms,
         }
     }

@@ -84,7 +84,7 @@ impl Shape for LeaderShape {
 
     /// Terms are counted whether fencing is on or not.
     fn keep(&self, engine: &Engine, ttl_ms: u64) -> Option<String> {
-        Some(engine.keep_counter(ttl_ms))
+        Some(engine.counter_keep(ttl_ms).to_string())
     }
 
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {

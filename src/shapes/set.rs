@@ -429,7 +429,9 @@ impl Shape for Set {
     fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let resources = &self.refs()[..];
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
-        let keep = engine.counter_keep(ttl_ms);
+        let keep = engine
+            .fencing
+            .then(|| engine.counter_keep(ttl_ms).to_string());
         let call = |group: &[usize], _: bool| {
             let mut args = vec![token.to_vec(), ttl.clone().into_bytes()];
             if let Some(keep) = &keep {

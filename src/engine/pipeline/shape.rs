@@ -194,12 +194,11 @@ pub(crate) trait Shape: Send + Sync {
     }
 
     /// How long (ms, as a command argument) an acquisition with `ttl_ms`
-    /// keeps its fencing counters; `None`: it counts none. By default the
-    /// manager's fencing setting decides (see
-    /// [`Engine::counter_keep`]), for shapes that are
-    /// [`fenced`](Self::fenced).
+    /// keeps its fencing counters (see [`Engine::counter_keep`]); `None`:
+    /// it counts none. By default the manager's fencing setting decides,
+    /// for shapes that are [`fenced`](Self::fenced).
     fn keep(&self, engine: &Engine, ttl_ms: u64) -> Option<String> {
-        engine.counter_keep(ttl_ms).filter(|_| self.fenced())
+        (engine.fencing && self.fenced()).then(|| engine.counter_keep(ttl_ms).to_string())
     }
 
     /// One acquisition round on every member, with `token` for `ttl_ms`;
