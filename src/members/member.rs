@@ -18,14 +18,37 @@ pub(crate) enum Member {
     Cluster(Arc<RedisCluster>),
 }
 
-/// The commands a listener subscribes to release channels with: classic
-/// pub/sub on a node, sharded pub/sub on a Redis Cluster member (the
-/// channel lives on the master of its slot).
+/// The pub/sub commands of release announcements: classic pub/sub on a
+/// node, sharded pub/sub on a Redis Cluster member (the channel lives on
+/// the master of its slot). The one place that chooses between them.
+#[derive(Clone, Copy)]
 pub(crate) struct Verbs {
+    pub(crate) publish: &'static [u8],
     pub(crate) subscribe: &'static [u8],
     pub(crate) unsubscribe: &'static [u8],
     /// Sharded: one command takes the channels of one slot only.
     pub(crate) sharded: bool,
+}
+
+impl Verbs {
+    /// The commands of a node (`cluster` false) or of a Redis Cluster
+    /// member.
+    pub(crate) const fn of(cluster: bool) -> Verbs {
+        match cluster {
+            false => Verbs {
+                publish: b"PUBLISH",
+                subscribe: b"SUBSCRIBE",
+                unsubscribe: b"UNSUBSCRIBE",
+                sharded: false,
+            },
+            true => Verbs {
+                publish: b"SPUBLISH",
+                subscribe: b"SSUBSCRIBE",
+                unsubscribe: b"SUNSUBSCRIBE",
+                sharded: true,
+            },
+        }
+    }
 }
 
 impl Member {
@@ -35,20 +58,9 @@ impl Member {
         matches!(self, Member::Cluster(_))
     }
 
-    /// The commands a listener of its releases subscribes with.
+    /// The pub/sub commands of its release announcements.
     pub(crate) fn verbs(&self) -> Verbs {
-        match self {
-            Member::Node(_) => Verbs {
-                subscribe: b"SUBSCRIBE",
-                unsubscribe: b"UNSUBSCRIBE",
-                sharded: false,
-            },
-            Member::Cluster(_) => Verbs {
-                subscribe: b"SSUBSCRIBE",
-                unsubscribe: b"SUNSUBSCRIBE",
-                sharded: true,
-            },
-        }
+        Verbs::of(self.is_cluster())
     }
 
     /// How many times a cluster's slot map changed (0 for a node): what
