@@ -754,7 +754,7 @@ fn uncontended_fair_cycles_write_no_queue_and_listen_to_nothing() {
 /// a third is paused, so it reaches two; the one behind reaches four, two
 /// of them only where the first waiter stands ahead of it. Found by the
 /// schedule checker's liveness run
-/// (`schedule::no_schedule_keeps_a_waiter_from_a_free_resource`): stalls
+/// (`schedule::liveness::no_schedule_keeps_a_waiter_from_a_free_resource`): stalls
 /// of just over its one-second bound under such faults.
 #[test]
 fn a_waiter_cut_off_from_a_majority_keeps_nobody_from_a_free_key() {
