@@ -9,6 +9,7 @@
 //! checked against in debug builds, a test ties to its header, and
 //! `LockManager::check` builds its trial calls from.
 
+use crate::base::keys::{READERS_MARK, RESERVED_PREFIX};
 use crate::base::text::Decimal;
 use crate::members::conn::pack_into;
 
@@ -55,7 +56,7 @@ impl Lua {
         own: &'static str,
         takes: Takes,
     ) -> Lua {
-        let src = format!("{prelude}{own}");
+        let src = format!("{}{prelude}{own}", marks());
         Lua {
             name,
             sha: redis::Script::new(&src).get_hash().to_owned(),
@@ -134,6 +135,28 @@ impl Lua {
         let numkeys = Decimal::of(keys.len() as u64);
         pack_into(out, &[&[verb, script, numkeys.as_bytes()], keys, args]);
     }
+}
+
+/// The values scripts read and write that are no token, stated once
+/// (`base::keys`) and given to every script as Lua constants ahead of its
+/// prelude: `READERS_MARK` (the lock key while readers hold it) and
+/// `RESERVED_PREFIX` (the lock key's reservation for a fair waiter,
+/// before the waiter's token).
+fn marks() -> String {
+    let lua = |value: &[u8]| {
+        let value = std::str::from_utf8(value).expect("an ASCII mark");
+        debug_assert!(
+            value
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+        );
+        format!("\"{value}\"")
+    };
+    format!(
+        "local READERS_MARK = {}\nlocal RESERVED_PREFIX = {}\n",
+        lua(READERS_MARK),
+        lua(RESERVED_PREFIX)
+    )
 }
 
 /// Declares a room's scripts: each one's static, its name in messages,

@@ -135,7 +135,9 @@ pub(super) fn run_on(
         // A set's refusal, with the value holding its busy key: a
         // reservation is the model's plain -i.
         Reply::Array(pair) => match &pair[..] {
-            [Reply::Int(n), Reply::BulkString(b)] if b.starts_with(b"redlock:next:") => {
+            [Reply::Int(n), Reply::BulkString(b)]
+                if b.starts_with(crate::base::keys::RESERVED_PREFIX) =>
+            {
                 Answer::Int(*n)
             }
             [Reply::Int(n), Reply::BulkString(b)] => {

@@ -43,7 +43,7 @@ impl Value {
 pub(crate) enum Held {
     /// An attempt's token.
     Token(Value),
-    /// A waiter's reservation (`redlock:next:` and its name).
+    /// A waiter's reservation (`RESERVED_PREFIX` and its name).
     Next(Waiter),
 }
 
@@ -52,7 +52,11 @@ impl Held {
     pub(crate) fn bytes(&self) -> Vec<u8> {
         match self {
             Held::Token(v) => v.bytes(),
-            Held::Next(w) => format!("redlock:next:{w:?}").into_bytes(),
+            Held::Next(w) => [
+                crate::base::keys::RESERVED_PREFIX,
+                format!("{w:?}").as_bytes(),
+            ]
+            .concat(),
         }
     }
 }

@@ -14,7 +14,6 @@ use super::lock::{Answer, Value};
 use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::rw_server::{RwHeld, RwRequest, RwRules, RwServer};
 use super::scripts::{Real, Rng};
-use crate::base::keys::READERS_MARK;
 use crate::engine::single::UNLOCK;
 use crate::shapes::rwlock::{READ, UNREAD};
 
@@ -26,7 +25,6 @@ const TTLS: [u64; 2] = [150, 300];
 
 /// What `request` answers on the server, sent as the library sends it.
 fn run(real: &mut Real, request: RwRequest, ttl: u64) -> Answer {
-    let mark = READERS_MARK.to_vec();
     match request {
         RwRequest::Write { value } => {
             let reply: redis::Value = redis::cmd("SET")
@@ -53,7 +51,6 @@ fn run(real: &mut Real, request: RwRequest, ttl: u64) -> Answer {
                 .arg(&[KEY, READERS, WRITER])
                 .arg(value.bytes())
                 .arg(ttl.to_string())
-                .arg(mark)
                 .query(&mut real.con)
                 .expect("the script ran");
             match reply {
@@ -70,7 +67,6 @@ fn run(real: &mut Real, request: RwRequest, ttl: u64) -> Answer {
             &[KEY, READERS],
             &[
                 value.bytes(),
-                mark,
                 b"PUBLISH".to_vec(),
                 b"released".to_vec(),
                 b"channel".to_vec(),

@@ -15,7 +15,7 @@ use super::lock::{Answer, Value};
 pub(crate) enum RwHeld {
     /// A writer's token.
     Writer(Value),
-    /// The readers' mark (`redlock:readers`).
+    /// The readers' mark (`READERS_MARK`).
     Readers,
 }
 
@@ -24,7 +24,7 @@ impl RwHeld {
     pub(crate) fn bytes(&self) -> Vec<u8> {
         match self {
             RwHeld::Writer(v) => v.bytes(),
-            RwHeld::Readers => b"redlock:readers".to_vec(),
+            RwHeld::Readers => crate::base::keys::READERS_MARK.to_vec(),
         }
     }
 }

@@ -6,8 +6,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::base::keys::{
-    self, READERS_MARK, fence_key, queue_key, readers_key, record_key, release_channel,
-    tickets_key, writer_key,
+    self, fence_key, queue_key, readers_key, record_key, release_channel, tickets_key, writer_key,
 };
 use crate::base::node_error::{NodeError, NodeErrorKind};
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE};

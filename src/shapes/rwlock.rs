@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::error::Result;
-use crate::base::keys::{self, READERS_MARK, readers_key, release_channel, writer_key};
+use crate::base::keys::{self, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{
     DECIDE, Engine, NAMING, Names, RELEASE, Removal, Shape, Vote, announce_args,
@@ -20,16 +20,16 @@ use crate::shapes::manager::{LockManager, Wait, waiting_family};
 scripts! {
     /// Acquisition of a read lock.
     READ, "read", "rwlock/read.lua",
-        keys ["key", "readers", "writer"], args ["token", "ttl", "mark"];
+        keys ["key", "readers", "writer"], args ["token", "ttl"];
     /// Release and clean-up of a read lock.
     UNREAD, "unread", "rwlock/unread.lua",
-        keys ["key", "readers"], args ["token", "mark", "publish?", "message?", "channel?"];
+        keys ["key", "readers"], args ["token", "publish?", "message?", "channel?"];
     /// Extend of a read lock.
     EXTEND_READ, "extend-read", "rwlock/extend_read.lua" after "lock/expiry.lua",
-        keys ["key", "readers"], args ["token", "ttl", "mark"];
+        keys ["key", "readers"], args ["token", "ttl"];
     /// A writer waiting behind readers: new readers queue behind it.
     WRITER_WAITS, "writer-waits", "rwlock/writer_waits.lua",
-        keys ["key", "writer"], args ["token", "ttl", "mark"];
+        keys ["key", "writer"], args ["token", "ttl"];
 }
 
 /// A read-write lock over the same members as the lock, made by
@@ -138,7 +138,7 @@ impl stage::Writer for Writer<'_> {
     fn waits(&self, engine: &Engine, token: &[u8], ms: u64) -> bool {
         let flag = writer_key(self.0);
         let ms = ms.max(1).to_string();
-        let args: [&[u8]; 3] = [token, ms.as_bytes(), READERS_MARK];
+        let args: [&[u8]; 2] = [token, ms.as_bytes()];
         // Decides no holder, waits for no replica: as a release.
         engine
             .script(&WRITER_WAITS, &[self.0, &flag], &args)
@@ -283,7 +283,7 @@ impl Shape for Read {
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, _: Option<&str>) -> Vec<Vote> {
         let px = ttl_ms.to_string();
         let (readers, flag) = (readers_key(&self.name), writer_key(&self.name));
-        let args: [&[u8]; 3] = [token, px.as_bytes(), READERS_MARK];
+        let args: [&[u8]; 2] = [token, px.as_bytes()];
         let call = &args;
         let (answers, held) = engine
             .script(&READ, &[&self.name, &readers, &flag], call)
@@ -303,7 +303,7 @@ impl Shape for Read {
     fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
         let readers = readers_key(&self.name);
-        let args: [&[u8]; 3] = [token, ttl.as_bytes(), READERS_MARK];
+        let args: [&[u8]; 2] = [token, ttl.as_bytes()];
         let call = &args;
         Tally::count(
             engine
@@ -323,7 +323,7 @@ impl Shape for Read {
         let readers = readers_key(&self.name);
         let channel = release_channel(&self.name);
         let args = |cluster: bool| {
-            let mut args = vec![token, READERS_MARK];
+            let mut args = vec![token];
             let announce = announce_args(message, cluster);
             if !announce.is_empty() {
                 args.extend(announce);

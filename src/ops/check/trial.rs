@@ -64,7 +64,6 @@ impl<'a> Scratch<'a> {
             "channel" => release_channel(key),
             "token" => self.token.to_vec(),
             "ttl" | "keep" | "ticket" => self.ms.to_vec(),
-            "mark" => READERS_MARK.to_vec(),
             "start" | "term" | "seq" | "arrival" => b"1".to_vec(),
             "to" => b"2".to_vec(),
             "publish" => b"PUBLISH".to_vec(),

@@ -74,7 +74,7 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local arrival = tonumber(ARGV[3])
-local mine = "redlock:next:" .. waiter
+local mine = RESERVED_PREFIX .. waiter
 -- Where we wait in line (see ARGV[6]); nil: the first key refused here,
 -- or, granted, the one key of a lock.
 local named = nil
@@ -146,7 +146,7 @@ local function ours_to_take(i)
         -- free key behind two such sets). Such a reservation is no one's
         -- token: taking it is as safe as taking a free key, and the same
         -- rule then applies (no live waiter queued before us).
-        if string.sub(held, 1, 13) ~= "redlock:next:" then
+        if string.sub(held, 1, #RESERVED_PREFIX) ~= RESERVED_PREFIX then
             return false, held
         end
         if redis.call("ZSCORE", queue, string.sub(held, 14)) then
@@ -188,8 +188,8 @@ end
 -- grant was asked of (see the crate docs, "Restarts").
 local function grant_value(held)
     -- (A key MGET found absent reads as false.)
-    return type(held) == "string" and held ~= "redlock:readers"
-        and held ~= "redlock:wrongtype" and string.sub(held, 1, 13) ~= "redlock:next:"
+    return type(held) == "string" and held ~= READERS_MARK
+        and held ~= "redlock:wrongtype" and string.sub(held, 1, #RESERVED_PREFIX) ~= RESERVED_PREFIX
 end
 
 -- A set's claim (the client names where it waits: ARGV[6]) looks at
@@ -208,7 +208,7 @@ for i = 1, n do
             refused, refused_held = i, held
         end
         if not blocker and held and waiter_of(held) ~= waiter
-            and string.sub(held, 1, 13) ~= "redlock:next:" then
+            and string.sub(held, 1, #RESERVED_PREFIX) ~= RESERVED_PREFIX then
             blocker = i
         end
         if not grant_held and grant_value(held) then
@@ -349,10 +349,10 @@ if is_set then
     end
     return -(blocker or refused)
 end
-if refused_held == "redlock:readers" then
+if refused_held == READERS_MARK then
     return -2
 end
-if refused_held and string.sub(refused_held, 1, 13) == "redlock:next:" then
+if refused_held and string.sub(refused_held, 1, #RESERVED_PREFIX) == RESERVED_PREFIX then
     -- Another waiter's reservation: when it lapses, in ms.
     local left = redis.call("PTTL", KEYS[1])
     if left >= 0 then

@@ -66,7 +66,7 @@ local function beside(channel, address)
 end
 
 -- Hands `key` to the first live waiter of `queue` (`gone`, a releaser,
--- is dropped from it; `passed` is passed over, see `first_live`): the key holds its reservation ("redlock:next:"
+-- is dropped from it; `passed` is passed over, see `first_live`): the key holds its reservation (RESERVED_PREFIX
 -- and its token, nobody's token) for `reserve` ms, and its offer is
 -- noted in `tickets` ("offer:" and its token: the reservation's
 -- deadline); it stays in the queue (see `live_at`). Deletes the key when
@@ -83,7 +83,7 @@ end
 local function hand_off(key, queue, tickets, now, reserve, publish, message, channel, gone, passed)
     local first, address = first_live(queue, tickets, now, gone, passed)
     if first then
-        redis.call("SET", key, "redlock:next:" .. first, "PX", reserve)
+        redis.call("SET", key, RESERVED_PREFIX .. first, "PX", reserve)
         local deadline = now + tonumber(reserve)
         redis.call("HSET", tickets, "offer:" .. first, deadline)
         if redis.call("PTTL", tickets) < tonumber(reserve) then

@@ -28,7 +28,7 @@ local gave = 0
 for i = 1, n do
     local queue, tickets = KEYS[n + i], KEYS[2 * n + i]
     drop(queue, tickets, waiter)
-    if redis.call("GET", KEYS[i]) == "redlock:next:" .. waiter then
+    if redis.call("GET", KEYS[i]) == RESERVED_PREFIX .. waiter then
         gave = 1
         hand_off(KEYS[i], queue, tickets, now, ARGV[2], ARGV[4], ARGV[5], ARGV[5 + i], waiter)
     end

@@ -1,7 +1,7 @@
 -- release (fair): releases one lock or a set of them. Deletes each lock
 -- key only while it holds our token; when waiters are queued for it,
 -- hands the key to the first of them whose ticket is still live instead:
--- the key then holds that waiter's reservation ("redlock:next:" and its
+-- the key then holds that waiter's reservation (RESERVED_PREFIX and its
 -- token, no token of anyone) for a short time, which only that waiter's
 -- claim replaces. We leave the queue (a claim keeps its waiter there
 -- until it releases); the waiter handed the key stays in it, offered the
@@ -173,7 +173,7 @@ for i = 1, n do
         -- wait no more, and a reservation of ours goes on, as a leave's.
         if redis.call("PTTL", KEYS[n + i]) == -2 then
             -- Nobody waits: no queue traffic (as let_go).
-        elseif held == "redlock:next:" .. waiter then
+        elseif held == RESERVED_PREFIX .. waiter then
             if not now then
                 local t = redis.call("TIME")
                 now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -33,7 +33,7 @@ for i = 1, n do
         local deadline = tonumber(redis.call("HGET", tickets, field) or "")
         redis.call("HDEL", tickets, field)
         if deadline and deadline > now then
-            redis.call("SET", KEYS[i], "redlock:next:" .. waiter, "PX", deadline - now)
+            redis.call("SET", KEYS[i], RESERVED_PREFIX .. waiter, "PX", deadline - now)
         else
             redis.call("DEL", KEYS[i])
             if ARGV[2] then

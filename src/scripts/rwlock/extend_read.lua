@@ -4,7 +4,6 @@
 -- KEYS[2]  the readers
 -- ARGV[1]  the reader's token
 -- ARGV[2]  the new TTL in ms (negative: a last request, see expiry.lua)
--- ARGV[3]  the readers' mark
 --
 -- Only while the reader is there and not expired, raises its expiry to
 -- ARGV[2] ms from now (never lowers it, but for a last request) and makes
@@ -15,8 +14,8 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mine = redis.call("ZSCORE", KEYS[2], ARGV[1])
 local held = redis.call("GET", KEYS[1])
-if not mine or tonumber(mine) <= now or held ~= ARGV[3] then
-    if held and held ~= ARGV[3] then
+if not mine or tonumber(mine) <= now or held ~= READERS_MARK then
+    if held and held ~= READERS_MARK then
         return 0
     end
     return -1

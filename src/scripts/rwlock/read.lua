@@ -6,9 +6,8 @@
 -- KEYS[3]  the waiting-writer flag
 -- ARGV[1]  the reader's token
 -- ARGV[2]  the TTL in ms
--- ARGV[3]  the readers' mark
 --
--- Refused while the lock key holds anything but the mark (a writer: the
+-- Refused while the lock key holds anything but the readers' mark (READERS_MARK) (a writer: the
 -- answer is the value it holds, named so that the reader can tell which
 -- servers that grant was asked of, see the crate docs, "Restarts") or a
 -- writer waits (the flag exists: 0). Otherwise adds this reader, and
@@ -18,7 +17,7 @@
 -- Answers 1. (Expired readers are dropped on release.)
 local got = redis.call("MGET", KEYS[1], KEYS[3])
 local held = got[1]
-if held and held ~= ARGV[3] then
+if held and held ~= READERS_MARK then
     return held
 end
 if got[2] then
@@ -30,7 +29,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call("ZADD", KEYS[2], now + ttl, ARGV[1])
 if not held or redis.call("PTTL", KEYS[1]) < ttl then
-    redis.call("SET", KEYS[1], ARGV[3], "PX", ARGV[2])
+    redis.call("SET", KEYS[1], READERS_MARK, "PX", ARGV[2])
     redis.call("PEXPIRE", KEYS[2], ARGV[2])
 end
 return 1

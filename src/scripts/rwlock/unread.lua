@@ -3,13 +3,12 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the readers
 -- ARGV[1]  the reader's token
--- ARGV[2]  the readers' mark
--- ARGV[3]  optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
--- ARGV[4]  the release message
--- ARGV[5]  the release channel
+-- ARGV[2]  optional: PUBLISH (nodes) or SPUBLISH (Redis Cluster)
+-- ARGV[3]  the release message
+-- ARGV[4]  the release channel
 --
 -- Removes the reader. When no valid reader is left, deletes the lock key
--- (if it holds the mark) and the readers, and announces the release;
+-- (if it holds the readers' mark, READERS_MARK) and the readers, and announces the release;
 -- otherwise drops the expired readers and shortens the key's expiry to
 -- the longest remaining reader's. Answers 1 when the reader was there and
 -- valid, -1 when it was gone or expired.
@@ -20,12 +19,12 @@ local mine = redis.call("ZSCORE", KEYS[2], ARGV[1])
 if mine then
     redis.call("ZREM", KEYS[2], ARGV[1])
 end
-if redis.call("GET", KEYS[1]) == ARGV[2] then
+if redis.call("GET", KEYS[1]) == READERS_MARK then
     local last = redis.call("ZRANGE", KEYS[2], -1, -1, "WITHSCORES")
     if #last == 0 or tonumber(last[2]) <= now then
         redis.call("DEL", KEYS[1], KEYS[2])
-        if ARGV[3] then
-            redis.pcall(ARGV[3], ARGV[5], ARGV[4])
+        if ARGV[2] then
+            redis.pcall(ARGV[2], ARGV[4], ARGV[3])
         end
     else
         redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", now)

@@ -4,12 +4,11 @@
 -- KEYS[2]  the waiting-writer flag
 -- ARGV[1]  the writer's token
 -- ARGV[2]  how long (ms) the flag lasts
--- ARGV[3]  the readers' mark
 --
--- While readers hold the lock key (it holds the mark), sets the flag to
+-- While readers hold the lock key (it holds READERS_MARK), sets the flag to
 -- the writer's token and answers 1; otherwise writes nothing and answers
 -- 0.
-if redis.call("GET", KEYS[1]) ~= ARGV[3] then
+if redis.call("GET", KEYS[1]) ~= READERS_MARK then
     return 0
 end
 redis.call("SET", KEYS[2], ARGV[1], "PX", ARGV[2])

@@ -29,8 +29,8 @@ for i = 1, n do
     local value = held[i]
     if value then
         first = first or i
-        if not named and value ~= "redlock:readers"
-            and string.sub(value, 1, 13) ~= "redlock:next:" then
+        if not named and value ~= READERS_MARK
+            and string.sub(value, 1, #RESERVED_PREFIX) ~= RESERVED_PREFIX then
             named = value
         end
     end
