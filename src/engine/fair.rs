@@ -39,7 +39,8 @@ scripts! {
         keys ["key*", "queue*", "tickets*", "record?"], args ["token", "reserve", "handed?", "publish?", "message?", "channel*"];
     /// A queued fair waiter's attempt.
     CLAIM_QUEUED, "claim-queued", "fair/claim.lua" after "fair/hand.lua" "lock/counter.lua" "fair/waiter.lua",
-        keys ["key*", "queue*", "tickets*", "fence*"], args ["token", "ttl", "arrival", "ticket", "address", "where", "start?", "keep?", "reserve?", "publish?", "message?", "channel*"];
+        keys ["key*", "queue*", "tickets*", "fence*"], args ["token", "ttl", "arrival", "ticket", "address", "where", "start?", "keep?", "reserve?", "publish?", "message?", "channel*"],
+        codes CLAIM_CODES;
     /// A fair waiter takes its place in the queue.
     JOIN, "join-queue", "fair/join.lua" after "fair/waiter.lua",
         keys ["queue*", "tickets*"], args ["token", "arrival", "ticket", "address"];
@@ -50,6 +51,36 @@ scripts! {
     /// the reservation it took.
     UNCLAIM, "unclaim", "fair/unclaim.lua" after "fair/waiter.lua",
         keys ["key*", "tickets*"], args ["token", "publish?", "message?", "channel*"];
+}
+
+/// A lock's claim refused because readers hold its key: the claim
+/// script's `READERS_HOLD`.
+const READERS_HOLD: i64 = -2;
+/// A lock's claim refused until another waiter's reservation (or a
+/// release's yield) lapses in N ms: the claim script answers
+/// `-(LAPSE_BASE + N)`. (A set's claim answers `-i`, its first busy key.)
+pub(crate) const LAPSE_BASE: i64 = 3;
+/// The codes the claim script answers with, given to it as Lua
+/// constants (see `scripts!`).
+const CLAIM_CODES: &[(&str, i64)] = &[("READERS_HOLD", READERS_HOLD), ("LAPSE_BASE", LAPSE_BASE)];
+
+/// What a lock's claim refused with a code says (`Said::Busy(c)` reads
+/// the script's `-(c + 1)`): readers hold the key, or it lapses in some
+/// ms.
+enum Refused {
+    Readers,
+    LapsesIn(u64),
+}
+
+impl Refused {
+    fn of(c: u64) -> Refused {
+        let code = -(c as i64) - 1;
+        if code == READERS_HOLD {
+            Refused::Readers
+        } else {
+            Refused::LapsesIn((-code - LAPSE_BASE).max(0) as u64)
+        }
+    }
 }
 
 /// How long a reservation lasts, in ms: twice the node timeout (the
@@ -312,17 +343,16 @@ impl Fair {
         let mut votes: Vec<Vote> = answers
             .into_iter()
             .map(|answer| match answer {
-                // Readers hold the key (the script's -2).
-                Some(Ok(Said::Busy(1))) => Vote {
-                    shared: true,
-                    ..Vote::of(Some(Ok(Said::No)))
+                Some(Ok(Said::Busy(c))) => match Refused::of(c) {
+                    Refused::Readers => Vote {
+                        shared: true,
+                        ..Vote::of(Some(Ok(Said::No)))
+                    },
+                    Refused::LapsesIn(ms) => {
+                        lapse = Some(lapse.map_or(ms, |l: u64| l.max(ms)));
+                        Vote::of(Some(Ok(Said::No)))
+                    }
                 },
-                // Another waiter's reservation, lapsing in N ms (-3 - N).
-                Some(Ok(Said::Busy(c))) => {
-                    let ms = c.saturating_sub(2);
-                    lapse = Some(lapse.map_or(ms, |l: u64| l.max(ms)));
-                    Vote::of(Some(Ok(Said::No)))
-                }
                 // Another owner's value holding it: a no.
                 answer => Vote::naming(answer),
             })

@@ -32,8 +32,8 @@ pub(crate) enum Said {
     /// extend or raise).
     Gone,
     /// A negative count `-(i + 1)`, read as `i`: the set script's first
-    /// busy key; the fair claim's 1 (shared holders hold the key) or
-    /// `2 + N` (a reservation lapsing in N ms).
+    /// busy key; a fair claim's refusal code (read back by the fair
+    /// stage, `engine/fair.rs`).
     Busy(u64),
     /// The check ahead of the request found the member differs (a
     /// permit's count): the check's answer, above 0. The request behind

@@ -49,14 +49,21 @@ fn fits(words: &[&str], n: usize) -> bool {
 
 impl Lua {
     /// The script of the file `own`, after the functions of `prelude`
-    /// (shared by several scripts; empty for most).
+    /// (shared by several scripts; empty for most), with the marks (see
+    /// [`marks`]) and the room's `codes` (answer codes its Rust reads
+    /// back, each `local NAME = value`) ahead of them.
     pub(crate) fn new(
         name: &'static str,
         prelude: &'static str,
         own: &'static str,
         takes: Takes,
+        codes: &[(&str, i64)],
     ) -> Lua {
-        let src = format!("{}{prelude}{own}", marks());
+        let codes: String = codes
+            .iter()
+            .map(|(name, value)| format!("local {name} = {value}\n"))
+            .collect();
+        let src = format!("{}{codes}{prelude}{own}", marks());
         Lua {
             name,
             sha: redis::Script::new(&src).get_hash().to_owned(),
@@ -161,10 +168,13 @@ fn marks() -> String {
 
 /// Declares a room's scripts: each one's static, its name in messages,
 /// and its file under `src/scripts/` (after the files of its prelude, if
-/// any). Also declares `all()`, every script of the room, for tests.
+/// any), the `KEYS` and `ARGV` it takes, and the answer codes the room
+/// gives it as Lua constants (`codes`, a `&[(name, value)]`: stated once,
+/// in Rust, where the room reads them back). Also declares `all()`, every
+/// script of the room, for tests.
 macro_rules! scripts {
     ($($(#[$doc:meta])* $name:ident, $shown:literal, $file:literal $(after $($prelude:literal)+)?,
-        keys [$($key:literal),*], args [$($arg:literal),*];)+) => {
+        keys [$($key:literal),*], args [$($arg:literal),*] $(, codes $codes:expr)?;)+) => {
         $(
             $(#[$doc])*
             pub(crate) static $name: std::sync::LazyLock<$crate::members::script::Lua> =
@@ -179,6 +189,9 @@ macro_rules! scripts {
                             keys: &[$($key),*],
                             args: &[$($arg),*],
                         },
+                        <[&[(&str, i64)]]>::first(&[$($codes)?])
+                            .copied()
+                            .unwrap_or(&[]),
                     )
                 });
         )+

@@ -12,6 +12,7 @@
 //! differential test); the server's `TIME` reads the caller's `now`.
 
 use super::lock::{Answer, Value};
+use crate::engine::fair::LAPSE_BASE;
 
 /// A waiter: an acquisition, whatever its attempt (the token without
 /// its `#attempt` tail; `waiter_of` in `fair/waiter.lua`).
@@ -473,22 +474,24 @@ impl FairServer {
         }
         self.wait_in_line(w, arrival, now, len);
         if let Some(mark) = mark {
-            return Answer::Int(-(3 + (mark - now) as i64));
+            return Answer::Int(-(LAPSE_BASE + (mark - now) as i64));
         }
         if held.is_none() && len.handing {
             // Free, a live waiter ahead: reserved for it (once an offer).
             let head = self.queue.first().map(|&(_, h)| h);
             let offer = head.and_then(|h| self.notes(h).offer);
             if let Some(offer) = offer.filter(|&o| o > now) {
-                return Answer::Int(-(3 + (offer - now) as i64));
+                return Answer::Int(-(LAPSE_BASE + (offer - now) as i64));
             } else if head.is_some_and(|h| h != w)
                 && self.hand_off(now, len, rules, None, None).is_some()
             {
-                return Answer::Int(-(3 + len.reserve as i64));
+                return Answer::Int(-(LAPSE_BASE + len.reserve as i64));
             }
         }
         match (held, self.key) {
-            (Some(Held::Next(_)), Some((_, until))) => Answer::Int(-(3 + (until - now) as i64)),
+            (Some(Held::Next(_)), Some((_, until))) => {
+                Answer::Int(-(LAPSE_BASE + (until - now) as i64))
+            }
             // Another owner's value: named.
             (Some(Held::Token(v)), _) => Answer::Held(v),
             _ => Answer::Int(0),
@@ -674,7 +677,10 @@ mod tests {
         );
         assert_eq!((s.key, s.chain, s.yielded), (None, None, Some(170)));
         // The first in line is refused until the mark lapses.
-        assert_eq!(s.run(claim(a, 2), 80, LEN, RULES), Answer::Int(-(3 + 90)));
+        assert_eq!(
+            s.run(claim(a, 2), 80, LEN, RULES),
+            Answer::Int(-(LAPSE_BASE + 90))
+        );
         assert_eq!(s.run(claim(a, 2), 171, LEN, RULES), Answer::Int(1));
     }
 

@@ -6,7 +6,7 @@ static SCRIPT: std::sync::LazyLock<Lua> = std::sync::LazyLock::new(|| {
         keys: &[],
         args: &[],
     };
-    Lua::new("test", "", "return 1", takes)
+    Lua::new("test", "", "return 1", takes, &[])
 });
 
 fn setup() -> Setup {

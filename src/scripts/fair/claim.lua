@@ -53,7 +53,8 @@
 -- the highest: a token above each resource's earlier ones). Otherwise,
 -- a lock (ARGV[6] empty): the value that holds it when another owner
 -- holds it; 0 when a waiter ahead of us goes first (or this claim came
--- after a later attempt of ours); -2 when readers hold it; -3 - N when it holds another
+-- after a later attempt of ours); READERS_HOLD when readers hold it;
+-- -(LAPSE_BASE + N) when it holds another
 -- waiter's reservation (or we reserved it for the waiter ahead), or a
 -- release's yield of it stands, which lapses in N ms. A set (ARGV[6] given, whatever n): -i for the first
 -- key i a holder keeps, or else for the first key i not ours to take
@@ -63,6 +64,14 @@
 -- nobody: see ours_to_take); {-i, value} when the first key not ours to
 -- take, or any other, holds another owner's grant's value (named, as a
 -- lock's: the first such value).
+-- (READERS_HOLD and LAPSE_BASE are the room's codes, given by
+-- engine/fair.rs, which reads them back.)
+
+-- A lock refused until a reservation or a yield lapses, in `ms`.
+local function lapses_in(ms)
+    return -(LAPSE_BASE + ms)
+end
+
 -- Our name in the queues (see waiter.lua); ARGV[1] whole is the value
 -- this attempt writes or holds.
 local waiter = waiter_of(ARGV[1])
@@ -317,7 +326,7 @@ end
 -- line takes it; a claim of one behind it offers it the key, as below).
 local yield_until = yielded[refused]
 if yield_until and not is_set then
-    return -(3 + yield_until - now)
+    return lapses_in(yield_until - now)
 end
 if not refused_held and ARGV[9] and not yield_until then
     -- Free, but a live waiter arrived before us: it may not know (its
@@ -333,13 +342,13 @@ if not refused_held and ARGV[9] and not yield_until then
         -- not offered again, so that a dead waiter costs one offer; we
         -- ask again when the offer lapses.
         if not is_set then
-            return -(3 + offer - now)
+            return lapses_in(offer - now)
         end
     elseif head and head ~= waiter then
         local first = hand_off(KEYS[refused], KEYS[n + refused], KEYS[2 * n + refused], now,
             ARGV[9], ARGV[10], ARGV[11], ARGV[11 + refused])
         if first and not is_set then
-            return -(3 + tonumber(ARGV[9]))
+            return lapses_in(tonumber(ARGV[9]))
         end
     end
 end
@@ -350,13 +359,13 @@ if is_set then
     return -(blocker or refused)
 end
 if refused_held == READERS_MARK then
-    return -2
+    return READERS_HOLD
 end
 if refused_held and string.sub(refused_held, 1, #RESERVED_PREFIX) == RESERVED_PREFIX then
     -- Another waiter's reservation: when it lapses, in ms.
     local left = redis.call("PTTL", KEYS[1])
     if left >= 0 then
-        return -(3 + left)
+        return lapses_in(left)
     end
 elseif grant_value(refused_held) then
     return refused_held
