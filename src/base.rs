@@ -9,6 +9,7 @@ pub(crate) mod error;
 pub mod holder;
 pub(crate) mod keys;
 pub(crate) mod logging;
+pub(crate) mod majority;
 pub(crate) mod node_error;
 pub mod telemetry;
 pub(crate) mod text;

@@ -255,14 +255,12 @@ impl Error {
     /// can spare, so that the rest cannot make one whatever they answer
     /// (`Taken` and `NoQuorum`; false for the others).
     pub(crate) fn failed_past_quorum(&self, such: impl Fn(&NodeError) -> bool) -> bool {
-        let (nodes, quorum) = match self {
-            Error::Taken { nodes, quorum, .. } | Error::NoQuorum { nodes, quorum, .. } => {
-                (*nodes, *quorum)
-            }
+        let nodes = match self {
+            Error::Taken { nodes, .. } | Error::NoQuorum { nodes, .. } => *nodes,
             _ => return false,
         };
         let failed = self.failures().iter().filter(|f| such(f)).count();
-        failed > nodes.saturating_sub(quorum)
+        crate::base::majority::ruled_out(failed, nodes)
     }
 
     /// Waiting was stopped by a [`Cancel`](crate::Cancel) switch

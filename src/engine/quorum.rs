@@ -26,17 +26,7 @@ pub(crate) type Answer = Option<Result<Said, NodeError>>;
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
 pub(crate) const BASE_DRIFT: Duration = Duration::from_millis(2);
 
-/// Nodes that must agree out of `n`: a strict majority.
-pub(crate) fn quorum(n: usize) -> usize {
-    n / 2 + 1
-}
-
-/// Whether `no` members' sure noes alone rule a quorum of `nodes` out
-/// (whatever the others answer): the difference between `Taken` (or
-/// `NotHeld`) and `NoQuorum`.
-pub(crate) fn ruled_out(no: usize, nodes: usize) -> bool {
-    no > nodes - quorum(nodes)
-}
+pub(crate) use crate::base::majority::{quorum, ruled_out};
 
 /// The clock drift allowed for a lock of `ttl`: `ttl * factor + 2 ms`.
 pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
