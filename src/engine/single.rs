@@ -73,7 +73,7 @@ pub(crate) struct Record<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Ending<'a> {
     /// A fair manager's release hands the key to the first fair waiter
-    /// queued (the lock, a leadership; not a permit).
+    /// queued: the shape's [`Shape::hands_off`], passed on.
     pub(crate) hands_off: bool,
     /// A companion key deleted with the key by the shape's own script.
     pub(crate) record: Option<Record<'a>>,
@@ -637,7 +637,7 @@ impl Shape for OneKey {
 
     fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
-            hands_off: true,
+            hands_off: Shape::hands_off(self),
             record: None,
         };
         OneKey::unlock(self, engine, token, removal, ending)

@@ -108,7 +108,7 @@ impl Shape for LeaderShape {
 
     fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
-            hands_off: true,
+            hands_off: self.hands_off(),
             record: Some(self.record()),
         };
         self.key.unlock(engine, token, removal, ending)

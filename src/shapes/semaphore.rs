@@ -111,7 +111,7 @@ impl Shape for PermitShape {
 
     fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
         let ending = Ending {
-            hands_off: false,
+            hands_off: self.hands_off(),
             record: None,
         };
         self.slot.unlock(engine, token, removal, ending)
