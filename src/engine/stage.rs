@@ -56,6 +56,13 @@ pub(crate) enum Budget {
 }
 
 impl Budget {
+    /// Whether the acquisition may wait at all (every budget but
+    /// [`Once`](Budget::Once)): a fair waiter queues, and a waiter
+    /// listens for releases, only then.
+    pub(crate) fn waits(&self) -> bool {
+        !matches!(self, Budget::Once)
+    }
+
     /// The next pause, given a freshly drawn random `delay`; `None` when
     /// the budget is spent.
     pub(crate) fn next(&mut self, delay: Duration) -> Option<Duration> {
@@ -286,7 +293,7 @@ impl Stage<'_> {
         token.extend_from_slice(&self.engine.server_names(names));
         let engine = &self.engine;
         let waiters = &engine.waiters;
-        let wait = !matches!(budget, Budget::Once) && engine.wake_on_release;
+        let wait = budget.waits() && engine.wake_on_release;
         let (_own, busy) = match wait {
             true => {
                 let (own, busy) = waiters.start(names[0], &token);

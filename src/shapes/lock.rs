@@ -92,8 +92,7 @@ impl LockManager {
         let writer = Writer(resource);
         let names = [resource];
         let wait = WaitOn::names(&names).writer(&writer);
-        let waits = !matches!(budget, Budget::Once);
-        let fair = Fair::waiting(engine, waits, resource, self.retry().1);
+        let fair = Fair::waiting(engine, budget.waits(), resource, self.retry().1);
         let shape = std::sync::Arc::new(OneKey::new(resource, resource).fair(fair));
         self.stage()
             .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))

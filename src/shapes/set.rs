@@ -36,7 +36,7 @@ scripts! {
     EXTEND_SET, "extend-set", "set/extend.lua" after "lock/expiry.lua",
         keys ["key*", "fence*"], args ["token", "ttl", "keep?"];
 }
-use crate::engine::stage::{Budget, WaitOn};
+use crate::engine::stage::WaitOn;
 use crate::shapes::manager::{LockManager, Wait, waiting_family};
 
 impl LockManager {
@@ -83,10 +83,9 @@ impl LockManager {
         let engine = self.engine();
         let ttl_ms = engine.acquisition_ttl(ttl)?;
         let names: Vec<&[u8]> = owned.iter().map(|r| &r[..]).collect();
-        let waits = !matches!(budget, Budget::Once);
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
-            fair: Fair::waiting(engine, waits, names[0], self.retry().1),
+            fair: Fair::waiting(engine, budget.waits(), names[0], self.retry().1),
         });
         self.stage()
             .acquire_shape(shape, WaitOn::names(&names), budget, ttl_ms, |guard, _| {
