@@ -83,18 +83,21 @@ impl Refused {
     }
 }
 
-/// How long a reservation lasts, in ms: twice the node timeout (the
-/// waiter hears the release and claims in about one round trip), at least
-/// 20 ms.
+/// How long a reservation lasts: twice the node timeout (the waiter
+/// hears the release and claims in about one round trip), at least 20 ms.
+/// The unit of fair waiting's timings: a queued waiter's longest pause
+/// ([`queued_pause`]) and a ticket's life ([`TICKET_PAUSES`] of them).
+pub(crate) fn reservation(engine: &Engine) -> Duration {
+    (engine.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
+}
+
+/// A [`reservation`] in ms, as the scripts take it.
 pub(crate) fn reserve_ms(engine: &Engine) -> String {
-    (engine.node_timeout.as_millis() as u64 * 2)
-        .max(20)
-        .to_string()
+    reservation(engine).as_millis().to_string()
 }
 
 /// The longest pause of a fair waiter (its pauses are drawn between half
-/// of this and all of it): a reservation's length, two node timeouts, at
-/// least 20 ms. A hand-off wakes the waiter it names sooner; this bounds
+/// of this and all of it): a [`reservation`]'s length. A hand-off wakes the waiter it names sooner; this bounds
 /// what any waiter can sleep through a free key whatever its retry delay:
 /// a waiter handed the key that died (while claim rounds are quick, every
 /// reservation has a claim of each live waiter within it, which learns
@@ -107,7 +110,7 @@ pub(crate) fn reserve_ms(engine: &Engine) -> String {
 /// claims (one per waiter per 1.5 node timeouts on average) nothing
 /// measurable.
 pub(crate) fn queued_pause(engine: &Engine) -> Duration {
-    (engine.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
+    reservation(engine)
 }
 
 /// When a waiter whose claim found other waiters' reservations lapsing
@@ -136,7 +139,7 @@ pub(crate) fn refused_lately(engine: &Engine) -> bool {
 }
 
 /// How many queued pauses (see [`queued_pause`]) a ticket lasts at most
-/// without its waiter asking: twelve node timeouts.
+/// without its waiter asking: six reservations, twelve node timeouts.
 const TICKET_PAUSES: u32 = 6;
 
 /// One acquisition's place in the queues.
