@@ -16,7 +16,7 @@ pub(crate) struct TlsFailure(pub(crate) String);
 /// How far a call got before it failed: for messages that point the right
 /// way (a silent peer after a TCP connect is not a network problem).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
+pub(crate) enum CallStep {
     /// Resolving the name and opening the TCP connection (or the socket).
     Connect,
     /// The TLS handshake, on an open TCP connection.
@@ -288,7 +288,7 @@ pub enum NodeErrorKind {
 pub struct NodeError {
     node: Arc<str>,
     kind: NodeErrorKind,
-    stage: Stage,
+    step: CallStep,
     timeout: Duration,
     cause: Cause,
     /// The command (and key) an error reply answered.
@@ -334,10 +334,10 @@ impl NodeError {
         NodeError {
             node,
             kind,
-            stage: if connecting {
-                Stage::Connect
+            step: if connecting {
+                CallStep::Connect
             } else {
-                Stage::Call
+                CallStep::Call
             },
             timeout,
             cause,
@@ -346,17 +346,17 @@ impl NodeError {
         }
     }
 
-    /// A failure while opening a connection, at `stage` (before any
+    /// A failure while opening a connection, at `step` (before any
     /// command of a lock was sent: nothing can be left behind).
     #[cold]
     pub(crate) fn opening(
         node: Arc<str>,
         cause: impl Into<Cause>,
-        stage: Stage,
+        step: CallStep,
         timeout: Duration,
     ) -> Self {
         let mut e = NodeError::classify(node, cause, true, timeout);
-        e.stage = stage;
+        e.step = step;
         e
     }
 
@@ -491,7 +491,7 @@ impl fmt::Display for NodeError {
             }
             // The peer accepted the connection (a proxy whose server is
             // down, a server at its limit) but closed it unanswered.
-            NodeErrorKind::Connect if self.stage == Stage::Hello && self.cause.is_dropped() => {
+            NodeErrorKind::Connect if self.step == CallStep::Hello && self.cause.is_dropped() => {
                 write!(f, "{node}: connected, then closed without an answer")
             }
             NodeErrorKind::Connect => match self.cause.io() {
@@ -499,18 +499,18 @@ impl fmt::Display for NodeError {
                 None => write!(f, "{node}: could not connect ({})", self.cause),
             },
             NodeErrorKind::Resolve => write!(f, "{node}: name resolution failed ({})", self.cause),
-            NodeErrorKind::Timeout => match self.stage {
-                Stage::Connect => write!(f, "{node}: no connection within {:?}", self.timeout),
-                Stage::Tls => write!(
+            NodeErrorKind::Timeout => match self.step {
+                CallStep::Connect => write!(f, "{node}: no connection within {:?}", self.timeout),
+                CallStep::Tls => write!(
                     f,
                     "{node}: connected, but no TLS answer within {:?} (a server without TLS \
                      on this port? rediss:// needs one that speaks TLS)",
                     self.timeout
                 ),
-                Stage::Hello => {
+                CallStep::Hello => {
                     write!(f, "{node}: connected, no answer within {:?}", self.timeout)
                 }
-                Stage::Call => write!(f, "{node}: no answer within {:?}", self.timeout),
+                CallStep::Call => write!(f, "{node}: no answer within {:?}", self.timeout),
             },
             NodeErrorKind::Disconnected => write!(f, "{node}: connection lost"),
             NodeErrorKind::Auth => {

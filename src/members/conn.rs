@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, Value};
 
-use crate::base::node_error::{Cause, Stage};
+use crate::base::node_error::{CallStep, Cause};
 use crate::base::text::Decimal;
 use crate::members::resolve::Resolver;
 use crate::members::resp::Reader;
@@ -164,8 +164,8 @@ impl Conn {
         tls: Option<&Tls>,
         deadline: Instant,
         node_timeout: Duration,
-    ) -> Result<Conn, (Stage, Cause)> {
-        let at = |stage| move |e| (stage, e);
+    ) -> Result<Conn, (CallStep, Cause)> {
+        let at = |step| move |e| (step, e);
         let stream = match (addr, resolver) {
             (ConnectionAddr::Tcp(host, _), Some(resolver)) => {
                 let mut last = None;
@@ -179,11 +179,11 @@ impl Conn {
                             resolve_failure(format!("{host}: {e}"))
                         }
                     })
-                    .map_err(at(Stage::Connect))?;
+                    .map_err(at(CallStep::Connect))?;
                 for sa in addrs {
                     let left = left(deadline)
                         .ok_or_else(timed_out)
-                        .map_err(at(Stage::Connect))?;
+                        .map_err(at(CallStep::Connect))?;
                     match TcpStream::connect_timeout(&sa, left) {
                         Ok(s) => {
                             stream = Some(s);
@@ -194,17 +194,17 @@ impl Conn {
                 }
                 let stream = match (stream, last) {
                     (Some(s), _) => s,
-                    (None, Some(e)) => return Err((Stage::Connect, e.into())),
+                    (None, Some(e)) => return Err((CallStep::Connect, e.into())),
                     (None, None) => {
                         return Err((
-                            Stage::Connect,
+                            CallStep::Connect,
                             resolve_failure(format!("{host} has no address")),
                         ));
                     }
                 };
                 stream
                     .set_nodelay(true)
-                    .map_err(|e| (Stage::Connect, e.into()))?;
+                    .map_err(|e| (CallStep::Connect, e.into()))?;
                 match tls {
                     None => Stream::Tcp(stream),
                     #[cfg(feature = "tls")]
@@ -215,7 +215,7 @@ impl Conn {
                             stream,
                             deadline,
                         )
-                        .map_err(|e| (Stage::Tls, from_io(e)))?,
+                        .map_err(|e| (CallStep::Tls, from_io(e)))?,
                     )),
                     #[cfg(not(feature = "tls"))]
                     Some(never) => match *never {},
@@ -223,11 +223,11 @@ impl Conn {
             }
             #[cfg(unix)]
             (ConnectionAddr::Unix(path), _) => {
-                Stream::Unix(unix_connect(path, deadline).map_err(at(Stage::Connect))?)
+                Stream::Unix(unix_connect(path, deadline).map_err(at(CallStep::Connect))?)
             }
             _ => {
                 return Err((
-                    Stage::Connect,
+                    CallStep::Connect,
                     Cause::Unsupported("address type not supported".to_owned()),
                 ));
             }

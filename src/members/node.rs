@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionAddr, IntoConnectionInfo, Value};
 
 use crate::base::error::Error;
-use crate::base::node_error::{Cause, NodeError, NodeErrorKind, Stage};
+use crate::base::node_error::{CallStep, Cause, NodeError, NodeErrorKind};
 use crate::members::conn::{Tls, pack};
 use crate::members::identities::Identities;
 use crate::members::request::{Failure, Pooled, Request, Said, is_reply, is_stale};
@@ -649,7 +649,7 @@ impl Node {
                     Err(NodeError::opening(
                         self.name.clone(),
                         e,
-                        Stage::Connect,
+                        CallStep::Connect,
                         self.timeout,
                     ))
                 }));

@@ -142,8 +142,8 @@ fn a_unix_connect_to_a_full_backlog_ends_at_the_deadline() {
             }
         }
     }
-    let ((stage, e), took) = blocked.expect("the backlog never filled");
-    assert!(e.is_timeout() && stage == Stage::Connect, "{e}");
+    let ((step, e), took) = blocked.expect("the backlog never filled");
+    assert!(e.is_timeout() && step == CallStep::Connect, "{e}");
     assert!(took < Duration::from_secs(1), "{took:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::base::node_error::{Cause, NodeError, Stage};
+use crate::base::node_error::{CallStep, Cause, NodeError};
 use crate::members::conn::Conn;
 use crate::members::request::{Counts, Failure, Pooled, Request, Said, is_reply};
 use crate::members::restart::{Identity, Seen};
@@ -87,18 +87,18 @@ impl Node {
             plain_delete_refused: false,
             counts: Counts::default(),
         })
-        .map_err(|(stage, e)| NodeError::opening(self.name.clone(), e, stage, self.timeout))?;
+        .map_err(|(step, e)| NodeError::opening(self.name.clone(), e, step, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             // A peer that answered, but not in RESP: say what it said.
             if let Some(said) = pooled.con.foreign() {
                 return NodeError::opening(
                     self.name.clone(),
                     Cause::Foreign(said),
-                    Stage::Hello,
+                    CallStep::Hello,
                     self.timeout,
                 );
             }
-            let e = NodeError::opening(self.name.clone(), f.error, Stage::Hello, self.timeout);
+            let e = NodeError::opening(self.name.clone(), f.error, CallStep::Hello, self.timeout);
             match self.required_names.get(f.at) {
                 Some(name) if is_reply(e.cause()) => e.about((*name).to_owned()),
                 _ => e,
