@@ -21,7 +21,7 @@ use crate::members::conn::{Tls, pack};
 use crate::members::identities::Identities;
 use crate::members::request::{Failure, Pooled, Request, Said, is_reply, is_stale};
 use crate::members::resolve::{ResolveFn, Resolver};
-use crate::members::restart::{Policy, Quarantine, Watch};
+use crate::members::restart::{Policy, Quarantine, RunWatch};
 use crate::members::script::Lua;
 use crate::members::url::{check_url, redact, tls_scheme};
 
@@ -60,7 +60,7 @@ pub(crate) struct Node {
     /// Where in the handshake `INFO server` and `CONFIG GET append*` are.
     identity_at: usize,
     /// What the connections told about the server over time.
-    watch: Watch,
+    watch: RunWatch,
     /// Given as a node member (not a server of a Redis Cluster member).
     plain: std::sync::atomic::AtomicBool,
     /// The manager's record of who the members are, and the member this
@@ -208,7 +208,7 @@ impl Node {
             handshake,
             required_names,
             identity_at,
-            watch: Watch::default(),
+            watch: RunWatch::default(),
             plain: std::sync::atomic::AtomicBool::new(false),
             plain_delete_refused: std::sync::atomic::AtomicBool::new(false),
             plain_deletes: std::sync::atomic::AtomicU8::new(0),

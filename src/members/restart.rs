@@ -35,7 +35,7 @@ pub(crate) struct Policy {
     /// The longest TTL this manager has used, in ms.
     longest_ttl_ms: AtomicU64,
     /// The drift factor: how far a clock's rate may be off, this
-    /// machine's or a server's (see [`Watch::quarantine_now`]).
+    /// machine's or a server's (see [`RunWatch::quarantine_now`]).
     drift: f64,
 }
 
@@ -204,7 +204,7 @@ pub(crate) struct Quarantine {
 
 /// What one server's connections have told, over time.
 #[derive(Debug, Default)]
-pub(crate) struct Watch {
+pub(crate) struct RunWatch {
     state: Mutex<State>,
     /// It runs in cluster mode: read on every answer of a plain node, so
     /// kept apart from `state` (one atomic load, no lock).
@@ -235,7 +235,7 @@ struct State {
 
 /// What a new connection's identity meant.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub(crate) enum Noticed {
     /// Nothing new.
     Same,
     /// The server restarted since this manager last connected.
@@ -244,22 +244,22 @@ pub(crate) enum Seen {
     Unreadable,
 }
 
-impl Watch {
+impl RunWatch {
     /// Takes in what a connection made at `now` read.
-    pub(crate) fn observe(&self, identity: &Identity, now: Instant) -> Seen {
+    pub(crate) fn observe(&self, identity: &Identity, now: Instant) -> Noticed {
         self.met.store(true, Ordering::Relaxed);
         let mut state = self.state.lock();
         // What it tells may start a quarantine: looked at again.
         self.settled.store(0, Ordering::Release);
         if identity.info_refused {
             return if std::mem::replace(&mut state.refusal_noted, true) {
-                Seen::Same
+                Noticed::Same
             } else {
-                Seen::Unreadable
+                Noticed::Unreadable
             };
         }
         let Some(run_id) = &identity.run_id else {
-            return Seen::Same;
+            return Noticed::Same;
         };
         let restarted = state.run_id.as_ref().is_some_and(|old| old != run_id);
         if state.run_id.as_ref() != Some(run_id) {
@@ -274,9 +274,9 @@ impl Watch {
         self.cluster_mode
             .store(identity.cluster_mode, Ordering::Relaxed);
         if restarted {
-            Seen::Restarted
+            Noticed::Restarted
         } else {
-            Seen::Same
+            Noticed::Same
         }
     }
 
@@ -380,18 +380,18 @@ mod tests {
     fn a_fresh_server_votes_and_a_witnessed_restart_is_kept_out_for_the_longest_ttl() {
         let policy = Policy::new(None, 0.0);
         policy.note_ttl(10_000);
-        let w = Watch::default();
+        let w = RunWatch::default();
         let t0 = Instant::now();
-        assert_eq!(w.observe(&id("a", 0), t0), Seen::Same);
+        assert_eq!(w.observe(&id("a", 0), t0), Noticed::Same);
         assert_eq!(w.quarantine(&policy, t0), None, "a fresh deployment votes");
         // Restarted: a new run id, up 0 s when seen at t0 + 5 s.
         let t1 = t0 + 5 * S;
-        assert_eq!(w.observe(&id("b", 0), t1), Seen::Restarted);
+        assert_eq!(w.observe(&id("b", 0), t1), Noticed::Restarted);
         let q = w.quarantine(&policy, t1 + S).unwrap();
         assert_eq!((q.up, q.left, q.witnessed), (S, 9 * S, true));
         assert_eq!(w.quarantine(&policy, t1 + 10 * S), None);
         // Another connection to the same run later: still the same rule.
-        assert_eq!(w.observe(&id("b", 3), t1 + 3 * S), Seen::Same);
+        assert_eq!(w.observe(&id("b", 3), t1 + 3 * S), Noticed::Same);
         assert!(w.quarantine(&policy, t1 + 4 * S).is_some());
     }
 
@@ -399,10 +399,10 @@ mod tests {
     fn a_quarantine_found_over_is_looked_at_again_when_a_restart_or_a_longer_ttl_comes() {
         let policy = Policy::new(None, 0.0);
         policy.note_ttl(100);
-        let w = Watch::default();
-        assert_eq!(w.observe(&id("a", 0), Instant::now()), Seen::Same);
+        let w = RunWatch::default();
+        assert_eq!(w.observe(&id("a", 0), Instant::now()), Noticed::Same);
         assert_eq!(w.quarantine_now(&policy), None, "a fresh deployment votes");
-        assert_eq!(w.observe(&id("b", 0), Instant::now()), Seen::Restarted);
+        assert_eq!(w.observe(&id("b", 0), Instant::now()), Noticed::Restarted);
         assert!(w.quarantine_now(&policy).is_some(), "a witnessed restart");
         std::thread::sleep(150 * MS);
         assert_eq!(
@@ -418,7 +418,7 @@ mod tests {
         let short = Policy::new(None, 0.0);
         short.note_ttl(100);
         assert_eq!(w.quarantine_now(&short), None);
-        assert_eq!(w.observe(&id("c", 0), Instant::now()), Seen::Restarted);
+        assert_eq!(w.observe(&id("c", 0), Instant::now()), Noticed::Restarted);
         assert!(
             w.quarantine_now(&short).is_some(),
             "a restart after it settled"
@@ -429,7 +429,7 @@ mod tests {
     fn strict_mode_keeps_out_any_recent_start_and_the_longer_period_wins() {
         let policy = Policy::new(Some(20 * S), 0.0);
         policy.note_ttl(30_000);
-        let w = Watch::default();
+        let w = RunWatch::default();
         let t0 = Instant::now() + 100 * S;
         w.observe(&id("a", 5), t0);
         let q = w.quarantine(&policy, t0).unwrap();
@@ -450,7 +450,7 @@ mod tests {
     #[test]
     fn the_quarantine_allows_for_clocks_that_run_fast_by_the_drift_factor() {
         let t0 = Instant::now() + 100 * S;
-        let w = Watch::default();
+        let w = RunWatch::default();
         w.observe(&id("a", 10), t0);
         assert_eq!(w.quarantine(&Policy::new(Some(10 * S), 0.0), t0), None);
         let policy = Policy::new(Some(10 * S), 0.01);
@@ -480,7 +480,7 @@ mod tests {
     fn a_server_that_syncs_every_write_is_exempt_from_strict_mode_only() {
         let policy = Policy::new(Some(60 * S), 0.0);
         policy.note_ttl(10_000);
-        let w = Watch::default();
+        let w = RunWatch::default();
         let t0 = Instant::now();
         w.observe(&durable("a", 0), t0);
         assert_eq!(w.quarantine(&policy, t0), None);
@@ -489,7 +489,7 @@ mod tests {
         w.observe(&durable("b", 0), t0 + S);
         assert!(w.quarantine(&policy, t0 + S).is_some());
         // Every second is not enough even for strict mode.
-        let w = Watch::default();
+        let w = RunWatch::default();
         w.observe(
             &Identity {
                 aof: true,
@@ -499,7 +499,7 @@ mod tests {
         );
         assert!(w.quarantine(&policy, t0).is_some());
         // Nor is always, when rewrites skip the fsync.
-        let w = Watch::default();
+        let w = RunWatch::default();
         w.observe(
             &Identity {
                 skips_fsync_on_rewrite: true,
@@ -514,12 +514,12 @@ mod tests {
     fn a_witnessed_change_counts_from_when_it_was_seen_not_from_the_uptime() {
         let policy = Policy::new(None, 0.0);
         policy.note_ttl(10_000);
-        let w = Watch::default();
+        let w = RunWatch::default();
         let t0 = Instant::now();
         w.observe(&id("a", 100), t0);
         // The address now reaches another server, up for a day.
         let seen = t0 + 5 * S;
-        assert_eq!(w.observe(&id("b", 86_400), seen), Seen::Restarted);
+        assert_eq!(w.observe(&id("b", 86_400), seen), Noticed::Restarted);
         let q = w.quarantine(&policy, seen + S).unwrap();
         assert_eq!((q.up, q.left, q.witnessed), (S, 9 * S, true));
         assert!(w.quarantine(&policy, seen + 9 * S).is_some());
@@ -528,13 +528,13 @@ mod tests {
 
     #[test]
     fn refused_info_is_noted_once_and_changes_nothing() {
-        let w = Watch::default();
+        let w = RunWatch::default();
         let refused = Identity {
             info_refused: true,
             ..Identity::default()
         };
-        assert_eq!(w.observe(&refused, Instant::now()), Seen::Unreadable);
-        assert_eq!(w.observe(&refused, Instant::now()), Seen::Same);
+        assert_eq!(w.observe(&refused, Instant::now()), Noticed::Unreadable);
+        assert_eq!(w.observe(&refused, Instant::now()), Noticed::Same);
         assert_eq!(
             w.quarantine(&Policy::new(Some(S), 0.0), Instant::now()),
             None

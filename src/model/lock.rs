@@ -7,7 +7,7 @@
 //! The clients decide with the library's own code: the acquisition's
 //! verdict (`engine::verdict`), its validity (`quorum::valid_until`), the
 //! extend's rule (`quorum::after_extend`) and the restart quarantine
-//! (`members::restart::Watch`). The servers run Rust models of the
+//! (`members::restart::RunWatch`). The servers run Rust models of the
 //! lock's scripts ([`Server::run`]), each tied to its Lua by the
 //! differential test in `scripts.rs`.
 //!
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::quorum;
 use crate::engine::verdict::{self, Ballot};
-use crate::members::restart::{Identity, Policy, Watch};
+use crate::members::restart::{Identity, Policy, RunWatch};
 use crate::model::explore::Model;
 
 /// Servers.
@@ -364,7 +364,7 @@ impl LockModel {
         let ttl = Duration::from_millis(u64::from(TTL) * TICK_MS);
         let policy = Policy::new(self.rules.strict.then_some(ttl), FACTOR);
         policy.note_ttl(u64::from(TTL) * TICK_MS);
-        let watch = Watch::default();
+        let watch = RunWatch::default();
         let identity = |run: String, up: Option<u32>| Identity {
             run_id: Some(run),
             uptime: Some(up.map_or(Duration::from_secs(3600), |ms| {

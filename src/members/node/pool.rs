@@ -11,7 +11,7 @@ use redis::Value;
 use crate::base::node_error::{CallStep, Cause, NodeError};
 use crate::members::conn::Conn;
 use crate::members::request::{Counts, Failure, Pooled, Request, Said, is_reply};
-use crate::members::restart::{Identity, Seen};
+use crate::members::restart::{Identity, Noticed};
 
 use super::Node;
 
@@ -137,8 +137,8 @@ impl Node {
             identities.server(member, &self.name, run_id);
         }
         match self.watch.observe(&identity, Instant::now()) {
-            Seen::Same => {}
-            Seen::Restarted => crate::base::logging::log!(
+            Noticed::Same => {}
+            Noticed::Restarted => crate::base::logging::log!(
                 warn,
                 "redlock_sync::restart",
                 "{}: restarted, or another server behind its address (new run_id){}",
@@ -147,7 +147,7 @@ impl Node {
                  passed since the change was seen, whatever its uptime or persistence: \
                  the server now behind the address may lack the old one's keys"
             ),
-            Seen::Unreadable => crate::base::logging::log!(
+            Noticed::Unreadable => crate::base::logging::log!(
                 warn,
                 "redlock_sync::restart",
                 "{}: INFO refused (give the user +info): restarts of this server cannot be \
