@@ -36,8 +36,9 @@ type Got = (usize, Result<Said, NodeError>);
 /// A member's requests left open, and its redirects to follow.
 type Job = (Vec<usize>, Vec<Got>);
 
-/// Which member takes which request: `takes(request, member)`.
-pub(crate) type Takes<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
+/// Which member takes which request: `takes(request, member)` (the
+/// batch's assignment; a script's declared arguments are `script::Takes`).
+pub(crate) type Assigned<'a> = &'a (dyn Fn(usize, usize) -> bool + Sync);
 
 /// How many times a member's open requests are routed and sent at most
 /// (a `MOVED` or `NOSCRIPT` sends them once more).
@@ -49,7 +50,7 @@ const PASSES: usize = 3;
 pub(crate) fn round(
     members: &[Member],
     reqs: &[&Request<'_>],
-    takes: Takes<'_>,
+    takes: Assigned<'_>,
 ) -> Vec<Vec<Answer>> {
     let mut answers: Vec<Vec<Answer>> = reqs
         .iter()
@@ -126,7 +127,7 @@ struct Left<'r, 'a> {
     members: &'r [Member],
     reqs: &'r [&'r Request<'a>],
     slots: &'r [u16],
-    takes: Takes<'r>,
+    takes: Assigned<'r>,
     deadline: Instant,
 }
 

@@ -19,7 +19,7 @@ use crate::engine::guard::{Guard, mode::Mode};
 use crate::engine::pipeline::{Engine, MAX_TTL, Refusal, Token, new_token};
 use crate::engine::quorum;
 pub(crate) use crate::engine::wait::Grant;
-use crate::engine::wait::{Place, Seen, Watch};
+use crate::engine::wait::{Place, ReleaseCount, Watch};
 
 /// Retry settings of one manager handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -519,19 +519,19 @@ impl Between<'_> {
 /// [`Waiters::before_attempt`](crate::engine::wait::Waiters::before_attempt)),
 /// by the names' index: one name's without an allocation.
 enum Counts {
-    One(Seen),
-    Many(Vec<Seen>),
+    One(ReleaseCount),
+    Many(Vec<ReleaseCount>),
 }
 
 impl Counts {
-    fn of(names: &[&[u8]], count: impl Fn(&[u8]) -> Seen) -> Counts {
+    fn of(names: &[&[u8]], count: impl Fn(&[u8]) -> ReleaseCount) -> Counts {
         match names {
             [one] => Counts::One(count(one)),
             _ => Counts::Many(names.iter().map(|n| count(n)).collect()),
         }
     }
 
-    fn at(&self, i: usize) -> Seen {
+    fn at(&self, i: usize) -> ReleaseCount {
         match self {
             Counts::One(seen) => *seen,
             Counts::Many(all) => all[i],

@@ -186,7 +186,7 @@ impl Shared {
 /// A resource's release count before an attempt (see
 /// [`Waiters::before_attempt`]).
 #[derive(Clone, Copy)]
-pub(crate) struct Seen(u64);
+pub(crate) struct ReleaseCount(u64);
 
 #[derive(Default)]
 struct Registry {
@@ -449,18 +449,24 @@ impl Waiters {
 
     /// Notes how many releases of `resource` were heard so far; read
     /// before each attempt that may be followed by [`join`](Self::join).
-    pub(crate) fn before_attempt(&self, resource: &[u8]) -> Seen {
-        Seen(self.shared.counter(resource).load(Ordering::SeqCst))
+    pub(crate) fn before_attempt(&self, resource: &[u8]) -> ReleaseCount {
+        ReleaseCount(self.shared.counter(resource).load(Ordering::SeqCst))
     }
 
     /// Queues the calling thread for `resource`, behind those already
     /// waiting, and makes sure the listeners run. If a release may have
     /// been heard since `seen` (read before the thread's last attempt) and
     /// nobody waits ahead, the thread's first wait ends at once.
-    pub(crate) fn join(&self, resource: &[u8], token: &[u8], seen: Option<Seen>) -> Place<'_> {
+    pub(crate) fn join(
+        &self,
+        resource: &[u8],
+        token: &[u8],
+        seen: Option<ReleaseCount>,
+    ) -> Place<'_> {
         let mut reg = self.shared.reg.lock();
-        let missed =
-            seen.is_some_and(|Seen(n)| self.shared.counter(resource).load(Ordering::SeqCst) != n);
+        let missed = seen.is_some_and(|ReleaseCount(n)| {
+            self.shared.counter(resource).load(Ordering::SeqCst) != n
+        });
         let id = reg.next_id;
         reg.next_id += 1;
         let cv = Arc::new(Condvar::new());
