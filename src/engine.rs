@@ -3,11 +3,11 @@
 //! source, by layer](crate#the-source-by-layer).
 
 pub(crate) mod batch;
+pub(crate) mod decide;
 pub(crate) mod fair;
 pub(crate) mod guard;
 pub(crate) mod pipeline;
 pub(crate) mod quorum;
 pub(crate) mod single;
 pub(crate) mod stage;
-pub(crate) mod verdict;
 pub(crate) mod wait;

@@ -3,7 +3,7 @@
 //! deliveries and faults; [`lock`], [`fair`], [`rwlock`] and
 //! [`election`] are the lock's, the fair lock's (with sets beside locks,
 //! over two keys), the read-write lock's and the election's protocols,
-//! deciding with the library's own code (`engine::verdict`,
+//! deciding with the library's own code (`engine::decide`,
 //! `engine::quorum`, `members::restart`, `engine::fair`). See TESTING.md,
 //! "Model checking".
 

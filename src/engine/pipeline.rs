@@ -40,8 +40,8 @@ use crate::base::error::{Error, Result};
 use crate::base::node_error::NodeError;
 use crate::base::telemetry;
 use crate::base::text::Decimal;
+use crate::engine::decide;
 use crate::engine::quorum::{self, Tally};
-use crate::engine::verdict;
 use crate::engine::wait::Waiters;
 use crate::members::conn::{pack, pack_into};
 use crate::members::identities::Identities;
@@ -477,7 +477,7 @@ impl Engine {
             .collect()
     }
 
-    /// The restart rule (see [`verdict::forgetful`] and the crate docs,
+    /// The restart rule (see [`decide::forgetful`] and the crate docs,
     /// "Restarts"): a yes from a server that a holder's value, found in
     /// the same round on another member, does not name is that member's
     /// failure (its key, if it set one, is cleaned up with the attempt's).
@@ -491,7 +491,7 @@ impl Engine {
             .iter_mut()
             .map(|v| std::mem::take(&mut v.held))
             .collect();
-        let forgetful = verdict::forgetful(&yes, &servers, &held);
+        let forgetful = decide::forgetful(&yes, &servers, &held);
         for (i, vote) in votes.iter_mut().enumerate().filter(|(i, _)| forgetful[*i]) {
             let runs: Vec<String> = servers[i]
                 .iter()
@@ -538,16 +538,16 @@ impl Engine {
         );
         let quorum = quorum::quorum(self.members.len());
         let refused = shape.refusal(self, ttl_ms, &votes);
-        let verdict::Count {
+        let decide::Count {
             granted,
             highest,
             reached,
-        } = verdict::count(
+        } = decide::count(
             votes.iter().map(Vote::ballot),
             self.members.len(),
             refused.is_some(),
         );
-        let lags = |v: &Vote| verdict::lags(&v.ballot(), highest);
+        let lags = |v: &Vote| decide::lags(&v.ballot(), highest);
         let mut failed = None;
         if let (true, Some(keep)) = (reached, &keep) {
             // Every counter on every granting member must reach the token,
@@ -558,7 +558,7 @@ impl Engine {
             if behind > 0 {
                 let lagging: Vec<bool> = votes.iter().map(lags).collect();
                 let raised = shape.raise(self, &lagging, token, highest, keep);
-                if !verdict::raised_enough(granted, behind, raised.yes, self.members.len()) {
+                if !decide::raised_enough(granted, behind, raised.yes, self.members.len()) {
                     failed = Some(raised);
                 }
             }
@@ -613,7 +613,7 @@ impl Engine {
         elapsed: Duration,
         ttl: Duration,
     ) -> Error {
-        let lags = |v: &Vote| verdict::lags(&v.ballot(), highest);
+        let lags = |v: &Vote| decide::lags(&v.ballot(), highest);
         let quorum = quorum::quorum(self.members.len());
         let resources = shape.resources();
         let shown = shape.shown();

@@ -222,7 +222,7 @@ impl OneKey {
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
         // Valkey), so that a waiting writer asks readers to queue only
         // where readers hold it, and so that the restart rule reads which
-        // servers the holder's grant was asked of (`verdict::forgetful`;
+        // servers the holder's grant was asked of (`decide::forgetful`;
         // a permit's slot too, which never meets readers); older servers
         // get plain `NX`, whose refusal may be readers and says no more.
         let (reply, legacy_reply) = set_replies(fenced);
@@ -770,7 +770,7 @@ fn set_replies(fenced: bool) -> (Reply, Reply) {
 }
 
 /// Gives each no and failure among `votes` the holders the round's
-/// refusals found (`seen`), for the restart rule (`verdict::forgetful`):
+/// refusals found (`seen`), for the restart rule (`decide::forgetful`):
 /// every value that holds a key but a waiter's reservation (no holder's)
 /// and this acquisition's own earlier attempts' (`token`'s). A refusal
 /// from a server kept out of votes (its answer a failure) is evidence

@@ -160,7 +160,7 @@ impl Member {
     }
 
     /// This member's view in a read is no answer, by the restart rule
-    /// (see `verdict::forgetful_views`).
+    /// (see `decide::forgetful_views`).
     pub(crate) fn view_not_counted(&self) -> NodeError {
         self.not_counted(
             "its view is not counted: its server is not among those that a holder's value, \

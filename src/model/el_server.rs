@@ -29,7 +29,7 @@ pub(crate) struct ElRules {
     pub(crate) newer_claims_kept: bool,
     /// A grant names its servers, and a yes beside a refusal whose value
     /// names servers but not the yes-sayer's is not counted
-    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    /// (`decide::forgetful`; see `lock::Rules::names_servers`).
     pub(crate) names_servers: bool,
     /// The same rule on a read (`majority::forget_restarted`): a view
     /// from a server that a holder's value seen on another member does

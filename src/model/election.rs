@@ -24,7 +24,7 @@
 //! of itself (key, record and counter as they were), within a budget;
 //! each campaign meets the servers first, so that its value names their
 //! runs, a take's refusal answers the holder's names, and the candidate
-//! decides which yes votes count with the library's `verdict::forgetful`.
+//! decides which yes votes count with the library's `decide::forgetful`.
 //!
 //! Left out: campaigns of more than one attempt, the raise of lagging
 //! term counters (terms are the lock's fencing tokens: the lock model's
@@ -40,8 +40,8 @@ use super::el_server::{ElAnswer, ElRequest, ElRules, ElServer, Record};
 use super::lock::{NODES, Names, Value};
 use super::names::{self, Named, name, names_of, token};
 use crate::base::node_error::NodeError;
+use crate::engine::decide::{self, Ballot};
 use crate::engine::quorum;
-use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
 use crate::shapes::election::majority::{View, forget_restarted, majority};
@@ -225,7 +225,7 @@ impl ElModel {
             },
             _ => Ballot::default(),
         });
-        let count = verdict::count(ballots, NODES, false);
+        let count = decide::count(ballots, NODES, false);
         let ttl = Duration::from_millis(TTL * TICK_MS);
         let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
         let from = self.base + Duration::from_millis(u64::from(start) * TICK_MS);

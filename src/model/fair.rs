@@ -13,7 +13,7 @@
 //! where it may have written (a claim's clean-up puts back a reservation
 //! it took); granted by some servers only, or giving up, it leaves the
 //! queues; its release hands the key to the first live waiter. The
-//! verdict and validity are the library's code (`engine::verdict`,
+//! verdict and validity are the library's code (`engine::decide`,
 //! `quorum::valid_until`).
 //!
 //! A set waits in line where the library's code says
@@ -31,7 +31,7 @@
 //! of itself taken earlier (an older copy), within a budget; each attempt
 //! meets the servers first, so that its value names their runs, and a
 //! yes beside a refusal whose value names other runs is not counted
-//! (`verdict::forgetful`, [`FairRules::names_servers`]).
+//! (`decide::forgetful`, [`FairRules::names_servers`]).
 //!
 //! Left out: fencing, the wake messages in the safety runs (a
 //! waiter may ask at any moment, which covers any timing of them), and
@@ -45,8 +45,8 @@ use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, CLIENTS, NODES, Names, Value};
 use super::names::{self, Named, name, names_of};
 use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
+use crate::engine::decide::{self, Ballot};
 use crate::engine::fair as engine_fair;
-use crate::engine::verdict::{self, Ballot};
 use crate::engine::{pipeline, quorum};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
@@ -78,7 +78,7 @@ pub(crate) struct FairRules {
     pub(crate) sets: SetRules,
     /// A grant names its servers, and a yes beside a refusal whose value
     /// names servers but not the yes-sayer's is not counted
-    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    /// (`decide::forgetful`; see `lock::Rules::names_servers`).
     pub(crate) names_servers: bool,
 }
 
@@ -389,7 +389,7 @@ impl FairModel {
             yes: (yes(&answers[n]) && !forgetful[n]).then_some(1),
             low: 1,
         });
-        let count = verdict::count(ballots, NODES, false);
+        let count = decide::count(ballots, NODES, false);
         let ttl = Duration::from_millis(LENGTHS.ttl * TICK_MS);
         let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
         let start_at = self.at(u64::from(start) * TICK_MS);
@@ -556,7 +556,7 @@ impl FairModel {
     }
 
     /// Which yes answers the restart rule does not count, by the
-    /// library's verdict (`verdict::forgetful`), on the runs client `c`
+    /// library's verdict (`decide::forgetful`), on the runs client `c`
     /// met and the holders its refusals found (other clients' values:
     /// each names the servers its own client met; this acquisition's
     /// own earlier values say nothing, as `give_holders` has it).

@@ -5,7 +5,7 @@
 //! in ticks of 10 ms.
 //!
 //! The clients decide with the library's own code: the acquisition's
-//! verdict (`engine::verdict`), its validity (`quorum::valid_until`), the
+//! verdict (`engine::decide`), its validity (`quorum::valid_until`), the
 //! extend's rule (`quorum::after_extend`) and the restart quarantine
 //! (`members::restart::RunWatch`). The servers run Rust models of the
 //! lock's scripts ([`Server::run`]), each tied to its Lua by the
@@ -17,8 +17,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::engine::decide::{self, Ballot};
 use crate::engine::quorum;
-use crate::engine::verdict::{self, Ballot};
 use crate::members::restart::{Identity, Policy, RunWatch};
 use crate::model::explore::Model;
 
@@ -37,8 +37,8 @@ const MASKS: [u8; 1 << NODES] = [0, 1, 2, 3, 4, 5, 6, 7];
 /// The granting members whose counter lags the token (by the library's
 /// verdict): those a raise goes to.
 fn lagging(ballots: &[Ballot; NODES]) -> [bool; NODES] {
-    let highest = verdict::count(*ballots, NODES, false).highest;
-    ballots.map(|b| verdict::lags(&b, highest))
+    let highest = decide::count(*ballots, NODES, false).highest;
+    ballots.map(|b| decide::lags(&b, highest))
 }
 
 /// Which servers a mask names, for people.
@@ -89,7 +89,7 @@ pub(crate) struct Rules {
     pub(crate) raise_checks_value: bool,
     /// A grant names its servers, and a yes beside a refusal whose value
     /// does not name the yes-sayer's server does not count
-    /// (`verdict::forgetful`): a server that restarted before a client
+    /// (`decide::forgetful`): a server that restarted before a client
     /// first reached it does not vote against a holder another member
     /// shows.
     pub(crate) names_servers: bool,
@@ -536,7 +536,7 @@ impl LockModel {
     }
 
     /// Which yes answers the restart rule does not count, by the
-    /// library's verdict (`verdict::forgetful`), on what the client saw
+    /// library's verdict (`decide::forgetful`), on what the client saw
     /// of the servers' runs and the holders' names its refusals found.
     fn forgetful(&self, client: &Client, answers: &[Option<Answer>; NODES]) -> [bool; NODES] {
         if !self.rules.names_servers {
@@ -582,7 +582,7 @@ impl LockModel {
                     },
                     _ => Ballot::default(),
                 });
-                let count = verdict::count(ballots, NODES, false);
+                let count = decide::count(ballots, NODES, false);
                 let lagging = lagging(&ballots);
                 // Dirty: every member that may hold the value (all but
                 // those that answered no).
@@ -617,10 +617,10 @@ impl LockModel {
                 raised,
                 dirty,
             } => {
-                let count = verdict::count(ballots, NODES, false);
+                let count = decide::count(ballots, NODES, false);
                 let behind = lagging(&ballots).iter().filter(|l| **l).count();
                 let up = raised.iter().filter(|r| **r == Some(true)).count();
-                let ok = verdict::raised_enough(count.granted, behind, up, NODES);
+                let ok = decide::raised_enough(count.granted, behind, up, NODES);
                 self.decide(s, c, value, start, ok, count.highest, dirty, mask);
             }
             Phase::Holding {

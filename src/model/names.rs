@@ -2,14 +2,14 @@
 //! a server restarts as a new run ([`restart`]); a value names
 //! the servers its attempt met (`Names`: each server's run + 1, 0 for
 //! none), and a client decides which yes votes count with the library's
-//! `verdict::forgetful`, fed as the library feeds it: each server by the
+//! `decide::forgetful`, fed as the library feeds it: each server by the
 //! digest of the run the client last met there, and every refusal's
 //! holder given to each no and failure (as `give_holders` does), as the
 //! bytes of a value that names those servers.
 
 use super::lock::{CLIENTS, NODES, Names, Value};
 use super::net::Net;
-use crate::engine::verdict;
+use crate::engine::decide;
 
 /// Server `n` of `servers` starts again as `server` (empty, or an older
 /// copy of itself): a new run (`runs`), counted among `restarts`; what
@@ -75,7 +75,7 @@ pub(crate) fn forgetful(seen: Names, yes: [bool; NODES], holders: &[Names]) -> [
         .iter()
         .map(|&y| if y { Vec::new() } else { values.clone() })
         .collect();
-    let out = verdict::forgetful(&yes, &servers, &held);
+    let out = decide::forgetful(&yes, &servers, &held);
     std::array::from_fn(|n| out[n])
 }
 

@@ -9,7 +9,7 @@
 //! cleaned up (`unread.lua`, `unlock.lua`) wherever it may have written;
 //! a holder releases, or is abandoned (a guard leaked, a process that
 //! died), its keys left to expire. The verdict and validity are the
-//! library's code (`engine::verdict`, `quorum::valid_until`).
+//! library's code (`engine::decide`, `quorum::valid_until`).
 //!
 //! Left out: the waiting writer's flag (it only refuses readers; safety
 //! never depends on it, as `RwLock`'s docs argue), read extends,
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use super::fair::EVERY_MASK;
 use super::lock::{Answer, NODES, Value};
 use super::rw_server::{RwHeld, RwRequest, RwRules, RwServer};
+use crate::engine::decide::{self, Ballot};
 use crate::engine::quorum;
-use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
 
@@ -169,7 +169,7 @@ impl RwModel {
             yes: yes(&a).then_some(1),
             low: 1,
         });
-        let count = verdict::count(ballots, NODES, false);
+        let count = decide::count(ballots, NODES, false);
         let ttl = Duration::from_millis(TTL * TICK_MS);
         let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
         let start_at = self.at(u64::from(start) * TICK_MS);

@@ -56,7 +56,7 @@ pub(crate) struct SemRules {
     pub(crate) count_kept: bool,
     /// A grant names its servers, and a yes beside a refusal whose value
     /// names servers but not the yes-sayer's is not counted
-    /// (`verdict::forgetful`; see `lock::Rules::names_servers`).
+    /// (`decide::forgetful`; see `lock::Rules::names_servers`).
     pub(crate) names_servers: bool,
 }
 

@@ -12,13 +12,13 @@
 //! all the same (cleaned up as a yes would be). A holder extends (the
 //! slot's extend keeping the count alive with it) or releases. The
 //! verdict, validity and extend rule are the library's code
-//! (`engine::verdict`, `quorum::valid_until`, `quorum::after_extend`).
+//! (`engine::decide`, `quorum::valid_until`, `quorum::after_extend`).
 //!
 //! Restarts (issue 66): a server may restart, empty or from a snapshot
 //! of itself, within a budget; each attempt meets the servers first, so
 //! that its value names their runs, a slot's refusal (`SET ... NX GET`)
 //! answers its holder's names, and the client decides which yes votes
-//! count with the library's `verdict::forgetful`. A stored count that
+//! count with the library's `decide::forgetful`. A stored count that
 //! differs names nobody: a restart beside clients made with different
 //! counts is strict mode's (see the crate docs, "Restarts").
 //!
@@ -32,8 +32,8 @@ use super::lock::{Answer, NODES, Names, Value};
 use super::names::{self, Named, name, names_of};
 use super::net::{Msg, Net, Step, Wired};
 use super::sem_server::{SemRequest, SemRules, SemServer};
+use crate::engine::decide::{self, Ballot};
 use crate::engine::quorum;
-use crate::engine::verdict::{self, Ballot};
 use crate::model::explore::Model;
 
 /// One tick of the model's clock.
@@ -175,7 +175,7 @@ impl SemModel {
                     yes: (yes[n] && !forgetful[n]).then_some(1),
                     low: 1,
                 });
-                let count = verdict::count(ballots, NODES, false);
+                let count = decide::count(ballots, NODES, false);
                 let ttl = Duration::from_millis(u64::from(TTL) * TICK_MS);
                 let elapsed = Duration::from_millis(u64::from(s.now - start) * TICK_MS);
                 let until = count

@@ -298,7 +298,7 @@ impl LockManager {
     }
 }
 
-/// The restart rule on an inspection (`verdict::forgetful_views`, as on
+/// The restart rule on an inspection (`decide::forgetful_views`, as on
 /// an election's read): a member whose server a holder's value seen on
 /// another member does not name, and that does not show that value
 /// itself, may have restarted since that grant and forgotten it, so its
@@ -320,7 +320,7 @@ fn forget_restarted(
         })
         .collect();
     let servers = p.servers_of(&[resource]);
-    let forgetful = crate::engine::verdict::forgetful_views(&holders, &servers);
+    let forgetful = crate::engine::decide::forgetful_views(&holders, &servers);
     for (i, m) in members
         .iter_mut()
         .enumerate()

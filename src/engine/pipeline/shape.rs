@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use crate::base::error::Error;
 use crate::base::node_error::NodeError;
+use crate::engine::decide;
 use crate::engine::quorum::{self, Tally};
-use crate::engine::verdict;
 use crate::members::request::{Said, Tallied};
 
 use super::Engine;
@@ -39,7 +39,7 @@ pub(crate) struct Vote {
     /// first failure otherwise.
     pub(crate) answer: Answer,
     /// With a no or a failure: the values of holders the round's refusals
-    /// found, for the restart rule (see [`verdict::forgetful`]).
+    /// found, for the restart rule (see [`decide::forgetful`]).
     pub(crate) held: Vec<Vec<u8>>,
 }
 
@@ -62,9 +62,9 @@ impl Vote {
         }
     }
 
-    /// What the verdict reads of it (see `verdict.rs`).
-    pub(crate) fn ballot(&self) -> verdict::Ballot {
-        verdict::Ballot {
+    /// What the verdict reads of it (see `decide.rs`).
+    pub(crate) fn ballot(&self) -> decide::Ballot {
+        decide::Ballot {
             yes: self.yes,
             low: self.low,
         }

@@ -144,7 +144,7 @@ fn parse_view(reply: &Value) -> Option<View> {
     })
 }
 
-/// The restart rule on a read (see `verdict::forgetful_views` and the
+/// The restart rule on a read (see `decide::forgetful_views` and the
 /// crate docs, "Restarts"): a member whose server (`servers[i]`, its
 /// `run_id` digests) a holder's value seen on another member does not
 /// name, and that does not show that value itself, may have restarted
@@ -164,7 +164,7 @@ pub(crate) fn forget_restarted(
             _ => None,
         })
         .collect();
-    let forgetful = crate::engine::verdict::forgetful_views(&holders, servers);
+    let forgetful = crate::engine::decide::forgetful_views(&holders, servers);
     views
         .into_iter()
         .enumerate()
