@@ -2,7 +2,6 @@
 //! through, once. What each file holds is in the crate docs' table, [The
 //! source, by layer](crate#the-source-by-layer).
 
-pub(crate) mod batch;
 pub(crate) mod decide;
 pub(crate) mod fair;
 pub(crate) mod guard;

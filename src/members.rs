@@ -3,7 +3,9 @@
 //! per-server forms and how its reply reads. What each file holds is in
 //! the crate docs' table, [The source, by layer](crate#the-source-by-layer).
 
+pub(crate) mod batch;
 pub(crate) mod conn;
+pub(crate) mod fanout;
 pub(crate) mod identities;
 pub(crate) mod member;
 pub(crate) mod node;

@@ -1,26 +1,14 @@
-//! The dispatcher (one call fanned out to every node, answers tallied) and
-//! the pure arithmetic of the algorithm: quorum size, clock drift,
-//! validity and the random retry delay.
-//!
-//! The arithmetic ([`Tally`], [`quorum`], validity, the extend's bound,
-//! the retry delay) is unit tested without a network; the verdict that
-//! uses it (is an attempt granted?) is the pipeline's, `pipeline.rs`.
-//! `round` is the only piece that knows how calls reach the members.
+//! The pure arithmetic of the algorithm: quorum size, clock drift,
+//! validity, the extend's bound, the random retry delay, and the
+//! [`Tally`] of a round's answers. No socket and no thread: the round's
+//! fan-out is `members::fanout`, and what an acquisition's answers decide
+//! is `decide.rs`. Unit tested without a network.
 
-use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::base::error::Error;
-use crate::base::keys;
 use crate::base::node_error::{NodeError, NodeFailures};
-use crate::members::member::Member;
-use crate::members::node::{Node, Received};
-use crate::members::request::{Pooled, Request};
-use crate::members::request::{Said, Tallied};
-
-/// One member's answer to a round: none when it was not asked.
-pub(crate) type Answer = Option<Result<Said, NodeError>>;
+use crate::members::request::Tallied;
 
 /// Extra drift added to every lock: Redis expires keys with 1 ms
 /// precision, plus 1 ms for small TTLs (as the Redlock document does).
@@ -69,121 +57,7 @@ pub(crate) fn retry_delay(max: Duration, random: u64) -> Duration {
     Duration::from_nanos(low + nanos as u64)
 }
 
-/// Sends `req` to the members that `only` selects (all when `None`) and
-/// returns their answers in member order (`None` for the others).
-///
-/// Multiplexed: the request is written on a pooled connection of every
-/// member's server first (a node's own, a Redis Cluster member's master
-/// for the request's slot), then the replies are read in turn, all by
-/// one deadline a node timeout away. A round therefore costs about the
-/// slowest server's round trip, with no thread. Only members that need a
-/// new connection (none pooled, the pooled one found closed, a cluster
-/// without its slot map yet) or a redirect followed (`MOVED`, `ASK`) get a
-/// scoped thread each, since that can block until the deadline; with a
-/// single member the calling thread does it. Every step ends by the
-/// deadline, so a round returns within about one node timeout.
-pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>) -> Vec<Answer> {
-    let Some(first) = members.first() else {
-        return Vec::new();
-    };
-    let deadline = Instant::now() + first.timeout();
-    let selected = |i: usize| only.is_none_or(|only| only[i]);
-    let slot = if members.iter().any(Member::is_cluster) {
-        keys::slot(req.key)
-    } else {
-        0
-    };
-    let send = |i: usize, member: &Member| {
-        let node = member.target(slot).filter(|_| selected(i))?;
-        // The first write follows the deadline's clock read at once.
-        let left = (i == 0).then(|| first.timeout());
-        let pooled = node.send(member.request(req), deadline, left)?;
-        Some((node, pooled))
-    };
-    let mut answers: Vec<Answer> = members.iter().map(|_| None).collect();
-    // One member: in this thread, nothing to collect.
-    if members.len() == 1 {
-        if selected(0) {
-            let answer = match send(0, first) {
-                Some((node, pooled)) => match node.receive(pooled, first.request(req), deadline) {
-                    Received::Done(answer) => answer,
-                    Received::Stale => first.call(req, slot, deadline),
-                },
-                None => first.call(req, slot, deadline),
-            };
-            answers[0] = Some(if first.must_follow(&answer) {
-                first.follow(answer, req, deadline)
-            } else {
-                answer
-            });
-        }
-        log_failures(members, &answers);
-        return answers;
-    }
-    let sent: Vec<Option<(Arc<Node>, Pooled)>> = members
-        .iter()
-        .enumerate()
-        .map(|(i, member)| send(i, member))
-        .collect();
-    thread::scope(|scope| {
-        let connect = |i: usize| {
-            let member = &members[i];
-            thread::Builder::new()
-                .name("redlock-connect".into())
-                .spawn_scoped(scope, move || member.call(req, slot, deadline))
-                .map_err(|_| i)
-        };
-        let follow = |i: usize, answer: Result<Said, NodeError>| {
-            let member = &members[i];
-            thread::Builder::new()
-                .name("redlock-redirect".into())
-                .spawn_scoped(scope, move || member.follow(answer, req, deadline))
-                .map_err(|_| i)
-        };
-        let mut pending = Vec::new();
-        for (i, sent) in sent.iter().enumerate() {
-            if sent.is_none() && selected(i) {
-                pending.push((i, connect(i)));
-            }
-        }
-        for (i, sent) in sent.into_iter().enumerate() {
-            let Some((node, pooled)) = sent else { continue };
-            let member = &members[i];
-            match node.receive(pooled, member.request(req), deadline) {
-                Received::Done(answer) if member.must_follow(&answer) => {
-                    pending.push((i, follow(i, answer)));
-                }
-                Received::Done(answer) => answers[i] = Some(answer),
-                Received::Stale => pending.push((i, connect(i))),
-            }
-        }
-        for (i, handle) in pending {
-            answers[i] = Some(match handle {
-                Ok(handle) => handle.join().unwrap_or_else(|_| Err(members[i].panicked())),
-                // No thread to be had: here, by the same deadline.
-                Err(i) => members[i].call(req, slot, deadline),
-            });
-        }
-    });
-    log_failures(members, &answers);
-    answers
-}
-
-/// Logs each member's failure in a round (at debug level: the round's
-/// outcome is what callers see and report).
-pub(crate) fn log_failures(members: &[Member], answers: &[Answer]) {
-    for (member, answer) in members.iter().zip(answers) {
-        if let Some(Err(e)) = answer {
-            crate::base::telemetry::node_failed(e);
-            crate::base::logging::log!(
-                debug,
-                "redlock_sync::node",
-                "{} failed in a round: {e}",
-                member.name()
-            );
-        }
-    }
-}
+pub(crate) use crate::members::fanout::Answer;
 
 /// The answers of one round, counted.
 #[derive(Debug, Default)]

@@ -317,7 +317,7 @@ impl OneKey {
                 .with_counted(node_counted.as_ref()),
             ..base
         };
-        let answers = quorum::round(&engine.members, None, &req);
+        let answers = crate::members::fanout::round(&engine.members, None, &req);
         let seen = seen.into_inner();
         let mut votes: Vec<Vote> = answers.into_iter().map(read_vote).collect();
         give_holders(&mut votes, &seen, token);

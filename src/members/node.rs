@@ -6,7 +6,7 @@
 //! [`Node::receive`] reads the reply by the round's deadline. A node with
 //! no usable pooled connection goes through [`Node::call`], which connects
 //! first; only that can block for long, so only that runs on its own
-//! thread (see `quorum::round`).
+//! thread (see `fanout::round`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -8,8 +8,7 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use super::{Announce, Answer, Args, Engine, Round};
-use crate::engine::batch;
-use crate::engine::quorum;
+use crate::members::batch;
 use crate::members::request::{FALLBACK, Forms, PlainDelete, Reply, Request};
 use crate::members::script::Lua;
 
@@ -356,7 +355,7 @@ impl<'a> ScriptCall<'a> {
                 &node_reload,
             )
         };
-        quorum::round(&engine.members, only, &req)
+        crate::members::fanout::round(&engine.members, only, &req)
     }
 }
 

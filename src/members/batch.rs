@@ -1,7 +1,7 @@
 //! Several requests in one round: a set's slot groups on Redis Cluster
 //! members. Each member's requests are pipelined, one connection per
 //! server, written for every member first and then read in turn, as
-//! [`quorum::round`](crate::engine::quorum::round) does for one request: a set
+//! [`fanout::round`](crate::members::fanout::round) does for one request: a set
 //! spanning a thousand slots costs one connection per master, no thread.
 //!
 //! What the pipelines leave open (no pooled connection, no slot map yet,
@@ -22,13 +22,11 @@ use parking_lot::Mutex;
 
 use crate::base::keys;
 use crate::base::node_error::NodeError;
-use crate::engine::quorum::log_failures;
+use crate::members::fanout::{Answer, log_failures};
 use crate::members::member::Member;
 use crate::members::node::Node;
 use crate::members::request::Request;
 use crate::members::request::Said;
-
-use crate::engine::quorum::Answer;
 
 /// A request's answer by its index.
 type Got = (usize, Result<Said, NodeError>);
