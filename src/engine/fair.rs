@@ -73,15 +73,21 @@ enum Refused {
 }
 
 impl Refused {
+    /// From `c`, the script's `-(c + 1)`: in u64 arithmetic, so that no
+    /// reply (a hostile server's `i64::MIN` included) overflows.
     fn of(c: u64) -> Refused {
-        let code = -(c as i64) - 1;
-        if code == READERS_HOLD {
+        const READERS: u64 = READERS_HOLD.unsigned_abs() - 1;
+        const LAPSE: u64 = LAPSE_BASE.unsigned_abs() - 1;
+        if c == READERS {
             Refused::Readers
         } else {
-            Refused::LapsesIn((-code - LAPSE_BASE).max(0) as u64)
+            Refused::LapsesIn(c.saturating_sub(LAPSE))
         }
     }
 }
+
+// The codes do not overlap: readers above every lapse.
+const _: () = assert!(-LAPSE_BASE < READERS_HOLD && READERS_HOLD < 0);
 
 /// How long a reservation lasts: twice the node timeout (the waiter
 /// hears the release and claims in about one round trip), at least 20 ms.

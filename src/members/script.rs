@@ -17,7 +17,8 @@ use crate::members::conn::pack_into;
 /// once by `redis::Script`.
 pub(crate) struct Lua {
     name: &'static str,
-    /// The source sent: the prelude, then the script's own file.
+    /// The source sent: the marks and the room's codes, the prelude,
+    /// then the script's own file.
     src: String,
     /// The script's own file, whose header documents it.
     #[cfg_attr(not(test), allow(dead_code))]

@@ -16,6 +16,7 @@ use super::fair_server::{FairRequest, FairServer, Held, Lengths, ScriptRules};
 use super::lock::{Answer, Value};
 use super::realtime::{BAND, same_expiry, seed, time, timed};
 use super::scripts::{Real, Rng};
+use crate::engine::fair::LAPSE_BASE;
 use crate::engine::fair::{CLAIM_QUEUED, HANDOFF, JOIN, LEAVE, UNCLAIM};
 use crate::engine::single::UNLOCK;
 use crate::shapes::set::{LOCK_SET, UNLOCK_SET};
@@ -403,12 +404,14 @@ pub(super) fn compare(
 }
 
 /// Whether the model's answer `got` is the server's `want`, run `skew`
-/// ms apart: when a reservation or offer lapses (-3 - N) as far apart as
+/// ms apart: when a reservation or offer lapses (-(LAPSE_BASE + N)) as far apart as
 /// the two clocks' readings (a reservation's length and what is left of
 /// one differ by more), any other answer the same.
 pub(super) fn same_answer(got: Answer, want: Answer, skew: u64) -> bool {
     match (got, want) {
-        (Answer::Int(g), Answer::Int(w)) if g <= -3 && w <= -3 => g.abs_diff(w) <= 5 + skew,
+        (Answer::Int(g), Answer::Int(w)) if g <= -LAPSE_BASE && w <= -LAPSE_BASE => {
+            g.abs_diff(w) <= 5 + skew
+        }
         _ => got == want,
     }
 }

@@ -390,7 +390,7 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     // A replica refuses every write, and a misplaced cluster node most:
     // the trial would only repeat that.
     if !replica && !misplaced {
-        trial(node, key, trying, &mut report, deadline);
+        trial(node, key, !plain, trying, &mut report, deadline);
     }
     durability(node, identity.set_nx_get, &mut report, deadline);
     if let Some(q) = node.quarantine() {

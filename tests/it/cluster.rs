@@ -525,6 +525,42 @@ fn the_readme_acl_rule_with_its_cluster_additions_is_enough() {
     });
 }
 
+/// `check_resource` tries a release's announcement as a cluster's
+/// masters take it, `SPUBLISH`: a user with the manual's cluster rule but
+/// `+spublish` passes; without it, every master's report names
+/// `SPUBLISH` as refused (waiters would poll), though `PUBLISH` is
+/// allowed.
+#[test]
+fn check_tries_the_sharded_announcement_on_a_clusters_masters() {
+    if skip() {
+        return;
+    }
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let rule = "on >s3cret resetkeys ~lock:* resetchannels &lock:* -@all +set +incr +pexpire \
+                +eval +evalsha +get +mget +del +pttl +script|load +publish +subscribe +unsubscribe \
+                +ping +cluster|slots +asking +ssubscribe +sunsubscribe";
+    let refused = |rule: &str| {
+        let seeds = locker(&cluster, rule);
+        let dlm = LockManager::builder().cluster(&seeds).build().unwrap();
+        let reports = dlm.check_resource("lock:check-spublish");
+        assert_eq!(reports.len(), 3, "{reports:?}");
+        reports
+            .iter()
+            .map(|r| r.missing_permissions.clone())
+            .collect::<Vec<_>>()
+    };
+    for missing in refused(rule) {
+        assert!(missing.iter().any(|m| m == "SPUBLISH"), "{missing:?}");
+        assert!(!missing.iter().any(|m| m == "PUBLISH"), "{missing:?}");
+    }
+    for missing in refused(&format!("{rule} +spublish")) {
+        assert!(
+            !missing.iter().any(|m| m.contains("PUBLISH")),
+            "{missing:?}"
+        );
+    }
+}
+
 /// A user refused `ASKING` (the manual's rule without `+asking`) while a
 /// slot migrates: the lock on that slot gets no vote, and the connection
 /// whose replies were left unread is dropped, never pooled: later locks on

@@ -2,6 +2,7 @@
 //! each command the lock sends, run on scratch keys, its refusals grouped.
 
 use super::*;
+use crate::members::member::Verbs;
 use crate::members::script::Lua;
 
 /// What a refusal stops, and how bad that is: the lock itself (unsafe),
@@ -27,16 +28,24 @@ struct Scratch<'a> {
     key: &'a [u8],
     token: &'a [u8],
     ms: &'static [u8],
+    /// The announcement's command: `PUBLISH`, or `SPUBLISH` on a Redis
+    /// Cluster's master (see `Verbs`).
+    publish: &'static [u8],
 }
 
 impl<'a> Scratch<'a> {
     /// The scratch values of a take (5 s) and of a renewal (6 s) on
     /// `key` by `token`.
-    fn take_and_renew(key: &'a [u8], token: &'a [u8]) -> (Scratch<'a>, Scratch<'a>) {
+    fn take_and_renew(
+        key: &'a [u8],
+        token: &'a [u8],
+        publish: &'static [u8],
+    ) -> (Scratch<'a>, Scratch<'a>) {
         let take = Scratch {
             key,
             token,
             ms: b"5000",
+            publish,
         };
         (
             take,
@@ -66,7 +75,7 @@ impl<'a> Scratch<'a> {
             "ttl" | "keep" | "ticket" => self.ms.to_vec(),
             "start" | "term" | "seq" | "arrival" => b"1".to_vec(),
             "to" => b"2".to_vec(),
-            "publish" => b"PUBLISH".to_vec(),
+            "publish" => self.publish.to_vec(),
             "message" | "value" => b"check".to_vec(),
             "address" | "where" => Vec::new(),
             "reserve" => b"1000".to_vec(),
@@ -115,9 +124,15 @@ fn plain(name: &str, args: &[&[u8]], stops: Stops) -> Command {
 /// The lock's own commands on `key` (its acquisition, fencing counter,
 /// extend, release and announcement). The acquisition's are plain
 /// commands; each script's `KEYS` and `ARGV` come from its declaration.
-fn lock_commands(key: &[u8], token: &[u8], fencing: bool, wakes: bool) -> Vec<Command> {
+fn lock_commands(
+    key: &[u8],
+    token: &[u8],
+    publish: &'static [u8],
+    fencing: bool,
+    wakes: bool,
+) -> Vec<Command> {
     let channel = release_channel(key);
-    let (take, renew) = Scratch::take_and_renew(key, token);
+    let (take, renew) = Scratch::take_and_renew(key, token, publish);
     let mut commands: Vec<Command> = vec![
         plain("SET", &[b"SET", key, token, b"NX", b"PX", b"5000"], LOCK),
         renew.eval(&EXTEND, &[], LOCK),
@@ -128,7 +143,8 @@ fn lock_commands(key: &[u8], token: &[u8], fencing: bool, wakes: bool) -> Vec<Co
         commands.push(renew.eval(&EXTEND, &["companion", "keep"], LOCK));
     }
     if wakes {
-        commands.push(plain("PUBLISH", &[b"PUBLISH", &channel, b"check"], WAKING));
+        let name = String::from_utf8_lossy(publish);
+        commands.push(plain(&name, &[publish, &channel, b"check"], WAKING));
     }
     let (keys, args) = take.call(&UNLOCK, &[]);
     let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
@@ -141,9 +157,15 @@ fn lock_commands(key: &[u8], token: &[u8], fencing: bool, wakes: bool) -> Vec<Co
 
 /// The other shapes' commands on `key`, free again: a set, a reader, an
 /// election.
-fn shape_commands(key: &[u8], token: &[u8], fencing: bool, commands: &mut Vec<Command>) {
+fn shape_commands(
+    key: &[u8],
+    token: &[u8],
+    publish: &'static [u8],
+    fencing: bool,
+    commands: &mut Vec<Command>,
+) {
     let fence = fence_key(key);
-    let (take, renew) = Scratch::take_and_renew(key, token);
+    let (take, renew) = Scratch::take_and_renew(key, token, publish);
     // The key is free again: a set of it, then a reader, each taken and
     // given back (every command inside their scripts runs).
     let counted: &[&str] = if fencing {
@@ -184,6 +206,7 @@ fn shape_commands(key: &[u8], token: &[u8], fencing: bool, commands: &mut Vec<Co
 pub(super) fn trial(
     node: &Node,
     key: &[u8],
+    cluster: bool,
     trying: Trying,
     report: &mut NodeReport,
     deadline: impl Fn() -> Instant,
@@ -195,10 +218,12 @@ pub(super) fn trial(
     } = trying;
     let key = key.to_vec();
     let token = b"redlock-check";
-    let mut commands = lock_commands(&key, token, fencing, wakes);
-    shape_commands(&key, token, fencing, &mut commands);
+    // The announcement as this server takes it: SPUBLISH on a cluster.
+    let publish = Verbs::of(cluster).publish;
+    let mut commands = lock_commands(&key, token, publish, fencing, wakes);
+    shape_commands(&key, token, publish, fencing, &mut commands);
     if fair {
-        fair_trial(&key, &mut commands);
+        fair_trial(&key, publish, &mut commands);
     }
     // Failures grouped by what they say: (verdict, what it stops or the
     // cause) -> the commands, and the servers' words.
@@ -262,7 +287,7 @@ fn report_groups(
 /// pattern that misses the queue's keys, a command missing), its releases
 /// go again as an unfair manager's, handing nothing on (a warning: the
 /// lock still works).
-fn fair_trial(key: &[u8], commands: &mut Vec<Command>) {
+fn fair_trial(key: &[u8], publish: &'static [u8], commands: &mut Vec<Command>) {
     const FAIR: Stops = (
         Verdict::Warning,
         "a fair manager's waiters wait unfairly (Builder::fair)",
@@ -278,6 +303,7 @@ fn fair_trial(key: &[u8], commands: &mut Vec<Command>) {
         key,
         token: b"redlock-check",
         ms: b"5000",
+        publish,
     };
     let second = Scratch {
         token: b"redlock-check-2",
@@ -340,6 +366,7 @@ mod tests {
             key: b"k",
             token: b"t",
             ms: b"5000",
+            publish: b"PUBLISH",
         };
         let tried: [&Lua; 17] = [
             &EXTEND,

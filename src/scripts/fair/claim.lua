@@ -158,7 +158,7 @@ local function ours_to_take(i)
         if string.sub(held, 1, #RESERVED_PREFIX) ~= RESERVED_PREFIX then
             return false, held
         end
-        if redis.call("ZSCORE", queue, string.sub(held, 14)) then
+        if redis.call("ZSCORE", queue, string.sub(held, #RESERVED_PREFIX + 1)) then
             return false, held
         end
     end

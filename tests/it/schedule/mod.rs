@@ -31,7 +31,7 @@
 //! one (kept alive) asking for the other, while the nemesis pauses nodes,
 //! cuts workers off nodes and queues waiters that then die. No waiter may
 //! wait while what it waits for is free (no other worker's keys could
-//! stand on a majority) for longer than [`STALL`]. Reverting issue 38's
+//! stand on a majority) for longer than `liveness::STALL`. Reverting issue 38's
 //! fixes, it fails: a set waiting in every queue (4 and 6 stalls in two
 //! runs of two), and hand-offs that tell nobody but the waiter handed to
 //! with no cap on a queued waiter's pause (11 stalls in one run of two).

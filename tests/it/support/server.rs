@@ -212,7 +212,10 @@ impl Server {
         if let Ok(logs) = std::env::var("REDLOCK_TEST_LOGS")
             && !logs.is_empty()
         {
-            let file = Path::new(&logs).join(format!("{}.log", self.port));
+            // Absolute: the server opens it after moving into `--dir`.
+            let logs = std::path::absolute(&logs)?;
+            std::fs::create_dir_all(&logs)?;
+            let file = logs.join(format!("{}.log", self.port));
             cmd.args(["--loglevel", "notice", "--logfile"]).arg(file);
         }
         // DEBUG is off by default from Redis 7 on (and the option unknown
