@@ -82,11 +82,13 @@ fn get(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     redis::cmd("GET").arg(key).query(&mut con).ok().flatten()
 }
 
-/// What an importing `server` holds at `key` (asked after `ASKING`).
-fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+/// `key` as `server` has it, asked after `first` on the same connection
+/// (`ASKING`: what an importing server holds; `READONLY`: what a replica
+/// holds).
+fn get_after(server: &Server, first: &str, key: &[u8]) -> Option<Vec<u8>> {
     let mut con = admin(server);
     let ((), value): ((), Option<Vec<u8>>) = redis::pipe()
-        .cmd("ASKING")
+        .cmd(first)
         .cmd("GET")
         .arg(key)
         .query(&mut con)
@@ -94,16 +96,14 @@ fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
     value
 }
 
+/// What an importing `server` holds at `key` (asked after `ASKING`).
+fn get_asking(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
+    get_after(server, "ASKING", key)
+}
+
 /// `key` as the replica `server` has it (`READONLY`, then `GET`).
 fn read_replica(server: &Server, key: &[u8]) -> Option<Vec<u8>> {
-    let mut con = admin(server);
-    let ((), value): ((), Option<Vec<u8>>) = redis::pipe()
-        .cmd("READONLY")
-        .cmd("GET")
-        .arg(key)
-        .query(&mut con)
-        .unwrap();
-    value
+    get_after(server, "READONLY", key)
 }
 
 /// Waits until `server` has a sharded subscriber for the release channel
