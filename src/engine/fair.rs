@@ -328,22 +328,17 @@ impl Fair {
         keep: Option<&str>,
     ) -> Vec<Vote> {
         let message = ahead_message(engine, token);
-        // One clock reading for the node and cluster forms: members count
-        // on from the same one (see `OneKey::take`).
         let start = counter_start().to_string();
-        let call = |cluster| {
-            let counted = keep.map(|keep| (keep, &start[..]));
-            let (keys, mut args) = self.claim_call(engine, &[key], token, ttl_ms, counted, "");
-            handing_args(
-                engine,
-                &mut args,
-                keep.is_some(),
-                message.as_deref(),
-                cluster,
-                &[wakes],
-            );
-            (keys, args)
-        };
+        let counted = keep.map(|keep| (keep, &start[..]));
+        let (keys, mut args) = self.claim_call(engine, &[key], token, ttl_ms, counted, "");
+        handing_args(
+            engine,
+            &mut args,
+            keep.is_some(),
+            message.as_deref(),
+            &[wakes],
+        );
+        let call = (keys, args);
         let mut lapse = None;
         let (answers, held) = with_call(engine, &CLAIM_QUEUED, None, call, |script| {
             script.run_naming(NAMING)
@@ -410,17 +405,7 @@ impl Fair {
     pub(crate) fn leave(&self, engine: &Engine, key: &[u8], wakes: &[u8], token: &[u8]) {
         if self.queued() {
             let message = leave_message(engine, token);
-            let call = |cluster| {
-                handing_call(
-                    engine,
-                    &[key],
-                    None,
-                    &[wakes],
-                    token,
-                    message.as_deref(),
-                    cluster,
-                )
-            };
+            let call = handing_call(engine, &[key], None, &[wakes], token, message.as_deref());
             run(engine, &LEAVE, None, call, RELEASE);
         }
     }

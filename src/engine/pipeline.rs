@@ -43,9 +43,9 @@ use crate::base::text::Decimal;
 use crate::engine::decide;
 use crate::engine::quorum::{self, Tally};
 use crate::engine::wait::Waiters;
-use crate::members::conn::{pack, pack_into};
 use crate::members::identities::Identities;
-use crate::members::member::{Member, Verbs};
+use crate::members::member::Member;
+use crate::members::request::Replicas;
 use crate::members::restart::Policy;
 
 mod scripts;
@@ -212,40 +212,16 @@ pub(crate) const READS: Round = Round {
 };
 
 /// The announcement arguments of a script that deletes lock keys: the
-/// verb (`PUBLISH` on nodes, `SPUBLISH`, sharded, on Redis Cluster
-/// members) and the message; none when releases are not announced.
-pub(crate) fn announce_args(message: Option<&[u8]>, cluster: bool) -> Vec<&[u8]> {
+/// verb (as each server takes it: see [`PUBLISH`]) and the message; none
+/// when releases are not announced.
+pub(crate) fn announce_args(message: Option<&[u8]>) -> Vec<&[u8]> {
     match message {
-        Some(message) => vec![Verbs::of(cluster).publish, message],
+        Some(message) => vec![PUBLISH, message],
         None => Vec::new(),
     }
 }
 
-/// The announcement written behind a release in the same write (a
-/// script's tail): `PUBLISH channel message` on nodes, `SPUBLISH` on Redis
-/// Cluster members. Packed straight into the release's buffer.
-#[derive(Clone, Copy)]
-pub(crate) struct Announce<'a> {
-    pub(crate) channel: &'a [u8],
-    pub(crate) message: &'a [u8],
-}
-
-impl Announce<'_> {
-    /// Appends the command as nodes (`cluster` false) or Redis Cluster
-    /// members take it.
-    pub(crate) fn pack_into(&self, out: &mut Vec<u8>, cluster: bool) {
-        let verb = Verbs::of(cluster).publish;
-        pack_into(out, &[&[verb, self.channel, self.message]]);
-    }
-
-    /// How many bytes it packs into, at most.
-    pub(crate) fn max_len(&self) -> usize {
-        self.channel.len() + self.message.len() + 96
-    }
-}
-
-/// A script's arguments (`ARGV`).
-pub(crate) type Args<'a> = &'a [&'a [u8]];
+pub(crate) use crate::members::op::{Announce, Args, PUBLISH};
 
 /// The resource that refused an attempt on a majority of the members, if
 /// one did: where a set waits in line. Every member must be told the same
@@ -267,24 +243,13 @@ pub(crate) fn most_busy(
 }
 
 impl Engine {
-    /// `WAIT <replicas> <ms>`, written behind acquisitions and extends
-    /// when replica acknowledgements are asked for; empty otherwise.
-    fn wait_command(&self) -> Vec<u8> {
+    /// The replicas whose acknowledgement a yes of a round of `round`
+    /// waits for (`WAIT`, when replica acknowledgements are asked for).
+    pub(crate) fn waits(&self, round: Round) -> Option<Replicas<'_>> {
         match &self.replica_acks {
-            Some((n, ms)) => pack(&[b"WAIT", n.to_string().as_bytes(), ms.as_bytes()]),
-            None => Vec::new(),
+            Some((acks, ms)) if round.replicated => Some(Replicas { acks: *acks, ms }),
+            _ => None,
         }
-    }
-
-    /// What a round of `round` writes behind each request (`WAIT`, when
-    /// its yes counts only once replicas acknowledged it), and how many
-    /// replicas that asks for.
-    pub(crate) fn waits(&self, round: Round) -> (Vec<u8>, Option<u32>) {
-        if !round.replicated {
-            return (Vec::new(), None);
-        }
-        let acks = self.replica_acks.as_ref().map(|(n, _)| *n);
-        (self.wait_command(), acks)
     }
 
     /// Fails once two members turned out to be the same server or cluster

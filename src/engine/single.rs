@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use crate::base::holder::waiter_of;
-use crate::base::keys::{READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, release_channel};
+use crate::base::keys::{RESERVED_PREFIX, fence_key, readers_key, release_channel};
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
@@ -25,9 +25,8 @@ use crate::engine::pipeline::{
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
-use crate::members::conn::pack_into;
-use crate::members::member::Member;
-use crate::members::request::{Counter, Forms, Reply, Request, Said};
+use crate::members::op::{Call, Fence, Op, Take};
+use crate::members::request::{Request, Said};
 use crate::members::script::{Lua, scripts};
 
 scripts! {
@@ -51,15 +50,7 @@ scripts! {
         keys ["readers"], args [];
 }
 
-/// A check a shape sends ahead of its `SET`, in the same write: a script
-/// sent by hash (loaded with the handshake), whose answer `n > 0` says
-/// the member differs (see [`Request::check`]); its vote is then no
-/// grant, and [`OneKey::differs`] finds the answer.
-pub(crate) struct Ahead<'a> {
-    pub(crate) lua: &'static Lua,
-    pub(crate) keys: &'a [&'a [u8]],
-    pub(crate) args: &'a [&'a [u8]],
-}
+pub(crate) use crate::members::op::Ahead;
 
 /// A companion key deleted with the key by a release script of the
 /// shape's own (a leadership's record, with the resign script).
@@ -132,7 +123,7 @@ impl OneKey {
     /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
     /// a refusal answers the holder's value, so that a waiting writer
     /// knows whether readers hold it; plain `NX` on servers before Redis
-    /// 7.0, see `Forms::legacy`, and behind a check `ahead`).
+    /// 7.0, see `members/lower.rs`, and behind a check `ahead`).
     ///
     /// Fencing on: the same, pipelined in one write with the count script
     /// on the key's counter (sent by hash, loaded with the handshake): the
@@ -200,139 +191,50 @@ impl OneKey {
         ahead: Option<Ahead<'_>>,
     ) -> Vec<Vote> {
         let key = &self.key[..];
-        let fenced = keep.is_some();
-        // An acquisition's yes counts once replicas acknowledged it.
-        let (wait, acks) = engine.waits(DECIDE);
-        let write = SetWrite {
+        let fence_key = fence_key(key);
+        let fence = keep.map(|keep| Fence {
+            key: &fence_key,
+            count: &COUNT,
+            // One clock reading for every member's counter, whichever
+            // form its write takes: counters behind the clock count on
+            // from the same reading, and no raise round follows to even
+            // them out. (No clock read without a counter.)
+            start: Decimal::of(counter_start()),
+            keep,
+            keep_ms: Duration::from_millis(keep.parse().unwrap_or(0)),
+            at: Instant::now(),
+            // Not in strict mode, which is for servers that may lose data
+            // without a visible restart: the script counts every time.
+            incr: engine.restart.strict.is_none(),
+        });
+        // Queued behind an attempt that times out: removes the key right
+        // after a late execution, and announces that only if it did.
+        let (message, channel) = (engine.message(token), release_channel(self.wakes()));
+        let args: Vec<&[u8]> = [vec![token], unlock_args(message.as_deref(), &channel)].concat();
+        let keys: [&[u8]; 1] = [key];
+        let clean_up = Call::new(&UNLOCK, &keys, &args);
+        let take = Take {
             key,
             token,
             px: Decimal::of(ttl_ms),
-            fence: if fenced { fence_key(key) } else { Vec::new() },
-            // One clock reading for every member's counter, whichever form
-            // its write takes (either form may be packed per member, when
-            // written): counters behind the clock count on from the same
-            // reading, and no raise round follows to even them out. (No
-            // clock read without a counter.)
-            start: Decimal::of(if fenced { counter_start() } else { 0 }),
-            keep,
-            at: Instant::now(),
-            wait,
-            ahead: ahead.as_ref(),
+            fence,
+            ahead,
+            clean_up,
         };
         // A refusal says who holds the key with `NX GET` (Redis 7.0+,
         // Valkey), so that a waiting writer asks readers to queue only
         // where readers hold it, and so that the restart rule reads which
         // servers the holder's grant was asked of (`decide::forgetful`;
-        // a permit's slot too, which never meets readers); older servers
-        // get plain `NX`, whose refusal may be readers and says no more.
-        let (reply, legacy_reply) = set_replies(fenced);
-        // The count script's source, for a server that lost it since the
-        // handshake (`SCRIPT FLUSH`): run once more with it (and the
-        // `WAIT` behind it again, as the write had it).
-        let count_reload = || {
-            let mut out = Vec::new();
-            write.count_into(&mut out, Count::WithSource);
-            out.extend_from_slice(&write.wait);
-            out
-        };
-        // Servers before Redis 7.0 (or of unknown version) do not take
-        // `SET ... NX GET`: their form is packed only for them. The
-        // current form is packed once where some member was seen to take
-        // it; else each member that takes it packs it for itself.
-        let current = engine.members.iter().any(Member::takes_set_nx_get);
-        let current_packed = || write.pack(true, Count::ByHash);
-        let packed = if current {
-            current_packed()
-        } else {
-            Vec::new()
-        };
-        let legacy_packed = || write.pack(false, Count::ByHash);
-        let describe = |at: usize| write.describe(at);
-        // Where a connection counted this counter by the script lately, an
-        // `INCR` counts as the script would (see `Counts`): packed once,
-        // for every member that takes it. Not in strict mode, which is for
-        // servers that may lose data without a visible restart: the
-        // script counts every time.
-        let counter = write.counter().filter(|_| engine.restart.strict.is_none());
-        let counted_packed = counter.map(|_| write.pack(true, Count::Incr));
-        let describe_counted = |at: usize| write.describe_counted(at);
-        let node_cleanup = || self.late_cleanup(engine, token, false);
-        let cluster_cleanup = || self.late_cleanup(engine, token, true);
-        // On a Redis Cluster member the same pipeline goes to the slot's
-        // master. An `ASK` is followed to the target only for a single-key
-        // request (see the crate docs, "Why slot migrations are safe"): a
-        // key with a fencing counter or a check ahead is no vote while
-        // its slot migrates.
+        // a permit's slot too, which never meets readers).
         let seen = Mutex::new(Vec::new());
-        let base = Request {
-            packed: &packed,
-            lazy: (!current).then_some(&current_packed as &(dyn Fn() -> Vec<u8> + Sync)),
-            key,
-            asking: false,
-            check: ahead.as_ref().map(|a| a.lua),
-            follow_ask: keep.is_none() && ahead.is_none(),
-            decides: true,
-            wait: acks,
-            reply,
-            describe: &describe,
-            forms: Forms::default(),
-            reload: fenced.then_some(&count_reload as &(dyn Fn() -> Vec<u8> + Sync)),
-            on_timeout: Some(&cluster_cleanup),
-            kept: Some(&seen),
-            counter,
-        };
-        // The `INCR` form, for a connection that counted the counter; an
-        // `INCR` that finds the counter went back counts by the script
-        // at once, on the same connection (its "reload").
-        let counted = |on_timeout| {
-            counted_packed.as_ref().map(|packed| Request {
-                packed,
-                describe: &describe_counted,
-                reload: Some(&count_reload as &(dyn Fn() -> Vec<u8> + Sync)),
-                on_timeout,
-                counter: counter.map(|c| Counter { by_incr: true, ..c }),
-                ..base
-            })
-        };
-        let node_counted = counted(Some(&node_cleanup));
-        let cluster_counted = counted(Some(&cluster_cleanup)).filter(|_| engine.has_clusters);
-        let legacy = |on_timeout| Request {
-            packed: &[],
-            lazy: Some(&legacy_packed),
-            reply: legacy_reply,
-            on_timeout,
-            ..base
-        };
-        // Redis Cluster members' forms only where there are some.
-        let node_legacy = legacy(Some(&node_cleanup));
-        let cluster_legacy = engine.has_clusters.then(|| legacy(Some(&cluster_cleanup)));
-        let cluster_req = engine.has_clusters.then(|| Request {
-            forms: Forms::legacy(cluster_legacy.as_ref()).with_counted(cluster_counted.as_ref()),
-            ..base
-        });
-        let req = Request {
-            on_timeout: Some(&node_cleanup),
-            forms: Forms::legacy(Some(&node_legacy))
-                .with_cluster(cluster_req.as_ref())
-                .with_counted(node_counted.as_ref()),
-            ..base
-        };
+        // An acquisition's yes counts once replicas acknowledged it.
+        let req = Request::new(Op::Take(take), true, engine.waits(DECIDE), Some(&seen));
         let answers = crate::members::fanout::round(&engine.members, None, &req);
         let seen = seen.into_inner();
         let mut votes: Vec<Vote> = answers.into_iter().map(read_vote).collect();
         give_holders(&mut votes, &seen, token);
         self.note_holder(seen);
         votes
-    }
-
-    /// Queued behind an acquisition that times out (as Redis Cluster
-    /// members take it when `cluster`): removes the key right after a late
-    /// execution, and announces that only if it did.
-    fn late_cleanup(&self, engine: &Engine, token: &[u8], cluster: bool) -> Vec<u8> {
-        let (message, channel) = (engine.message(token), release_channel(self.wakes()));
-        let mut args = vec![token];
-        args.extend(unlock_args(message.as_deref(), cluster, &channel));
-        UNLOCK.eval(&[&self.key], &args)
     }
 
     /// Who holds the key, as this attempt's refusals said (`seen`; a
@@ -541,15 +443,8 @@ impl OneKey {
                 .or_plain_delete(token)
                 .run(RELEASE),
             _ => {
-                let node: Vec<&[u8]> =
-                    [vec![token], unlock_args(message, false, &channel)].concat();
-                let cluster: Vec<&[u8]> =
-                    [vec![token], unlock_args(message, true, &channel)].concat();
-                engine
-                    .script(lua, keys, &node)
-                    .only(only)
-                    .cluster_args(&cluster)
-                    .run(RELEASE)
+                let args: Vec<&[u8]> = [vec![token], unlock_args(message, &channel)].concat();
+                engine.script(lua, keys, &args).only(only).run(RELEASE)
             }
         }
     }
@@ -650,125 +545,6 @@ impl fair::Queued for OneKey {
     }
 }
 
-/// How an acquisition's write counts its fencing counter.
-#[derive(Clone, Copy)]
-enum Count {
-    /// The count script, by hash (loaded with the handshake).
-    ByHash,
-    /// The count script with its source (after `NOSCRIPT`).
-    WithSource,
-    /// `INCR`, on a connection that counted the counter by the script
-    /// lately (see `Counts`).
-    Incr,
-}
-
-/// The acquisition's write (see [`OneKey::take`]), in one buffer: the
-/// check ahead (by hash: the handshake loads it, and a `SCRIPT FLUSH`
-/// costs one attempt, see `Pooled::finish`), the acquisition, the
-/// counter's count (by hash, loaded with the handshake; after a `SCRIPT
-/// FLUSH` sent again with its source), any `WAIT`.
-struct SetWrite<'a> {
-    key: &'a [u8],
-    token: &'a [u8],
-    px: Decimal,
-    /// The fencing counter's key (empty with fencing off).
-    fence: Vec<u8>,
-    /// The attempt's clock reading, from which a counter behind it counts
-    /// on.
-    start: Decimal,
-    keep: Option<&'a str>,
-    /// An instant before the write (for `Counts`).
-    at: Instant,
-    wait: Vec<u8>,
-    ahead: Option<&'a Ahead<'a>>,
-}
-
-impl SetWrite<'_> {
-    /// The write, with `SET ... NX GET` when `get` (servers before Redis
-    /// 7.0 take plain `SET ... NX`), its counter counted `how`.
-    fn pack(&self, get: bool, how: Count) -> Vec<u8> {
-        let key = self.key;
-        let fenced = self.keep.is_some();
-        // Room for the whole write: no regrowth.
-        let mut out = Vec::with_capacity(256 + self.fence.len() + 128 * usize::from(fenced));
-        if let Some(ahead) = self.ahead {
-            ahead.lua.evalsha_into(&mut out, ahead.keys, ahead.args);
-        }
-        let get: &[&[u8]] = if get { &[b"GET"] } else { &[] };
-        pack_into(
-            &mut out,
-            &[
-                &[b"SET", key, self.token, b"NX"],
-                get,
-                &[b"PX", self.px.as_bytes()],
-            ],
-        );
-        if fenced {
-            // The counter is counted on every member asked, whether or
-            // not it set the lock key: only the counts of members that set
-            // it make the token; the others' counts just grow, which keeps
-            // every counter monotonic. Its expiry is only ever raised: an
-            // attempt with a short keep never cuts the life of a counter a
-            // long-TTL holder relies on.
-            self.count_into(&mut out, how);
-        }
-        out.extend_from_slice(&self.wait);
-        out
-    }
-
-    /// The acquisition's fencing counter, for `Counts` (none with fencing
-    /// off).
-    fn counter(&self) -> Option<Counter<'_>> {
-        let keep = self.keep?.parse().ok()?;
-        Some(Counter {
-            key: &self.fence,
-            keep: Duration::from_millis(keep),
-            at: self.at,
-            by_incr: false,
-        })
-    }
-
-    /// The counter's count, as `how` says.
-    fn count_into(&self, out: &mut Vec<u8>, how: Count) {
-        let (fence, keep) = (&self.fence[..], self.keep.unwrap_or_default().as_bytes());
-        let args: [&[u8]; 2] = [self.start.as_bytes(), keep];
-        match how {
-            Count::ByHash => COUNT.evalsha_into(out, &[fence], &args),
-            Count::WithSource => COUNT.eval_into(out, &[fence], &args),
-            Count::Incr => pack_into(out, &[&[b"INCR", fence]]),
-        }
-    }
-
-    /// As [`describe`](Self::describe), for the form that counts by
-    /// `INCR`.
-    fn describe_counted(&self, at: usize) -> String {
-        match at {
-            0 => self.describe(0),
-            _ => format!("INCR {:?}", String::from_utf8_lossy(&self.fence)),
-        }
-    }
-
-    /// Names the write's command `at` and its key, for messages.
-    fn describe(&self, at: usize) -> String {
-        let (verb, key) = match at {
-            0 => ("SET", self.key),
-            _ => ("the count script on", &self.fence[..]),
-        };
-        format!("{verb} {:?}", String::from_utf8_lossy(key))
-    }
-}
-
-/// How the acquisition's replies read: its current form's, `SET ... NX
-/// GET`, whose refusal tells the readers' mark (see
-/// `keys::READERS_MARK`) from a token, and the form's of servers before
-/// Redis 7.0 (plain `NX`, whose refusal may be readers).
-fn set_replies(fenced: bool) -> (Reply, Reply) {
-    match fenced {
-        true => (Reply::SetGetCount(READERS_MARK), Reply::SetCount),
-        false => (Reply::SetGet(READERS_MARK), Reply::Set),
-    }
-}
-
 /// Gives each no and failure among `votes` the holders the round's
 /// refusals found (`seen`), for the restart rule (`decide::forgetful`):
 /// every value that holds a key but a waiter's reservation (no holder's)
@@ -816,8 +592,8 @@ fn read_vote(answer: Answer) -> Vote {
 
 /// The arguments of the unlock script after the token: the announcement,
 /// and its channel.
-fn unlock_args<'a>(message: Option<&'a [u8]>, cluster: bool, channel: &'a [u8]) -> Vec<&'a [u8]> {
-    let mut args = announce_args(message, cluster);
+fn unlock_args<'a>(message: Option<&'a [u8]>, channel: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut args = announce_args(message);
     if !args.is_empty() {
         args.push(channel);
     }

@@ -25,8 +25,8 @@ use crate::base::node_error::NodeError;
 use crate::members::fanout::{Answer, log_failures};
 use crate::members::member::Member;
 use crate::members::node::Node;
-use crate::members::request::Request;
 use crate::members::request::Said;
+use crate::members::request::{Request, Routed};
 
 /// A request's answer by its index.
 type Got = (usize, Result<Said, NodeError>);
@@ -58,7 +58,7 @@ pub(crate) fn round(
         return answers;
     };
     let deadline = Instant::now() + first.timeout();
-    let slots: Vec<u16> = reqs.iter().map(|r| keys::slot(r.key)).collect();
+    let slots: Vec<u16> = reqs.iter().map(|r| keys::slot(r.op.key())).collect();
     let mut open: Vec<Vec<usize>> = members.iter().map(|_| Vec::new()).collect();
     let mut follow: Vec<Vec<Got>> = members.iter().map(|_| Vec::new()).collect();
     // Written on every member's pooled connections first.
@@ -72,9 +72,7 @@ pub(crate) fn round(
             }
         }
         for (node, rs) in per {
-            let bare = bare(member, reqs, &rs);
-            let list: Vec<&Request<'_>> = bare.iter().collect();
-            match node.send_all(&list, deadline) {
+            match node.send_all(&bare(member, reqs, &rs), deadline) {
                 Some(pooled) => sent.push((i, node, rs, pooled)),
                 None => open[i].extend(rs),
             }
@@ -83,9 +81,7 @@ pub(crate) fn round(
     // Then read in turn.
     for (i, node, rs, pooled) in sent {
         let member = &members[i];
-        let bare = bare(member, reqs, &rs);
-        let list: Vec<&Request<'_>> = bare.iter().collect();
-        let Some(got) = node.receive_all(pooled, &list, deadline) else {
+        let Some(got) = node.receive_all(pooled, &bare(member, reqs, &rs), deadline) else {
             // Found closed before any reply: nothing ran.
             open[i].extend(rs);
             continue;
@@ -201,14 +197,14 @@ fn by_server(per: &mut Vec<(Arc<Node>, Vec<usize>)>, node: Arc<Node>, r: usize) 
     }
 }
 
-/// The requests `rs` as `member` takes them, without their reload: in a
+/// The requests `rs` as `member` sends them, without their reload: in a
 /// pipeline, a script's source sent after `NOSCRIPT` would come after the
 /// replies of the requests behind it (see [`settle`]).
-fn bare<'a>(member: &Member, reqs: &[&'a Request<'a>], rs: &[usize]) -> Vec<Request<'a>> {
+fn bare<'a>(member: &Member, reqs: &[&'a Request<'a>], rs: &[usize]) -> Vec<Routed<'a>> {
     rs.iter()
-        .map(|&r| Request {
-            reload: None,
-            ..*member.request(reqs[r])
+        .map(|&r| Routed {
+            reload: false,
+            ..member.request(reqs[r])
         })
         .collect()
 }
@@ -232,7 +228,7 @@ fn settle(
 ) -> Vec<Got> {
     let mut done: Vec<Got> = follow
         .into_iter()
-        .map(|(r, answer)| (r, member.follow(answer, reqs[r], deadline)))
+        .map(|(r, answer)| (r, member.follow(answer, member.request(reqs[r]), deadline)))
         .collect();
     for pass in 0..PASSES {
         if open.is_empty() {
@@ -247,17 +243,13 @@ fn settle(
             }
         }
         for (node, rs) in per {
-            let load = member.request(reqs[rs[0]]).reload.map(|source| source());
             let mut bare = bare(member, reqs, &rs);
-            if let Some(load) = &load {
-                bare[0].packed = load;
-            }
-            let list: Vec<&Request<'_>> = bare.iter().collect();
-            for (&r, answer) in rs.iter().zip(node.run_all(&list, deadline)) {
+            bare[0].source = true;
+            for (&r, answer) in rs.iter().zip(node.run_all(&bare, deadline)) {
                 match answer {
                     Err(e) if !last && again(member, &e) => open.push(r),
                     answer if member.must_follow(&answer) => {
-                        done.push((r, member.follow(answer, reqs[r], deadline)));
+                        done.push((r, member.follow(answer, member.request(reqs[r]), deadline)));
                     }
                     answer => done.push((r, answer)),
                 }

@@ -37,7 +37,7 @@ pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>
     let deadline = Instant::now() + first.timeout();
     let selected = |i: usize| only.is_none_or(|only| only[i]);
     let slot = if members.iter().any(Member::is_cluster) {
-        keys::slot(req.key)
+        keys::slot(req.op.key())
     } else {
         0
     };
@@ -55,12 +55,12 @@ pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>
             let answer = match send(0, first) {
                 Some((node, pooled)) => match node.receive(pooled, first.request(req), deadline) {
                     Received::Done(answer) => answer,
-                    Received::Stale => first.call(req, slot, deadline),
+                    Received::Stale => first.call(first.request(req), slot, deadline),
                 },
-                None => first.call(req, slot, deadline),
+                None => first.call(first.request(req), slot, deadline),
             };
             answers[0] = Some(if first.must_follow(&answer) {
-                first.follow(answer, req, deadline)
+                first.follow(answer, first.request(req), deadline)
             } else {
                 answer
             });
@@ -78,14 +78,18 @@ pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>
             let member = &members[i];
             thread::Builder::new()
                 .name("redlock-connect".into())
-                .spawn_scoped(scope, move || member.call(req, slot, deadline))
+                .spawn_scoped(scope, move || {
+                    member.call(member.request(req), slot, deadline)
+                })
                 .map_err(|_| i)
         };
         let follow = |i: usize, answer: Result<Said, NodeError>| {
             let member = &members[i];
             thread::Builder::new()
                 .name("redlock-redirect".into())
-                .spawn_scoped(scope, move || member.follow(answer, req, deadline))
+                .spawn_scoped(scope, move || {
+                    member.follow(answer, member.request(req), deadline)
+                })
                 .map_err(|_| i)
         };
         let mut pending = Vec::new();
@@ -109,7 +113,7 @@ pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>
             answers[i] = Some(match handle {
                 Ok(handle) => handle.join().unwrap_or_else(|_| Err(members[i].panicked())),
                 // No thread to be had: here, by the same deadline.
-                Err(i) => members[i].call(req, slot, deadline),
+                Err(i) => members[i].call(members[i].request(req), slot, deadline),
             });
         }
     });

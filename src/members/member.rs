@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use crate::base::node_error::{Cause, NodeError};
 use crate::members::node::Node;
 use crate::members::redis_cluster::RedisCluster;
-use crate::members::request::Request;
 use crate::members::request::Said;
+use crate::members::request::{Request, Routed};
 
 /// One vote of the quorum.
 pub(crate) enum Member {
@@ -89,26 +89,6 @@ impl Member {
         }
     }
 
-    /// Whether its servers were seen to take `SET ... NX GET` (Redis 7.0
-    /// and later, Valkey); a Redis Cluster member's, always (its masters
-    /// change with the slot).
-    pub(crate) fn takes_set_nx_get(&self) -> bool {
-        match self {
-            Member::Node(node) => node.takes_set_nx_get(),
-            Member::Cluster(_) => true,
-        }
-    }
-
-    /// The compare-and-delete forms its servers were seen to take (bits
-    /// of `PlainDelete::bit`); a Redis Cluster member's, all of them (its
-    /// masters change with the slot).
-    pub(crate) fn plain_deletes(&self) -> u8 {
-        match self {
-            Member::Node(node) => node.plain_deletes(),
-            Member::Cluster(_) => u8::MAX,
-        }
-    }
-
     /// The node timeout.
     pub(crate) fn timeout(&self) -> Duration {
         match self {
@@ -170,12 +150,9 @@ impl Member {
         )
     }
 
-    /// The request as this member takes it.
-    pub(crate) fn request<'r>(&self, req: &'r Request<'r>) -> &'r Request<'r> {
-        match (self, req.forms.cluster) {
-            (Member::Cluster(_), Some(alt)) => alt,
-            _ => req,
-        }
+    /// The request as this member sends it.
+    pub(crate) fn request<'r>(&self, req: &'r Request<'r>) -> Routed<'r> {
+        Routed::of(req, self.is_cluster())
     }
 
     /// The server that takes a request for `slot`, when known without
@@ -210,13 +187,13 @@ impl Member {
     /// cluster fetching the slot map, as needed), by `deadline`.
     pub(crate) fn call(
         &self,
-        req: &Request<'_>,
+        req: Routed<'_>,
         slot: u16,
         deadline: Instant,
     ) -> Result<Said, NodeError> {
         match self {
             Member::Node(node) => node.call(req, deadline),
-            Member::Cluster(cluster) => cluster.call(self.request(req), slot, deadline),
+            Member::Cluster(cluster) => cluster.call(req, slot, deadline),
         }
     }
 
@@ -234,12 +211,12 @@ impl Member {
     pub(crate) fn follow(
         &self,
         answer: Result<Said, NodeError>,
-        req: &Request<'_>,
+        req: Routed<'_>,
         deadline: Instant,
     ) -> Result<Said, NodeError> {
         match self {
             Member::Node(_) => answer,
-            Member::Cluster(cluster) => cluster.after(answer, self.request(req), deadline),
+            Member::Cluster(cluster) => cluster.after(answer, req, deadline),
         }
     }
 }

@@ -9,7 +9,6 @@
 //! thread (see `fanout::round`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -19,7 +18,7 @@ use crate::base::error::Error;
 use crate::base::node_error::{CallStep, Cause, NodeError, NodeErrorKind};
 use crate::members::conn::{Tls, pack};
 use crate::members::identities::Identities;
-use crate::members::request::{Failure, Pooled, Request, Said, is_reply, is_stale};
+use crate::members::request::{Failure, Pooled, Routed, Said, is_reply, is_stale};
 use crate::members::resolve::{ResolveFn, Resolver};
 use crate::members::restart::{Policy, Quarantine, RunWatch};
 use crate::members::script::Lua;
@@ -76,15 +75,6 @@ pub(crate) struct Node {
     /// compare-and-delete: releases send the script on every connection
     /// (see `Reply::DelIfEq`).
     plain_delete_refused: std::sync::atomic::AtomicBool,
-    /// The compare-and-delete forms its handshakes found (bits of
-    /// `PlainDelete::bit`): a release packs only those.
-    plain_deletes: std::sync::atomic::AtomicU8,
-    /// A handshake found a server that takes `SET ... NX GET` (Redis 7.0
-    /// and later, Valkey): an acquisition that has a pre-7.0 form packs
-    /// the current one for every member only once one was seen (see
-    /// `OneKey::take`). Never cleared: a server that comes back older only
-    /// costs a form packed and not used.
-    set_nx_get: std::sync::atomic::AtomicBool,
 }
 
 /// The commands a new connection starts with, those whose failure fails
@@ -211,8 +201,6 @@ impl Node {
             watch: RunWatch::default(),
             plain: std::sync::atomic::AtomicBool::new(false),
             plain_delete_refused: std::sync::atomic::AtomicBool::new(false),
-            plain_deletes: std::sync::atomic::AtomicU8::new(0),
-            set_nx_get: std::sync::atomic::AtomicBool::new(false),
             member: std::sync::OnceLock::new(),
             restart: setup.restart.clone(),
             timeout,
@@ -255,7 +243,7 @@ impl Node {
 
     /// Runs `req`: on a pooled connection if there is one, else on a new
     /// one; everything by `deadline`.
-    pub(crate) fn run(&self, req: &Request<'_>, deadline: Instant) -> Result<Said, NodeError> {
+    pub(crate) fn run(&self, req: Routed<'_>, deadline: Instant) -> Result<Said, NodeError> {
         match self.send(req, deadline, None) {
             Some(pooled) => match self.receive(pooled, req, deadline) {
                 Received::Done(answer) => answer,
@@ -329,21 +317,6 @@ impl Node {
         Ok(replies)
     }
 
-    /// The compare-and-delete forms this node's servers were seen to take
-    /// (bits of `PlainDelete::bit`), unless its user was refused them.
-    pub(crate) fn plain_deletes(&self) -> u8 {
-        match self.plain_delete_refused.load(Ordering::Relaxed) {
-            true => 0,
-            false => self.plain_deletes.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Whether a server of this node was seen to take `SET ... NX GET`
-    /// (Redis 7.0 and later, Valkey).
-    pub(crate) fn takes_set_nx_get(&self) -> bool {
-        self.set_nx_get.load(Ordering::Relaxed)
-    }
-
     /// The node timeout.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
@@ -357,17 +330,12 @@ impl Node {
     /// reads no clock of its own.
     pub(crate) fn send(
         &self,
-        req: &Request<'_>,
+        req: Routed<'_>,
         deadline: Instant,
         left: Option<Duration>,
     ) -> Option<Pooled> {
         let mut pooled = self.checkout()?;
-        let packed = req.on(&pooled).bytes();
-        let written = match left {
-            Some(left) => pooled.con.write_within(&packed, left),
-            None => pooled.con.write(&packed, deadline),
-        };
-        match written {
+        match pooled.send(&[req], deadline, left) {
             Ok(()) => Some(pooled),
             Err(_) => {
                 // A write fails on a connection the server has closed; the
@@ -427,7 +395,7 @@ impl Node {
     /// plain node (whatever key was asked), and, for a request that decides
     /// a holder, none from a server kept out after a restart, whatever it
     /// said (a yes left a key there, so the failure is not settled).
-    fn vote(&self, req: &Request<'_>, answer: Result<Said, NodeError>) -> Result<Said, NodeError> {
+    fn vote(&self, req: Routed<'_>, answer: Result<Said, NodeError>) -> Result<Said, NodeError> {
         if self.plain.load(std::sync::atomic::Ordering::Relaxed) && self.watch.cluster_mode() {
             let mut e = NodeError::cluster(
                 self.name.clone(),
@@ -440,7 +408,7 @@ impl Node {
             e.settled = false;
             return Err(e);
         }
-        if req.decides
+        if req.req.decides
             && answer.is_ok()
             && let Some(q) = self.quarantine()
         {
@@ -471,12 +439,10 @@ impl Node {
     pub(crate) fn receive(
         &self,
         mut pooled: Pooled,
-        req: &Request<'_>,
+        req: Routed<'_>,
         deadline: Instant,
     ) -> Received {
-        // As `send` wrote it, on this connection.
-        let req = req.on(&pooled);
-        match pooled.finish(req, deadline) {
+        match pooled.finish(req, 0, deadline) {
             Ok(v) => {
                 self.checkin(pooled);
                 Received::Done(self.vote(req, Ok(v)))
@@ -489,15 +455,18 @@ impl Node {
     /// path's way.
     #[cold]
     #[inline(never)]
-    fn receive_failed(&self, mut pooled: Pooled, f: Failure, req: &Request<'_>) -> Received {
+    fn receive_failed(&self, mut pooled: Pooled, f: Failure, req: Routed<'_>) -> Received {
         self.role_changed(&mut pooled, &f.error);
         match f {
             f if f.keep => {
+                let refused = self.refused(&pooled, f, req, 0);
                 self.checkin(pooled);
-                Received::Done(self.vote(req, Err(self.refused(f, req))))
+                Received::Done(self.vote(req, Err(refused)))
             }
             // Refused with replies left unread: the connection is dropped.
-            f if is_reply(&f.error) => Received::Done(self.vote(req, Err(self.refused(f, req)))),
+            f if is_reply(&f.error) => {
+                Received::Done(self.vote(req, Err(self.refused(&pooled, f, req, 0))))
+            }
             // Closed before any reply: the server restarted since the
             // connection was last used, and never ran the request. (One
             // that answered part of a pipeline and then broke ran it: a
@@ -512,7 +481,7 @@ impl Node {
                 );
                 Received::Stale
             }
-            f => Received::Done(Err(self.failed(pooled, f.error, req))),
+            f => Received::Done(Err(self.failed(pooled, f.error, req, 0))),
         }
     }
 
@@ -540,11 +509,10 @@ impl Node {
     }
 
     /// Runs `req` on a new connection, everything by `deadline`.
-    pub(crate) fn call(&self, req: &Request<'_>, deadline: Instant) -> Result<Said, NodeError> {
+    pub(crate) fn call(&self, req: Routed<'_>, deadline: Instant) -> Result<Said, NodeError> {
         let mut pooled = self.connect(deadline)?;
-        let req = req.on(&pooled);
-        let result = match pooled.con.write(&req.bytes(), deadline) {
-            Ok(()) => pooled.finish(req, deadline),
+        let result = match pooled.send(&[req], deadline, None) {
+            Ok(()) => pooled.finish(req, 0, deadline),
             Err(e) => Err(e.into()),
         };
         match result {
@@ -554,21 +522,22 @@ impl Node {
             }
             Err(f) if f.keep => {
                 self.role_changed(&mut pooled, &f.error);
+                let refused = self.refused(&pooled, f, req, 0);
                 self.checkin(pooled);
-                self.vote(req, Err(self.refused(f, req)))
+                self.vote(req, Err(refused))
             }
             // Refused with replies left unread: the connection is dropped.
-            Err(f) if is_reply(&f.error) => self.vote(req, Err(self.refused(f, req))),
-            Err(f) => Err(self.failed(pooled, f.error, req)),
+            Err(f) if is_reply(&f.error) => self.vote(req, Err(self.refused(&pooled, f, req, 0))),
+            Err(f) => Err(self.failed(pooled, f.error, req, 0)),
         }
     }
 
     /// Writes `reqs` back to back on a pooled connection (one pipeline).
     /// `None` when there is no pooled connection or it was found broken:
     /// then use [`run_all`](Self::run_all).
-    pub(crate) fn send_all(&self, reqs: &[&Request<'_>], deadline: Instant) -> Option<Pooled> {
+    pub(crate) fn send_all(&self, reqs: &[Routed<'_>], deadline: Instant) -> Option<Pooled> {
         let mut pooled = self.checkout()?;
-        match write_all(&mut pooled, reqs, deadline) {
+        match pooled.send(reqs, deadline, None) {
             Ok(()) => Some(pooled),
             Err(_) => {
                 self.idle.lock().clear();
@@ -586,26 +555,23 @@ impl Node {
     pub(crate) fn receive_all(
         &self,
         mut pooled: Pooled,
-        reqs: &[&Request<'_>],
+        reqs: &[Routed<'_>],
         deadline: Instant,
     ) -> Option<Vec<Result<Said, NodeError>>> {
         let mut answers = Vec::with_capacity(reqs.len());
-        // As `send_all` wrote them: a reply read may change what the
-        // connection sends next (a refused compare-and-delete), not what it sent.
-        let written: Vec<&Request<'_>> = reqs.iter().map(|r| r.on(&pooled)).collect();
-        for (at, req) in written.into_iter().enumerate() {
-            let answer = match pooled.finish(req, deadline) {
+        for (at, &req) in reqs.iter().enumerate() {
+            let answer = match pooled.finish(req, at, deadline) {
                 Ok(v) => self.vote(req, Ok(v)),
-                Err(f) if f.keep => self.vote(req, Err(self.refused(f, req))),
+                Err(f) if f.keep => self.vote(req, Err(self.refused(&pooled, f, req, at))),
                 Err(f) if is_stale(&f.error) && !pooled.con.answered() => {
                     self.idle.lock().clear();
                     return None;
                 }
                 Err(f) => {
                     let answer = if is_reply(&f.error) {
-                        self.vote(req, Err(self.refused(f, req)))
+                        self.vote(req, Err(self.refused(&pooled, f, req, at)))
                     } else {
-                        Err(self.failed(pooled, f.error, req))
+                        Err(self.failed(pooled, f.error, req, at))
                     };
                     let timed_out = matches!(&answer, Err(e) if e.kind() == NodeErrorKind::Timeout);
                     answers.push(answer);
@@ -625,7 +591,7 @@ impl Node {
     /// why and the others' that they were not sent.
     pub(crate) fn run_all(
         &self,
-        reqs: &[&Request<'_>],
+        reqs: &[Routed<'_>],
         deadline: Instant,
     ) -> Vec<Result<Said, NodeError>> {
         if let Some(pooled) = self.send_all(reqs, deadline)
@@ -633,12 +599,12 @@ impl Node {
         {
             return answers;
         }
-        let sent = self.connect(deadline).and_then(|mut pooled| {
-            match write_all(&mut pooled, reqs, deadline) {
-                Ok(()) => Ok(pooled),
-                Err(e) => Err(self.error(e, true)),
-            }
-        });
+        let sent =
+            self.connect(deadline)
+                .and_then(|mut pooled| match pooled.send(reqs, deadline, None) {
+                    Ok(()) => Ok(pooled),
+                    Err(e) => Err(self.error(e, true)),
+                });
         let pooled = match sent {
             Ok(pooled) => pooled,
             Err(first) => {
@@ -675,10 +641,12 @@ impl Node {
         self.error(cause, false)
     }
 
-    /// The error for an error reply, naming the command it answered.
+    /// The error for an error reply to `req` (the `at`-th request written
+    /// on `pooled`), naming the command it answered.
     #[cold]
-    fn refused(&self, f: Failure, req: &Request<'_>) -> NodeError {
-        self.error(f.error, false).about((req.describe)(f.at))
+    fn refused(&self, pooled: &Pooled, f: Failure, req: Routed<'_>, at: usize) -> NodeError {
+        let about = pooled.lowered(req, at).describe(f.at);
+        self.error(f.error, false).about(about)
     }
 
     /// The error for a request that got no complete reply. The connection
@@ -687,16 +655,20 @@ impl Node {
     /// `on_timeout` follow-up is written on the connection first, so that
     /// the node executes it right after a late execution of the request.
     #[cold]
-    fn failed(&self, mut pooled: Pooled, e: Cause, req: &Request<'_>) -> NodeError {
+    fn failed(&self, mut pooled: Pooled, e: Cause, req: Routed<'_>, at: usize) -> NodeError {
         let mut error = self.error(e, false);
-        if let (true, Some(follow_up)) = (error.kind() == NodeErrorKind::Timeout, req.on_timeout) {
+        let timed_out = error.kind() == NodeErrorKind::Timeout;
+        if let Some(follow_up) = timed_out
+            .then(|| pooled.lowered(req, at).on_timeout())
+            .flatten()
+        {
             // Sent as the request was: a request that followed an `ASK`
             // runs on the importing node only after `ASKING`, and so does
             // its clean-up.
             let follow_up = if req.asking {
-                [&pack(&[b"ASKING"])[..], &follow_up()].concat()
+                [&pack(&[b"ASKING"])[..], &follow_up].concat()
             } else {
-                follow_up()
+                follow_up
             };
             error.settled = pooled.con.write_now(&follow_up).is_ok();
         }
@@ -725,7 +697,6 @@ impl Node {
 
 mod pool;
 
-use pool::write_all;
 pub(crate) use pool::{Listener, Received};
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ use crate::base::node_error::{Cause, NodeError};
 use crate::members::conn::pack;
 use crate::members::identities::Identities;
 use crate::members::node::{Node, Setup};
+use crate::members::request::Routed;
 use crate::members::request::Said;
-use crate::members::request::{Forms, Request};
 use crate::members::url::{UrlParts, url_parts};
 
 /// Which master serves each slot.
@@ -217,7 +217,7 @@ impl RedisCluster {
     /// then follows one `MOVED` or `ASK`; everything by `deadline`.
     pub(crate) fn call(
         self: &Arc<Self>,
-        req: &Request<'_>,
+        req: Routed<'_>,
         slot: u16,
         deadline: Instant,
     ) -> Result<Said, NodeError> {
@@ -232,7 +232,7 @@ impl RedisCluster {
     pub(crate) fn after(
         self: &Arc<Self>,
         answer: Result<Said, NodeError>,
-        req: &Request<'_>,
+        req: Routed<'_>,
         deadline: Instant,
     ) -> Result<Said, NodeError> {
         match answer {
@@ -253,7 +253,7 @@ impl RedisCluster {
     fn follow(
         self: &Arc<Self>,
         e: NodeError,
-        req: &Request<'_>,
+        req: Routed<'_>,
         deadline: Instant,
     ) -> Result<Said, NodeError> {
         let Some((slot, host, port)) = parse_redirect(e.cause()) else {
@@ -267,7 +267,7 @@ impl RedisCluster {
             self.refresh_soon();
             return node.run(req, deadline);
         }
-        if !req.follow_ask {
+        if !req.req.op.follow_ask() {
             return Err(NodeError::cluster(
                 node.name().into(),
                 format!(
@@ -277,34 +277,13 @@ impl RedisCluster {
                 self.timeout,
             ));
         }
-        let asking = [&pack(&[b"ASKING"])[..], &req.bytes()].concat();
-        let legacy_asking = req
-            .forms
-            .legacy
-            .map(|l| [&pack(&[b"ASKING"])[..], &l.bytes()].concat());
-        let legacy = req
-            .forms
-            .legacy
-            .zip(legacy_asking.as_ref())
-            .map(|(l, packed)| Request {
-                packed,
-                asking: true,
-                ..*l
-            });
-        // The plain commands some servers take in a script's place go
-        // without `ASKING`: an ASK retry sends the script.
-        let asked = Request {
-            packed: &asking,
+        // After `ASKING`, which holds for one command; never as a plain
+        // compare-and-delete (see `lower.rs`).
+        let asked = Routed {
             asking: true,
-            forms: Forms {
-                legacy: legacy.as_ref(),
-                ifeq: None,
-                delex: None,
-                ..req.forms
-            },
-            ..*req
+            ..req
         };
-        node.run(&asked, deadline)
+        node.run(asked, deadline)
     }
 
     /// Notes the new owner a `MOVED` answer names (the map is refreshed

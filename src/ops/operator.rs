@@ -269,20 +269,13 @@ impl LockManager {
         let start = counter_start().to_string();
         let keep = p.counter_expiry_ms.to_string();
         let message = p.message(b"redlock-force-unlock");
-        let args_for = |cluster: bool| {
-            let mut args: Vec<&[u8]> = vec![start.as_bytes(), keep.as_bytes()];
-            let announce = announce_args(message.as_deref(), cluster);
-            if !announce.is_empty() {
-                args.extend(announce);
-                args.push(&channel);
-            }
-            args
-        };
-        let (node_args, cluster_args) = (args_for(false), args_for(true));
-        let (answers, replies) = p
-            .script(&FORCE, &keys, &node_args)
-            .cluster_args(&cluster_args)
-            .read(OPERATOR);
+        let mut args: Vec<&[u8]> = vec![start.as_bytes(), keep.as_bytes()];
+        let announce = announce_args(message.as_deref());
+        if !announce.is_empty() {
+            args.extend(announce);
+            args.push(&channel);
+        }
+        let (answers, replies) = p.script(&FORCE, &keys, &args).read(OPERATOR);
         let members = views(self, answers, &replies, false);
         let removed = members.iter().filter(|m| m.holder.is_some()).count();
         if let (true, Some(message)) = (removed > 0, &message) {

@@ -322,21 +322,16 @@ impl Shape for Read {
         } = removal;
         let readers = readers_key(&self.name);
         let channel = release_channel(&self.name);
-        let args = |cluster: bool| {
-            let mut args = vec![token];
-            let announce = announce_args(message, cluster);
-            if !announce.is_empty() {
-                args.extend(announce);
-                args.push(&channel);
-            }
-            args
-        };
-        let (node, cluster) = (args(false), args(true));
+        let mut args = vec![token];
+        let announce = announce_args(message);
+        if !announce.is_empty() {
+            args.extend(announce);
+            args.push(&channel);
+        }
         Tally::count(
             engine
-                .script(&UNREAD, &[&self.name, &readers], &node)
+                .script(&UNREAD, &[&self.name, &readers], &args)
                 .only(only)
-                .cluster_args(&cluster)
                 .run(RELEASE),
         )
     }

@@ -133,7 +133,7 @@ pub(crate) struct Set {
 
 /// The keys and arguments of a set script for a group of a set's
 /// indexes, on a Redis Cluster member or not.
-type SetCall<'a> = &'a (dyn Fn(&[usize], bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) + Sync);
+type SetCall<'a> = &'a (dyn Fn(&[usize]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) + Sync);
 
 impl Set {
     fn refs(&self) -> Vec<&[u8]> {
@@ -147,7 +147,7 @@ impl Set {
 
     /// Runs `lua` over the set: on nodes once with every key, on Redis
     /// Cluster members once per slot group, each member's groups
-    /// pipelined (one connection per master). `call(group, cluster)`
+    /// pipelined (one connection per master). `call(group)`
     /// gives the keys and arguments for the indexes of `group`. Each
     /// member's groups are taken together as its vote.
     fn round(
@@ -201,11 +201,11 @@ impl Set {
         } else {
             vec![all.clone()]
         };
-        let (node_keys, node_args) = call(&all, false);
+        let (node_keys, node_args) = call(&all);
         let (nk, na) = (refs(&node_keys), refs(&node_args));
         let answers = if groups.len() == 1 {
             // Without Redis Cluster members the cluster's call is unused.
-            let owned = engine.has_clusters.then(|| call(&groups[0], true));
+            let owned = engine.has_clusters.then(|| call(&groups[0]));
             let (ck, ca) = match &owned {
                 Some((keys, args)) => (refs(keys), refs(args)),
                 None => (nk.clone(), na.clone()),
@@ -220,7 +220,7 @@ impl Set {
             }
             vec![call.run(round)]
         } else {
-            let owned: Vec<_> = groups.iter().map(|group| call(group, true)).collect();
+            let owned: Vec<_> = groups.iter().map(|group| call(group)).collect();
             let calls: Vec<_> = owned
                 .iter()
                 .map(|(keys, args)| (refs(keys), refs(args)))
@@ -335,17 +335,9 @@ impl fair::Queued for Set {
     /// (see the leave script); best effort.
     fn leave(&self, engine: &Engine, _fair: &Fair, token: &[u8]) {
         let message = fair::leave_message(engine, token);
-        let call = |group: &[usize], cluster: bool| {
+        let call = |group: &[usize]| {
             let locks = self.pick(group);
-            fair::handing_call(
-                engine,
-                &locks,
-                None,
-                &locks,
-                token,
-                message.as_deref(),
-                cluster,
-            )
+            fair::handing_call(engine, &locks, None, &locks, token, message.as_deref())
         };
         self.round(engine, &LEAVE, None, &call, RELEASE);
     }
@@ -365,23 +357,16 @@ impl Shape for Set {
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
         if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
             let message = fair::ahead_message(engine, token);
-            // One clock reading for every group and form.
+            // One clock reading for every group.
             let start = counter_start().to_string();
-            let call = |group: &[usize], cluster: bool| {
+            let call = |group: &[usize]| {
                 let locks = self.pick(group);
                 let wait_at = fair.wait_at(group);
                 let counted = keep.map(|keep| (keep, &start[..]));
                 let (keys, mut args) =
                     fair.claim_call(engine, &locks, token, ttl_ms, counted, &wait_at);
                 let fenced = keep.is_some();
-                fair::handing_args(
-                    engine,
-                    &mut args,
-                    fenced,
-                    message.as_deref(),
-                    cluster,
-                    &locks,
-                );
+                fair::handing_args(engine, &mut args, fenced, message.as_deref(), &locks);
                 (keys, args)
             };
             return self.take_round(engine, &CLAIM_QUEUED, &call, token, Some(fair));
@@ -389,7 +374,7 @@ impl Shape for Set {
         let resources = &self.refs()[..];
         let px = ttl_ms.to_string();
         let start_at = counter_start().to_string();
-        let call = |group: &[usize], _: bool| {
+        let call = |group: &[usize]| {
             let mut args = vec![token.to_vec(), px.clone().into_bytes()];
             if let Some(keep) = keep {
                 args.push(start_at.clone().into_bytes());
@@ -404,7 +389,7 @@ impl Shape for Set {
     fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
         let resources = &self.refs()[..];
         let to = to.to_string();
-        let call = |group: &[usize], _: bool| {
+        let call = |group: &[usize]| {
             (
                 set_keys(resources, group, true),
                 vec![
@@ -431,7 +416,7 @@ impl Shape for Set {
         let keep = engine
             .fencing
             .then(|| engine.counter_keep(ttl_ms).to_string());
-        let call = |group: &[usize], _: bool| {
+        let call = |group: &[usize]| {
             let mut args = vec![token.to_vec(), ttl.clone().into_bytes()];
             if let Some(keep) = &keep {
                 args.push(keep.clone().into_bytes());
@@ -458,13 +443,11 @@ impl Shape for Set {
         } = removal;
         let queued = self.fair.as_ref().is_some_and(Fair::queued);
         if fair::route(engine, release, true, queued) != Route::Plain {
-            let call = |group: &[usize], cluster: bool| {
+            let call = |group: &[usize]| {
                 let locks = self.pick(group);
                 match release {
-                    true => {
-                        fair::handing_call(engine, &locks, None, &locks, token, message, cluster)
-                    }
-                    false => fair::unclaim_call(&locks, &locks, token, message, cluster),
+                    true => fair::handing_call(engine, &locks, None, &locks, token, message),
+                    false => fair::unclaim_call(&locks, &locks, token, message),
                 }
             };
             let lua: &Lua = if release { &HANDOFF } else { &UNCLAIM };
@@ -497,10 +480,10 @@ impl Set {
         message: Option<&[u8]>,
     ) -> Tally {
         let resources = &self.refs()[..];
-        let call = |group: &[usize], cluster: bool| {
+        let call = |group: &[usize]| {
             let keys: Vec<Vec<u8>> = group.iter().map(|&i| resources[i].to_vec()).collect();
             let mut args = vec![token.to_vec()];
-            let announce = announce_args(message, cluster);
+            let announce = announce_args(message);
             if !announce.is_empty() {
                 args.extend(announce.into_iter().map(<[u8]>::to_vec));
                 args.extend(group.iter().map(|&i| release_channel(resources[i])));

@@ -36,7 +36,6 @@ pub(crate) fn handing_args(
     args: &mut Vec<Vec<u8>>,
     fenced: bool,
     message: Option<&[u8]>,
-    cluster: bool,
     wakes: &[&[u8]],
 ) {
     let Some(message) = message else {
@@ -47,11 +46,7 @@ pub(crate) fn handing_args(
         args.extend([Vec::new(), Vec::new()]);
     }
     args.push(reserve_ms(engine).into_bytes());
-    args.extend(
-        announce_args(Some(message), cluster)
-            .into_iter()
-            .map(<[u8]>::to_vec),
-    );
+    args.extend(announce_args(Some(message)).into_iter().map(<[u8]>::to_vec));
     args.extend(wakes.iter().map(release_channel));
 }
 
@@ -59,14 +54,12 @@ pub(super) fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
     v.iter().map(|k| &k[..]).collect()
 }
 
-/// Runs a script whose keys are the same on nodes and Redis Cluster
-/// members, and whose arguments `call(cluster)` gives (the cluster's are
-/// built only where a member is a Redis Cluster).
+/// Runs a script of owned keys and arguments.
 pub(super) fn run(
     engine: &Engine,
     lua: &Lua,
     only: Option<&[bool]>,
-    call: impl Fn(bool) -> Call,
+    call: Call,
     round: Round,
 ) -> Vec<Answer> {
     with_call(engine, lua, only, call, |script| script.run(round))
@@ -78,19 +71,11 @@ pub(super) fn with_call<R>(
     engine: &Engine,
     lua: &Lua,
     only: Option<&[bool]>,
-    call: impl Fn(bool) -> Call,
+    (keys, args): Call,
     run: impl FnOnce(ScriptCall<'_>) -> R,
 ) -> R {
-    let (keys, node) = call(false);
-    let cluster = engine.has_clusters.then(|| call(true).1);
-    let keys = refs(&keys);
-    let cluster = cluster.as_deref().map(refs);
-    let node = refs(&node);
-    let call = engine.script(lua, &keys, &node).only(only);
-    run(match cluster.as_deref() {
-        Some(cluster) => call.cluster_args(cluster),
-        None => call,
-    })
+    let (keys, args) = (refs(&keys), refs(&args));
+    run(engine.script(lua, &keys, &args).only(only))
 }
 
 /// The lock keys `locks`, then their queues, then their tickets.
@@ -115,7 +100,7 @@ pub(crate) fn release(
     token: &[u8],
     message: Option<&[u8]>,
 ) -> Vec<Answer> {
-    let call = |cluster| handing_call(engine, &[key], record, &[wakes], token, message, cluster);
+    let call = handing_call(engine, &[key], record, &[wakes], token, message);
     run(engine, &HANDOFF, only, call, RELEASE)
 }
 
@@ -198,7 +183,6 @@ pub(crate) fn handing_call(
     wakes: &[&[u8]],
     token: &[u8],
     message: Option<&[u8]>,
-    cluster: bool,
 ) -> Call {
     let mut keys = queued_keys(locks);
     keys.extend(record.map(<[u8]>::to_vec));
@@ -206,14 +190,14 @@ pub(crate) fn handing_call(
         .fair_yield_ms
         .map_or_else(Vec::new, |ms| ms.to_string().into_bytes());
     let mut args = vec![token.to_vec(), reserve_ms(engine).into_bytes(), every];
-    announce(&mut args, message, cluster, wakes);
+    announce(&mut args, message, wakes);
     (keys, args)
 }
 
 /// The announcement's arguments, if any: the command, the message, and
 /// the release channel of each name in `wakes`.
-fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, cluster: bool, wakes: &[&[u8]]) {
-    let announce = announce_args(message, cluster);
+fn announce(args: &mut Vec<Vec<u8>>, message: Option<&[u8]>, wakes: &[&[u8]]) {
+    let announce = announce_args(message);
     if !announce.is_empty() {
         args.extend(announce.into_iter().map(<[u8]>::to_vec));
         args.extend(wakes.iter().map(release_channel));
@@ -233,7 +217,7 @@ pub(crate) fn unclaim(
     token: &[u8],
     message: Option<&[u8]>,
 ) -> Tally {
-    let call = |cluster| unclaim_call(&[key], &[wakes], token, message, cluster);
+    let call = unclaim_call(&[key], &[wakes], token, message);
     Tally::count(run(engine, &UNCLAIM, only, call, RELEASE))
 }
 
@@ -245,11 +229,10 @@ pub(crate) fn unclaim_call(
     wakes: &[&[u8]],
     token: &[u8],
     message: Option<&[u8]>,
-    cluster: bool,
 ) -> Call {
     let mut keys: Vec<Vec<u8>> = locks.iter().map(|k| k.to_vec()).collect();
     keys.extend(locks.iter().map(|k| tickets_key(k)));
     let mut args = vec![token.to_vec()];
-    announce(&mut args, message, cluster, wakes);
+    announce(&mut args, message, wakes);
     (keys, args)
 }

@@ -10,7 +10,7 @@ use redis::Value;
 
 use crate::base::node_error::{CallStep, Cause, NodeError};
 use crate::members::conn::Conn;
-use crate::members::request::{Counts, Failure, Pooled, Request, Said, is_reply};
+use crate::members::request::{Failure, Pooled, Said, is_reply};
 use crate::members::restart::{Identity, Noticed};
 
 use super::Node;
@@ -80,13 +80,7 @@ impl Node {
             deadline,
             self.timeout,
         )
-        .map(|con| Pooled {
-            con: Box::new(con),
-            legacy: true,
-            plain_delete: None,
-            plain_delete_refused: false,
-            counts: Counts::default(),
-        })
+        .map(Pooled::new)
         .map_err(|(step, e)| NodeError::opening(self.name.clone(), e, step, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             // A peer that answered, but not in RESP: say what it said.
@@ -124,15 +118,9 @@ impl Node {
         let at = |i: usize| Some(&replies[self.identity_at + i]).filter(|v| **v != Value::Nil);
         let identity = Identity::read(at(0), at(1), at(2));
         pooled.legacy = !identity.set_nx_get;
-        if identity.set_nx_get {
-            self.set_nx_get.store(true, Ordering::Relaxed);
-        }
         pooled.plain_delete = identity
             .plain_delete
             .filter(|_| !self.plain_delete_refused.load(Ordering::Relaxed));
-        if let Some(form) = identity.plain_delete {
-            self.plain_deletes.fetch_or(form.bit(), Ordering::Relaxed);
-        }
         if let (Some((identities, member)), Some(run_id)) = (self.member.get(), &identity.run_id) {
             identities.server(member, &self.name, run_id);
         }
@@ -194,17 +182,4 @@ impl Node {
             idle.push(pooled);
         }
     }
-}
-
-/// Writes `reqs` back to back on `pooled`, each as its server takes it.
-pub(super) fn write_all(
-    pooled: &mut Pooled,
-    reqs: &[&Request<'_>],
-    deadline: Instant,
-) -> Result<(), Cause> {
-    let packed: Vec<u8> = reqs
-        .iter()
-        .flat_map(|r| r.on(pooled).bytes().to_vec())
-        .collect();
-    pooled.con.write(&packed, deadline)
 }
