@@ -8,6 +8,7 @@ pub(crate) mod batch;
 pub(crate) mod conn;
 pub(crate) mod fanout;
 pub(crate) mod identities;
+pub(crate) mod listen;
 pub(crate) mod lower;
 pub(crate) mod member;
 pub(crate) mod node;

@@ -23,34 +23,18 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::counted::{Counted, hash};
-use crate::base::keys::{self, release_channel as channel};
-use crate::base::node_error::{NodeError, NodeErrorKind};
+use crate::base::keys::release_channel as channel;
 use crate::engine::quorum;
-use crate::members::conn::pack;
+use crate::members::listen::{Listening, Wanted, listen};
 use crate::members::member::Member;
-use crate::members::node::{Listener, Node};
 
 /// How long a resource stays subscribed after its last waiter left, and
 /// the listeners stay connected after the last resource was dropped: a
 /// lock that is busy again soon finds them ready.
 const LINGER: Duration = Duration::from_secs(1);
-/// A listener reads with this timeout, so it takes up new resources (and
-/// drops old ones) at least this often.
-const POLL: Duration = Duration::from_millis(20);
-/// A listener whose connection was silent this long sends a `PING`, and
-/// drops the connection if that is not answered within as long again
-/// (a node restarted behind a lost route never says so otherwise).
-const PING_AFTER: Duration = Duration::from_secs(1);
-/// Pause before connecting again after a failed connection.
-const RECONNECT: Duration = Duration::from_secs(1);
-/// Pause before asking again after the node refused `SUBSCRIBE` (an ACL
-/// user without channel permission, a proxy without pub/sub).
-const REFUSED: Duration = Duration::from_secs(30);
 /// Release tokens remembered per resource, to count a release heard from
 /// several nodes once.
 const SEEN: usize = 8;
-/// Channels per `SUBSCRIBE` or `UNSUBSCRIBE` command.
-const CHUNK: usize = 256;
 /// Release counters, each shared by the resources whose name hashes to
 /// it.
 const COUNTERS: usize = 64;
@@ -505,7 +489,7 @@ impl Waiters {
                 // Without a thread to be had, waiting is polling.
                 reg.listening[i] = thread::Builder::new()
                     .name("redlock-listen".into())
-                    .spawn(move || listen(&shared, i))
+                    .spawn(move || listen(&shared.members[i], i, &*shared))
                     .is_ok();
             }
         }
@@ -547,8 +531,63 @@ mod place;
 
 pub(crate) use place::{Grant, Own, Place, Watch};
 
-mod listen;
-use listen::listen;
+/// What the listeners listen on, and what they hear does.
+impl Listening for Shared {
+    /// Every waited or watched name's release channel, and its
+    /// manager's own channel for it: a fair manager's hand-offs (the
+    /// channel, `:`, its address), or (`:-`) a manager that cannot queue
+    /// saying that it waits, so that a fair release yields sooner for it
+    /// (see `fair/release.lua`).
+    fn wanted(&self, member: usize, known: Option<u64>) -> Wanted {
+        let mut reg = self.reg.lock();
+        reg.expire(Instant::now());
+        if reg.resources.is_empty() {
+            reg.listening[member] = false;
+            return Wanted::Stop;
+        }
+        if known == Some(reg.version) {
+            return Wanted::Same;
+        }
+        let own: &[u8] = self.address.as_deref().unwrap_or(b"-");
+        let channels = reg
+            .resources
+            .keys()
+            .flat_map(|name| {
+                let release = channel(name);
+                let own = [&release[..], b":", own].concat();
+                [(own, name.clone()), (release, name.clone())]
+            })
+            .collect();
+        Wanted::Now(reg.version, channels)
+    }
+
+    /// A message on a name's channel: a release, or a hand-off (see
+    /// [`Shared::heard`]); none for a name no longer waited for.
+    fn message(&self, name: &[u8], data: &[u8]) {
+        if self.reg.lock().resources.contains_key(name) {
+            self.heard(name, data, false);
+        }
+    }
+
+    fn confirmed(&self, name: &[u8], channel: &[u8]) {
+        let own = self
+            .address
+            .as_deref()
+            .is_some_and(|a| own_channel(channel, a));
+        if let Some(entry) = self.reg.lock().resources.get_mut(name) {
+            entry.confirmed(&self.news, own);
+        }
+    }
+}
+
+/// Whether `chan` is a fair manager's own channel for a name (the name's
+/// release channel, `:`, and the manager's `address`; see
+/// [`Listening::wanted`]).
+fn own_channel(chan: &[u8], address: &[u8]) -> bool {
+    chan.len() > address.len()
+        && chan.ends_with(address)
+        && chan[chan.len() - address.len() - 1] == b':'
+}
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Unit tests of the waiters' queue.
 
 use super::*;
+use crate::base::keys;
 
 /// Whether threads of `w` wait for `resource`.
 fn busy(w: &Waiters, resource: &[u8]) -> bool {
@@ -203,15 +204,12 @@ fn a_fair_managers_own_channel_is_told_from_the_release_channel() {
     let address = b"5f3a9c";
     let release = channel(b"lock:a");
     let own = [&release[..], b":", address].concat();
-    assert!(listen::own_channel(&own, address));
-    assert!(!listen::own_channel(&release, address));
+    assert!(own_channel(&own, address));
+    assert!(!own_channel(&release, address));
     // Another manager's channel, and degenerate ones: no panic, no match.
-    assert!(!listen::own_channel(
-        &[&release[..], b":other1"].concat(),
-        address
-    ));
+    assert!(!own_channel(&[&release[..], b":other1"].concat(), address));
     for odd in [&b""[..], b":", address, b"x5f3a9c"] {
-        assert!(!listen::own_channel(odd, address));
+        assert!(!own_channel(odd, address));
     }
 }
 

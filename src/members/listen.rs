@@ -1,26 +1,78 @@
-//! The listeners: one thread per member while its manager has waiters,
-//! subscribed to the release channels of the resources waited on.
+//! A member's release listener: a thread with connections of its own
+//! (a node's; a Redis Cluster member's, one per master of the names
+//! listened for), subscribed to the channels its manager wants, pinging
+//! a silent connection, connecting again after a failure, following a
+//! slot that moved. What the channels mean, and what a message or a
+//! confirmed subscription does, are the manager's (the engine's waiting
+//! room, `engine/wait.rs`, through [`Listening`]); the classic or sharded
+//! commands (`SUBSCRIBE` or `SSUBSCRIBE`) are chosen here, by the member.
+//!
+//! A listener only ever adds wake-ups: a message lost, late, or from a
+//! server that restarted costs a waiter one pause, never a wrong grant
+//! (every attempt is decided by the members' answers, not by news).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::members::member::Verbs;
+use crate::base::keys;
+use crate::base::node_error::{NodeError, NodeErrorKind};
+use crate::members::conn::pack;
+use crate::members::member::{Member, Verbs};
+use crate::members::node::{Listener, Node};
 
-use super::*;
-
+/// A listener reads with this timeout, so it takes up new channels (and
+/// drops old ones) at least this often.
+const POLL: Duration = Duration::from_millis(20);
+/// A listener whose connection was silent this long sends a `PING`, and
+/// drops the connection if that is not answered within as long again
+/// (a node restarted behind a lost route never says so otherwise).
+const PING_AFTER: Duration = Duration::from_secs(1);
+/// Pause before connecting again after a failed connection.
+const RECONNECT: Duration = Duration::from_secs(1);
+/// Pause before asking again after the node refused `SUBSCRIBE` (an ACL
+/// user without channel permission, a proxy without pub/sub).
+const REFUSED: Duration = Duration::from_secs(30);
+/// Channels per `SUBSCRIBE` or `UNSUBSCRIBE` command.
+const CHUNK: usize = 256;
 /// The pause before linking again to a server that answered a
 /// subscription with `MOVED`: the slot map's refresh, not a refusal.
-const REDIRECTED: std::time::Duration = std::time::Duration::from_millis(50);
+const REDIRECTED: Duration = Duration::from_millis(50);
+
+/// What a member's listener asks of its manager, and tells it.
+pub(crate) trait Listening: Sync {
+    /// The channels member `member` is to listen on: [`Wanted::Stop`]
+    /// once there are none (the listener ends, and is started again when
+    /// some are wanted: deciding that and stopping are one step, under
+    /// the manager's lock), [`Wanted::Same`] while they are those of
+    /// version `known`.
+    fn wanted(&self, member: usize, known: Option<u64>) -> Wanted;
+    /// A message on the channel of `name`.
+    fn message(&self, name: &[u8], data: &[u8]);
+    /// A server confirmed the subscription to `channel`, of `name`:
+    /// messages may have been missed before it.
+    fn confirmed(&self, name: &[u8], channel: &[u8]);
+}
+
+/// The channels a listener is to listen on (see [`Listening::wanted`]).
+pub(crate) enum Wanted {
+    /// None: the listener ends.
+    Stop,
+    /// Those of the version known.
+    Same,
+    /// These, of this version: each channel with the name it concerns,
+    /// whose slot routes it on a Redis Cluster member.
+    Now(u64, Vec<(Vec<u8>, Vec<u8>)>),
+}
 
 /// A listener's connection to one server and what it has asked for.
 struct Link {
     node: Arc<Node>,
     conn: Listener,
-    /// Channels this connection subscribed to, with their resource.
+    /// Channels this connection subscribed to, with their name.
     subscribed: HashMap<Vec<u8>, Vec<u8>>,
     /// The subscriptions may differ from what is wanted.
     dirty: bool,
@@ -29,39 +81,42 @@ struct Link {
 }
 
 /// The channels to listen on, by server name: the server, and each
-/// channel with its resource.
-type Wanted = HashMap<String, (Arc<Node>, HashMap<Vec<u8>, Vec<u8>>)>;
+/// channel with its name.
+type ByServer = HashMap<String, (Arc<Node>, HashMap<Vec<u8>, Vec<u8>>)>;
 
-/// One member's listener thread: connects to the server(s) that publish
-/// the releases of the resources waited on (the node; for a cluster, the
-/// master of each resource's slot), keeps the subscriptions in step with
-/// those resources, and wakes waiters on messages. Ends (and closes its
-/// connections) once no resource is left.
-pub(super) fn listen(shared: &Shared, i: usize) {
-    let member = &shared.members[i];
+/// Member `i`'s listener thread (`member`): connects to the server(s)
+/// that publish on the channels `listening` wants (the node; for a
+/// cluster, the master of each name's slot), keeps the subscriptions in
+/// step with them, and tells `listening` what it hears. Ends (and closes
+/// its connections) once no channel is wanted.
+pub(crate) fn listen(member: &Member, i: usize, listening: &dyn Listening) {
     let verbs = member.verbs();
     let mut links: Vec<Link> = Vec::new();
     // Per server (by name): when to try connecting again.
     let mut retry_at: HashMap<String, Instant> = HashMap::new();
-    // The channels wanted, by server, and what they were computed from.
-    let mut wanted: Wanted = HashMap::new();
-    let mut synced = None;
+    // The channels wanted, their version, and the slot map they were
+    // routed by.
+    let mut channels = Vec::new();
+    let mut version = None;
+    let mut routed = None;
+    let mut wanted: ByServer = HashMap::new();
     loop {
         let now = Instant::now();
-        {
-            let mut reg = shared.reg.lock();
-            reg.expire(now);
-            if reg.resources.is_empty() {
-                reg.listening[i] = false;
-                return;
+        match listening.wanted(i, version) {
+            Wanted::Stop => return,
+            Wanted::Same => {}
+            Wanted::Now(v, now_wanted) => {
+                version = Some(v);
+                channels = now_wanted;
+                routed = None;
             }
-            let generation = member.map_generation();
-            if synced != Some((reg.version, generation)) {
-                synced = Some((reg.version, generation));
-                wanted = want(member, reg.resources.keys(), shared.address.as_deref());
-                for link in &mut links {
-                    link.dirty = true;
-                }
+        }
+        let generation = member.map_generation();
+        if routed != Some(generation) {
+            routed = Some(generation);
+            wanted = route(member, &channels);
+            for link in &mut links {
+                link.dirty = true;
             }
         }
         connect(member, &wanted, &mut links, &mut retry_at, now);
@@ -85,7 +140,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
                 Ok(Some(value)) => {
                     link.heard_at = Instant::now();
                     link.ping_sent = None;
-                    if on_push(shared, link, value) {
+                    if on_push(listening, link, value) {
                         // A slot moved away from this server.
                         member.refresh_soon();
                     }
@@ -110,7 +165,7 @@ pub(super) fn listen(shared: &Shared, i: usize) {
 /// failure put that off (`retry_at`).
 fn connect(
     member: &Member,
-    wanted: &Wanted,
+    wanted: &ByServer,
     links: &mut Vec<Link>,
     retry_at: &mut HashMap<String, Instant>,
     now: Instant,
@@ -157,42 +212,22 @@ fn pause_after(e: &NodeError, member: &Member) -> Duration {
     }
 }
 
-/// The channels to listen on, by server: every resource's channel (and a
-/// fair manager's own channel for it) on its node, or on the master of
-/// its slot (resources whose master is not
-/// known yet are left out, and the slot map is fetched).
-fn want<'a>(
-    member: &Member,
-    resources: impl Iterator<Item = &'a Vec<u8>>,
-    address: Option<&[u8]>,
-) -> Wanted {
-    let mut wanted: Wanted = HashMap::new();
+/// The channels to listen on, by server: each on its node, or on the
+/// master of its name's slot (those whose master is not known yet are
+/// left out, and the slot map is fetched).
+fn route(member: &Member, channels: &[(Vec<u8>, Vec<u8>)]) -> ByServer {
+    let mut wanted: ByServer = HashMap::new();
     let mut unknown = false;
-    for resource in resources {
-        let Some(node) = member.target(keys::slot(resource)) else {
+    for (channel, name) in channels {
+        let Some(node) = member.target(keys::slot(name)) else {
             unknown = true;
             continue;
         };
-        let channels = &mut wanted
+        wanted
             .entry(node.name().to_owned())
             .or_insert_with(|| (node, HashMap::new()))
-            .1;
-        match address {
-            // A fair manager's own channel for the name, in its slot.
-            Some(address) => {
-                channels.insert(
-                    [&channel(resource)[..], b":", address].concat(),
-                    resource.clone(),
-                );
-            }
-            // A manager that cannot queue says that it waits, on the
-            // channel of the name yields are announced to (`:-`): a fair
-            // release yields sooner for it (see `fair/release.lua`).
-            None => {
-                channels.insert([&channel(resource)[..], b":-"].concat(), resource.clone());
-            }
-        }
-        channels.insert(channel(resource), resource.clone());
+            .1
+            .insert(channel.clone(), name.clone());
     }
     if unknown {
         member.refresh_soon();
@@ -262,13 +297,11 @@ impl Link {
     }
 }
 
-/// Acts on a push from a server: a message on a release channel wakes the
-/// resource's first waiter (once per release); the first confirmation of
-/// a subscription does too, since a release may have come between the
-/// waiter's last attempt and the subscription. A sharded channel the
-/// server dropped by itself (its slot moved away) is forgotten, to be
-/// subscribed again where it lives now: then true.
-fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
+/// Acts on a push from a server: a message on a channel, or the
+/// confirmation of a subscription, is told to `listening`. A sharded
+/// channel the server dropped by itself (its slot moved away) is
+/// forgotten, to be subscribed again where it lives now: then true.
+fn on_push(listening: &dyn Listening, link: &mut Link, value: Value) -> bool {
     let Value::Array(items) = value else {
         return false;
     };
@@ -286,36 +319,15 @@ fn on_push(shared: &Shared, link: &mut Link, value: Value) -> bool {
         b"message" | b"smessage" | b"subscribe" | b"ssubscribe" => {}
         _ => return false,
     }
-    let Some(resource) = link.subscribed.get(chan) else {
-        return false;
-    };
-    let mut reg = shared.reg.lock();
-    let Some(entry) = reg.resources.get_mut(resource) else {
+    let Some(name) = link.subscribed.get(chan) else {
         return false;
     };
     match (kind.as_slice(), data) {
-        (b"message" | b"smessage", Value::BulkString(token)) => {
-            drop(reg);
-            shared.heard(resource, token, false);
-        }
-        (b"subscribe" | b"ssubscribe", _) => {
-            let own = shared
-                .address
-                .as_deref()
-                .is_some_and(|a| own_channel(chan, a));
-            entry.confirmed(&shared.news, own);
-        }
+        (b"message" | b"smessage", Value::BulkString(data)) => listening.message(name, data),
+        (b"subscribe" | b"ssubscribe", _) => listening.confirmed(name, chan),
         _ => {}
     }
     false
-}
-
-/// Whether `chan` is a fair manager's own channel for a name (the name's
-/// release channel, `:`, and the manager's `address`; see `want`).
-pub(super) fn own_channel(chan: &[u8], address: &[u8]) -> bool {
-    chan.len() > address.len()
-        && chan.ends_with(address)
-        && chan[chan.len() - address.len() - 1] == b':'
 }
 
 fn lost(e: &NodeError, what: &str) {
