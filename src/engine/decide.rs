@@ -21,10 +21,27 @@
 //! Before step 1, [`forgetful`] says which yes votes do not count: a
 //! server that may have restarted since a grant that another member's
 //! refusal shows (the crate docs, "Restarts": the holder's value names
-//! the servers its grant was asked of).
+//! the servers its grant was asked of). How each member's answer becomes
+//! its vote (a ballot, and whether it may hold what the attempt wrote:
+//! the clean-up's targets) is `single::take_vote` and `Vote::of`, which
+//! the model checker calls too.
+//!
+//! An extend is one round; [`extend_confirmed`] says whether it kept the
+//! holder's validity, which then follows `quorum::after_extend`.
+
+use std::time::Instant;
 
 use crate::base::holder::names_server;
-use crate::engine::quorum;
+use crate::engine::quorum::{self, Tally};
+
+/// Whether an extend round confirmed the holder's keys: a quorum of the
+/// members asked extended them (`tally`), and the round ended (`ended`)
+/// before the validity it started with ran out (`valid_until`). The
+/// guard's validity then follows `quorum::after_extend`, confirmed or
+/// not.
+pub(crate) fn extend_confirmed(tally: &Tally, ended: Instant, valid_until: Instant) -> bool {
+    tally.reached() && ended < valid_until
+}
 
 /// Which members' yes votes do not count, by the restart rule: a yes
 /// from a member whose server (`servers[i]`: the `run_id` digests of the

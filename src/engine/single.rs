@@ -231,7 +231,7 @@ impl OneKey {
         let req = Request::new(Op::Take(take), true, engine.waits(DECIDE), Some(&seen));
         let answers = crate::members::fanout::round(&engine.members, None, &req);
         let seen = seen.into_inner();
-        let mut votes: Vec<Vote> = answers.into_iter().map(read_vote).collect();
+        let mut votes: Vec<Vote> = answers.into_iter().map(take_vote).collect();
         give_holders(&mut votes, &seen, token);
         self.note_holder(seen);
         votes
@@ -570,8 +570,9 @@ pub(crate) fn give_holders(votes: &mut [Vote], seen: &[Value], token: &[u8]) {
     }
 }
 
-/// A member's vote on the acquisition, from its answer.
-fn read_vote(answer: Answer) -> Vote {
+/// A member's vote on the acquisition, from its answer (the model
+/// checker reads its clients' votes with it too).
+pub(crate) fn take_vote(answer: Answer) -> Vote {
     match answer {
         // The check ahead failed: no grant (the acquisition behind it may
         // have written: cleaned up as a yes).

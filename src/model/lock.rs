@@ -17,8 +17,12 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::base::node_error::{Cause, NodeError};
 use crate::engine::decide::{self, Ballot};
-use crate::engine::quorum;
+use crate::engine::pipeline::Answer as Answered;
+use crate::engine::quorum::{self, Tally};
+use crate::engine::single::take_vote;
+use crate::members::request::Said;
 use crate::members::restart::{Identity, Policy, RunWatch};
 use crate::model::explore::Model;
 
@@ -573,20 +577,20 @@ impl LockModel {
                 answers,
             } => {
                 let forgetful = self.forgetful(client, &answers);
-                let ballots = std::array::from_fn(|n| match answers[n] {
-                    Some(Answer::Took {
-                        set: true, count, ..
-                    }) if !forgetful[n] => Ballot {
-                        yes: Some(count.max(1)),
-                        low: count.max(1),
-                    },
-                    _ => Ballot::default(),
+                // Each answer read as the library reads it, and a yes the
+                // restart rule does not count made a no that may hold
+                // the value, as the pipeline does.
+                let votes = answers.each_ref().map(|a| take_vote(as_said(a.as_ref())));
+                let ballots = std::array::from_fn(|n| match forgetful[n] {
+                    true => Ballot::default(),
+                    false => votes[n].ballot(),
                 });
                 let count = decide::count(ballots, NODES, false);
                 let lagging = lagging(&ballots);
-                // Dirty: every member that may hold the value (all but
-                // those that answered no).
-                let dirty = answers.map(|a| !matches!(a, Some(Answer::Took { set: false, .. })));
+                // Dirty: every member that may hold the value (the
+                // library's clean-up targets, an unanswered request
+                // counted among them: see `as_said`).
+                let dirty = std::array::from_fn(|n| votes[n].dirty || forgetful[n]);
                 if count.reached && lagging.contains(&true) && self.rules.raise {
                     client.phase = Phase::Raising {
                         value,
@@ -631,8 +635,15 @@ impl LockModel {
                 grant,
                 wrote,
             } => {
-                let yes = acks.iter().filter(|a| **a == Some(true)).count();
-                let confirmed = yes >= quorum::quorum(NODES) && now_ms < until_ms;
+                let tally = Tally::count(acks.map(|ack| {
+                    Some(match ack {
+                        Some(true) => Ok(Said::Yes(1)),
+                        Some(false) => Ok(Said::No),
+                        None => Err(unanswered()),
+                    })
+                }));
+                let confirmed =
+                    decide::extend_confirmed(&tally, self.at(now_ms), self.at(until_ms));
                 let until = quorum::after_extend(
                     self.at(until_ms),
                     self.at(u64::from(start) * TICK_MS),
@@ -713,6 +724,39 @@ impl LockModel {
             }
         }
     }
+}
+
+/// A model server's answer to a take as the library's members' layer
+/// decodes it (`SET ... NX GET` and the count: a yes with the count, 1
+/// unfenced; a no), for the library's own vote reading. A server kept
+/// out after a restart fails, and so does a request with no answer: as
+/// an unsettled failure (it may have run), a superset of the library,
+/// which writes a clean-up behind a request that timed out and counts
+/// that settled (the model sends it with the attempt's clean-up instead).
+fn as_said(answer: Option<&Answer>) -> Answered {
+    Some(match answer {
+        Some(Answer::Took {
+            set: true, count, ..
+        }) => Ok(Said::Yes((*count).max(1))),
+        Some(Answer::Took { set: false, .. }) => Ok(Said::No),
+        Some(Answer::Failed) => Err(NodeError::classify(
+            "model".into(),
+            Cause::Restarted("kept out of votes".into()),
+            false,
+            Duration::ZERO,
+        )),
+        Some(_) | None => Err(unanswered()),
+    })
+}
+
+/// A request whose answer did not come (it may have run).
+fn unanswered() -> NodeError {
+    NodeError::classify(
+        "model".into(),
+        crate::members::conn::timed_out(),
+        false,
+        Duration::ZERO,
+    )
 }
 
 /// Client `c` reaches server `n` and learns its run (a restart cut its

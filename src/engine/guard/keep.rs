@@ -128,7 +128,7 @@ impl State {
         // `start + ttl - drift` (see `quorum::after_extend`): the TTL asked
         // for bounds it, shorter ones included. (The nodes keep a longer
         // expiry, which extends never lower: the bound is conservative.)
-        let confirmed = tally.reached() && end < deadline;
+        let confirmed = crate::engine::decide::extend_confirmed(&tally, end, deadline);
         let valid_until = {
             let mut status = self.status.lock();
             status.valid_until = quorum::after_extend(
