@@ -21,7 +21,7 @@ use crate::base::keys::{RESERVED_PREFIX, fence_key, readers_key, release_channel
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
-    Announce, Answer, DECIDE, Engine, Names, RELEASE, Removal, Shape, Vote, announce_args,
+    Announce, Answer, DECIDE, Engine, Names, PUBLISH, RELEASE, Removal, Shape, Vote, announce_args,
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
@@ -209,10 +209,18 @@ impl OneKey {
         });
         // Queued behind an attempt that times out: removes the key right
         // after a late execution, and announces that only if it did.
-        let (message, channel) = (engine.message(token), release_channel(self.wakes()));
-        let args: Vec<&[u8]> = [vec![token], unlock_args(message.as_deref(), &channel)].concat();
+        let message = engine.message(token);
+        let channel = message.as_ref().map(|_| release_channel(self.wakes()));
+        let announced: [&[u8]; 4];
+        let args: &[&[u8]] = match (&message, &channel) {
+            (Some(message), Some(channel)) => {
+                announced = [token, PUBLISH, message, channel];
+                &announced
+            }
+            _ => std::slice::from_ref(&token),
+        };
         let keys: [&[u8]; 1] = [key];
-        let clean_up = Call::new(&UNLOCK, &keys, &args);
+        let clean_up = Call::new(&UNLOCK, &keys, args);
         let take = Take {
             key,
             token,

@@ -136,3 +136,27 @@ pub(crate) fn log_failures(members: &[Member], answers: &[Answer]) {
         }
     }
 }
+
+/// Connects, at once and by one node timeout, to each server of
+/// `members` that answers for one of `slots` and that was never reached
+/// (see `Node::meet`): the first on this thread, the others on a scoped
+/// thread each.
+pub(crate) fn meet(members: &[Member], slots: &[u16]) {
+    let unmet: Vec<Arc<Node>> = members
+        .iter()
+        .flat_map(|m| slots.iter().filter_map(|&s| m.target(s)))
+        .filter(|n| !n.met())
+        .collect();
+    let Some(first) = unmet.first() else {
+        return;
+    };
+    let deadline = Instant::now() + first.timeout();
+    thread::scope(|scope| {
+        for node in &unmet[1..] {
+            let _ = thread::Builder::new()
+                .name("redlock-connect".into())
+                .spawn_scoped(scope, move || node.meet(deadline));
+        }
+        first.meet(deadline);
+    });
+}

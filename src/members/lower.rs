@@ -44,18 +44,19 @@ pub(crate) enum Kind {
     Plain(PlainDelete),
 }
 
-/// How many forms a request may be packed in: each [`Kind`], as nodes
-/// and as Redis Cluster members take it.
-pub(crate) const FORMS: usize = 10;
+/// How many forms a request may be packed in: three kinds (a take's
+/// current, legacy and counted forms; a call's script and two plain
+/// commands), a call's as nodes and as Redis Cluster members take it.
+pub(crate) const FORMS: usize = 6;
 
 impl Kind {
+    /// Its slot among one operation's forms (a take's and a call's
+    /// kinds never meet in one request).
     fn index(self) -> usize {
         match self {
             Kind::Current => 0,
-            Kind::Legacy => 1,
-            Kind::Counted => 2,
-            Kind::Plain(PlainDelete::DelIfEq) => 3,
-            Kind::Plain(PlainDelete::DelEx) => 4,
+            Kind::Legacy | Kind::Plain(PlainDelete::DelIfEq) => 1,
+            Kind::Counted | Kind::Plain(PlainDelete::DelEx) => 2,
         }
     }
 }
@@ -121,7 +122,7 @@ impl<'r> Lowered<'r> {
     /// The bytes of the form (without an `ASKING`), packed once per round.
     pub(crate) fn bytes(&self) -> &'r [u8] {
         let cluster = self.routed.cluster && matches!(self.req().op, Op::Call(_));
-        let at = self.kind.index() + 5 * usize::from(cluster);
+        let at = self.kind.index() + 3 * usize::from(cluster);
         self.req().packed[at].get_or_init(|| self.pack(false))
     }
 

@@ -17,9 +17,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::base::node_error::{Cause, NodeError};
 use crate::engine::decide::{self, Ballot};
-use crate::engine::pipeline::Answer as Answered;
 use crate::engine::quorum::{self, Tally};
 use crate::engine::single::take_vote;
 use crate::members::request::Said;
@@ -726,39 +724,6 @@ impl LockModel {
     }
 }
 
-/// A model server's answer to a take as the library's members' layer
-/// decodes it (`SET ... NX GET` and the count: a yes with the count, 1
-/// unfenced; a no), for the library's own vote reading. A server kept
-/// out after a restart fails, and so does a request with no answer: as
-/// an unsettled failure (it may have run), a superset of the library,
-/// which writes a clean-up behind a request that timed out and counts
-/// that settled (the model sends it with the attempt's clean-up instead).
-fn as_said(answer: Option<&Answer>) -> Answered {
-    Some(match answer {
-        Some(Answer::Took {
-            set: true, count, ..
-        }) => Ok(Said::Yes((*count).max(1))),
-        Some(Answer::Took { set: false, .. }) => Ok(Said::No),
-        Some(Answer::Failed) => Err(NodeError::classify(
-            "model".into(),
-            Cause::Restarted("kept out of votes".into()),
-            false,
-            Duration::ZERO,
-        )),
-        Some(_) | None => Err(unanswered()),
-    })
-}
-
-/// A request whose answer did not come (it may have run).
-fn unanswered() -> NodeError {
-    NodeError::classify(
-        "model".into(),
-        crate::members::conn::timed_out(),
-        false,
-        Duration::ZERO,
-    )
-}
-
 /// Client `c` reaches server `n` and learns its run (a restart cut its
 /// connections: it reconnects and reads the new one).
 fn meet(s: &mut State, c: usize, n: usize) {
@@ -832,3 +797,4 @@ mod server;
 mod steps;
 
 pub(crate) use server::{Answer, Names, Request, Server, Store, Value};
+use server::{as_said, unanswered};

@@ -2,6 +2,8 @@
 //! and what each request does there (the scripts, modelled).
 
 use super::*;
+use crate::base::node_error::{Cause, NodeError};
+use crate::engine::pipeline::Answer as Answered;
 
 /// The application's store, where holders write with their fencing
 /// token (`fence::Fence`, `fence/set.lua`): the highest token seen, and
@@ -254,4 +256,37 @@ impl Request {
             Request::Write { .. } => self,
         }
     }
+}
+
+/// A model server's answer to a take as the library's members' layer
+/// decodes it (`SET ... NX GET` and the count: a yes with the count, 1
+/// unfenced; a no), for the library's own vote reading. A server kept
+/// out after a restart fails, and so does a request with no answer: as
+/// an unsettled failure (it may have run), a superset of the library,
+/// which writes a clean-up behind a request that timed out and counts
+/// that settled (the model sends it with the attempt's clean-up instead).
+pub(super) fn as_said(answer: Option<&Answer>) -> Answered {
+    Some(match answer {
+        Some(Answer::Took {
+            set: true, count, ..
+        }) => Ok(Said::Yes((*count).max(1))),
+        Some(Answer::Took { set: false, .. }) => Ok(Said::No),
+        Some(Answer::Failed) => Err(NodeError::classify(
+            "model".into(),
+            Cause::Restarted("kept out of votes".into()),
+            false,
+            Duration::ZERO,
+        )),
+        Some(_) | None => Err(unanswered()),
+    })
+}
+
+/// A request whose answer did not come (it may have run).
+pub(super) fn unanswered() -> NodeError {
+    NodeError::classify(
+        "model".into(),
+        crate::members::conn::timed_out(),
+        false,
+        Duration::ZERO,
+    )
 }
