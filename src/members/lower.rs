@@ -29,6 +29,7 @@ use crate::members::op::{Announce, Args, Call, Op, PUBLISH, Reads, Take};
 use crate::members::request::{
     Counter, Counts, FALLBACK, PlainDelete, Pooled, Reply, Request, Routed,
 };
+use crate::members::script::Lua;
 
 /// The form of an operation a server takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,8 +100,15 @@ impl<'r> Routed<'r> {
         counts: &Counts,
     ) -> Lowered<'r> {
         let kind = match &self.req.op {
-            Op::Call(call) => match (call.release, plain, self.asking) {
-                (Some(_), Some(plain), false) if self.req.wait.is_none() => Kind::Plain(plain),
+            // Never after `ASKING`, with its source, in a pipeline (whose
+            // fallback to the script could not be read in turn), nor with
+            // a `WAIT` (which it does not read).
+            Op::Call(call) => match (call.release, plain) {
+                (Some(_), Some(plain))
+                    if !self.asking && !self.source && self.reload && self.req.wait.is_none() =>
+                {
+                    Kind::Plain(plain)
+                }
                 _ => Kind::Current,
             },
             Op::Take(_) if legacy => Kind::Legacy,
@@ -165,7 +173,7 @@ impl<'r> Lowered<'r> {
             (Op::Call(call), _) => {
                 let mut out = Vec::with_capacity(256 + call.tail.map_or(0, |t| t.max_len()));
                 let (keys, args) = call.on(self.routed.cluster);
-                let args = spoken(args, self.routed.cluster);
+                let args = spoken(call.lua, args, self.routed.cluster);
                 match source {
                     true => call.lua.eval_into(&mut out, keys, &args),
                     false => call.lua.evalsha_into(&mut out, keys, &args),
@@ -211,7 +219,7 @@ impl<'r> Lowered<'r> {
         match &self.req().op {
             Op::Take(take) => {
                 let (keys, args) = take.clean_up.on(self.routed.cluster);
-                let args = spoken(args, self.routed.cluster);
+                let args = spoken(take.clean_up.lua, args, self.routed.cluster);
                 Some(take.clean_up.lua.eval(keys, &args))
             }
             Op::Call(_) => None,
@@ -320,17 +328,22 @@ fn count_into(out: &mut Vec<u8>, take: &Take<'_>, how: Count) {
 }
 
 /// A call's arguments as a node (`cluster` false) or a Redis Cluster
-/// member takes them: [`PUBLISH`] replaced by its publish verb.
-fn spoken<'x>(args: Args<'x>, cluster: bool) -> Cow<'x, [&'x [u8]]> {
-    if !args.contains(&PUBLISH) {
-        return Cow::Borrowed(args);
+/// member takes them: [`PUBLISH`] in the argument `lua` declares as
+/// `publish` replaced by the server's publish verb (there only: any other
+/// argument, a user's value among them, goes as given).
+fn spoken<'x>(lua: &Lua, args: Args<'x>, cluster: bool) -> Cow<'x, [&'x [u8]]> {
+    let declared = lua.takes().args;
+    let at = declared
+        .iter()
+        .position(|name| name.trim_end_matches(['?', '*']) == "publish");
+    match at {
+        Some(at) if args.get(at) == Some(&PUBLISH) => {
+            let mut args = args.to_vec();
+            args[at] = Verbs::of(cluster).publish;
+            Cow::Owned(args)
+        }
+        _ => Cow::Borrowed(args),
     }
-    let verb = Verbs::of(cluster).publish;
-    Cow::Owned(
-        args.iter()
-            .map(|&arg| if arg == PUBLISH { verb } else { arg })
-            .collect(),
-    )
 }
 
 /// Appends the request's `WAIT`, if its yes counts only once replicas

@@ -588,7 +588,7 @@ impl Node {
     /// The error for a request that got no complete reply. The connection
     /// is dropped, never reused: a late reply must never be read as the
     /// answer to a later command. If the request timed out, its
-    /// `on_timeout` follow-up is written on the connection first, so that
+    /// `Lowered::on_timeout` follow-up is written on the connection first, so that
     /// the node executes it right after a late execution of the request.
     #[cold]
     fn failed(&self, mut pooled: Pooled, e: Cause, req: Routed<'_>, at: usize) -> NodeError {

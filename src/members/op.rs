@@ -23,10 +23,10 @@ pub(crate) type Args<'a> = &'a [&'a [u8]];
 
 /// A script argument that stands for the server's publish verb (a
 /// release's announcement, made by the script where it deleted a key):
-/// this layer gives `PUBLISH` to nodes and `SPUBLISH` to Redis Cluster
-/// members in its place (see `Verbs`), so that no caller chooses. No
-/// argument a caller builds is this value (a NUL never starts a token, a
-/// number or a channel).
+/// in the argument a script declares as `publish`, this layer gives
+/// `PUBLISH` to nodes and `SPUBLISH` to Redis Cluster members in its
+/// place (see `Verbs`), so that no caller chooses. Only there: the same
+/// bytes elsewhere (a user's value) go as given.
 pub(crate) const PUBLISH: &[u8] = b"\0publish-verb\0";
 
 /// One operation on every member of a round.

@@ -21,7 +21,7 @@ pub(crate) use plain::PlainDelete;
 pub(crate) use said::{Said, Tallied};
 
 /// The index a [`Failure`] of a plain command's fallback script (see
-/// [`Reply::DelIfEq`]) gives its request's `describe`.
+/// [`Reply::DelIfEq`]) gives [`Lowered::describe`].
 pub(crate) const FALLBACK: usize = usize::MAX;
 
 /// How a reply reads, as a [`Said`].
@@ -133,8 +133,9 @@ pub(crate) struct Routed<'r> {
     /// at once; in a pipeline (`batch.rs`) it is sent again instead, the
     /// replies of the requests behind it being read first.
     pub(crate) reload: bool,
-    /// Sent with its script's source (a batch's first request to a
-    /// server, after `NOSCRIPT`).
+    /// Sent with its script's source (each server's first request of a
+    /// batch's pass that routes its open requests again: after a
+    /// `NOSCRIPT`, a `MOVED`, or no pooled connection).
     pub(crate) source: bool,
 }
 
@@ -383,11 +384,13 @@ impl Pooled {
             }
         }
         let then_any = matches!(reply, Reply::OneThenAny);
-        let value = match (self.read_then(then_any, deadline)?, req.reloads()) {
-            (Err(e), Some(reload)) if is_noscript(&e) => {
-                self.reload(req, &reload, then_any, deadline)??
-            }
-            (value, _) => value?,
+        // The source is packed only after `NOSCRIPT`, never on the way.
+        let value = match self.read_then(then_any, deadline)? {
+            Err(e) if is_noscript(&e) => match req.reloads() {
+                Some(reload) => self.reload(req, &reload, then_any, deadline)??,
+                None => return Err(e.into()),
+            },
+            value => value?,
         };
         match (reply, value) {
             (Reply::Kept, value) => match kept {
@@ -465,7 +468,12 @@ impl Pooled {
             // Refused by an ACL rule, or unknown after all (renamed away,
             // or a server claiming a version it is not): the script, here
             // and on this node from now on.
-            Err(e) if e.code() == Some("NOPERM") || e.is_unknown_command() => {
+            // (Not in a pipeline, where the script would be read after
+            // the replies of the requests behind it: never sent so, see
+            // `Routed::taken_as`.)
+            Err(e)
+                if (e.code() == Some("NOPERM") || e.is_unknown_command()) && req.routed.reload =>
+            {
                 self.plain_delete = None;
                 self.plain_delete_refused = true;
                 let script = req.reload().unwrap_or_default();

@@ -163,6 +163,20 @@ fn a_release_is_the_servers_own_compare_and_delete_but_never_after_asking() {
     let written = commands(&written);
     assert_eq!(written[0], "ASKING");
     assert!(written[1].starts_with("EVALSHA "), "{written:?}");
+    // Nor in a pipeline, or sent with the script's source.
+    for routed in [
+        Routed {
+            reload: false,
+            ..Routed::of(&req, false)
+        },
+        Routed {
+            source: true,
+            ..Routed::of(&req, false)
+        },
+    ] {
+        let taken = routed.taken_as(false, Some(PlainDelete::DelIfEq), &Counts::default());
+        assert_eq!(taken.kind, Kind::Current);
+    }
     // A server without one: the script.
     let script = lowered(&req, false, false, Kind::Current);
     assert!(commands(script.bytes())[0].starts_with("EVALSHA "));
@@ -193,6 +207,25 @@ fn the_publish_verb_is_each_servers_own_in_calls_and_in_a_takes_clean_up() {
     );
     assert!(on_node[0].starts_with("EVAL <source> 1 k t PUBLISH m ch"));
     assert!(on_cluster[0].starts_with("EVAL <source> 1 k t SPUBLISH m ch"));
+    // Only in the argument the script declares as `publish`: the same
+    // bytes elsewhere (a user's value) go as given.
+    let args: [&[u8]; 2] = [PUBLISH, b"60000"];
+    let call = Call::new(&TEST_COUNT, &[b"k:fence"], &args);
+    let req = Request::new(Op::Call(call), false, None, None);
+    let packed = lowered(&req, true, false, Kind::Current).bytes();
+    assert!(packed.windows(PUBLISH.len()).any(|w| w == PUBLISH));
+    let args: [&[u8]; 4] = [PUBLISH, PUBLISH, b"m", b"ch"];
+    let call = Call::new(&TEST_UNLOCK, &[b"k"], &args);
+    let req = Request::new(Op::Call(call), false, None, None);
+    let packed = lowered(&req, false, false, Kind::Current).bytes();
+    assert_eq!(
+        packed
+            .windows(PUBLISH.len())
+            .filter(|w| *w == PUBLISH)
+            .count(),
+        1
+    );
+    assert!(commands(packed)[0].contains(" PUBLISH m ch"));
 }
 
 #[test]

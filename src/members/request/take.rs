@@ -16,9 +16,9 @@ impl Pooled {
     /// Reads the two replies of the acquisition pipeline (its `SET` and
     /// the counter's count); the first error reply fails it. A count
     /// refused `NOSCRIPT` (the server lost the script since the
-    /// handshake) runs once more, with its source (`req.reload`).
+    /// handshake) runs once more, with its source ([`Lowered::reloads`]).
     /// With a shared holders' `mark`, the lock key's command was `SET ...
-    /// NX GET` (see [`Reply::SetGetCount`]).
+    /// NX GET` (see [`Reply::SetGetCount`](super::Reply::SetGetCount)).
     pub(crate) fn finish_set_count(
         &mut self,
         req: &Lowered<'_>,
@@ -100,7 +100,7 @@ impl Pooled {
     }
 
     /// After an `INCR` that counted no higher than the last count this
-    /// connection saw, or was refused (`why`; see [`Counts`]): reads the
+    /// connection saw, or was refused (`why`; see [`Counts`](super::Counts)): reads the
     /// `WAIT` behind it, and counts by the script (`req`'s reload, sending
     /// its source) on the same connection, whose count replaces the
     /// `INCR`'s. With `expire` (the `INCR` went back: it may have made the
