@@ -221,6 +221,20 @@ pub(crate) fn announce_args(message: Option<&[u8]>) -> Vec<&[u8]> {
     }
 }
 
+/// A script's arguments `args`, then its announcement on one `channel`
+/// (the verb, the message, the channel) when releases are announced
+/// (`message`): an unlock's, a read lock's, a forced unlock's.
+pub(crate) fn announced_on<'a>(
+    mut args: Vec<&'a [u8]>,
+    message: Option<&'a [u8]>,
+    channel: &'a [u8],
+) -> Vec<&'a [u8]> {
+    if let Some(message) = message {
+        args.extend([PUBLISH, message, channel]);
+    }
+    args
+}
+
 pub(crate) use crate::members::op::{Announce, Args, PUBLISH};
 
 /// The resource that refused an attempt on a majority of the members, if

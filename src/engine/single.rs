@@ -21,7 +21,7 @@ use crate::base::keys::{RESERVED_PREFIX, fence_key, readers_key, release_channel
 use crate::base::text::Decimal;
 use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
-    Announce, Answer, DECIDE, Engine, Names, PUBLISH, RELEASE, Removal, Shape, Vote, announce_args,
+    Announce, Answer, DECIDE, Engine, Names, PUBLISH, RELEASE, Removal, Shape, Vote, announced_on,
     counter_start,
 };
 use crate::engine::quorum::{self, Tally};
@@ -208,7 +208,9 @@ impl OneKey {
             incr: engine.restart.strict.is_none(),
         });
         // Queued behind an attempt that times out: removes the key right
-        // after a late execution, and announces that only if it did.
+        // after a late execution, and announces that only if it did (the
+        // arguments `announced_on` gives, on the stack: every attempt
+        // makes them).
         let message = engine.message(token);
         let channel = message.as_ref().map(|_| release_channel(self.wakes()));
         let announced: [&[u8]; 4];
@@ -451,7 +453,7 @@ impl OneKey {
                 .or_plain_delete(token)
                 .run(RELEASE),
             _ => {
-                let args: Vec<&[u8]> = [vec![token], unlock_args(message, &channel)].concat();
+                let args = announced_on(vec![token], message, &channel);
                 engine.script(lua, keys, &args).only(only).run(RELEASE)
             }
         }
@@ -597,14 +599,4 @@ pub(crate) fn take_vote(answer: Answer) -> Vote {
         // Another owner's value holding it: a no.
         answer => Vote::naming(answer),
     }
-}
-
-/// The arguments of the unlock script after the token: the announcement,
-/// and its channel.
-fn unlock_args<'a>(message: Option<&'a [u8]>, channel: &'a [u8]) -> Vec<&'a [u8]> {
-    let mut args = announce_args(message);
-    if !args.is_empty() {
-        args.push(channel);
-    }
-    args
 }

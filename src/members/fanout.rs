@@ -52,15 +52,16 @@ pub(crate) fn round(members: &[Member], only: Option<&[bool]>, req: &Request<'_>
     // One member: in this thread, nothing to collect.
     if members.len() == 1 {
         if selected(0) {
+            let routed = first.request(req);
             let answer = match send(0, first) {
-                Some((node, pooled)) => match node.receive(pooled, first.request(req), deadline) {
+                Some((node, pooled)) => match node.receive(pooled, routed, deadline) {
                     Received::Done(answer) => answer,
-                    Received::Stale => first.call(first.request(req), slot, deadline),
+                    Received::Stale => first.call(routed, slot, deadline),
                 },
-                None => first.call(first.request(req), slot, deadline),
+                None => first.call(routed, slot, deadline),
             };
             answers[0] = Some(if first.must_follow(&answer) {
-                first.follow(answer, first.request(req), deadline)
+                first.follow(answer, routed, deadline)
             } else {
                 answer
             });

@@ -13,7 +13,7 @@ use crate::base::keys::{
     self, READERS_MARK, RESERVED_PREFIX, fence_key, readers_key, record_key, release_channel,
 };
 use crate::base::node_error::NodeError;
-use crate::engine::pipeline::{Answer, Round, announce_args, counter_start};
+use crate::engine::pipeline::{Answer, Round, announced_on, counter_start};
 use crate::engine::quorum;
 use crate::members::request::Said;
 use crate::members::request::unexpected;
@@ -269,12 +269,11 @@ impl LockManager {
         let start = counter_start().to_string();
         let keep = p.counter_expiry_ms.to_string();
         let message = p.message(b"redlock-force-unlock");
-        let mut args: Vec<&[u8]> = vec![start.as_bytes(), keep.as_bytes()];
-        let announce = announce_args(message.as_deref());
-        if !announce.is_empty() {
-            args.extend(announce);
-            args.push(&channel);
-        }
+        let args = announced_on(
+            vec![start.as_bytes(), keep.as_bytes()],
+            message.as_deref(),
+            &channel,
+        );
         let (answers, replies) = p.script(&FORCE, &keys, &args).read(OPERATOR);
         let members = views(self, answers, &replies, false);
         let removed = members.iter().filter(|m| m.holder.is_some()).count();

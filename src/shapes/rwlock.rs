@@ -8,7 +8,7 @@ use crate::base::error::Result;
 use crate::base::keys::{self, readers_key, release_channel, writer_key};
 use crate::engine::guard::{LockGuard, ReadGuard};
 use crate::engine::pipeline::{
-    DECIDE, Engine, NAMING, Names, RELEASE, Removal, Shape, Vote, announce_args,
+    DECIDE, Engine, NAMING, Names, RELEASE, Removal, Shape, Vote, announced_on,
 };
 use crate::engine::quorum::Tally;
 use crate::engine::single::{UNLOCK, give_holders};
@@ -322,12 +322,7 @@ impl Shape for Read {
         } = removal;
         let readers = readers_key(&self.name);
         let channel = release_channel(&self.name);
-        let mut args = vec![token];
-        let announce = announce_args(message);
-        if !announce.is_empty() {
-            args.extend(announce);
-            args.push(&channel);
-        }
+        let args = announced_on(vec![token], message, &channel);
         Tally::count(
             engine
                 .script(&UNREAD, &[&self.name, &readers], &args)
