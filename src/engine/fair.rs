@@ -7,8 +7,11 @@
 //! ([`give_up`]); a fair release hands the key to the first live waiter
 //! ([`release`], [`handing_call`]), and the clean-up of a failed claim
 //! puts back its reservations ([`unclaim`]). Its scripts are here too
-//! (`src/scripts/fair/`), and [`Queued`], what a shape that queues
-//! provides.
+//! (`src/scripts/fair/`); [`Queued`], what a shape that queues provides;
+//! and [`FairKey`], the lock's key waiting fairly (`fair/key.rs`): the
+//! shapes below the stage (`single.rs`, the pipeline) know nothing of
+//! queues, and a set's own place in line lives with the set
+//! (`shapes/set.rs`).
 //!
 //! The design has one home, the crate docs' "Fair waiting across
 //! processes" (`src/manual.md`, linked from
@@ -18,7 +21,7 @@
 //! mixing clients. The scripts' headers say what each does on one
 //! member.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::base::error::{Error, Result};
@@ -160,11 +163,6 @@ pub(crate) struct Fair {
     /// A server refused the queue's commands: it waits as an unfair
     /// acquisition from then on.
     denied: AtomicBool,
-    /// Where a set waits in line: the index of the resource that refused
-    /// it on a majority of members last (the first a holder keeps, or else
-    /// the first it may not take; its first resource before), the same on
-    /// every member (see [`Fair::wait_at`]).
-    wait_at: AtomicUsize,
 }
 
 impl Fair {
@@ -186,7 +184,6 @@ impl Fair {
             ticket_ms: (ticket.as_millis() as u64).clamp(100, 60_000),
             lapse_ms: AtomicU64::new(u64::MAX),
             denied: AtomicBool::new(false),
-            wait_at: AtomicUsize::new(0),
         }
     }
 
@@ -219,27 +216,6 @@ impl Fair {
             u64::MAX => None,
             ms => Some(Duration::from_millis(ms.saturating_add(2))),
         }
-    }
-
-    /// Where a set waits in line, for a claim of the resources `of` (the
-    /// set's indices; one group of a Redis Cluster member, or the whole
-    /// set): "k" for the k-th of them (from 1), "0" for none of them (it
-    /// waits at another group's key). Members must agree: a set queued at
-    /// `a` on some members and at `b` on others makes them name different
-    /// first waiters of each key, and then neither that set nor the locks
-    /// behind it reach a majority (the liveness run of the schedule
-    /// checker found such stalls). A claim granted on a member keeps the
-    /// set's place there only at that key, too.
-    pub(crate) fn wait_at(&self, of: &[usize]) -> String {
-        named(self.wait_at.load(Ordering::Relaxed), of).to_string()
-    }
-
-    /// Notes where the set waits in line from now on, after a refusal
-    /// at `blocked` (see [`waits_next`]), and answers it.
-    fn waits_at(&self, blocked: Option<usize>) -> usize {
-        let at = waits_next(self.wait_at.load(Ordering::Relaxed), blocked);
-        self.wait_at.store(at, Ordering::Relaxed);
-        at
     }
 
     /// Whether it has taken its place (its attempts are claims).
@@ -370,7 +346,7 @@ impl Fair {
     /// The claim script's keys and arguments for the lock keys `locks`
     /// (one lock, or a set's slot group, all or nothing); `keep` is the
     /// fencing counters' keep (with fencing on); `wait_at` where a set
-    /// waits in line (see [`Fair::wait_at`]).
+    /// waits in line (see `Set::wait_at` in `shapes/set.rs`).
     pub(crate) fn claim_call(
         &self,
         engine: &Engine,
@@ -411,22 +387,6 @@ impl Fair {
     }
 }
 
-/// Where a set that waited in line at its resource `was` (its first one
-/// before its first refusal) waits after a refusal that `blocked` names
-/// (the resource that refused it on a majority of members, see
-/// `pipeline::most_busy`): there, or where it was when no majority named
-/// one (so that it does not go from queue to queue).
-pub(crate) fn waits_next(was: usize, blocked: Option<usize>) -> usize {
-    blocked.unwrap_or(was)
-}
-
-/// Where a set that waits in line at its resource `at` names, in a claim
-/// of the resources `of` (see [`Fair::wait_at`]): k for the k-th of
-/// them (from 1), 0 for none of them.
-pub(crate) fn named(at: usize, of: &[usize]) -> usize {
-    of.iter().position(|&i| i == at).map_or(0, |k| k + 1)
-}
-
 /// How a release, or the clean-up of an attempt, goes (see [`route`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -440,12 +400,13 @@ pub(crate) enum Route {
     Plain,
 }
 
-/// The fair-release decision, once for every shape: a `release` (not a
-/// clean-up) of a shape that `hands_off`, by a fair manager whose members
-/// did not refuse the queue lately, hands the key on; the clean-up of a
-/// `queued` waiter's attempt unclaims; anything else is plain.
-pub(crate) fn route(engine: &Engine, release: bool, hands_off: bool, queued: bool) -> Route {
-    if release && engine.fair && hands_off && !refused_lately(engine) {
+/// The fair-release decision, once for every shape that queues (a lock,
+/// a leadership, a set): a `release` (not a clean-up) by a fair manager
+/// whose members did not refuse the queue lately hands the key on; the
+/// clean-up of a `queued` waiter's attempt unclaims; anything else is
+/// plain.
+pub(crate) fn route(engine: &Engine, release: bool, queued: bool) -> Route {
+    if release && engine.fair && !refused_lately(engine) {
         Route::HandOff
     } else if !release && queued {
         Route::Unclaim
@@ -460,6 +421,15 @@ pub(crate) trait Queued: Shape {
     /// Its place in the members' queues (a fair manager's acquisition
     /// that waits), or `None`.
     fn place(&self) -> Option<&Fair>;
+
+    /// Notes that a majority of members refused it at its resource
+    /// `blocked` (by index; `None`: no majority named one), and answers
+    /// the index of the resource where it waits in line from now on, the
+    /// same on every member. A lock waits at its one key; a set at one
+    /// key at a time (see `shapes/set.rs`).
+    fn waits_at(&self, _blocked: Option<usize>) -> usize {
+        0
+    }
 
     /// Leaves every queue it is in, passing on a reservation it had; best
     /// effort. By default, a lock's.
@@ -508,14 +478,16 @@ pub(crate) fn attempt<S: Queued>(
         }
         Err(Error::Taken { .. }) if fair.queued() => {
             refusal.lapse = fair.lapse();
-            fair.waits_at(refusal.blocked);
+            shape.waits_at(refusal.blocked);
         }
         Err(Error::Taken { .. }) if fair.active() => {
             let resources = shape.resources();
             // Not queued yet: at its first resource, unless a majority
             // named another.
-            let at = fair.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
-            fair.join(engine, resources[at], token);
+            let at = shape.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
+            if let Some(resource) = resources.get(at) {
+                fair.join(engine, resource, token);
+            }
         }
         _ => {}
     }
@@ -523,7 +495,7 @@ pub(crate) fn attempt<S: Queued>(
     crate::base::logging::log!(
         trace,
         "redlock_sync::fair",
-        "{} by {}: {}, arrival {}, waits at {}, lapse {:?}",
+        "{} by {}: {}, arrival {}, lapse {:?}",
         shape.shown(),
         crate::base::text::token_prefix(token),
         match &result {
@@ -531,7 +503,6 @@ pub(crate) fn attempt<S: Queued>(
             Err(e) => e.to_string(),
         },
         fair.arrival.load(Ordering::Relaxed),
-        fair.wait_at.load(Ordering::Relaxed),
         refusal.lapse
     );
     result
@@ -563,7 +534,10 @@ pub(crate) fn give_up<S: Queued>(engine: &Engine, shape: &S, token: &[u8]) {
     }
 }
 
+mod key;
 mod release;
+
+pub(crate) use key::FairKey;
 
 pub(crate) use release::{
     Call, ahead_message, handing_args, handing_call, leave_message, release, release_or_unfair,

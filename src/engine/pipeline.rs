@@ -239,7 +239,7 @@ pub(crate) use crate::members::op::{Announce, Args, PUBLISH};
 
 /// The resource that refused an attempt on a majority of the members, if
 /// one did: where a set waits in line. Every member must be told the same
-/// (see `Fair::wait_at`), and a key a majority refused is where the set is
+/// (see `Set::wait_at`), and a key a majority refused is where the set is
 /// held up; a refusal by fewer (members that differ under faults) moves
 /// it nowhere, so that it does not go from queue to queue at every
 /// attempt, first in each by its early arrival. `busy`: the resource each

@@ -4,8 +4,8 @@
 //! `shapes/semaphore.rs`, `shapes/election.rs`) that says what it adds:
 //! a check ahead of the `SET` (a permit's count), companion keys kept
 //! alive with the key (a permit's count, a leadership's record), its own
-//! release script (a leadership's resignation), whether a release hands
-//! the key on to a fair waiter.
+//! release script (a leadership's resignation). Fair waiting wraps it
+//! as a stage of its own (`engine/fair/key.rs`): nothing here queues.
 //!
 //! The acquisition is `SET key token NX GET PX ttl` on every member (the
 //! safety argument is in the crate docs, "Why the lock is safe"), with
@@ -19,10 +19,8 @@ use redis::Value;
 use crate::base::holder::waiter_of;
 use crate::base::keys::{RESERVED_PREFIX, fence_key, readers_key, release_channel};
 use crate::base::text::Decimal;
-use crate::engine::fair::{self, Fair, Route};
 use crate::engine::pipeline::{
-    Announce, Answer, DECIDE, Engine, Names, PUBLISH, RELEASE, Removal, Shape, Vote, announced_on,
-    counter_start,
+    Announce, Answer, DECIDE, Engine, PUBLISH, RELEASE, Removal, Vote, announced_on, counter_start,
 };
 use crate::engine::quorum::{self, Tally};
 use crate::members::op::{Call, Fence, Op, Take};
@@ -60,16 +58,6 @@ pub(crate) struct Record<'a> {
     pub(crate) unlock: &'static Lua,
 }
 
-/// What a shape's release does beyond deleting its key.
-#[derive(Clone, Copy)]
-pub(crate) struct Ending<'a> {
-    /// A fair manager's release hands the key to the first fair waiter
-    /// queued: the shape's [`Shape::hands_off`], passed on.
-    pub(crate) hands_off: bool,
-    /// A companion key deleted with the key by the shape's own script.
-    pub(crate) record: Option<Record<'a>>,
-}
-
 /// One key holding the token, and the name whose waiters its release
 /// wakes.
 pub(crate) struct OneKey {
@@ -77,8 +65,6 @@ pub(crate) struct OneKey {
     /// The name whose waiters a release wakes, when it is not the key (a
     /// permit's semaphore).
     wakes: Option<Box<[u8]>>,
-    /// Waiting that is fair: its place in the queues.
-    pub(crate) fair: Option<Fair>,
     /// The value a member that refused the last ordinary attempt said the
     /// key holds (`SET ... NX GET`): who holds it, for the `Taken` error.
     seen: Mutex<Option<Vec<u8>>>,
@@ -90,15 +76,8 @@ impl OneKey {
         OneKey {
             key: key.into(),
             wakes: (wakes != key).then(|| wakes.into()),
-            fair: None,
             seen: Mutex::default(),
         }
-    }
-
-    /// Waiting fairly with `fair` (see `fair.rs`): its release hands the
-    /// key to the first waiter queued.
-    pub(crate) fn fair(self, fair: Option<Fair>) -> OneKey {
-        OneKey { fair, ..self }
     }
 
     /// The name whose waiters a release wakes: the key, or a permit's
@@ -112,13 +91,8 @@ impl OneKey {
         self.seen.lock().clone()
     }
 
-    /// Whether this waiter is queued fairly.
-    fn queued(&self) -> bool {
-        self.fair.as_ref().is_some_and(Fair::queued)
-    }
-
-    /// The acquisition. A queued fair waiter claims from the queue (see
-    /// `fair.rs`). Otherwise:
+    /// The acquisition (a fair waiter queued claims instead: see
+    /// `engine/fair/key.rs`).
     ///
     /// Fencing off: `SET key token NX GET PX ttl`, nothing else (`GET`:
     /// a refusal answers the holder's value, so that a waiting writer
@@ -141,12 +115,7 @@ impl OneKey {
         keep: Option<&str>,
         ahead: Option<Ahead<'_>>,
     ) -> Vec<Vote> {
-        let key = &self.key[..];
-        let votes = if let Some(fair) = self.fair.as_ref().filter(|f| f.queued()) {
-            fair.claim(engine, key, self.wakes(), token, ttl_ms, keep)
-        } else {
-            self.set(engine, token, ttl_ms, keep, ahead)
-        };
+        let votes = self.set(engine, token, ttl_ms, keep, ahead);
         self.name_readers(engine, token, votes)
     }
 
@@ -157,7 +126,12 @@ impl OneKey {
     /// more round, only then. A read lock's refusals name no reader, and
     /// without this a server that restarted and forgot a reader's grant
     /// would count its yes beside the readers a member still shows.
-    fn name_readers(&self, engine: &Engine, token: &[u8], mut votes: Vec<Vote>) -> Vec<Vote> {
+    pub(crate) fn name_readers(
+        &self,
+        engine: &Engine,
+        token: &[u8],
+        mut votes: Vec<Vote>,
+    ) -> Vec<Vote> {
         let yes = votes.iter().filter(|v| v.yes.is_some()).count();
         if yes < quorum::quorum(engine.members.len()) || !votes.iter().any(|v| v.shared) {
             return votes;
@@ -182,7 +156,7 @@ impl OneKey {
     }
 
     /// The acquisition's `SET` round (see [`take`](Self::take)).
-    fn set(
+    pub(crate) fn set(
         &self,
         engine: &Engine,
         token: &[u8],
@@ -325,98 +299,28 @@ impl OneKey {
         Tally::count(engine.script(&EXTEND, &keys, &args).run(DECIDE))
     }
 
-    /// A release, or the clean-up of an attempt (`release` false). A
-    /// release pipelines a `PUBLISH` (`SPUBLISH` on a Redis Cluster)
-    /// behind the unlock script in the same write, whose answer is
-    /// ignored (a server or user refusing it changes nothing); a clean-up,
-    /// and the release of a key with a `record`, has the script announce
-    /// only where it deleted our key.
-    ///
-    /// A fair manager's release of a key that [hands off](Ending) hands it to the
-    /// first fair waiter queued (the others' releases delete it: their
-    /// users' ACL rules need not cover the queue's keys). The clean-up of
-    /// a queued waiter's attempt puts back the reservation it took.
+    /// A release, or the clean-up of an attempt, as `removal` says: the
+    /// key deleted where it holds `token` (with a `record`, by the shape's
+    /// own script, which deletes the record too), announced. A release
+    /// pipelines its `PUBLISH` (`SPUBLISH` on a Redis Cluster) behind the
+    /// script (or behind the server's own compare-and-delete, `DELIFEQ`
+    /// or `DELEX ... IFEQ`, where it has one), whose answer is ignored (a
+    /// server or user refusing it changes nothing); a clean-up, and the
+    /// release of a key with a record, have the script announce only
+    /// where it deleted our key. (A fair manager's release hands the key
+    /// on instead: `engine/fair/key.rs`.)
     pub(crate) fn unlock(
         &self,
         engine: &Engine,
         token: &[u8],
         removal: Removal<'_>,
-        ending: Ending<'_>,
-    ) -> Tally {
+        record: Option<Record<'_>>,
+    ) -> Vec<Answer> {
         let Removal {
             only,
             message,
             release,
         } = removal;
-        let record = ending.record;
-        match fair::route(engine, release, ending.hands_off, self.queued()) {
-            Route::HandOff => {
-                let answers = self.fair_release(engine, only, token, message, record);
-                // A member that refused the queue (an ACL rule without the
-                // fair additions, a key pattern that misses the queue's
-                // keys) is released as an unfair manager releases.
-                fair::release_or_unfair(engine, answers, |refused| {
-                    Tally::count(self.plain_unlock(
-                        engine,
-                        Some(refused),
-                        token,
-                        message,
-                        release,
-                        record,
-                    ))
-                })
-            }
-            Route::Unclaim => fair::unclaim(engine, only, &self.key, self.wakes(), token, message),
-            Route::Plain => {
-                Tally::count(self.plain_unlock(engine, only, token, message, release, record))
-            }
-        }
-    }
-
-    /// A fair manager's release. One that knows of no waiter (it did not
-    /// queue, and its manager's threads did not wait for the name lately)
-    /// sends the plain unlock, which deletes nothing where a queue stands;
-    /// the hand-off follows there, in a second round (see `fair.rs`,
-    /// "What it costs"). One that knows of waiters hands off at once.
-    fn fair_release(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        record: Option<Record<'_>>,
-    ) -> Vec<Answer> {
-        let knows = self.queued() || engine.waiters.lately(self.wakes());
-        let record = record.map(|r| r.key);
-        match (knows, record, message) {
-            (false, None, Some(message)) => self.unlock_unless_queued(engine, only, token, message),
-            _ => fair::release(
-                engine,
-                only,
-                &self.key,
-                record,
-                self.wakes(),
-                token,
-                message,
-            ),
-        }
-    }
-
-    /// The unlock (with a `record`: its own script), announced: a release
-    /// pipelines its `PUBLISH` behind the script (or behind the server's
-    /// own compare-and-delete, `DELIFEQ` or `DELEX ... IFEQ`, where it
-    /// has one); a clean-up and the release of a key
-    /// with a record have the script announce only where it deleted our
-    /// key.
-    fn plain_unlock(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: Option<&[u8]>,
-        release: bool,
-        record: Option<Record<'_>>,
-    ) -> Vec<Answer> {
         let channel = release_channel(self.wakes());
         let with_record;
         let (lua, keys): (&Lua, &[&[u8]]) = match record {
@@ -457,101 +361,6 @@ impl OneKey {
                 engine.script(lua, keys, &args).only(only).run(RELEASE)
             }
         }
-    }
-
-    /// A fair manager's release of a key that knows of no waiter: the
-    /// unlock script with the queue's key, and the release's `PUBLISH`
-    /// pipelined behind it, as an unfair release costs. A member where a
-    /// queue stands deletes nothing (it answers 2: a waiter came while it
-    /// was held); the hand-off release then runs there, and its answer is
-    /// that member's.
-    fn unlock_unless_queued(
-        &self,
-        engine: &Engine,
-        only: Option<&[bool]>,
-        token: &[u8],
-        message: &[u8],
-    ) -> Vec<Answer> {
-        let channel = release_channel(self.wakes());
-        let queue = crate::base::keys::queue_key(&self.key);
-        let keys: [&[u8]; 2] = [&self.key, &queue];
-        let mut answers = engine
-            .script(&UNLOCK, &keys, &[token])
-            .only(only)
-            .tail(Some(Announce {
-                channel: &channel,
-                message,
-            }))
-            .run(RELEASE);
-        let waited = |a: &Answer| matches!(a, Some(Ok(Said::Yes(2))));
-        // (The members' list only when some waiter came: not on every
-        // release.)
-        if answers.iter().any(waited) {
-            let queued: Vec<bool> = answers.iter().map(waited).collect();
-            // A message of its own: listeners count a hand-off's messages
-            // apart from the release announced above.
-            let handing = engine.message(token);
-            let handed = fair::release(
-                engine,
-                Some(&queued),
-                &self.key,
-                None,
-                self.wakes(),
-                token,
-                handing.as_deref().or(Some(message)),
-            );
-            for (answer, handed) in answers.iter_mut().zip(handed) {
-                if matches!(answer, Some(Ok(Said::Yes(2)))) {
-                    *answer = handed;
-                }
-            }
-        }
-        answers
-    }
-}
-
-/// The plain lock's shape: one key holding the token, handed to the
-/// first fair waiter on release (with fair waiting). Permits and
-/// leaderships wrap a `OneKey` in shapes of their own.
-impl Shape for OneKey {
-    fn resources(&self) -> Names<'_> {
-        Names::One(&self.key)
-    }
-
-    fn hands_off(&self) -> bool {
-        true
-    }
-
-    fn holder(&self) -> Option<Vec<u8>> {
-        OneKey::holder(self)
-    }
-
-    /// `SET key token NX GET PX ttl`, with the fencing counter's commands
-    /// behind it (see [`OneKey::take`]).
-    fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        OneKey::take(self, engine, token, ttl_ms, keep, None)
-    }
-
-    fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        OneKey::raise(self, engine, only, token, to, keep)
-    }
-
-    fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
-        OneKey::extend(self, engine, token, ttl_ms, last, &[])
-    }
-
-    fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
-        let ending = Ending {
-            hands_off: Shape::hands_off(self),
-            record: None,
-        };
-        OneKey::unlock(self, engine, token, removal, ending)
-    }
-}
-
-impl fair::Queued for OneKey {
-    fn place(&self) -> Option<&Fair> {
-        self.fair.as_ref()
     }
 }
 

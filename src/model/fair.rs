@@ -17,7 +17,7 @@
 //! `quorum::valid_until`).
 //!
 //! A set waits in line where the library's code says
-//! (`pipeline::most_busy`, `fair::waits_next`, `fair::named`).
+//! (`pipeline::most_busy`, `set::waits_next`, `set::named`).
 //!
 //! The liveness runs ([`FairSize::synchronous`]) have no network faults
 //! and no timeouts; their clients ask once a tick and when woken (the
@@ -46,10 +46,10 @@ use super::lock::{Answer, CLIENTS, NODES, Names, Value};
 use super::names::{self, Named, name, names_of};
 use super::set_server::{KEYS, On, SetRequest, SetRules, SetServer};
 use crate::engine::decide::{self, Ballot};
-use crate::engine::fair as engine_fair;
 use crate::engine::{pipeline, quorum};
 use crate::model::explore::Model;
 use crate::model::net::{Msg, Net, Step, Wired};
+use crate::shapes::set;
 
 /// One tick of the model's clock.
 const TICK_MS: u64 = 10;
@@ -340,11 +340,11 @@ impl FairModel {
     }
 
     /// Client `c`'s `request`, for what it wants; a set's claim names
-    /// where it waits in line (`engine::fair::named`).
+    /// where it waits in line (`shapes::set::named`).
     fn keyed(&self, s: &FairState, c: usize, request: FairRequest) -> SetRequest {
         let on = self.size.wants[c];
         let named = match on {
-            On::Set(_) => engine_fair::named(s.clients[c].wait_at, &[0, 1]) as u8,
+            On::Set(_) => set::named(s.clients[c].wait_at, &[0, 1]) as u8,
             On::Key(_) => 0,
         };
         SetRequest { on, request, named }
@@ -434,7 +434,7 @@ impl FairModel {
         let client = &mut s.clients[c];
         let mut leaves = false;
         // Where a set waits in line next (`engine::fair::attempt`).
-        let next = engine_fair::waits_next(client.wait_at, blocked.filter(|_| taken));
+        let next = set::waits_next(client.wait_at, blocked.filter(|_| taken));
         if taken && queued {
             client.wait_at = next;
         } else if !queued && taken {

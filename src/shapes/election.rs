@@ -17,11 +17,12 @@ use crate::engine::fair::Fair;
 pub(crate) mod majority;
 
 use crate::base::keys::{self, release_channel};
+use crate::engine::fair::{FairKey, Queued};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{Announce, Engine, Round};
 use crate::engine::pipeline::{DECIDE, Names, READS, Removal, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
-use crate::engine::single::{Ending, OneKey, Record};
+use crate::engine::single::{OneKey, Record};
 use crate::engine::stage::WaitOn;
 use crate::members::script::scripts;
 use crate::shapes::manager::{LockManager, Wait, waiting_family};
@@ -47,7 +48,7 @@ scripts! {
 /// is renewed and deleted with the key (its own extend and resign
 /// scripts), and whose fencing counter always counts (the terms).
 pub(crate) struct LeaderShape {
-    key: OneKey,
+    key: FairKey,
     /// The key of the election's record.
     record: Box<[u8]>,
 }
@@ -56,7 +57,7 @@ impl LeaderShape {
     /// The leadership of the election `name`, waiting fairly with `fair`.
     fn new(name: &[u8], fair: Option<Fair>) -> LeaderShape {
         LeaderShape {
-            key: OneKey::new(name, name).fair(fair),
+            key: FairKey::new(OneKey::new(name, name), fair),
             record: keys::record_key(name).into(),
         }
     }
@@ -71,7 +72,7 @@ impl LeaderShape {
 
 impl Shape for LeaderShape {
     fn resources(&self) -> Names<'_> {
-        Names::One(&self.key.key)
+        Names::One(&self.key.one.key)
     }
 
     fn hands_off(&self) -> bool {
@@ -79,7 +80,7 @@ impl Shape for LeaderShape {
     }
 
     fn holder(&self) -> Option<Vec<u8>> {
-        self.key.holder()
+        self.key.one.holder()
     }
 
     /// Terms are counted whether fencing is on or not.
@@ -88,36 +89,32 @@ impl Shape for LeaderShape {
     }
 
     fn take(&self, engine: &Engine, token: &[u8], ttl_ms: u64, keep: Option<&str>) -> Vec<Vote> {
-        self.key.take(engine, token, ttl_ms, keep, None)
+        self.key.take(engine, token, ttl_ms, keep)
     }
 
     fn raise(&self, engine: &Engine, only: &[bool], token: &[u8], to: u64, keep: &str) -> Tally {
-        self.key.raise(engine, only, token, to, keep)
+        self.key.one.raise(engine, only, token, to, keep)
     }
 
     /// The key, its counter and the record, renewed together where the
     /// key holds our token.
     fn extend(&self, engine: &Engine, token: &[u8], ttl_ms: u64, last: bool) -> Tally {
         let ttl = crate::engine::pipeline::ttl_arg(ttl_ms, last);
-        let fence = keys::fence_key(&self.key.key);
+        let fence = keys::fence_key(&self.key.one.key);
         let keep = self.keep(engine, ttl_ms).unwrap_or_default();
-        let keys: [&[u8]; 3] = [&self.key.key, &fence, &self.record];
+        let keys: [&[u8]; 3] = [&self.key.one.key, &fence, &self.record];
         let args: [&[u8]; 3] = [token, ttl.as_bytes(), keep.as_bytes()];
         Tally::count(engine.script(&EXTEND_LEADER, &keys, &args).run(DECIDE))
     }
 
     fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
-        let ending = Ending {
-            hands_off: self.hands_off(),
-            record: Some(self.record()),
-        };
-        self.key.unlock(engine, token, removal, ending)
+        self.key.unlock(engine, token, removal, Some(self.record()))
     }
 }
 
-impl crate::engine::fair::Queued for LeaderShape {
+impl Queued for LeaderShape {
     fn place(&self) -> Option<&Fair> {
-        self.key.fair.as_ref()
+        self.key.place()
     }
 }
 

@@ -1,8 +1,8 @@
 //! The lock's room: its entry points on [`LockManager`]. The lock is one
 //! key per resource, taken with `SET NX PX` on every member: the engine's
-//! [`OneKey`], which permits and leaderships wrap, is the lock's shape
-//! itself, so that an acquisition goes down the layers and back without
-//! returning here. A lock waits as the writer of the
+//! [`FairKey`] (a [`OneKey`] with its place in the fair queues, which
+//! leaderships wrap too) is the lock's shape itself, so that an
+//! acquisition goes down the layers and back without returning here. A lock waits as the writer of the
 //! read-write lock of its name (the writer's rule is in `rwlock.rs`). The
 //! safety argument is in the crate docs, [Why the lock is
 //! safe](crate#why-the-lock-is-safe).
@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::base::error::Result;
 use crate::base::keys;
 use crate::engine::fair::Fair;
+use crate::engine::fair::FairKey;
 use crate::engine::guard::LockGuard;
 use crate::engine::single::OneKey;
 use crate::engine::stage::{Budget, WaitOn};
@@ -93,7 +94,7 @@ impl LockManager {
         let names = [resource];
         let wait = WaitOn::names(&names).writer(&writer);
         let fair = Fair::waiting(engine, budget.waits(), resource, self.retry().1);
-        let shape = std::sync::Arc::new(OneKey::new(resource, resource).fair(fair));
+        let shape = std::sync::Arc::new(FairKey::new(OneKey::new(resource, resource), fair));
         self.stage()
             .acquire_shape(shape, wait, budget, ttl_ms, |guard, _| Ok(guard))
     }

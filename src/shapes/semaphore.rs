@@ -14,7 +14,7 @@ use crate::base::node_error::NodeFailures;
 use crate::engine::guard::{LockGuard, Permit};
 use crate::engine::pipeline::{Answer, Engine, Names, Refusal, Removal, Round, Shape, Vote};
 use crate::engine::quorum::{self, Tally};
-use crate::engine::single::{Ahead, Ending, OneKey};
+use crate::engine::single::{Ahead, OneKey};
 use crate::engine::stage::Budget;
 use crate::members::request::Said;
 use crate::members::script::scripts;
@@ -110,11 +110,7 @@ impl Shape for PermitShape {
     }
 
     fn unlock(&self, engine: &Engine, token: &[u8], removal: Removal<'_>) -> Tally {
-        let ending = Ending {
-            hands_off: self.hands_off(),
-            record: None,
-        };
-        self.slot.unlock(engine, token, removal, ending)
+        Tally::count(self.slot.unlock(engine, token, removal, None))
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::Value;
 
@@ -86,6 +87,7 @@ impl LockManager {
         let shape = Arc::new(Set {
             resources: owned.iter().map(|r| r[..].into()).collect(),
             fair: Fair::waiting(engine, budget.waits(), names[0], self.retry().1),
+            wait_at: AtomicUsize::new(0),
         });
         self.stage()
             .acquire_shape(shape, WaitOn::names(&names), budget, ttl_ms, |guard, _| {
@@ -129,6 +131,28 @@ pub(crate) struct Set {
     resources: Vec<Box<[u8]>>,
     /// A set whose waiting is fair: its place in each resource's queues.
     fair: Option<Fair>,
+    /// Where it waits in line (with fair waiting): the index of the
+    /// resource that refused it on a majority of members last (the first
+    /// a holder keeps, or else the first it may not take; its first
+    /// resource before), the same on every member (see
+    /// [`wait_at`](Set::wait_at)).
+    wait_at: AtomicUsize,
+}
+
+/// Where a set that waited in line at its resource `was` (its first one
+/// before its first refusal) waits after a refusal that `blocked` names
+/// (the resource that refused it on a majority of members, see
+/// `pipeline::most_busy`): there, or where it was when no majority named
+/// one (so that it does not go from queue to queue).
+pub(crate) fn waits_next(was: usize, blocked: Option<usize>) -> usize {
+    blocked.unwrap_or(was)
+}
+
+/// Where a set that waits in line at its resource `at` names, in a claim
+/// of the resources `of` (see [`Set::wait_at`]): k for the k-th of
+/// them (from 1), 0 for none of them.
+pub(crate) fn named(at: usize, of: &[usize]) -> usize {
+    of.iter().position(|&i| i == at).map_or(0, |k| k + 1)
 }
 
 /// The keys and arguments of a set script for a group of a set's
@@ -138,6 +162,19 @@ type SetCall<'a> = &'a (dyn Fn(&[usize]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) + Sync)
 impl Set {
     fn refs(&self) -> Vec<&[u8]> {
         self.resources.iter().map(|r| &r[..]).collect()
+    }
+
+    /// Where the set waits in line, for a claim of the resources `of`
+    /// (the set's indices; one group of a Redis Cluster member, or the
+    /// whole set): "k" for the k-th of them (from 1), "0" for none of them
+    /// (it waits at another group's key). Members must agree: a set queued
+    /// at `a` on some members and at `b` on others makes them name
+    /// different first waiters of each key, and then neither that set nor
+    /// the locks behind it reach a majority (the liveness run of the
+    /// schedule checker found such stalls). A claim granted on a member
+    /// keeps the set's place there only at that key, too.
+    fn wait_at(&self, of: &[usize]) -> String {
+        named(self.wait_at.load(Ordering::Relaxed), of).to_string()
     }
 
     /// The resources at the indexes of `group`.
@@ -331,6 +368,13 @@ impl fair::Queued for Set {
         self.fair.as_ref()
     }
 
+    /// At the resource a majority refused it at last (see [`waits_next`]).
+    fn waits_at(&self, blocked: Option<usize>) -> usize {
+        let at = waits_next(self.wait_at.load(Ordering::Relaxed), blocked);
+        self.wait_at.store(at, Ordering::Relaxed);
+        at
+    }
+
     /// Leaves every resource's queue, passing on each reservation it had
     /// (see the leave script); best effort.
     fn leave(&self, engine: &Engine, _fair: &Fair, token: &[u8]) {
@@ -361,7 +405,7 @@ impl Shape for Set {
             let start = counter_start().to_string();
             let call = |group: &[usize]| {
                 let locks = self.pick(group);
-                let wait_at = fair.wait_at(group);
+                let wait_at = self.wait_at(group);
                 let counted = keep.map(|keep| (keep, &start[..]));
                 let (keys, mut args) =
                     fair.claim_call(engine, &locks, token, ttl_ms, counted, &wait_at);
@@ -442,7 +486,7 @@ impl Shape for Set {
             release,
         } = removal;
         let queued = self.fair.as_ref().is_some_and(Fair::queued);
-        if fair::route(engine, release, true, queued) != Route::Plain {
+        if fair::route(engine, release, queued) != Route::Plain {
             let call = |group: &[usize]| {
                 let locks = self.pick(group);
                 match release {
