@@ -201,91 +201,6 @@ pub(crate) const NONE_OR_ALL: &[u8] = &[0, 7];
 /// All.
 pub(crate) const ALL_AT_ONCE: &[u8] = &[7];
 
-/// Where a client is.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Phase {
-    Idle,
-    /// An attempt's round (a claim when the client is queued).
-    Taking {
-        value: Value,
-        start: u16,
-        answers: [Option<Answer>; NODES],
-    },
-    /// Holding, valid until `until_ms`.
-    Holding {
-        value: Value,
-        until_ms: u64,
-    },
-}
-
-/// One client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct FairClient {
-    phase: Phase,
-    /// Acquisitions over (granted and released, or given up).
-    done: u8,
-    /// Attempts of the current acquisition.
-    attempts: u8,
-    /// Its arrival, once refused (it then claims).
-    arrival: Option<u64>,
-    /// Not crashed.
-    alive: bool,
-    /// It asked in this tick (the liveness run).
-    asked: bool,
-    /// Release messages heard since it last acquired, by the value they
-    /// were sent for and the key, and how many servers sent each (the
-    /// liveness run only).
-    heard: Vec<(Value, u8, u8)>,
-    /// Ticks it has waited while the lock was free for it (see
-    /// [`WAIT_BOUND`]).
-    waited: u8,
-    /// A set's: the index of the key it waits in line at (its first
-    /// before a majority refused it elsewhere; `engine::fair::Fair`'s
-    /// `wait_at`).
-    wait_at: usize,
-    /// Per server, the run its connections last met (its run + 1; 0:
-    /// never reached). A client meets every server as an attempt
-    /// starts, so that its value names them (as `Engine::meet`).
-    seen: [u8; NODES],
-}
-
-/// The whole system.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct FairState {
-    now: u16,
-    servers: [SetServer; NODES],
-    clients: [FairClient; CLIENTS],
-    /// In flight, kept sorted (a multiset).
-    net: Net<SetRequest>,
-    crashes: u8,
-    /// Each server's run (it changes at every restart).
-    runs: [u8; NODES],
-    restarts: u8,
-    /// Each server's snapshot, once taken.
-    snapshots: [Option<SetServer>; NODES],
-    /// The servers each value names (its client's runs met as its
-    /// attempt started).
-    named: Named,
-}
-
-/// A step (see `lock::Action`).
-#[derive(Clone, Debug)]
-pub(crate) enum FairAction {
-    Start(usize, u8),
-    /// A step of a message in flight.
-    Net(usize, Step),
-    Conclude(usize, u8),
-    Release(usize, u8),
-    Crash(usize),
-    /// Server `n` restarts empty.
-    Restart(usize),
-    /// Server `n` is snapshotted.
-    Snapshot(usize),
-    /// Server `n` restarts from its snapshot.
-    RestartOlder(usize),
-    Tick,
-}
-
 /// The fair lock model.
 pub(crate) struct FairModel {
     pub(crate) size: FairSize,
@@ -654,118 +569,6 @@ impl FairModel {
     }
 }
 
-impl Wired for FairModel {
-    type State = FairState;
-    type Request = SetRequest;
-
-    fn net(s: &mut FairState) -> &mut Net<SetRequest> {
-        &mut s.net
-    }
-
-    fn arrive(&self, s: &mut FairState, m: Msg<SetRequest>, reply: bool) {
-        let n = usize::from(m.node);
-        let now = u64::from(s.now);
-        let lanes = Self::keys(m.request.on);
-        let live = |lane: &FairServer| lane.key.filter(|&(_, until)| until > now);
-        let before: Vec<_> = lanes
-            .iter()
-            .map(|&k| live(&s.servers[n].lanes[usize::from(k)]))
-            .collect();
-        let answer = s.servers[n].run(
-            m.request,
-            u64::from(s.now),
-            self.lengths(),
-            self.rules.scripts,
-            self.rules.sets,
-        );
-        // `SET ... NX GET`'s refusal answers the value holding the key:
-        // the servers it names.
-        let answer = match (answer, before.first()) {
-            (
-                Answer::Took {
-                    set: false, count, ..
-                },
-                Some(Some((Held::Token(v), _))),
-            ) if !(usize::from(v.client) == usize::from(m.client)
-                && v.acquisition == s.clients[usize::from(m.client)].done) =>
-            {
-                Answer::Took {
-                    set: false,
-                    count,
-                    named: names_of(&s.named, *v),
-                }
-            }
-            (answer, _) => answer,
-        };
-        // The wake on release (`engine::wait`'s `heard`): each server's
-        // message is counted by the key and the request's value; a
-        // hand-off (a release's, a leave's, or a claim's for the waiter
-        // ahead) wakes its waiter once a majority announced it, a key
-        // deleted wakes the others at the first message and again at the
-        // majority's; they ask at once, again in this tick. Nobody hears a
-        // clean-up of its own, a yield (announced to nobody), a
-        // reservation put back or an expiry: waiters learn of those at
-        // their next claim. Without `wake_on_release` nobody hears
-        // anything.
-        // (Only the liveness run counts messages: elsewhere a waiter may
-        // ask at any moment, and the counts would only split states.)
-        if self.size.synchronous && self.size.handing {
-            let q = quorum::quorum(NODES) as u8;
-            let value = m.request.request.value();
-            for (&k, before) in lanes.iter().zip(before) {
-                let lane = &s.servers[n].lanes[usize::from(k)];
-                let yielded = lane.yielded.is_some_and(|y| y > now);
-                let hear = |client: &mut FairClient, wakes: &dyn Fn(u8) -> bool| {
-                    let at = match client.heard.iter().position(|h| (h.0, h.1) == (value, k)) {
-                        Some(at) => at,
-                        None => {
-                            client.heard.push((value, k, 0));
-                            client.heard.len() - 1
-                        }
-                    };
-                    client.heard[at].2 += 1;
-                    if wakes(client.heard[at].2) {
-                        client.asked = false;
-                    }
-                };
-                match lane.key.map(|(h, _)| h) {
-                    Some(Held::Next(w))
-                        if before.map(|(h, _)| h) != Some(Held::Next(w))
-                            && !matches!(m.request.request, FairRequest::Unclaim { .. }) =>
-                    {
-                        let woken = &mut s.clients[usize::from(w.client)];
-                        if woken.done == w.acquisition {
-                            hear(woken, &|count| count == q);
-                        }
-                    }
-                    None if before.is_some() && !yielded => {
-                        // Those who wait for this key (its channel).
-                        for (d, client) in s.clients.iter_mut().enumerate() {
-                            if d != usize::from(m.client)
-                                && Self::keys(self.size.wants[d]).contains(&k)
-                            {
-                                hear(client, &|count| count == 1 || count == q);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let c = usize::from(m.client);
-        if m.current
-            && reply
-            && s.clients[c].alive
-            && let Phase::Taking { answers, .. } = &mut s.clients[c].phase
-        {
-            answers[n] = Some(answer);
-            if answers.iter().all(Option::is_some) {
-                self.conclude(s, c, 0);
-            }
-        }
-    }
-}
-
 /// The client that holds `a` throughout in the runs of sets
 /// ([`FairSize::holds_a`]), and the acquisition number of its token
 /// there.
@@ -813,3 +616,7 @@ fn held(key: Option<Held>) -> String {
 }
 
 mod checked;
+mod state;
+mod wire;
+
+pub(crate) use state::{FairAction, FairClient, FairState, Phase};

@@ -227,49 +227,53 @@ impl SemModel {
         }
     }
 
+    /// Client `c` starts an attempt: the permit check on every server,
+    /// with the `SET` behind it, both run at once on the servers of `now`.
+    fn start(&self, s: &mut SemState, c: usize, now: u8) {
+        let client = &mut s.clients[c];
+        client.attempts += 1;
+        let value = Value {
+            client: c as u8,
+            acquisition: client.done,
+            attempt: client.attempts,
+        };
+        client.phase = SemPhase::Taking {
+            value,
+            start: s.now,
+            answers: [None; NODES],
+        };
+        // It meets every server first: its value names them.
+        client.seen = s.runs.map(|run| run + 1);
+        let names = client.seen;
+        name(&mut s.named, value, names);
+        let check = SemRequest::Check {
+            value,
+            slot: self.size.slots[c],
+            k: self.size.permits[c],
+            keep: TTL,
+            ttl: TTL,
+        };
+        self.send(s, c, [true; NODES], now, check);
+        // Where the check ran at once, so does the `SET` behind
+        // it (one write: nothing between them then; the check
+        // left in flight is followed later, by its own step).
+        for node in (0..NODES).filter(|n| now & (1 << n) != 0) {
+            let set = s.net.msgs.iter().position(|m| {
+                usize::from(m.node) == node
+                    && usize::from(m.client) == c
+                    && m.current
+                    && matches!(m.request, SemRequest::Set { .. })
+            });
+            if let Some(i) = set {
+                self.step(s, i, Step::Deliver);
+            }
+        }
+    }
+
     fn next_state(&self, s: &SemState, action: &SemAction) -> Option<SemState> {
         let mut s = s.clone();
         match *action {
-            SemAction::Start(c, now) => {
-                let client = &mut s.clients[c];
-                client.attempts += 1;
-                let value = Value {
-                    client: c as u8,
-                    acquisition: client.done,
-                    attempt: client.attempts,
-                };
-                client.phase = SemPhase::Taking {
-                    value,
-                    start: s.now,
-                    answers: [None; NODES],
-                };
-                // It meets every server first: its value names them.
-                client.seen = s.runs.map(|run| run + 1);
-                let names = client.seen;
-                name(&mut s.named, value, names);
-                let check = SemRequest::Check {
-                    value,
-                    slot: self.size.slots[c],
-                    k: self.size.permits[c],
-                    keep: TTL,
-                    ttl: TTL,
-                };
-                self.send(&mut s, c, [true; NODES], now, check);
-                // Where the check ran at once, so does the `SET` behind
-                // it (one write: nothing between them then; the check
-                // left in flight is followed later, by its own step).
-                for node in (0..NODES).filter(|n| now & (1 << n) != 0) {
-                    let set = s.net.msgs.iter().position(|m| {
-                        usize::from(m.node) == node
-                            && usize::from(m.client) == c
-                            && m.current
-                            && matches!(m.request, SemRequest::Set { .. })
-                    });
-                    if let Some(i) = set {
-                        self.step(&mut s, i, Step::Deliver);
-                    }
-                }
-            }
+            SemAction::Start(c, now) => self.start(&mut s, c, now),
             SemAction::Net(i, step) => self.step(&mut s, i, step),
             SemAction::Conclude(c, now) => self.conclude(&mut s, c, now),
             SemAction::Extend(c, now) => {
