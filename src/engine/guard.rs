@@ -35,11 +35,11 @@ pub mod mode {
     #[derive(Debug)]
     pub enum Read {}
 
-    /// A semaphore's permit ([`Semaphore::acquire`](crate::Semaphore::acquire)):
-    /// an exclusive lock on one of its slots, with the slot's fencing
-    /// token.
+    /// A semaphore's slot ([`Semaphore::acquire`](crate::Semaphore::acquire)),
+    /// the mode of a [`Permit`](crate::Permit): an exclusive lock on one
+    /// of its slots, with the slot's fencing token.
     #[derive(Debug)]
-    pub enum Permit {}
+    pub enum Slot {}
 
     /// A mode of [`Guard`](crate::Guard); implemented by this module's
     /// types only.
@@ -47,13 +47,13 @@ pub mod mode {
 
     impl Mode for Lock {}
     impl Mode for Read {}
-    impl Mode for Permit {}
+    impl Mode for Slot {}
 
     mod sealed {
         pub trait Sealed {}
         impl Sealed for super::Lock {}
         impl Sealed for super::Read {}
-        impl Sealed for super::Permit {}
+        impl Sealed for super::Slot {}
     }
 }
 
@@ -67,7 +67,7 @@ pub type ReadGuard = Guard<mode::Read>;
 
 /// One held permit of a [`Semaphore`](crate::Semaphore): an exclusive
 /// lock on one of its slots.
-pub type Permit = Guard<mode::Permit>;
+pub type Permit = Guard<mode::Slot>;
 
 /// A lock held on a quorum of nodes, in mode `M` ([`LockGuard`],
 /// [`ReadGuard`], [`Permit`]).
