@@ -96,13 +96,7 @@ pub(crate) fn extend_cost(report: &mut Report, urls: &[String], n: usize) {
 /// against the same commands written raw (the fencing counter's three
 /// commands behind the `SET`, the unlock script with the queue's key).
 pub(crate) fn release_cost(report: &mut Report, urls: &[String], n: usize) {
-    report.line(String::new());
-    report.line(format!(
-        "Lock + release that hands nothing on, 1 loopback node ({n} each, raced)"
-    ));
-    report.line(String::new());
-    report.line("| implementation          | median µs | p99 µs | × script |".into());
-    report.line("|-------------------------|----------:|-------:|-------:|".into());
+    release_header(report, n);
     let unfair = LockManager::builder()
         .nodes(urls)
         .fencing(false)
@@ -115,54 +109,16 @@ pub(crate) fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         .build()
         .unwrap();
     let key = "bench:release";
-    let client = redis::Client::open(urls[0].as_str()).unwrap();
-    // The second connection waits for each reply with a socket timeout,
-    // as the library does (it never waits past the node timeout): the
-    // kernel arms a timer for each blocking read.
-    let mut cons = [
-        client.get_connection().unwrap(),
-        client.get_connection().unwrap(),
-    ];
-    cons[1]
-        .set_read_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    cons[1]
-        .set_write_timeout(Some(Duration::from_secs(1)))
-        .unwrap();
-    let token = "0123456789abcdef0123456789abcdef";
-    let channel = redlock_sync::release_channel(key);
-    let set = lock_set(key, token).get_packed_command();
-    let script = unlock_script();
-    for con in &mut cons {
-        load_scripts(con);
-    }
+    let floor = ReleaseFloor::open(urls, key);
     // The server's own compare-and-delete, if it has one.
-    let plain = Delete::of(&mut cons[0]);
+    let plain = floor.plain;
     let delifeq_works = plain != Delete::Script;
     let plain_name = plain.raw_name();
-    let mut message = 0u64;
-    let taken = taken_reply();
-    // A cycle releasing by `form`, on the connection without (0) or with
-    // (1) a read timeout.
-    let mut raw = |form: Delete, timed: usize| {
-        let con = &mut cons[timed];
-        assert_eq!(con.req_packed_command(&set).unwrap(), taken);
-        message += 1;
-        let release = form.cmd(key, token, &script);
-        let (deleted, _): (i64, i64) = redis::pipe()
-            .add_command(release)
-            .cmd("PUBLISH")
-            .arg(&channel)
-            .arg(format!("{token}:{message}"))
-            .query(con)
-            .unwrap();
-        assert_eq!(deleted, 1);
-    };
-    let raw = std::cell::RefCell::new(&mut raw);
-    let mut by_script = || (raw.borrow_mut())(Delete::Script, 0);
-    let mut by_delifeq = || (raw.borrow_mut())(plain, 0);
-    let mut timed_script = || (raw.borrow_mut())(Delete::Script, 1);
-    let mut timed_plain = || (raw.borrow_mut())(plain, 1);
+    let raw = std::cell::RefCell::new(floor);
+    let mut by_script = || raw.borrow_mut().cycle(Delete::Script, 0);
+    let mut by_delifeq = || raw.borrow_mut().cycle(plain, 0);
+    let mut timed_script = || raw.borrow_mut().cycle(Delete::Script, 1);
+    let mut timed_plain = || raw.borrow_mut().cycle(plain, 1);
     let mut library = || unfair.lock(key, TTL).unwrap().release().unwrap();
     let mut library_fair = || fair.lock(key, TTL).unwrap().release().unwrap();
     // The default settings (fencing, fair waiting, waking on release)
@@ -172,18 +128,14 @@ pub(crate) fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     let mut library_default = || default.lock(default_key, TTL).unwrap().release().unwrap();
     let mut raw_same = Raw::same_as_default(urls, "bench:release:same");
     let mut same = || raw_same.multiplexed();
-    // The strict floor of `fair(false)`: its commands packed once (the
-    // rows above pack the release in each cycle, as a client must for a
-    // message of its own), then only written and read.
-    let mut raw_packed = {
-        let mut raw = Raw::new(urls, "bench:release:packed");
-        let token = "0123456789abcdef0123456789abcdef@host/1234#1";
-        let channel = redlock_sync::release_channel("bench:release:packed");
-        (raw.set, raw.unlock, raw.replies) =
-            cycle_commands("bench:release:packed", token, false, plain, &channel);
-        raw
-    };
+    let mut raw_packed = packed_floor(urls, plain);
     let mut packed = || raw_packed.multiplexed();
+    // The floor of the library's own release, with a read timeout.
+    let timed_name = if delifeq_works {
+        format!("{plain_name}, timed")
+    } else {
+        "raw EVALSHA, timed".to_owned()
+    };
     let mut impls: Vec<(&str, &mut dyn FnMut())> = vec![
         ("raw EVALSHA unlock", &mut by_script),
         ("library, fair(false)", &mut library),
@@ -192,12 +144,6 @@ pub(crate) fn release_cost(report: &mut Report, urls: &[String], n: usize) {
         impls.push((plain_name, &mut by_delifeq));
     }
     impls.push(("library, fair (default)", &mut library_fair));
-    // The floor of the library's own release, with a read timeout.
-    let timed_name = if delifeq_works {
-        format!("{plain_name}, timed")
-    } else {
-        "raw EVALSHA, timed".to_owned()
-    };
     if delifeq_works {
         impls.push((&timed_name, &mut timed_plain));
     } else {
@@ -208,10 +154,122 @@ pub(crate) fn release_cost(report: &mut Report, urls: &[String], n: usize) {
     impls.push(("library, default settings", &mut library_default));
     let results = race(n, &mut impls);
     shape_rows(report, &results, 23, "\"kind\":\"release\"");
+    release_ratios(
+        report,
+        &results,
+        delifeq_works.then_some(plain_name),
+        &timed_name,
+    );
+}
+
+/// The release table's title and column heads.
+fn release_header(report: &mut Report, n: usize) {
+    report.line(String::new());
+    report.line(format!(
+        "Lock + release that hands nothing on, 1 loopback node ({n} each, raced)"
+    ));
+    report.line(String::new());
+    report.line("| implementation          | median µs | p99 µs | × script |".into());
+    report.line("|-------------------------|----------:|-------:|-------:|".into());
+}
+
+/// The raw floor of a release that hands nothing on, on the first node:
+/// the acquisition's `SET` packed once, the release packed in each cycle
+/// with a `PUBLISH` of its own.
+struct ReleaseFloor {
+    /// The connection without (0) and with (1) a read timeout.
+    cons: [redis::Connection; 2],
+    key: &'static str,
+    token: &'static str,
+    channel: Vec<u8>,
+    set: Vec<u8>,
+    script: redis::Script,
+    /// The server's own compare-and-delete, if it has one.
+    plain: Delete,
+    /// How many releases it has announced.
+    message: u64,
+    /// What its `SET` answers when it takes the key.
+    taken: Value,
+}
+
+impl ReleaseFloor {
+    /// Opens both connections to `urls[0]`, loads the scripts, asks for a compare-and-delete.
+    fn open(urls: &[String], key: &'static str) -> ReleaseFloor {
+        let client = redis::Client::open(urls[0].as_str()).unwrap();
+        // The second connection waits for each reply with a socket timeout,
+        // as the library does (it never waits past the node timeout): the
+        // kernel arms a timer for each blocking read.
+        let mut cons = [
+            client.get_connection().unwrap(),
+            client.get_connection().unwrap(),
+        ];
+        cons[1]
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        cons[1]
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let token = "0123456789abcdef0123456789abcdef";
+        let channel = redlock_sync::release_channel(key);
+        let set = lock_set(key, token).get_packed_command();
+        let script = unlock_script();
+        for con in &mut cons {
+            load_scripts(con);
+        }
+        let plain = Delete::of(&mut cons[0]);
+        ReleaseFloor {
+            cons,
+            key,
+            token,
+            channel,
+            set,
+            script,
+            plain,
+            message: 0,
+            taken: taken_reply(),
+        }
+    }
+
+    /// A cycle releasing by `form`, on the connection without (0) or with (1) a read timeout.
+    fn cycle(&mut self, form: Delete, timed: usize) {
+        let con = &mut self.cons[timed];
+        assert_eq!(con.req_packed_command(&self.set).unwrap(), self.taken);
+        self.message += 1;
+        let release = form.cmd(self.key, self.token, &self.script);
+        let (deleted, _): (i64, i64) = redis::pipe()
+            .add_command(release)
+            .cmd("PUBLISH")
+            .arg(&self.channel)
+            .arg(format!("{}:{}", self.token, self.message))
+            .query(con)
+            .unwrap();
+        assert_eq!(deleted, 1);
+    }
+}
+
+/// The strict floor of `fair(false)`: its commands packed once, then only written and read.
+fn packed_floor(urls: &[String], plain: Delete) -> Raw {
+    // The table's other floors pack the release in each cycle, as a
+    // client must for a message of its own.
+    let mut raw = Raw::new(urls, "bench:release:packed");
+    let token = "0123456789abcdef0123456789abcdef@host/1234#1";
+    let channel = redlock_sync::release_channel("bench:release:packed");
+    (raw.set, raw.unlock, raw.replies) =
+        cycle_commands("bench:release:packed", token, false, plain, &channel);
+    raw
+}
+
+/// The ratios under the release table: the library's rows' medians over their floors'.
+fn release_ratios(
+    report: &mut Report,
+    results: &[(String, Stats)],
+    plain: Option<&str>,
+    timed_name: &str,
+) {
     let ratio =
         |a: usize, b: usize| results[a].1.median.as_secs_f64() / results[b].1.median.as_secs_f64();
     let timed = results.len() - 4;
-    if delifeq_works {
+    if let Some(plain_name) = plain {
         report.line(format!(
             "library fair(false) / {plain_name}: {:.3}",
             ratio(1, 2)
