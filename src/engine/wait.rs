@@ -17,7 +17,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -25,7 +24,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::base::counted::{Counted, hash};
 use crate::base::keys::release_channel as channel;
 use crate::engine::quorum;
-use crate::members::listen::{Listening, Wanted, listen};
+use crate::members::listen::{self, Listening, Wanted};
 use crate::members::member::Member;
 
 /// How long a resource stays subscribed after its last waiter left, and
@@ -485,12 +484,8 @@ impl Waiters {
     fn listen(&self, reg: &mut Registry) {
         for i in 0..reg.listening.len() {
             if !reg.listening[i] {
-                let shared = self.shared.clone();
                 // Without a thread to be had, waiting is polling.
-                reg.listening[i] = thread::Builder::new()
-                    .name("redlock-listen".into())
-                    .spawn(move || listen(&shared.members[i], i, &*shared))
-                    .is_ok();
+                reg.listening[i] = listen::start(self.shared.clone(), i);
             }
         }
     }
@@ -533,6 +528,10 @@ pub(crate) use place::{Grant, Own, Place, Watch};
 
 /// What the listeners listen on, and what they hear does.
 impl Listening for Shared {
+    fn member(&self, i: usize) -> &Member {
+        &self.members[i]
+    }
+
     /// Every waited or watched name's release channel, and its
     /// manager's own channel for it: a fair manager's hand-offs (the
     /// channel, `:`, its address), or (`:-`) a manager that cannot queue

@@ -55,6 +55,17 @@ pub(crate) trait Listening: Sync {
     /// A server confirmed the subscription to `channel`, of `name`:
     /// messages may have been missed before it.
     fn confirmed(&self, name: &[u8], channel: &[u8]);
+    /// Member `i`, whose listener this is.
+    fn member(&self, i: usize) -> &Member;
+}
+
+/// Starts member `i`'s listener (see [`listen`]) on a thread of its own;
+/// false when no thread could be had (its manager's waiters then poll).
+pub(crate) fn start(listening: Arc<dyn Listening + Send>, i: usize) -> bool {
+    thread::Builder::new()
+        .name("redlock-listen".into())
+        .spawn(move || listen(listening.member(i), i, &*listening))
+        .is_ok()
 }
 
 /// The channels a listener is to listen on (see [`Listening::wanted`]).
@@ -89,7 +100,7 @@ type ByServer = HashMap<String, (Arc<Node>, HashMap<Vec<u8>, Vec<u8>>)>;
 /// cluster, the master of each name's slot), keeps the subscriptions in
 /// step with them, and tells `listening` what it hears. Ends (and closes
 /// its connections) once no channel is wanted.
-pub(crate) fn listen(member: &Member, i: usize, listening: &dyn Listening) {
+fn listen(member: &Member, i: usize, listening: &dyn Listening) {
     let verbs = member.verbs();
     let mut links: Vec<Link> = Vec::new();
     // Per server (by name): when to try connecting again.
