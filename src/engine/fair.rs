@@ -20,6 +20,13 @@
 //! why it cannot deadlock (sets included), what a dead waiter costs, and
 //! mixing clients. The scripts' headers say what each does on one
 //! member.
+//!
+//! Fair waiting's timings are computed here and nowhere else: a
+//! [`reservation`], a [`queued_pause`], a ticket's life ([`Fair::new`],
+//! at most [`TICKET_PAUSES`] queued pauses) and the retry after a lapse
+//! ([`after_lapse`]). The crate docs' table "Its timings" states them
+//! by name, and the rest of the docs and the scripts' comments use those
+//! names.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -95,7 +102,8 @@ const _: () = assert!(-LAPSE_BASE < READERS_HOLD && READERS_HOLD < 0);
 /// How long a reservation lasts: twice the node timeout (the waiter
 /// hears the release and claims in about one round trip), at least 20 ms.
 /// The unit of fair waiting's timings: a queued waiter's longest pause
-/// ([`queued_pause`]) and a ticket's life ([`TICKET_PAUSES`] of them).
+/// ([`queued_pause`]) and a ticket's life (at most [`TICKET_PAUSES`] of
+/// them).
 pub(crate) fn reservation(engine: &Engine) -> Duration {
     (engine.node_timeout.saturating_mul(2)).max(Duration::from_millis(20))
 }
@@ -106,18 +114,18 @@ pub(crate) fn reserve_ms(engine: &Engine) -> String {
 }
 
 /// The longest pause of a fair waiter (its pauses are drawn between half
-/// of this and all of it): a [`reservation`]'s length. A hand-off wakes the waiter it names sooner; this bounds
-/// what any waiter can sleep through a free key whatever its retry delay:
-/// a waiter handed the key that died (while claim rounds are quick, every
-/// reservation has a claim of each live waiter within it, which learns
-/// when it lapses, and the waiter asks again then), and members' queues
-/// that differ (a join
-/// or a claim that reached some members only, under faults) so that no
-/// hand-off reaches a majority naming the same waiter. Notices to the
-/// next waiters at each hand-off did the first instead, until 2026-11-25:
-/// they cost 8 processes on one lock about a tenth of their rate, these
-/// claims (one per waiter per 1.5 node timeouts on average) nothing
-/// measurable.
+/// of this and all of it): a [`reservation`]'s length. A hand-off wakes
+/// the waiter it names sooner; this bounds what any waiter can sleep
+/// through a free key whatever its retry delay: a waiter handed the key
+/// that died (while claim rounds are quick, every reservation has a claim
+/// of each live waiter within it, which learns when it lapses, and the
+/// waiter asks again then), and members' queues that differ (a join or a
+/// claim that reached some members only, under faults) so that no
+/// hand-off reaches a majority naming the same waiter. Claims at this
+/// rate (one per waiter per three quarters of a reservation on average)
+/// cost nothing measurable; notices to the next waiters at each hand-off,
+/// the other way to cover a dead waiter, cost 8 processes on one lock
+/// about a tenth of their rate.
 pub(crate) fn queued_pause(engine: &Engine) -> Duration {
     reservation(engine)
 }
@@ -147,8 +155,8 @@ pub(crate) fn refused_lately(engine: &Engine) -> bool {
         .is_some_and(|at| at.elapsed() < REFUSED_FOR)
 }
 
-/// How many queued pauses (see [`queued_pause`]) a ticket lasts at most
-/// without its waiter asking: six reservations, twelve node timeouts.
+/// How many queued pauses (see [`queued_pause`], a [`reservation`] each)
+/// a ticket lasts at most without its waiter asking (see [`Fair::new`]).
 const TICKET_PAUSES: u32 = 6;
 
 /// One acquisition's place in the queues.

@@ -79,7 +79,7 @@ pub(crate) struct Lengths {
     pub(crate) ttl: u64,
     /// A ticket's life unless refreshed.
     pub(crate) ticket: u64,
-    /// A reservation's (two node timeouts).
+    /// A reservation's length (the library's: `engine::fair::reservation`).
     pub(crate) reserve: u64,
     /// How long a key is handed on before a release yields it
     /// (`fair_yield`; `None`: never).

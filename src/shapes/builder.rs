@@ -354,11 +354,13 @@ impl Builder {
     /// queued waiter to queued waiter (from the first hand-off, or the
     /// last yield, while waiters stay queued) before one release yields
     /// it instead, while a client that cannot queue says it waits: deletes
-    /// the key, tells no fair waiter, and for a reservation's length (two
-    /// node timeouts) no queued fair waiter takes the free key, the first
-    /// in line included. With no such client saying so, a release yields
-    /// after eight times as long. `None`: never yield (every client of the
-    /// resource is a fair manager of this library).
+    /// the key, tells no fair waiter, and for a reservation's length (see
+    /// "Its timings" in [Fair waiting across
+    /// processes](crate#fair-waiting-across-processes)) no queued fair
+    /// waiter takes the free key, the first in line included. With no such
+    /// client saying so, a release yields after eight times as long.
+    /// `None`: never yield (every client of the resource is a fair manager
+    /// of this library).
     ///
     /// Who says it waits: this library's managers with
     /// [`fair(false)`](Self::fair), whose waiting threads listen on the
@@ -371,13 +373,13 @@ impl Builder {
     /// attempt of theirs comes within it.
     ///
     /// Under contention that never lets up, it costs the fair waiters a
-    /// reservation (two node timeouts) and a quarter of a node timeout of
-    /// a free key once per period (sets, which learn no lapse, up to two
-    /// reservations), and a reservation more when the waiter first in line
-    /// is dead; with nobody else there, once per eight periods, which
-    /// measured within noise of `None`. See "Mixing clients" in [Fair
-    /// waiting across processes](crate#fair-waiting-across-processes) for
-    /// what it was measured to cost and to give.
+    /// free key for a reservation, until their lapse retry, once per period
+    /// (sets, which learn no lapse, up to two reservations), and a
+    /// reservation more when the waiter first in line is dead; with nobody
+    /// else there, once per eight periods, which measured within noise of
+    /// `None`. See "Mixing clients" in [Fair waiting across
+    /// processes](crate#fair-waiting-across-processes) for what it was
+    /// measured to cost and to give.
     ///
     /// Defaults to `Some(1 s)`.
     pub fn fair_yield(mut self, every: Option<Duration>) -> Builder {

@@ -171,9 +171,9 @@ local function ours_to_take(i)
     -- waiter they told, which began its chain a release early: its yields
     -- never again met the others', and CI saw a client that does not
     -- queue get no turn in 30 s.)
-    -- A mark further ahead than our ticket's life (twelve of our node
-    -- timeouts: a releaser's reservation, two of its own, may be longer
-    -- than ours) is a clock that stepped back: ignored.
+    -- A mark further ahead than our ticket's life (ARGV[4]; the values
+    -- are in engine/fair.rs), which leaves room for a releaser's
+    -- reservation longer than ours, is a clock that stepped back: ignored.
     local mark = tonumber(redis.call("HGET", tickets, "yield") or "") or 0
     if mark > now and mark - now <= tonumber(ARGV[4]) then
         yielded[i] = mark
@@ -308,9 +308,10 @@ end
 -- its queue, the reservation stays (it keeps the key from nobody). A key
 -- that holds our own token (a clean-up that missed this member) keeps us
 -- from nothing: no holder. Refused only for another waiter's reservation or
--- a waiter ahead, which are soon gone (a reservation lasts two node
--- timeouts), the set keeps its reservations until their deadlines, as
--- a lock does: the key that refused it may be free by its next claim.
+-- a waiter ahead, which are soon gone (within a reservation; see
+-- engine/fair.rs), the set keeps its reservations until their
+-- deadlines, as a lock does: the key that refused it may be free by its
+-- next claim.
 -- Without ARGV[9] (nobody is told of releases) they stay until their
 -- deadlines too.
 if is_set and blocker and ARGV[9] then

@@ -75,11 +75,12 @@ end
 -- manager, naming it (":" and its token), so that only that waiter is
 -- woken. Nobody else is told: should that waiter be dead or gone, the
 -- next live one learns when its reservation lapses from its own next
--- claim (every queued waiter asks at least every two node timeouts, and
--- a claim refused for a reservation answers when it lapses), and asks
--- then; the dead one's offer has lapsed by then, and it is dropped. So a
--- dead waiter costs one reservation, never a pause. Nobody waiting, a
--- plain release message. Answers the waiter's token, or nil.
+-- claim (every queued waiter asks at least once a reservation, and a
+-- claim refused for a reservation answers when it lapses; the values are
+-- in engine/fair.rs), and asks then; the dead one's offer has lapsed by
+-- then, and it is dropped. So a dead waiter costs one reservation, never
+-- a pause. Nobody waiting, a plain release message. Answers the
+-- waiter's token, or nil.
 local function hand_off(key, queue, tickets, now, reserve, publish, message, channel, gone, passed)
     local first, address = first_live(queue, tickets, now, gone, passed)
     if first then

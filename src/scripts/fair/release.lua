@@ -37,10 +37,10 @@
 -- client that does not queue has that long to take it; a lock's claims
 -- learn when the mark lapses, and ask then (a claim that finds the first
 -- waiter ahead reserves the key for it). Safety is untouched (a
--- plain release); our waiters wait at most a reservation (two node
--- timeouts) and a quarter of a node timeout more once a chain (a set,
--- which learns no lapse, up to two reservations), and a reservation more
--- should the first in line be dead.
+-- plain release); our waiters wait at most a reservation, and the retry
+-- after its lapse (the values are in engine/fair.rs), more once a chain
+-- (a set, which learns no lapse, up to two reservations), and a
+-- reservation more should the first in line be dead.
 -- How often. A chain yields once it is ARGV[3] old while a client
 -- that cannot queue says it waits here: a manager of this library with
 -- fair waiting off, while it waits, listens on the key's release channel

@@ -577,7 +577,7 @@ fn footprint(server: &Server) -> (u64, u64) {
 }
 
 /// What 20,000 per-entity locks leave on a node. Prints figures; run with
-/// `cargo test --release --test it fencing::footprint -- --ignored --nocapture`.
+/// `cargo test --release --test it fencing_tokens::footprint -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn footprint_of_20000_distinct_resources() {
