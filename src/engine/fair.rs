@@ -8,10 +8,11 @@
 //! ([`release`], [`handing_call`]), and the clean-up of a failed claim
 //! puts back its reservations ([`unclaim`]). Its scripts are here too
 //! (`src/scripts/fair/`); [`Queued`], what a shape that queues provides;
-//! and [`FairKey`], the lock's key waiting fairly (`fair/key.rs`): the
-//! shapes below the stage (`single.rs`, the pipeline) know nothing of
-//! queues, and a set's own place in line lives with the set
-//! (`shapes/set.rs`).
+//! and [`FairKey`], the lock's key waiting fairly (`fair/key.rs`): below
+//! the stage, `single.rs` knows nothing of queues and the pipeline only
+//! reads [`Shape::hands_off`] (a hand-off is announced by the members, so
+//! a release wakes none of its manager's waiters itself); a set's own
+//! place in line lives with the set (`shapes/set.rs`).
 //!
 //! The design has one home, the crate docs' "Fair waiting across
 //! processes" (`src/manual.md`, linked from
@@ -493,6 +494,7 @@ pub(crate) fn attempt<S: Queued>(
             // Not queued yet: at its first resource, unless a majority
             // named another.
             let at = shape.waits_at(refusal.blocked.filter(|&i| i < resources.len()));
+            debug_assert!(at < resources.len(), "waits_at answered {at}");
             if let Some(resource) = resources.get(at) {
                 fair.join(engine, resource, token);
             }

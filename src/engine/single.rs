@@ -1,6 +1,6 @@
-//! One key holding the token: the lock's shape itself ([`OneKey`]), which
-//! a semaphore's permit and an election's leadership wrap, and its
-//! scripts. Each of those shapes is a room of its own (`shapes/lock.rs`,
+//! One key holding the token ([`OneKey`]), which the lock's shape
+//! (`engine/fair/key.rs`, which a leadership wraps) and a semaphore's
+//! permit wrap, and its scripts. Each of those shapes is a room of its own (`shapes/lock.rs`,
 //! `shapes/semaphore.rs`, `shapes/election.rs`) that says what it adds:
 //! a check ahead of the `SET` (a permit's count), companion keys kept
 //! alive with the key (a permit's count, a leadership's record), its own

@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::base::error::{Error, Result};
-use crate::engine::fair::Fair;
 
 pub(crate) mod majority;
 
 use crate::base::keys::{self, release_channel};
-use crate::engine::fair::{FairKey, Queued};
+use crate::engine::fair::{Fair, FairKey, Queued};
 use crate::engine::guard::LockGuard;
 use crate::engine::pipeline::{Announce, Engine, Round};
 use crate::engine::pipeline::{DECIDE, Names, READS, Removal, Shape, Vote};

@@ -2,8 +2,8 @@
 //! key per resource, taken with `SET NX PX` on every member: the engine's
 //! [`FairKey`] (a [`OneKey`] with its place in the fair queues, which
 //! leaderships wrap too) is the lock's shape itself, so that an
-//! acquisition goes down the layers and back without returning here. A lock waits as the writer of the
-//! read-write lock of its name (the writer's rule is in `rwlock.rs`). The
+//! acquisition goes down the layers and back without returning here. A
+//! lock waits as the writer of the read-write lock of its name (the writer's rule is in `rwlock.rs`). The
 //! safety argument is in the crate docs, [Why the lock is
 //! safe](crate#why-the-lock-is-safe).
 
@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use crate::base::error::Result;
 use crate::base::keys;
-use crate::engine::fair::Fair;
-use crate::engine::fair::FairKey;
+use crate::engine::fair::{Fair, FairKey};
 use crate::engine::guard::LockGuard;
 use crate::engine::single::OneKey;
 use crate::engine::stage::{Budget, WaitOn};

@@ -504,7 +504,7 @@ impl Shape for Set {
                 return Tally::count(answers);
             }
             // A member that refused the queue is released as an unfair
-            // manager releases (see `single.rs`).
+            // manager releases (see `engine/fair/key.rs`).
             return fair::release_or_unfair(engine, answers, |refused| {
                 self.plain_unlock(engine, Some(refused), token, message)
             });

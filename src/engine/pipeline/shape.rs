@@ -165,7 +165,10 @@ pub(crate) trait Shape: Send + Sync {
     }
 
     /// Its release hands it to the first fair waiter queued (with fair
-    /// waiting on; see `fair.rs`).
+    /// waiting on; see `fair.rs`), announced by the members to that
+    /// waiter's manager: the pipeline's release then wakes none of its own
+    /// manager's waiters (see [`Engine::release`]). True for the shapes
+    /// that wait fairly (`FairKey`, leaderships, sets).
     fn hands_off(&self) -> bool {
         false
     }

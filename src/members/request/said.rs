@@ -8,7 +8,7 @@ pub(crate) enum Said {
     /// this token's; a count of 0.
     No,
     /// Yes, with its number above 0: 1; a fencing counter; a count; the
-    /// unlock's 2, "a fair queue stands" (see `single.rs`).
+    /// unlock's 2, "a fair queue stands" (see `engine/fair/key.rs`).
     Yes(u64),
     /// No such key: expired or deleted (the scripts' -1, to an unlock,
     /// extend or raise).
