@@ -19,6 +19,7 @@ pub(crate) mod resolve;
 pub(crate) mod resp;
 pub(crate) mod restart;
 pub(crate) mod script;
+pub(crate) mod sentinel;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
 pub(crate) mod url;

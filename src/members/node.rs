@@ -22,6 +22,7 @@ use crate::members::request::{Failure, Pooled, Routed, Said, is_reply, is_stale}
 use crate::members::resolve::{ResolveFn, Resolver};
 use crate::members::restart::{Policy, Quarantine, RunWatch};
 use crate::members::script::Lua;
+use crate::members::sentinel::{self, Group};
 use crate::members::url::{check_url, redact, tls_scheme};
 
 /// What every node of a manager is opened with (kept by Redis Cluster
@@ -49,6 +50,13 @@ pub(crate) struct Node {
     resolver: Option<Resolver>,
     /// For `rediss://` nodes.
     tls: Option<Tls>,
+    /// Its address follows its master's (a Sentinel group's, asked on
+    /// every new connection): a `READONLY` answer drops its connections.
+    follows: bool,
+    /// The failovers its Sentinels announced (see `sentinel::watch`),
+    /// counted while `sentinels` lives; none for other nodes.
+    switches: Arc<std::sync::atomic::AtomicU64>,
+    sentinels: Option<sentinel::Watch>,
 
     /// Sent on every new connection: AUTH and SELECT (the first
     /// `required_names.len()`, which must succeed), then CLIENT SETINFO and
@@ -195,6 +203,9 @@ impl Node {
             addr,
             resolver,
             tls,
+            follows: false,
+            switches: Arc::default(),
+            sentinels: None,
             handshake,
             required_names,
             identity_at,
@@ -208,6 +219,23 @@ impl Node {
             idle: Mutex::new(Vec::with_capacity(max_idle)),
             met_failure: Mutex::new(None),
         })
+    }
+
+    /// A Sentinel group's master (see `sentinel.rs`): a node whose host
+    /// its Sentinels resolve on every new connection.
+    pub(crate) fn open_group(group: &Group, setup: &Setup) -> Result<Node, Error> {
+        let mut setup = setup.clone();
+        setup.resolve = sentinel::resolver(group.clone(), setup.timeout, setup.resolve.clone());
+        let mut node = Node::open(&group.data_url, &setup)?;
+        node.name = group.name().into();
+        node.follows = true;
+        node.sentinels = Some(sentinel::watch(group, setup.timeout, node.switches.clone()));
+        Ok(node)
+    }
+
+    /// How many failovers its Sentinels announced (0 for other nodes).
+    fn switches(&self) -> u64 {
+        self.switches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes this node tell `identities` which server it reaches (its
@@ -435,7 +463,13 @@ impl Node {
             "ASK",
             "CLUSTERDOWN",
         ];
-        if error.code().is_some_and(|code| changed.contains(&code)) {
+        let code = error.code();
+        if self.follows && code == Some("READONLY") {
+            // A demoted master: the next connection asks the Sentinels.
+            pooled.demoted = true;
+            self.idle.lock().clear();
+        }
+        if code.is_some_and(|code| changed.contains(&code)) {
             pooled.counts.forget();
             for idle in self.idle.lock().iter_mut() {
                 idle.counts.forget();

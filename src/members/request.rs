@@ -188,6 +188,12 @@ pub(crate) struct Pooled {
     /// The forms of the requests last written, in order (see
     /// [`send`](Self::send)).
     pub(crate) written: Vec<Kind>,
+    /// Its server answered `READONLY` to a node that follows its
+    /// master's address (a Sentinel group's): it goes back to no pool.
+    pub(crate) demoted: bool,
+    /// The node's switches (a Sentinel group's failovers) counted when
+    /// it was opened: one opened before the last goes back to no pool.
+    pub(crate) switches: u64,
 }
 
 impl Pooled {
@@ -200,6 +206,8 @@ impl Pooled {
             plain_delete_refused: false,
             counts: Counts::default(),
             written: Vec::new(),
+            demoted: false,
+            switches: 0,
         }
     }
 

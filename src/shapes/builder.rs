@@ -16,6 +16,7 @@ use crate::members::node::{Node, Setup};
 use crate::members::redis_cluster::RedisCluster;
 use crate::members::resolve::ResolveFn;
 use crate::members::restart::Policy;
+use crate::members::sentinel::{self, Group};
 use crate::members::url::redact;
 use crate::shapes::manager::LockManager;
 
@@ -182,6 +183,22 @@ impl Builder {
     pub fn node(mut self, url: impl AsRef<str>) -> Builder {
         self.members.push(Spec::Node(url.as_ref().to_owned()));
         self
+    }
+
+    /// Adds a Redis Sentinel group (one master and its replicas, watched
+    /// by Sentinels) as one member, by a URL of the form
+    /// `redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master`:
+    /// the Sentinels' addresses (26379 by default), the master's name
+    /// after `#`; the credentials and database are the master's. The
+    /// master's address is asked of every Sentinel on each new
+    /// connection and taken where a majority of them agree, so a failover
+    /// is followed. A promoted replica may lack recent grants: the
+    /// restart rules keep it from counting (see the crate docs,
+    /// "Redis Sentinel"). [`node`](Self::node) takes the same URL.
+    ///
+    /// Defaults to no members; at least one node or cluster is required.
+    pub fn sentinel(self, url: impl AsRef<str>) -> Builder {
+        self.node(url)
     }
 
     /// Adds several nodes by URL, in order.
@@ -653,6 +670,15 @@ impl Builder {
         let mut servers: Vec<(Arc<Node>, String)> = Vec::new();
         for spec in &self.members {
             let (member, given) = match spec {
+                Spec::Node(url) if sentinel::is_group(url) => {
+                    let node = Arc::new(Node::open_group(&Group::parse(url)?, setup)?);
+                    node.plain_member();
+                    identities.node(node.name());
+                    node.join(identities.clone(), node.name().into());
+                    // Its address is the master's of the moment: told
+                    // apart from the others' by its server's `run_id`.
+                    (Member::Node(node), Vec::new())
+                }
                 Spec::Node(url) => {
                     let node = Arc::new(Node::open(url, setup)?);
                     node.plain_member();

@@ -38,6 +38,7 @@ mod rwlock;
 mod safety;
 mod schedule;
 mod semaphore;
+mod sentinel;
 mod sets;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 mod telemetry;

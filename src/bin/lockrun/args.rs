@@ -101,9 +101,26 @@ pub(crate) enum Parsed {
 }
 
 /// The URLs of a comma-separated list; an empty entry is an error (a
-/// stray comma, or a variable that expanded to nothing).
+/// stray comma, or a variable that expanded to nothing). A Sentinel
+/// group's URL lists its Sentinels with commas too
+/// (`redis-sentinel://h1,h2,h3#master`): until its `#`, the entries that
+/// follow it are its own.
 fn split_urls(list: &str, name: &str) -> Result<Vec<String>, String> {
-    let urls: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+    let mut urls: Vec<String> = Vec::new();
+    for entry in list.split(',').map(str::trim) {
+        match urls.last_mut() {
+            Some(group)
+                if (group.starts_with("redis-sentinel://")
+                    || group.starts_with("valkey-sentinel://"))
+                    && !group.contains('#')
+                    && !entry.is_empty() =>
+            {
+                group.push(',');
+                group.push_str(entry);
+            }
+            _ => urls.push(entry.to_owned()),
+        }
+    }
     if urls.iter().any(String::is_empty) {
         return Err(format!(
             "{name}: empty entry in {list:?} (URLs are separated by single commas)"
@@ -453,6 +470,24 @@ mod tests {
         );
         assert!(env_members("cluster:redis://c1||redis://c2").is_err());
         assert!(env_members("redis://a,,redis://b").is_err());
+    }
+
+    #[test]
+    fn a_sentinel_groups_commas_stay_in_its_url() {
+        assert_eq!(
+            split_urls("redis://a,redis-sentinel://s1,s2:26380,s3#m,redis://b", "x").unwrap(),
+            [
+                "redis://a",
+                "redis-sentinel://s1,s2:26380,s3#m",
+                "redis://b"
+            ]
+        );
+        // Its `#` ends it: what follows is the next member.
+        assert_eq!(
+            split_urls("redis-sentinel://s1#m,redis-sentinel://t1,t2#n", "x").unwrap(),
+            ["redis-sentinel://s1#m", "redis-sentinel://t1,t2#n"]
+        );
+        assert!(split_urls("redis-sentinel://s1,,s2#m", "x").is_err());
     }
 
     #[test]

@@ -81,6 +81,10 @@ impl Node {
             self.timeout,
         )
         .map(Pooled::new)
+        .map(|mut pooled| {
+            pooled.switches = self.switches();
+            pooled
+        })
         .map_err(|(step, e)| NodeError::opening(self.name.clone(), e, step, self.timeout))?;
         self.handshake(&mut pooled, deadline).map_err(|f| {
             // A peer that answered, but not in RESP: say what it said.
@@ -161,6 +165,11 @@ impl Node {
     /// since it was pooled.
     pub(super) fn checkout(&self) -> Option<Pooled> {
         let mut pooled = self.idle.lock().pop()?;
+        if pooled.switches != self.switches() {
+            // Opened before a failover: to the old master, maybe still up.
+            self.idle.lock().clear();
+            return None;
+        }
         if self.plain_delete_refused.load(Ordering::Relaxed) {
             pooled.plain_delete = None;
         }
@@ -173,7 +182,7 @@ impl Node {
         if pooled.plain_delete_refused {
             self.plain_delete_refused.store(true, Ordering::Relaxed);
         }
-        if pooled.con.rest().is_err() {
+        if pooled.demoted || pooled.switches != self.switches() || pooled.con.rest().is_err() {
             return;
         }
         pooled.counts.settle();

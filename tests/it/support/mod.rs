@@ -8,6 +8,7 @@ pub mod hostile;
 pub mod occupancy;
 pub mod proxy;
 pub mod redis_cluster;
+pub mod sentinel;
 pub mod server;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -1,0 +1,168 @@
+//! Redis Sentinel groups as members (`redis-sentinel://...#master`): the
+//! master asked of the Sentinels, a majority of them deciding; a
+//! failover followed; a promoted replica that lacks a grant gives no
+//! second holder.
+
+use std::time::{Duration, Instant};
+
+use redlock_sync::{LockManager, Wait};
+
+use crate::support::sentinel::{Group, MASTER};
+use crate::support::{Nodes, admin, get, resource};
+
+/// A manager over `urls`, with a node timeout a loaded machine keeps.
+fn manager(urls: Vec<String>) -> LockManager {
+    LockManager::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_sentinel_member_locks_on_its_master_and_follows_a_failover() {
+    let _heavy = crate::support::heavy();
+    let mut group = Group::start().unwrap();
+    let dlm = manager(vec![group.url()]);
+    let name = resource("sentinel-follow");
+    let first = group.agreed_master(Duration::from_secs(5)).unwrap();
+    let guard = dlm.lock(&name, Duration::from_secs(1)).unwrap();
+    assert!(get(group.server(first), name.as_bytes()).is_some());
+    guard.release().unwrap();
+
+    let promoted = group.fail_over(first).expect("a failover");
+    // The manager saw its member's server change: the new master is kept
+    // out for its longest TTL (1 s), then votes, on the new master.
+    let start = Instant::now();
+    let guard = dlm
+        .lock_with(
+            &name,
+            Duration::from_secs(1),
+            Wait::For(Duration::from_secs(20)),
+        )
+        .unwrap_or_else(|e| panic!("no lock on the promoted master: {e}"));
+    assert!(
+        get(group.server(promoted), name.as_bytes()).is_some(),
+        "the key is not on the new master ({promoted})"
+    );
+    assert!(start.elapsed() < Duration::from_secs(20));
+    drop(guard);
+}
+
+#[test]
+fn a_promoted_replica_that_lacks_a_grant_gives_no_second_holder() {
+    let why = "a refusal names its holder from Redis 7.0 on (SET ... NX GET)";
+    if crate::support::server::skipped_before(7, 0, why) {
+        return;
+    }
+    let _heavy = crate::support::heavy();
+    let mut group = Group::start().unwrap();
+    let mut nodes = Nodes::start(2).unwrap();
+    let mut urls = vec![group.url()];
+    urls.extend(nodes.urls());
+    let a = manager(urls.clone());
+    let name = resource("sentinel-lagging");
+    // A holds the lock granted by the group's master and the first node;
+    // the second node, paused, never saw it.
+    let first = group.agreed_master(Duration::from_secs(5)).unwrap();
+    nodes[1].pause();
+    let held = a.try_lock(&name, Duration::from_secs(30)).unwrap();
+    nodes[1].resume();
+    // The replicas lag: A's key never reached them.
+    for server in group.servers.iter().filter(|s| s.port() != first) {
+        let mut con = admin(server);
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("replica-read-only")
+            .arg("no")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    }
+    let promoted = group.fail_over(first).expect("a failover");
+    assert!(get(group.server(promoted), name.as_bytes()).is_none());
+
+    // B never met the group: the promoted master says yes, and so does the
+    // second node; the first refuses with A's value, which names the
+    // servers A asked, not the promoted one.
+    let b = manager(urls);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if let Ok(second) = b.try_lock(&name, Duration::from_secs(30)) {
+            assert!(
+                !held.is_valid(),
+                "two holders: {} while A holds until {:?}",
+                second.fencing_token().unwrap_or(0),
+                held.validity()
+            );
+        }
+    }
+    assert!(held.is_valid());
+    // A's release finds its key on the first node only: the others lost it.
+    match held.release() {
+        Err(redlock_sync::Error::NotHeld { lost_on, .. }) => assert_eq!(lost_on, 2),
+        other => panic!("A's release: {other:?}"),
+    }
+}
+
+#[test]
+fn a_majority_of_the_sentinels_decides_and_a_minority_is_not_enough() {
+    let _heavy = crate::support::heavy();
+    let mut group = Group::start().unwrap();
+    let name = resource("sentinel-majority");
+    // One Sentinel down: two of three still agree.
+    group.sentinels[2].kill();
+    let dlm = manager(vec![group.url()]);
+    drop(dlm.try_lock(&name, Duration::from_secs(1)).unwrap());
+    // Two down: one Sentinel's word is not the group's. A new manager
+    // must ask (the first one's connection is still open).
+    group.sentinels[1].kill();
+    let fresh = manager(vec![group.url()]);
+    let e = fresh
+        .try_lock(&name, Duration::from_secs(1))
+        .expect_err("one Sentinel of three decided");
+    let text = e.to_string();
+    assert!(
+        text.contains(MASTER) && text.contains("no majority of the 3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_shape_and_lockrun_work_on_a_sentinel_member() {
+    let _heavy = crate::support::heavy();
+    let group = Group::start().unwrap();
+    let dlm = manager(vec![group.url()]);
+    let ttl = Duration::from_secs(5);
+    let name = resource("sentinel-shapes");
+    let set = [format!("{name}:a"), format!("{name}:b")];
+    dlm.try_lock_all(&set, ttl).unwrap().release().unwrap();
+    let sem = dlm.semaphore(format!("{name}:sem"), 2).unwrap();
+    let (p1, p2) = (sem.try_acquire(ttl).unwrap(), sem.try_acquire(ttl).unwrap());
+    assert!(sem.try_acquire(ttl).is_err(), "a third permit of two");
+    drop((p1, p2));
+    let rw = dlm.rwlock(format!("{name}:rw")).unwrap();
+    let (r1, r2) = (rw.try_read(ttl).unwrap(), rw.try_read(ttl).unwrap());
+    assert!(rw.try_write(ttl).is_err(), "a writer beside readers");
+    drop((r1, r2));
+    rw.try_write(ttl).unwrap().release().unwrap();
+    let election = dlm.election(format!("{name}:el")).unwrap();
+    let leader = election.try_campaign(ttl).unwrap();
+    assert!(leader.term() > 0);
+    drop(leader);
+    // `check()` reports the group as its master, by the group's name.
+    let report = dlm.check();
+    assert_eq!(report.len(), 1);
+    assert!(report[0].reachable, "{:?}", report[0]);
+    assert!(report[0].node.starts_with(MASTER), "{}", report[0].node);
+    assert_eq!(report[0].role.as_deref(), Some("master"));
+    // lockrun takes the group in --nodes, its commas and all.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_lockrun"))
+        .arg("--nodes")
+        .arg(group.url())
+        .args(["--node-timeout", "500ms", &name, "--", "true"])
+        .env_remove("REDLOCK_NODES")
+        .status()
+        .unwrap();
+    assert!(status.success(), "lockrun on a Sentinel member: {status}");
+}
