@@ -229,8 +229,15 @@ impl Node {
         let mut node = Node::open(&group.data_url, &setup)?;
         node.name = group.name().into();
         node.follows = true;
+        let switches = node.switches.clone();
+        node.resolver = node.resolver.take().map(|r| r.following(switches));
         node.sentinels = Some(sentinel::watch(group, setup.timeout, node.switches.clone()));
         Ok(node)
+    }
+
+    /// Whether its address follows a Sentinel group's master.
+    pub(crate) fn follows(&self) -> bool {
+        self.follows
     }
 
     /// How many failovers its Sentinels announced (0 for other nodes).

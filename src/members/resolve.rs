@@ -6,12 +6,16 @@
 //! that need the same node's address while a resolution is under way wait
 //! for that one instead of starting another, so a hung resolver costs one
 //! thread per node, not one per call. Nothing is cached: every new
-//! connection resolves again, so a name that moves to another address
-//! (a failover) is followed. IP addresses are used as they are.
+//! connection resolves again (an answer that came after its caller gave
+//! up is not handed to the next caller, which asks anew), so a name that
+//! moves to another address (a failover) is followed. A Sentinel group's
+//! resolution begun before the group's last switch is not shared either
+//! (see [`Resolver::following`]). IP addresses are used as they are.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::Instant;
 
@@ -34,6 +38,8 @@ type Outcome = Result<Vec<SocketAddr>, (io::ErrorKind, String)>;
 struct Pending {
     outcome: Mutex<Option<Outcome>>,
     done: Condvar,
+    /// The switches counted when it began (see [`Resolver::following`]).
+    switches: u64,
 }
 
 /// One node's host name and the resolution under way for it, if any.
@@ -42,6 +48,8 @@ pub(crate) struct Resolver {
     port: u16,
     resolve: Arc<ResolveFn>,
     pending: Mutex<Option<Arc<Pending>>>,
+    /// A Sentinel group's switches (see [`following`](Self::following)).
+    switches: Option<Arc<AtomicU64>>,
 }
 
 impl Resolver {
@@ -51,6 +59,17 @@ impl Resolver {
             port,
             resolve,
             pending: Mutex::new(None),
+            switches: None,
+        }
+    }
+
+    /// A resolver that shares no resolution begun before the last of
+    /// `switches` (a Sentinel group's failovers as announced): one begun
+    /// before may name the old master.
+    pub(crate) fn following(self, switches: Arc<AtomicU64>) -> Resolver {
+        Resolver {
+            switches: Some(switches),
+            ..self
         }
     }
 
@@ -66,12 +85,25 @@ impl Resolver {
         if let Ok(ip) = literal.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, self.port)]);
         }
+        let switches = self
+            .switches
+            .as_ref()
+            .map_or(0, |s| s.load(Ordering::Relaxed));
         let pending = {
             let mut slot = self.pending.lock();
-            match &*slot {
+            // Under way, of the same switch: shared. Done already (its
+            // caller gave up before it came), or begun before a switch:
+            // asked anew.
+            let current = slot
+                .as_ref()
+                .filter(|p| p.switches == switches && p.outcome.lock().is_none());
+            match current {
                 Some(pending) => pending.clone(),
                 None => {
-                    let pending = Arc::new(Pending::default());
+                    let pending = Arc::new(Pending {
+                        switches,
+                        ..Pending::default()
+                    });
                     let (task, resolve) = (pending.clone(), self.resolve.clone());
                     let (host, port) = (self.host.clone(), self.port);
                     thread::Builder::new()
@@ -138,6 +170,38 @@ mod tests {
         // Done: the next call resolves again.
         r.resolve(Instant::now() + Duration::from_secs(5)).unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn an_answer_late_for_its_caller_or_older_than_a_switch_is_not_handed_on() {
+        // Each call answers a port one higher: which call answered shows.
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let slow: Arc<ResolveFn> = Arc::new(move |_: &str, _: u16| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) as u16;
+            thread::sleep(Duration::from_millis(100));
+            Ok(vec![SocketAddr::from(([127, 0, 0, 1], 7000 + n))])
+        });
+        let port =
+            |r: &Resolver| r.resolve(Instant::now() + Duration::from_secs(5)).unwrap()[0].port();
+        let r = Resolver::new("late.test", 1, slow.clone());
+        assert!(
+            r.resolve(Instant::now() + Duration::from_millis(10))
+                .is_err()
+        );
+        thread::sleep(Duration::from_millis(300));
+        // The first answer came after its caller left: asked anew.
+        assert_eq!(port(&r), 7001);
+        // Begun before a switch: not shared after it.
+        let switches = Arc::new(AtomicU64::new(0));
+        let r = Resolver::new("group.test", 1, slow).following(switches.clone());
+        assert!(
+            r.resolve(Instant::now() + Duration::from_millis(10))
+                .is_err()
+        );
+        switches.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(port(&r), 7003);
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! # What is asked, and why
 //!
 //! Every Sentinel given is asked `SENTINEL get-master-addr-by-name`, at
-//! once (one thread each, all within the node timeout), and the address
-//! that a majority of the Sentinels given report is the master's. One
+//! once (one thread each, each step within the node timeout), and the
+//! address that a majority of the Sentinels given report is the master's,
+//! taken as soon as a majority agrees (a silent Sentinel costs nothing
+//! then). One
 //! Sentinel cut off from the others keeps the address it last knew (an
 //! old master, a replica since): a majority of the Sentinels is what
 //! elects a failover's leader, so an address a majority reports is one
@@ -49,8 +51,11 @@ pub(crate) const SCHEMES: [&str; 2] = ["redis-sentinel", "valkey-sentinel"];
 
 /// Whether `url` names a Sentinel group (see [`Group::parse`]).
 pub(crate) fn is_group(url: &str) -> bool {
-    url.split_once("://")
-        .is_some_and(|(scheme, _)| SCHEMES.contains(&scheme))
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        SCHEMES
+            .iter()
+            .any(|known| known.eq_ignore_ascii_case(scheme))
+    })
 }
 
 /// A Sentinel group as given: its Sentinels, the master's name, and the
@@ -61,8 +66,10 @@ pub(crate) struct Group {
     pub(crate) sentinels: Vec<(String, u16)>,
     /// The master's name, as the Sentinels monitor it.
     pub(crate) master: String,
-    /// `redis://[userinfo@]<master>:0[/db]`: a node URL whose host the
-    /// Sentinels resolve.
+    /// The database selected on the master.
+    pub(crate) db: i64,
+    /// `redis://[userinfo@]<master>:1/<db>`: a node URL whose host the
+    /// Sentinels resolve (its port is a placeholder).
     pub(crate) data_url: String,
 }
 
@@ -79,10 +86,10 @@ impl Group {
         let bad = |why: &str| {
             Error::invalid_config(format!("Sentinel group URL {:?}: {why}", redact(url)))
         };
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
-        if !SCHEMES.contains(&scheme) {
+        if !is_group(url) {
             return Err(bad("the scheme is not redis-sentinel"));
         }
+        let (_, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
         let (rest, master) = rest
             .rsplit_once('#')
             .ok_or_else(|| bad("no master name: end it with #<master name>"))?;
@@ -94,56 +101,118 @@ impl Group {
             Some(at) => (Some(&rest[..at]), &rest[at + 1..before_path]),
             None => (None, &rest[..before_path]),
         };
-        let path = &rest[before_path..];
-        let db = match path.trim_start_matches('/') {
-            "" => None,
-            db => Some(
-                db.parse::<i64>()
-                    .map_err(|_| bad("the path is not a database number"))?,
-            ),
+        let db = match rest[before_path..].trim_start_matches('/') {
+            "" => 0,
+            db => db
+                .parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| bad("the path is not a database number"))?,
         };
-        let mut sentinels = Vec::new();
+        let mut sentinels: Vec<(String, u16)> = Vec::new();
         for host in hosts.split(',') {
-            if host.is_empty() {
-                return Err(bad("a Sentinel's address is empty"));
+            let sentinel = host_port(host).map_err(|why| bad(&why))?;
+            if sentinels.contains(&sentinel) {
+                // Counted twice, one Sentinel could make a majority.
+                return Err(bad(&format!("the Sentinel {host} is given twice")));
             }
-            sentinels
-                .push(host_port(host).ok_or_else(|| bad("a Sentinel's port is not a number"))?);
+            sentinels.push(sentinel);
         }
-        let creds = userinfo.map_or_else(String::new, |u| format!("{u}@"));
-        let db = db.map_or_else(String::new, |db| format!("/{db}"));
+        // Lettuce's form: a lone token before `@` is the password.
+        let creds = match userinfo {
+            None => String::new(),
+            Some(u) if u.contains(':') => format!("{u}@"),
+            Some(password) => format!(":{password}@"),
+        };
+        // The host the node's messages show: the master's name where it is
+        // a plain host name (never an IP address, which would be dialled
+        // as it is), else a placeholder; the Sentinels resolve it.
+        let plain = master
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            && master.parse::<std::net::IpAddr>().is_err()
+            && !master.starts_with(['-', '.']);
+        let host = if plain { master } else { "sentinel.invalid" };
         Ok(Group {
             sentinels,
             master: master.to_owned(),
-            data_url: format!("redis://{creds}sentinel.invalid:1{db}"),
+            db,
+            data_url: format!("redis://{creds}{host}:1/{db}"),
         })
+    }
+
+    /// Whether `other` is the same group: the same master's name on a
+    /// Sentinel they share (its database aside: one master, one vote).
+    pub(crate) fn same_as(&self, other: &Group) -> bool {
+        self.master == other.master && self.sentinels.iter().any(|s| other.sentinels.contains(s))
     }
 
     /// The member's name in messages: `<master> (sentinels h:p,h:p,...)`.
     pub(crate) fn name(&self) -> String {
-        let sentinels: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|(h, p)| format!("{h}:{p}"))
-            .collect();
-        format!("{} (sentinels {})", self.master, sentinels.join(","))
+        let sentinels: Vec<String> = self.sentinels.iter().map(|(h, p)| shown(h, *p)).collect();
+        let db = match self.db {
+            0 => String::new(),
+            db => format!("/{db}"),
+        };
+        format!("{}{db} (sentinels {})", self.master, sentinels.join(","))
     }
 }
 
-/// `host[:port]`, IPv6 in brackets, the port 26379 by default.
-fn host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = match s.rsplit_once(':') {
-        Some((host, port)) if !port.contains(']') => (host, port.parse().ok()?),
-        _ => (s, 26379),
+/// `host[:port]`, an IPv6 address in brackets, the port 26379 by
+/// default; what is wrong with it otherwise.
+fn host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("{s:?}: an IPv6 address without its closing ]"))?;
+        match after {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| format!("{s:?}: not host:port"))?,
+                ),
+            ),
+        }
+    } else {
+        match s.split_once(':') {
+            Some((_, port)) if port.contains(':') => {
+                return Err(format!(
+                    "{s:?}: write an IPv6 address in brackets, [::1]:26379"
+                ));
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (s, None),
+        }
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    Some((host.to_owned(), port))
+    if host.is_empty() {
+        return Err(format!("a Sentinel's host is empty in {s:?}"));
+    }
+    let port = match port {
+        None => 26379,
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("a Sentinel's port is not a number from 1 to 65535 in {s:?}"))?,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// `host:port`, an IPv6 address in brackets.
+fn shown(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
 }
 
 /// The resolver of `group`'s master (see the module docs): each Sentinel
 /// asked within `timeout`, its host names resolved with `dns`.
 pub(crate) fn resolver(group: Group, timeout: Duration, dns: Arc<ResolveFn>) -> Arc<ResolveFn> {
-    Arc::new(move |_: &str, _: u16| master_of(&group, timeout, &*dns))
+    Arc::new(move |_: &str, _: u16| master_of(&group, timeout, &dns))
 }
 
 /// The Sentinels' announcements of a group, listened for while the
@@ -188,7 +257,13 @@ pub(crate) fn watch(group: &Group, timeout: Duration, switches: Arc<AtomicU64>) 
     Watch { stop }
 }
 
-/// One Sentinel's announcements, until it fails or `stop` is set.
+/// A watcher's connection is opened anew this often, so that one that
+/// went half-open (a NAT or a firewall that forgot it) misses
+/// announcements for this long at most.
+const WATCH_FOR: Duration = Duration::from_secs(30);
+
+/// One Sentinel's announcements, until it fails, [`WATCH_FOR`] passes or
+/// `stop` is set.
 fn listen(
     host: &str,
     port: u16,
@@ -203,7 +278,8 @@ fn listen(
     con.set_read_timeout(Some(WATCH_POLL))?;
     let mut sub = con.as_pubsub();
     sub.subscribe("+switch-master")?;
-    while !stop.load(Ordering::Relaxed) {
+    let opened = Instant::now();
+    while !stop.load(Ordering::Relaxed) && opened.elapsed() < WATCH_FOR {
         match sub.get_message() {
             Ok(msg) => {
                 // `<master name> <old ip> <old port> <new ip> <new port>`.
@@ -222,22 +298,78 @@ fn listen(
 /// What one Sentinel said of the master.
 type Told = Result<Option<(String, u16)>, String>;
 
-/// Asks every Sentinel of `group`, at once, and answers the address a
-/// majority of them report.
-fn master_of(group: &Group, timeout: Duration, dns: &ResolveFn) -> io::Result<Vec<SocketAddr>> {
-    let told: Vec<Told> = std::thread::scope(|s| {
-        let asks: Vec<_> = group
-            .sentinels
-            .iter()
-            .map(|(host, port)| s.spawn(move || ask(host, *port, &group.master, timeout)))
-            .collect();
-        asks.into_iter()
-            .map(|a| a.join().unwrap_or_else(|_| Err("the ask panicked".into())))
-            .collect()
-    });
-    let (host, port) = agreed(&told, group.sentinels.len())
+/// Asks every Sentinel of `group` at once, each on a thread of its own,
+/// and answers the address a majority of them report as soon as one
+/// does (or says why none can): a Sentinel that is silent, or whose name
+/// does not resolve, costs nothing while the others agree.
+fn master_of(
+    group: &Group,
+    timeout: Duration,
+    dns: &Arc<ResolveFn>,
+) -> io::Result<Vec<SocketAddr>> {
+    let given = group.sentinels.len();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut told: Vec<Told> = Vec::new();
+    for (host, port) in &group.sentinels {
+        let at = shown(host, *port);
+        let (tx, host, port) = (tx.clone(), host.clone(), *port);
+        let (master, dns) = (group.master.clone(), dns.clone());
+        let spawned = thread::Builder::new()
+            .name("redlock-sentinel-ask".into())
+            .spawn(move || {
+                let _ = tx.send(ask(&host, port, &master, timeout, &dns));
+            });
+        if let Err(e) = spawned {
+            told.push(Err(format!("{at}: no thread to ask it ({e})")));
+        }
+    }
+    drop(tx);
+    // Each ask is bounded by the timeout per step (resolve aside); the
+    // answer is awaited a little longer than one.
+    let deadline = Instant::now() + timeout.saturating_mul(2);
+    let decided = loop {
+        match agreed(&told, given) {
+            Ok(addr) => break Ok(addr),
+            Err(why) if told.len() == given || !possible(&told, given) => break Err(why),
+            Err(_) => {}
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(answer) => told.push(answer),
+            Err(_) => {
+                while told.len() < given {
+                    told.push(Err("no answer in time".into()));
+                }
+            }
+        }
+    };
+    let (host, port) = decided
         .map_err(|why| io::Error::other(format!("the Sentinels of {}: {why}", group.master)))?;
-    dns(&host, port)
+    addresses(dns, &host, port)
+}
+
+/// Whether the answers not in yet could still make a majority.
+fn possible(told: &[Told], given: usize) -> bool {
+    let left = given.saturating_sub(told.len());
+    let best = told
+        .iter()
+        .filter_map(|t| t.as_ref().ok()?.as_ref())
+        .map(|addr| {
+            told.iter()
+                .filter(|t| matches!(t, Ok(Some(a)) if a == addr))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    best + left > given / 2
+}
+
+/// The addresses of `host` (an IP address as it is; a name by `dns`).
+fn addresses(dns: &Arc<ResolveFn>, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => Ok(vec![SocketAddr::new(ip, port)]),
+        Err(_) => dns(host, port),
+    }
 }
 
 /// The address that more than half of `given` Sentinels reported, or
@@ -272,27 +404,42 @@ fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
 }
 
 /// One Sentinel's answer: the master's address, `None` when it does not
-/// know the name.
-fn ask(host: &str, port: u16, master: &str, timeout: Duration) -> Told {
-    let fail = |e: redis::RedisError| format!("{host}:{port}: {e}");
-    let client = redis::Client::open((host, port)).map_err(fail)?;
-    let mut con = client.get_connection_with_timeout(timeout).map_err(fail)?;
-    con.set_read_timeout(Some(timeout)).map_err(fail)?;
-    con.set_write_timeout(Some(timeout)).map_err(fail)?;
-    let said: Option<(String, String)> = redis::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
-        .arg(master)
-        .query(&mut con)
-        .map_err(fail)?;
-    match said {
-        None => Ok(None),
-        Some((ip, port)) => match port.parse() {
-            Ok(port) => Ok(Some((ip, port))),
-            Err(_) => Err(format!(
-                "{host}:{port}: a port that is not a number: {port:?}"
-            )),
-        },
+/// know the name. Its host is resolved by `dns`; each step (connecting,
+/// asking) takes at most `timeout`.
+fn ask(host: &str, port: u16, master: &str, timeout: Duration, dns: &Arc<ResolveFn>) -> Told {
+    let at = shown(host, port);
+    let addrs = addresses(dns, host, port).map_err(|e| format!("{at}: {e}"))?;
+    let mut last = format!("{at}: no address");
+    for addr in addrs {
+        let fail = |e: redis::RedisError| format!("{at}: {e}");
+        let asked = redis::Client::open((addr.ip().to_string(), addr.port()))
+            .and_then(|client| client.get_connection_with_timeout(timeout))
+            .and_then(|mut con| {
+                con.set_read_timeout(Some(timeout))?;
+                con.set_write_timeout(Some(timeout))?;
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(master)
+                    .query::<Option<(String, String)>>(&mut con)
+            });
+        let said = match asked {
+            Ok(said) => said,
+            Err(e) => {
+                last = fail(e);
+                continue;
+            }
+        };
+        return match said {
+            None => Ok(None),
+            Some((ip, told)) => match told.parse() {
+                Ok(told) => Ok(Some((ip, told))),
+                Err(_) => Err(format!(
+                    "{at}: a master port that is not a number: {told:?}"
+                )),
+            },
+        };
     }
+    Err(last)
 }
 
 #[cfg(test)]
@@ -311,23 +458,39 @@ mod tests {
                 ("::1".to_owned(), 5)
             ]
         );
-        assert_eq!(g.master, "cache");
-        assert_eq!(g.data_url, "redis://:pw@sentinel.invalid:1/2");
+        assert_eq!((g.master.as_str(), g.db), ("cache", 2));
+        assert_eq!(g.data_url, "redis://:pw@cache:1/2");
+        assert_eq!(
+            g.name(),
+            "cache/2 (sentinels 10.0.0.1:26379,10.0.0.2:26380,[::1]:5)"
+        );
+        // Lettuce's lone token is the password; a master's name that is
+        // not a plain host name is never dialled as one.
+        let g = Group::parse("REDIS-SENTINEL://secret@s1#10.0.0.9").unwrap();
+        assert_eq!(g.data_url, "redis://:secret@sentinel.invalid:1/0");
         for (url, says) in [
             ("redis-sentinel://h:26379", "no master name"),
             ("redis-sentinel://h:26379#", "is empty"),
             ("redis-sentinel://h:x#m", "port is not a number"),
-            ("redis-sentinel://h,,g#m", "address is empty"),
+            ("redis-sentinel://h:0#m", "port is not a number"),
+            ("redis-sentinel://h,,g#m", "host is empty"),
+            ("redis-sentinel://:26379#m", "host is empty"),
+            ("redis-sentinel://::1#m", "IPv6 address in brackets"),
+            ("redis-sentinel://[::1#m", "without its closing ]"),
+            ("redis-sentinel://h,h:26379#m", "given twice"),
             ("redis-sentinel://h/zero#m", "not a database number"),
             ("redis://h#m", "not redis-sentinel"),
         ] {
             let e = Group::parse(url).unwrap_err().to_string();
             assert!(e.contains(says), "{url}: {e}");
         }
-        let e = Group::parse("redis-sentinel://user:secret@h#m");
-        assert!(e.is_ok());
         let e = Group::parse("redis-sentinel://user:secret@h:x#m").unwrap_err();
         assert!(!e.to_string().contains("secret"), "{e}");
+        // One group under two spellings, or two databases of one master.
+        let a = Group::parse("redis-sentinel://s1,s2#m").unwrap();
+        assert!(a.same_as(&Group::parse("valkey-sentinel://s2:26379,s3/1#m").unwrap()));
+        assert!(!a.same_as(&Group::parse("redis-sentinel://s1#n").unwrap()));
+        assert!(!a.same_as(&Group::parse("redis-sentinel://t1#m").unwrap()));
     }
 
     #[test]
@@ -349,5 +512,9 @@ mod tests {
         // Half is not a majority.
         assert!(agreed(&[a(), a(), b(), b()], 4).is_err());
         assert!(agreed(&[a()], 1).is_ok());
+        // Decided early: a majority in, or none possible any more.
+        assert!(possible(&[a(), b()], 3));
+        assert!(!possible(&[a(), b(), down()], 4));
+        assert!(!possible(&[down(), down()], 3));
     }
 }

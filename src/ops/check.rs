@@ -381,8 +381,10 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     if let Some(on) = setting("appendonly") {
         report.aof = Some(on == "yes");
     }
+    // A Sentinel group's node dials what its Sentinels name: its URL's
+    // port is a placeholder, no forwarder's.
     let dialled = match node.addr() {
-        redis::ConnectionAddr::Tcp(_, port) => Some(*port),
+        redis::ConnectionAddr::Tcp(_, port) if !node.follows() => Some(*port),
         _ => None,
     };
     forwarded(dialled, info.as_deref(), &mut report);

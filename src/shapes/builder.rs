@@ -668,10 +668,22 @@ impl Builder {
         // Every server given, with the member it belongs to: the same
         // server twice (as nodes, or as seeds of two members) is refused.
         let mut servers: Vec<(Arc<Node>, String)> = Vec::new();
+        // The Sentinel groups given, each once.
+        let mut groups: Vec<Group> = Vec::new();
         for spec in &self.members {
             let (member, given) = match spec {
                 Spec::Node(url) if sentinel::is_group(url) => {
-                    let node = Arc::new(Node::open_group(&Group::parse(url)?, setup)?);
+                    let group = Group::parse(url)?;
+                    if let Some(other) = groups.iter().find(|g| g.same_as(&group)) {
+                        return Err(Error::invalid_config(format!(
+                            "the Sentinel group {} is given twice (as {}); Redlock needs \
+                             independent members, and a vote counted twice is unsafe",
+                            group.name(),
+                            other.name()
+                        )));
+                    }
+                    let node = Arc::new(Node::open_group(&group, setup)?);
+                    groups.push(group);
                     node.plain_member();
                     identities.node(node.name());
                     node.join(identities.clone(), node.name().into());

@@ -10,11 +10,12 @@ use redlock_sync::{LockManager, Wait};
 use crate::support::sentinel::{Group, MASTER};
 use crate::support::{Nodes, admin, get, resource};
 
-/// A manager over `urls`, with a node timeout a loaded machine keeps.
+/// A manager over `urls`, with a node timeout a loaded machine keeps
+/// (a group's resolution asks three Sentinels within it).
 fn manager(urls: Vec<String>) -> LockManager {
     LockManager::builder()
         .nodes(urls)
-        .node_timeout(Duration::from_millis(300))
+        .node_timeout(Duration::from_secs(1))
         .build()
         .unwrap()
 }
@@ -26,26 +27,29 @@ fn a_sentinel_member_locks_on_its_master_and_follows_a_failover() {
     let dlm = manager(vec![group.url()]);
     let name = resource("sentinel-follow");
     let first = group.agreed_master(Duration::from_secs(5)).unwrap();
-    let guard = dlm.lock(&name, Duration::from_secs(1)).unwrap();
+    let ttl = Duration::from_secs(2);
+    let guard = dlm.lock(&name, ttl).unwrap();
     assert!(get(group.server(first), name.as_bytes()).is_some());
     guard.release().unwrap();
+    group.until_watched();
 
     let promoted = group.fail_over(first).expect("a failover");
     // The manager saw its member's server change: the new master is kept
-    // out for its longest TTL (1 s), then votes, on the new master.
+    // out for its longest TTL (2 s, from its first connection there),
+    // then votes, on the new master.
     let start = Instant::now();
     let guard = dlm
-        .lock_with(
-            &name,
-            Duration::from_secs(1),
-            Wait::For(Duration::from_secs(20)),
-        )
+        .lock_with(&name, ttl, Wait::For(Duration::from_secs(20)))
         .unwrap_or_else(|e| panic!("no lock on the promoted master: {e}"));
     assert!(
         get(group.server(promoted), name.as_bytes()).is_some(),
         "the key is not on the new master ({promoted})"
     );
-    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(
+        start.elapsed() >= ttl,
+        "not kept out: {:?}",
+        start.elapsed()
+    );
     drop(guard);
 }
 
@@ -79,6 +83,7 @@ fn a_promoted_replica_that_lacks_a_grant_gives_no_second_holder() {
             .unwrap();
         let _: () = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
     }
+    group.until_watched();
     let promoted = group.fail_over(first).expect("a failover");
     assert!(get(group.server(promoted), name.as_bytes()).is_none());
 
@@ -87,16 +92,22 @@ fn a_promoted_replica_that_lacks_a_grant_gives_no_second_holder() {
     // servers A asked, not the promoted one.
     let b = manager(urls);
     let until = Instant::now() + Duration::from_secs(3);
+    let mut held_back = 0;
     while Instant::now() < until {
-        if let Ok(second) = b.try_lock(&name, Duration::from_secs(30)) {
-            assert!(
+        match b.try_lock(&name, Duration::from_secs(30)) {
+            Ok(second) => assert!(
                 !held.is_valid(),
                 "two holders: {} while A holds until {:?}",
                 second.fencing_token().unwrap_or(0),
                 held.validity()
-            );
+            ),
+            // The promoted master's yes, seen and not counted: the rule at
+            // work (not a member that never answered).
+            Err(e) if e.to_string().contains("is not counted") => held_back += 1,
+            Err(_) => {}
         }
     }
+    assert!(held_back > 0, "the promoted master's yes was never seen");
     assert!(held.is_valid());
     // A's release finds its key on the first node only: the others lost it.
     match held.release() {
@@ -165,4 +176,74 @@ fn every_shape_and_lockrun_work_on_a_sentinel_member() {
         .status()
         .unwrap();
     assert!(status.success(), "lockrun on a Sentinel member: {status}");
+}
+
+#[test]
+fn a_sentinel_that_names_another_server_is_outvoted() {
+    let _heavy = crate::support::heavy();
+    let mut group = Group::start().unwrap();
+    // One of the three Sentinels given watches another server under the
+    // same name (a misconfigured or stale Sentinel): it answers at once,
+    // with an address that is not the group's master.
+    let other = crate::support::Server::start().unwrap();
+    // First in the URL: the first answer read is its.
+    group.sentinels[0].kill();
+    group.sentinels[0] = crate::support::sentinel::Sentinel::start(MASTER, other.port()).unwrap();
+    assert_eq!(group.sentinels[0].master_port(MASTER), Some(other.port()));
+    let master = group.sentinels[1].master_port(MASTER).unwrap();
+    let dlm = manager(vec![group.url()]);
+    let name = resource("sentinel-liar");
+    // The liar answers first: the others, stopped, answer 300 ms later
+    // (within the 1 s node timeout).
+    group.sentinels[1].pause(true);
+    group.sentinels[2].pause(true);
+    let resume = std::thread::spawn({
+        let pids: Vec<u32> = group.sentinels[1..]
+            .iter()
+            .filter_map(|s| s.pid())
+            .collect();
+        move || {
+            std::thread::sleep(Duration::from_millis(300));
+            for pid in pids {
+                crate::support::server::signal("-CONT", pid);
+            }
+        }
+    });
+    let guard = dlm.try_lock(&name, Duration::from_secs(5));
+    resume.join().unwrap();
+    let guard = guard.unwrap();
+    assert!(get(group.server(master), name.as_bytes()).is_some());
+    assert!(
+        get(&other, name.as_bytes()).is_none(),
+        "the liar's server voted"
+    );
+    drop(guard);
+}
+
+#[test]
+fn one_group_given_twice_is_refused() {
+    for (a, b) in [
+        (
+            "redis-sentinel://127.0.0.1:1,127.0.0.1:2#m",
+            "redis-sentinel://127.0.0.1:2#m",
+        ),
+        (
+            "redis-sentinel://127.0.0.1:1#m",
+            "valkey-sentinel://127.0.0.1:1/3#m",
+        ),
+    ] {
+        let e = LockManager::builder()
+            .sentinel(a)
+            .sentinel(b)
+            .build()
+            .expect_err("one group, two votes");
+        assert!(e.is_invalid(), "{e}");
+        assert!(e.to_string().contains("given twice"), "{e}");
+    }
+    // Two groups of one master's name on separate Sentinels are two.
+    LockManager::builder()
+        .sentinel("redis-sentinel://127.0.0.1:1#m")
+        .sentinel("redis-sentinel://127.0.0.1:2#m")
+        .build()
+        .unwrap();
 }

@@ -73,6 +73,9 @@ impl Node {
             "{}: opening a connection",
             self.name
         );
+        // Read before the Sentinels are asked (a group's): a switch
+        // announced meanwhile makes this connection one of before it.
+        let switches = self.switches();
         let mut pooled = Conn::open(
             &self.addr,
             self.resolver.as_ref(),
@@ -82,7 +85,7 @@ impl Node {
         )
         .map(Pooled::new)
         .map(|mut pooled| {
-            pooled.switches = self.switches();
+            pooled.switches = switches;
             pooled
         })
         .map_err(|(step, e)| NodeError::opening(self.name.clone(), e, step, self.timeout))?;

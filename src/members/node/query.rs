@@ -14,7 +14,7 @@ impl Node {
     /// by `deadline`: for the control plane (`CLUSTER SLOTS`, `INFO`),
     /// never on the hot path.
     pub(crate) fn query(&self, packed: &[u8], deadline: Instant) -> Result<Value, NodeError> {
-        let pooled = self.idle.lock().pop();
+        let pooled = self.checkout();
         let mut pooled = match pooled {
             Some(pooled) => pooled,
             None => self.connect(deadline)?,

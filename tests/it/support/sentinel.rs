@@ -92,6 +92,19 @@ impl Sentinel {
         (count("replicas", &mut con), count("sentinels", &mut con))
     }
 
+    /// Stops (`true`, SIGSTOP) or resumes it: stopped, it accepts
+    /// connections and answers nothing.
+    pub fn pause(&self, stop: bool) {
+        if let Some(child) = &self.child {
+            super::server::signal(if stop { "-STOP" } else { "-CONT" }, child.id());
+        }
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the process.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -182,6 +195,26 @@ impl Group {
             agreed.is_some()
         });
         agreed
+    }
+
+    /// Waits until each live Sentinel has a subscriber (a member's
+    /// watcher of `+switch-master`), so that a failover is announced to
+    /// it: whether it is in time is what a test checks, not a race.
+    pub fn until_watched(&self) {
+        let watched = wait(Duration::from_secs(10), || {
+            self.sentinels
+                .iter()
+                .filter(|s| s.child.is_some())
+                .all(|s| {
+                    s.admin().is_ok_and(|mut con| {
+                        redis::cmd("CLIENT")
+                            .arg("LIST")
+                            .query::<String>(&mut con)
+                            .is_ok_and(|list| list.lines().any(|l| l.contains(" sub=1 ")))
+                    })
+                })
+        });
+        assert!(watched, "the member's watchers did not subscribe");
     }
 
     /// The data server on `port`.

@@ -439,7 +439,7 @@ fn ping(port: u16) -> Option<bool> {
     matches!(line.first(), Some(b'+' | b'-')).then(|| line.starts_with(b"-LOADING"))
 }
 
-fn signal(sig: &str, pid: u32) {
+pub fn signal(sig: &str, pid: u32) {
     use nix::sys::signal::{Signal, kill};
     let sig = if sig == "-STOP" {
         Signal::SIGSTOP
