@@ -247,3 +247,116 @@ fn one_group_given_twice_is_refused() {
         .build()
         .unwrap();
 }
+
+/// Measures (not a check): the uncontended cycle on a group against the
+/// same master given as a node, and the time from the master's death
+/// (SIGKILL) to the member's vote again, for a manager that never met the
+/// group and for one that knew the old master, with and without
+/// `replica_acks(1)`. Run: `cargo test --release --all-features --test it
+/// sentinel::measure -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: see its docs for the command"]
+fn measure_cycle_and_failover_to_vote() {
+    let _heavy = crate::support::heavy();
+    let group = Group::start().unwrap();
+    let master = group.agreed_master(Duration::from_secs(5)).unwrap();
+    let cycle = |dlm: &LockManager, name: &str| {
+        let start = Instant::now();
+        for _ in 0..2000 {
+            dlm.lock(name, Duration::from_secs(5))
+                .unwrap()
+                .release()
+                .unwrap();
+        }
+        start.elapsed() / 2000
+    };
+    let by_group = manager(vec![group.url()]);
+    let by_node = manager(vec![format!("redis://127.0.0.1:{master}")]);
+    for round in 0..3 {
+        let (g, n) = (cycle(&by_group, "m:g"), cycle(&by_node, "m:n"));
+        println!(
+            "round {round}: group {g:?}, node {n:?}, group / node {:.3}",
+            g.as_secs_f64() / n.as_secs_f64()
+        );
+    }
+    drop((by_group, by_node));
+    for acks in [0, 1] {
+        let mut group = Group::start().unwrap();
+        let url = group.url();
+        let build = || {
+            let b = LockManager::builder()
+                .node(&url)
+                .node_timeout(Duration::from_secs(1));
+            match acks {
+                0 => b.build().unwrap(),
+                n => b.replica_acks(n).build().unwrap(),
+            }
+        };
+        let seen = build();
+        // (Right after the start the replicas may still be syncing: WAIT
+        // then counts none.)
+        let first_lock = seen.lock_with(
+            "m:seen",
+            Duration::from_secs(2),
+            Wait::For(Duration::from_secs(20)),
+        );
+        drop(first_lock.unwrap());
+        group.until_watched();
+        let first = group.agreed_master(Duration::from_secs(5)).unwrap();
+        let killed = Instant::now();
+        group.server(first).kill();
+        let (mut fresh_at, mut seen_at) = (None, None);
+        while (fresh_at.is_none() || seen_at.is_none())
+            && killed.elapsed() < Duration::from_secs(60)
+        {
+            if fresh_at.is_none() && build().try_lock("m:fresh", Duration::from_secs(2)).is_ok() {
+                fresh_at = Some(killed.elapsed());
+            }
+            if seen_at.is_none() {
+                match seen.try_lock("m:seen", Duration::from_secs(2)) {
+                    Ok(_) => seen_at = Some(killed.elapsed()),
+                    Err(e) => {
+                        if std::env::var("MEASURE_TRACE").is_ok()
+                            && e.to_string().contains(" 0.0s ago")
+                        {
+                            let clients: Vec<String> = group
+                                .servers
+                                .iter()
+                                .filter(|s| s.pid().is_some())
+                                .map(|s| {
+                                    let list: String = redis::cmd("CLIENT")
+                                        .arg("LIST")
+                                        .query(&mut admin(s))
+                                        .unwrap_or_default();
+                                    let role = crate::support::sentinel::role_field(s, "role")
+                                        .unwrap_or_default();
+                                    format!(
+                                        "{}:{role}:{}",
+                                        s.port(),
+                                        list.lines()
+                                            .filter(|l| l.contains("lib-name=redlock-sync"))
+                                            .count()
+                                    )
+                                })
+                                .collect();
+                            let said: Vec<Option<u16>> = group
+                                .sentinels
+                                .iter()
+                                .map(|s| s.master_port(MASTER))
+                                .collect();
+                            println!(
+                                "{:?} seen: {e} | {clients:?} sentinels say {said:?}",
+                                killed.elapsed()
+                            );
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "replica_acks({acks}): a fresh manager votes again {fresh_at:?} after the kill, \
+             one that knew the old master {seen_at:?} (its longest TTL: 2 s)"
+        );
+    }
+}

@@ -21,7 +21,8 @@ pub struct Sentinel {
 
 impl Sentinel {
     /// Starts a Sentinel that monitors `name` at `master_port` (quorum 2,
-    /// down after 300 ms).
+    /// down after 1 s: at 300 ms, a freshly promoted master was marked
+    /// down before its first replies, and failed over again and again).
     pub fn start(name: &str, master_port: u16) -> io::Result<Sentinel> {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!(
@@ -36,7 +37,7 @@ impl Sentinel {
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
                  dir {dir}\nlogfile \"\"\n\
                  sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
-                 sentinel down-after-milliseconds {name} 300\n\
+                 sentinel down-after-milliseconds {name} 1000\n\
                  sentinel failover-timeout {name} 3000\n\
                  sentinel parallel-syncs {name} 2\n",
                 dir = dir.display()
