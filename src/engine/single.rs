@@ -156,7 +156,7 @@ impl OneKey {
     }
 
     /// The acquisition's `SET` round (see [`take`](Self::take)).
-    pub(crate) fn set(
+    fn set(
         &self,
         engine: &Engine,
         token: &[u8],

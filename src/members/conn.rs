@@ -21,11 +21,12 @@ use crate::members::resolve::Resolver;
 use crate::members::resp::Reader;
 
 /// What a TLS connection needs: the client configuration and the name to
-/// verify.
+/// verify; `None`, the IP address connected to (a Sentinel group's
+/// master, whose address the Sentinels announce).
 #[cfg(feature = "tls")]
 pub(crate) struct Tls {
     pub(crate) config: std::sync::Arc<rustls::ClientConfig>,
-    pub(crate) name: rustls::pki_types::ServerName<'static>,
+    pub(crate) name: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 /// Without the `tls` feature no node can ask for TLS.
@@ -208,15 +209,27 @@ impl Conn {
                 match tls {
                     None => Stream::Tcp(stream),
                     #[cfg(feature = "tls")]
-                    Some(tls) => Stream::Tls(Box::new(
-                        crate::members::tls::TlsStream::connect(
-                            tls.config.clone(),
-                            tls.name.clone(),
-                            stream,
-                            deadline,
-                        )
-                        .map_err(|e| (CallStep::Tls, from_io(e)))?,
-                    )),
+                    Some(tls) => {
+                        let name = match &tls.name {
+                            Some(name) => name.clone(),
+                            None => rustls::pki_types::ServerName::IpAddress(
+                                stream
+                                    .peer_addr()
+                                    .map_err(|e| (CallStep::Connect, e.into()))?
+                                    .ip()
+                                    .into(),
+                            ),
+                        };
+                        Stream::Tls(Box::new(
+                            crate::members::tls::TlsStream::connect(
+                                tls.config.clone(),
+                                name,
+                                stream,
+                                deadline,
+                            )
+                            .map_err(|e| (CallStep::Tls, from_io(e)))?,
+                        ))
+                    }
                     #[cfg(not(feature = "tls"))]
                     Some(never) => match *never {},
                 }

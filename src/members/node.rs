@@ -50,9 +50,6 @@ pub(crate) struct Node {
     resolver: Option<Resolver>,
     /// For `rediss://` nodes.
     tls: Option<Tls>,
-    /// Its address follows its master's (a Sentinel group's, asked on
-    /// every new connection): a `READONLY` answer drops its connections.
-    follows: bool,
     /// The failovers its Sentinels announced (see `sentinel::watch`),
     /// counted while `sentinels` lives; none for other nodes.
     switches: Arc<std::sync::atomic::AtomicU64>,
@@ -182,7 +179,7 @@ impl Node {
             #[cfg(feature = "tls")]
             (Some(insecure), ConnectionAddr::Tcp(host, _)) => Some(Tls {
                 config: setup.tls.config(insecure)?,
-                name: crate::members::tls::server_name(host)?,
+                name: Some(crate::members::tls::server_name(host)?),
             }),
             (Some(_), _) => {
                 return Err(Error::invalid_config(format!(
@@ -203,7 +200,6 @@ impl Node {
             addr,
             resolver,
             tls,
-            follows: false,
             switches: Arc::default(),
             sentinels: None,
             handshake,
@@ -224,20 +220,42 @@ impl Node {
     /// A Sentinel group's master (see `sentinel.rs`): a node whose host
     /// its Sentinels resolve on every new connection.
     pub(crate) fn open_group(group: &Group, setup: &Setup) -> Result<Node, Error> {
+        #[cfg(feature = "tls")]
+        let tls = match group.tls {
+            true => Some(setup.tls.config(false)?),
+            false => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        let tls = match group.tls {
+            true => {
+                return Err(Error::invalid_config(format!(
+                    "the Sentinel group {} is over TLS, which needs redlock-sync's `tls` \
+                     feature (features = [\"tls\"] in Cargo.toml)",
+                    group.name()
+                )));
+            }
+            false => None,
+        };
+        let reach = sentinel::Reach::new(group, setup.timeout, setup.resolve.clone(), tls);
         let mut setup = setup.clone();
-        setup.resolve = sentinel::resolver(group.clone(), setup.timeout, setup.resolve.clone());
+        setup.resolve = sentinel::resolver(group.clone(), reach.clone());
         let mut node = Node::open(&group.data_url, &setup)?;
         node.name = group.name().into();
-        node.follows = true;
+        // The master's certificate names the address its Sentinels
+        // announce.
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &mut node.tls {
+            tls.name = None;
+        }
         let switches = node.switches.clone();
         node.resolver = node.resolver.take().map(|r| r.following(switches));
-        node.sentinels = Some(sentinel::watch(group, setup.timeout, node.switches.clone()));
+        node.sentinels = Some(sentinel::watch(group, &reach, node.switches.clone()));
         Ok(node)
     }
 
     /// Whether its address follows a Sentinel group's master.
     pub(crate) fn follows(&self) -> bool {
-        self.follows
+        self.sentinels.is_some()
     }
 
     /// How many failovers its Sentinels announced (0 for other nodes).
@@ -471,8 +489,11 @@ impl Node {
             "CLUSTERDOWN",
         ];
         let code = error.code();
-        if self.follows && code == Some("READONLY") {
-            // A demoted master: the next connection asks the Sentinels.
+        // A demoted master (READONLY), one cut off from its replicas or
+        // its master (MASTERDOWN), or one reloading as a replica (LOADING):
+        // the next connection asks the Sentinels where the master is now.
+        let moved = ["READONLY", "MASTERDOWN", "LOADING"];
+        if self.follows() && code.is_some_and(|code| moved.contains(&code)) {
             pooled.demoted = true;
             self.idle.lock().clear();
         }

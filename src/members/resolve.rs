@@ -29,6 +29,15 @@ pub(crate) fn system(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     Ok((host, port).to_socket_addrs()?.collect())
 }
 
+/// `host` as an IP address (IPv6 with or without brackets), if it is one:
+/// used as it is, never resolved.
+pub(crate) fn literal(host: &str, port: u16) -> Option<SocketAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<IpAddr>()
+        .ok()
+        .map(|ip| SocketAddr::new(ip, port))
+}
+
 /// A resolution's outcome, shareable between waiters (`io::Error` is not
 /// `Clone`).
 type Outcome = Result<Vec<SocketAddr>, (io::ErrorKind, String)>;
@@ -81,9 +90,8 @@ impl Resolver {
     /// `deadline` (it goes on in the background, and the next call waits
     /// for the same answer).
     pub(crate) fn resolve(&self, deadline: Instant) -> io::Result<Vec<SocketAddr>> {
-        let literal = self.host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = literal.parse::<IpAddr>() {
-            return Ok(vec![SocketAddr::new(ip, self.port)]);
+        if let Some(addr) = literal(&self.host, self.port) {
+            return Ok(vec![addr]);
         }
         let switches = self
             .switches

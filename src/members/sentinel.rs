@@ -42,12 +42,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redis::{ConnectionAddr, Value};
+
 use crate::base::error::Error;
-use crate::members::resolve::ResolveFn;
+use crate::base::node_error::{CallStep, Cause};
+#[cfg(feature = "tls")]
+use crate::members::conn::Tls;
+use crate::members::conn::{Conn, pack};
+use crate::members::resolve::{ResolveFn, Resolver, literal};
 use crate::members::url::redact;
 
-/// The URL schemes of a Sentinel group.
-pub(crate) const SCHEMES: [&str; 2] = ["redis-sentinel", "valkey-sentinel"];
+/// The URL schemes of a Sentinel group: plain, and over TLS (to the
+/// Sentinels and to the master alike).
+pub(crate) const SCHEMES: [&str; 4] = [
+    "redis-sentinel",
+    "valkey-sentinel",
+    "rediss-sentinel",
+    "valkeys-sentinel",
+];
 
 /// Whether `url` names a Sentinel group (see [`Group::parse`]).
 pub(crate) fn is_group(url: &str) -> bool {
@@ -69,19 +81,29 @@ pub(crate) struct Group {
     /// The database selected on the master.
     pub(crate) db: i64,
     /// `redis://[userinfo@]<master>:1/<db>`: a node URL whose host the
-    /// Sentinels resolve (its port is a placeholder).
+    /// Sentinels resolve (its port is a placeholder); `rediss://` over
+    /// TLS.
     pub(crate) data_url: String,
+    /// Over TLS (`rediss-sentinel://`): the Sentinels and the master.
+    pub(crate) tls: bool,
+    /// The Sentinels' own credentials (`sentinel_username`,
+    /// `sentinel_password`): user, if any, and password.
+    pub(crate) auth: Option<(Option<String>, String)>,
 }
 
 impl Group {
-    /// Reads `redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master`
-    /// (the form Lettuce and Spring take; a port defaults to 26379). The
-    /// credentials are the master's; the Sentinels are asked without.
+    /// Reads `redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db][?query]#master`
+    /// (the form Lettuce and Spring take; a port defaults to 26379;
+    /// `rediss-sentinel://` over TLS). The credentials are the master's;
+    /// the Sentinels' own are the query's `sentinel_username` and
+    /// `sentinel_password` (percent-encoded), and without them the
+    /// Sentinels are asked without.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] naming what is wrong: no master name, no
-    /// Sentinel, a bad port, a path that is not a database number.
+    /// Sentinel, a bad port, a path that is not a database number, a
+    /// query parameter unknown or given twice.
     pub(crate) fn parse(url: &str) -> Result<Group, Error> {
         let bad = |why: &str| {
             Error::invalid_config(format!("Sentinel group URL {:?}: {why}", redact(url)))
@@ -96,6 +118,8 @@ impl Group {
         if master.is_empty() {
             return Err(bad("the master name after # is empty"));
         }
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let auth = sentinel_auth(query).map_err(|why| bad(&why))?;
         let before_path = rest.find('/').unwrap_or(rest.len());
         let (userinfo, hosts) = match rest[..before_path].rfind('@') {
             Some(at) => (Some(&rest[..at]), &rest[at + 1..before_path]),
@@ -133,11 +157,19 @@ impl Group {
             && master.parse::<std::net::IpAddr>().is_err()
             && !master.starts_with(['-', '.']);
         let host = if plain { master } else { "sentinel.invalid" };
+        let tls = url.split_once("://").is_some_and(|(scheme, _)| {
+            ["rediss-sentinel", "valkeys-sentinel"]
+                .iter()
+                .any(|tls| tls.eq_ignore_ascii_case(scheme))
+        });
+        let scheme = if tls { "rediss" } else { "redis" };
         Ok(Group {
             sentinels,
             master: master.to_owned(),
             db,
-            data_url: format!("redis://{creds}{host}:1/{db}"),
+            data_url: format!("{scheme}://{creds}{host}:1/{db}"),
+            tls,
+            auth,
         })
     }
 
@@ -156,6 +188,57 @@ impl Group {
         };
         format!("{}{db} (sentinels {})", self.master, sentinels.join(","))
     }
+}
+
+/// The Sentinels' credentials in a group URL's query
+/// (`sentinel_username=...&sentinel_password=...`), or what is wrong.
+fn sentinel_auth(query: &str) -> Result<Option<(Option<String>, String)>, String> {
+    let (mut user, mut password) = (None, None);
+    for param in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = param.split_once('=').unwrap_or((param, ""));
+        let slot = match name {
+            "sentinel_username" => &mut user,
+            "sentinel_password" => &mut password,
+            _ => {
+                return Err(format!(
+                    "unknown query parameter {name:?} (known: sentinel_username, \
+                     sentinel_password)"
+                ));
+            }
+        };
+        if slot.is_some() {
+            return Err(format!("the query parameter {name} is given twice"));
+        }
+        *slot = Some(percent_decoded(value).ok_or_else(|| {
+            format!("the query parameter {name} is not valid percent-encoded UTF-8")
+        })?);
+    }
+    match (user, password) {
+        (_, None) if query.contains("sentinel_username") => {
+            Err("sentinel_username without sentinel_password".to_owned())
+        }
+        (user, Some(password)) => Ok(Some((user, password))),
+        (_, None) => Ok(None),
+    }
+}
+
+/// `s` with its `%XX` escapes decoded, if that is UTF-8.
+fn percent_decoded(s: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'%' => {
+                let hex = [bytes.next()?, bytes.next()?];
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+            }
+            b => out.push(b),
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// `host[:port]`, an IPv6 address in brackets, the port 26379 by
@@ -209,10 +292,82 @@ fn shown(host: &str, port: u16) -> String {
     }
 }
 
-/// The resolver of `group`'s master (see the module docs): each Sentinel
-/// asked within `timeout`, its host names resolved with `dns`.
-pub(crate) fn resolver(group: Group, timeout: Duration, dns: Arc<ResolveFn>) -> Arc<ResolveFn> {
-    Arc::new(move |_: &str, _: u16| master_of(&group, timeout, &dns))
+/// The TLS client configuration of a `rediss-sentinel://` group.
+#[cfg(feature = "tls")]
+pub(crate) type TlsConfig = Arc<rustls::ClientConfig>;
+/// Without the `tls` feature no group is over TLS.
+#[cfg(not(feature = "tls"))]
+pub(crate) type TlsConfig = std::convert::Infallible;
+
+/// How a group's Sentinels are reached: each step's timeout, the
+/// manager's resolver for their names, TLS, and their own credentials.
+#[derive(Clone)]
+pub(crate) struct Reach {
+    pub(crate) timeout: Duration,
+    pub(crate) dns: Arc<ResolveFn>,
+    pub(crate) tls: Option<TlsConfig>,
+    /// `AUTH [user] password`, packed: sent first on every connection.
+    pub(crate) auth: Option<Vec<u8>>,
+}
+
+impl Reach {
+    /// How `group`'s Sentinels are reached, with `tls` its configuration
+    /// if it is over TLS.
+    pub(crate) fn new(
+        group: &Group,
+        timeout: Duration,
+        dns: Arc<ResolveFn>,
+        tls: Option<TlsConfig>,
+    ) -> Reach {
+        let auth = group.auth.as_ref().map(|(user, password)| match user {
+            Some(user) => pack(&[b"AUTH", user.as_bytes(), password.as_bytes()]),
+            None => pack(&[b"AUTH", password.as_bytes()]),
+        });
+        Reach {
+            timeout,
+            dns,
+            tls,
+            auth,
+        }
+    }
+
+    /// A connection to the Sentinel at `host:port`, authenticated, its
+    /// every step within the timeout; what failed otherwise, for
+    /// messages.
+    fn connect(&self, host: &str, port: u16) -> Result<Conn, String> {
+        let at = shown(host, port);
+        let deadline = Instant::now() + self.timeout;
+        let tls = match &self.tls {
+            None => None,
+            #[cfg(feature = "tls")]
+            Some(config) => Some(Tls {
+                config: config.clone(),
+                name: Some(
+                    crate::members::tls::server_name(host).map_err(|e| format!("{at}: {e}"))?,
+                ),
+            }),
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match *never {},
+        };
+        let resolver = Resolver::new(host, port, self.dns.clone());
+        let addr = ConnectionAddr::Tcp(host.to_owned(), port);
+        let mut con = Conn::open(&addr, Some(&resolver), tls.as_ref(), deadline, self.timeout)
+            .map_err(|(step, e)| match step {
+                CallStep::Tls => format!("{at}: TLS: {e}"),
+                _ => format!("{at}: {e}"),
+            })?;
+        if let Some(auth) = &self.auth {
+            con.write(auth, deadline)
+                .and_then(|()| con.read(deadline))
+                .map_err(|e| format!("{at}: AUTH: {e}"))?;
+        }
+        Ok(con)
+    }
+}
+
+/// The resolver of `group`'s master (see the module docs).
+pub(crate) fn resolver(group: Group, reach: Reach) -> Arc<ResolveFn> {
+    Arc::new(move |_: &str, _: u16| master_of(&group, &reach))
 }
 
 /// The Sentinels' announcements of a group, listened for while the
@@ -236,18 +391,18 @@ const WATCH_POLL: Duration = Duration::from_millis(500);
 /// generation). Best effort: a Sentinel unreachable is asked again every
 /// [`WATCH_POLL`]; an announcement missed costs the `READONLY` (or
 /// failure) that follows.
-pub(crate) fn watch(group: &Group, timeout: Duration, switches: Arc<AtomicU64>) -> Watch {
+pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> Watch {
     let stop = Arc::new(AtomicBool::new(false));
     for (host, port) in &group.sentinels {
         let (host, port, master) = (host.clone(), *port, group.master.clone());
-        let (stop, switches) = (stop.clone(), switches.clone());
+        let (stop, switches, reach) = (stop.clone(), switches.clone(), reach.clone());
         // Without a thread to be had, failovers are followed by failures.
         let _ = thread::Builder::new()
             .name("redlock-sentinel".into())
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let began = Instant::now();
-                    let _ = listen(&host, port, &master, timeout, &stop, &switches);
+                    let _ = listen(&reach, (&host, port), &master, &stop, &switches);
                     if let Some(left) = WATCH_POLL.checked_sub(began.elapsed()) {
                         thread::sleep(left);
                     }
@@ -265,31 +420,27 @@ const WATCH_FOR: Duration = Duration::from_secs(30);
 /// One Sentinel's announcements, until it fails, [`WATCH_FOR`] passes or
 /// `stop` is set.
 fn listen(
-    host: &str,
-    port: u16,
+    reach: &Reach,
+    (host, port): (&str, u16),
     master: &str,
-    timeout: Duration,
     stop: &AtomicBool,
     switches: &AtomicU64,
-) -> redis::RedisResult<()> {
-    let client = redis::Client::open((host, port))?;
-    let mut con = client.get_connection_with_timeout(timeout)?;
-    con.set_write_timeout(Some(timeout))?;
-    con.set_read_timeout(Some(WATCH_POLL))?;
-    let mut sub = con.as_pubsub();
-    sub.subscribe("+switch-master")?;
+) -> Result<(), String> {
+    let mut con = reach.connect(host, port)?;
+    let failed = |e: Cause| format!("{}: {e}", shown(host, port));
+    let subscribe = pack(&[b"SUBSCRIBE", b"+switch-master"]);
+    con.write(&subscribe, Instant::now() + reach.timeout)
+        .map_err(failed)?;
     let opened = Instant::now();
     while !stop.load(Ordering::Relaxed) && opened.elapsed() < WATCH_FOR {
-        match sub.get_message() {
-            Ok(msg) => {
-                // `<master name> <old ip> <old port> <new ip> <new port>`.
-                let payload: String = msg.get_payload().unwrap_or_default();
-                if payload.split(' ').next() == Some(master) {
-                    switches.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Err(e) if e.is_timeout() => {}
-            Err(e) => return Err(e),
+        // `message`, the channel, then `<master name> <old ip> <old port>
+        // <new ip> <new port>`; the subscription's confirmation aside.
+        if let Some(Value::Array(parts)) = con.read_within(WATCH_POLL).map_err(failed)?
+            && let [Value::BulkString(kind), _, Value::BulkString(payload)] = &parts[..]
+            && kind == b"message"
+            && payload.split(|b| *b == b' ').next() == Some(master.as_bytes())
+        {
+            switches.fetch_add(1, Ordering::Relaxed);
         }
     }
     Ok(())
@@ -302,31 +453,27 @@ type Told = Result<Option<(String, u16)>, String>;
 /// and answers the address a majority of them report as soon as one
 /// does (or says why none can): a Sentinel that is silent, or whose name
 /// does not resolve, costs nothing while the others agree.
-fn master_of(
-    group: &Group,
-    timeout: Duration,
-    dns: &Arc<ResolveFn>,
-) -> io::Result<Vec<SocketAddr>> {
+fn master_of(group: &Group, reach: &Reach) -> io::Result<Vec<SocketAddr>> {
     let given = group.sentinels.len();
     let (tx, rx) = std::sync::mpsc::channel();
     let mut told: Vec<Told> = Vec::new();
     for (host, port) in &group.sentinels {
         let at = shown(host, *port);
         let (tx, host, port) = (tx.clone(), host.clone(), *port);
-        let (master, dns) = (group.master.clone(), dns.clone());
+        let (master, reach) = (group.master.clone(), reach.clone());
         let spawned = thread::Builder::new()
             .name("redlock-sentinel-ask".into())
             .spawn(move || {
-                let _ = tx.send(ask(&host, port, &master, timeout, &dns));
+                let _ = tx.send(ask(&reach, &host, port, &master));
             });
         if let Err(e) = spawned {
             told.push(Err(format!("{at}: no thread to ask it ({e})")));
         }
     }
     drop(tx);
-    // Each ask is bounded by the timeout per step (resolve aside); the
-    // answer is awaited a little longer than one.
-    let deadline = Instant::now() + timeout.saturating_mul(2);
+    // Each ask takes a timeout to connect and one to answer; the answers
+    // are awaited no longer.
+    let deadline = Instant::now() + reach.timeout.saturating_mul(2);
     let decided = loop {
         match agreed(&told, given) {
             Ok(addr) => break Ok(addr),
@@ -345,36 +492,14 @@ fn master_of(
     };
     let (host, port) = decided
         .map_err(|why| io::Error::other(format!("the Sentinels of {}: {why}", group.master)))?;
-    addresses(dns, &host, port)
-}
-
-/// Whether the answers not in yet could still make a majority.
-fn possible(told: &[Told], given: usize) -> bool {
-    let left = given.saturating_sub(told.len());
-    let best = told
-        .iter()
-        .filter_map(|t| t.as_ref().ok()?.as_ref())
-        .map(|addr| {
-            told.iter()
-                .filter(|t| matches!(t, Ok(Some(a)) if a == addr))
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    best + left > given / 2
-}
-
-/// The addresses of `host` (an IP address as it is; a name by `dns`).
-fn addresses(dns: &Arc<ResolveFn>, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-    match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => Ok(vec![SocketAddr::new(ip, port)]),
-        Err(_) => dns(host, port),
+    match literal(&host, port) {
+        Some(addr) => Ok(vec![addr]),
+        None => (reach.dns)(&host, port),
     }
 }
 
-/// The address that more than half of `given` Sentinels reported, or
-/// why there is none.
-fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
+/// Each address the Sentinels reported, with how many reported it.
+fn counts(told: &[Told]) -> Vec<(&(String, u16), usize)> {
     let mut counts: Vec<(&(String, u16), usize)> = Vec::new();
     for addr in told.iter().filter_map(|t| t.as_ref().ok()?.as_ref()) {
         match counts.iter_mut().find(|(a, _)| *a == addr) {
@@ -382,6 +507,20 @@ fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
             None => counts.push((addr, 1)),
         }
     }
+    counts
+}
+
+/// Whether the answers not in yet could still make a majority.
+fn possible(told: &[Told], given: usize) -> bool {
+    let left = given.saturating_sub(told.len());
+    let best = counts(told).iter().map(|(_, n)| *n).max().unwrap_or(0);
+    best + left > given / 2
+}
+
+/// The address that more than half of `given` Sentinels reported, or
+/// why there is none.
+fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
+    let counts = counts(told);
     if let Some((addr, _)) = counts.iter().find(|(_, n)| *n > given / 2) {
         return Ok((*addr).clone());
     }
@@ -404,42 +543,36 @@ fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
 }
 
 /// One Sentinel's answer: the master's address, `None` when it does not
-/// know the name. Its host is resolved by `dns`; each step (connecting,
-/// asking) takes at most `timeout`.
-fn ask(host: &str, port: u16, master: &str, timeout: Duration, dns: &Arc<ResolveFn>) -> Told {
+/// know the name. Connecting takes at most the timeout, and so does the
+/// answer.
+fn ask(reach: &Reach, host: &str, port: u16, master: &str) -> Told {
     let at = shown(host, port);
-    let addrs = addresses(dns, host, port).map_err(|e| format!("{at}: {e}"))?;
-    let mut last = format!("{at}: no address");
-    for addr in addrs {
-        let fail = |e: redis::RedisError| format!("{at}: {e}");
-        let asked = redis::Client::open((addr.ip().to_string(), addr.port()))
-            .and_then(|client| client.get_connection_with_timeout(timeout))
-            .and_then(|mut con| {
-                con.set_read_timeout(Some(timeout))?;
-                con.set_write_timeout(Some(timeout))?;
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(master)
-                    .query::<Option<(String, String)>>(&mut con)
-            });
-        let said = match asked {
-            Ok(said) => said,
-            Err(e) => {
-                last = fail(e);
-                continue;
-            }
-        };
-        return match said {
-            None => Ok(None),
-            Some((ip, told)) => match told.parse() {
-                Ok(told) => Ok(Some((ip, told))),
-                Err(_) => Err(format!(
-                    "{at}: a master port that is not a number: {told:?}"
+    let mut con = reach.connect(host, port)?;
+    let deadline = Instant::now() + reach.timeout;
+    let asked = pack(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
+    let said = con
+        .write(&asked, deadline)
+        .and_then(|()| con.read(deadline))
+        .map_err(|e| format!("{at}: {e}"))?;
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    };
+    match said {
+        Value::Nil => Ok(None),
+        Value::Array(parts) => match &parts[..] {
+            [ip, told] => match (text(ip), text(told).and_then(|p| p.parse::<u16>().ok())) {
+                (Some(ip), Some(told)) if !ip.is_empty() => Ok(Some((ip, told))),
+                _ => Err(format!(
+                    "{at}: an address that is not host and port: {parts:?}"
                 )),
             },
-        };
+            _ => Err(format!(
+                "{at}: an address that is not host and port: {parts:?}"
+            )),
+        },
+        other => Err(format!("{at}: an answer that is not an address: {other:?}")),
     }
-    Err(last)
 }
 
 #[cfg(test)]
@@ -486,6 +619,50 @@ mod tests {
         }
         let e = Group::parse("redis-sentinel://user:secret@h:x#m").unwrap_err();
         assert!(!e.to_string().contains("secret"), "{e}");
+        let e = Group::parse("redis-sentinel://h:x?sentinel_password=secret#m").unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+        // Over TLS, to the Sentinels and to the master; plain otherwise.
+        let g = Group::parse("rediss-sentinel://s1#m").unwrap();
+        assert!(g.tls && g.data_url.starts_with("rediss://"), "{g:?}");
+        let g = Group::parse("Valkeys-Sentinel://s1#m").unwrap();
+        assert!(g.tls, "{g:?}");
+        assert!(!Group::parse("redis-sentinel://s1#m").unwrap().tls);
+        // The Sentinels' own credentials, percent-encoded in the query;
+        // the master's stay in the userinfo.
+        let g = Group::parse(
+            "redis-sentinel://:data@s1,s2?sentinel_username=ops&sentinel_password=p%26w%23#m",
+        )
+        .unwrap();
+        assert_eq!(g.auth, Some((Some("ops".to_owned()), "p&w#".to_owned())));
+        assert_eq!(g.data_url, "redis://:data@m:1/0");
+        assert_eq!(g.sentinels.len(), 2);
+        let g = Group::parse("redis-sentinel://s1/3?sentinel_password=pw#m").unwrap();
+        assert_eq!((g.auth, g.db), (Some((None, "pw".to_owned())), 3));
+        for (url, says) in [
+            (
+                "redis-sentinel://s1?password=x#m",
+                "unknown query parameter \"password\"",
+            ),
+            (
+                "redis-sentinel://s1?sentinel_password=a&sentinel_password=b#m",
+                "given twice",
+            ),
+            (
+                "redis-sentinel://s1?sentinel_username=u#m",
+                "without sentinel_password",
+            ),
+            (
+                "redis-sentinel://s1?sentinel_password=%zz#m",
+                "percent-encoded",
+            ),
+            (
+                "redis-sentinel://s1?sentinel_password=%+1#m",
+                "percent-encoded",
+            ),
+        ] {
+            let e = Group::parse(url).unwrap_err().to_string();
+            assert!(e.contains(says), "{url}: {e}");
+        }
         // One group under two spellings, or two databases of one master.
         let a = Group::parse("redis-sentinel://s1,s2#m").unwrap();
         assert!(a.same_as(&Group::parse("valkey-sentinel://s2:26379,s3/1#m").unwrap()));

@@ -115,9 +115,11 @@ fn misspelt_scheme(url: &str) -> Option<String> {
     })
 }
 
-/// The URL with any credentials replaced by `***`, for error messages.
+/// The URL with any credentials replaced by `***`, for error messages:
+/// its userinfo, and the value of any query parameter whose name ends in
+/// `password` (a Sentinel group's `sentinel_password`).
 pub(crate) fn redact(url: &str) -> String {
-    match url_parts(url) {
+    let url = match url_parts(url) {
         Some(UrlParts {
             scheme,
             userinfo: Some(_),
@@ -125,7 +127,24 @@ pub(crate) fn redact(url: &str) -> String {
             rest,
         }) => format!("{scheme}://***@{host_port}{rest}"),
         _ => url.to_owned(),
-    }
+    };
+    let Some((before, query)) = url.split_once('?') else {
+        return url;
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, format!("#{fragment}")),
+        None => (query, String::new()),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if name.to_ascii_lowercase().ends_with("password") => {
+                format!("{name}=***")
+            }
+            _ => param.to_owned(),
+        })
+        .collect();
+    format!("{before}?{}{fragment}", params.join("&"))
 }
 
 /// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
@@ -201,6 +220,15 @@ mod tests {
         assert_eq!(
             redact("rediss://u:p@h:6380#insecure"),
             "rediss://***@h:6380#insecure"
+        );
+        // A Sentinel group's own password, in its query.
+        assert_eq!(
+            redact("redis-sentinel://:pw@s1,s2?sentinel_username=u&sentinel_password=top#m"),
+            "redis-sentinel://***@s1,s2?sentinel_username=u&sentinel_password=***#m"
+        );
+        assert_eq!(
+            redact("redis-sentinel://s1?sentinel_password=top"),
+            "redis-sentinel://s1?sentinel_password=***"
         );
     }
 

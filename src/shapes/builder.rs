@@ -672,9 +672,13 @@ impl Builder {
         let mut groups: Vec<Group> = Vec::new();
         for spec in &self.members {
             let (member, given) = match spec {
-                Spec::Node(url) if sentinel::is_group(url) => {
-                    let group = Group::parse(url)?;
-                    if let Some(other) = groups.iter().find(|g| g.same_as(&group)) {
+                Spec::Node(url) => {
+                    let group = sentinel::is_group(url)
+                        .then(|| Group::parse(url))
+                        .transpose()?;
+                    if let Some(group) = &group
+                        && let Some(other) = groups.iter().find(|g| g.same_as(group))
+                    {
                         return Err(Error::invalid_config(format!(
                             "the Sentinel group {} is given twice (as {}); Redlock needs \
                              independent members, and a vote counted twice is unsafe",
@@ -682,21 +686,23 @@ impl Builder {
                             other.name()
                         )));
                     }
-                    let node = Arc::new(Node::open_group(&group, setup)?);
-                    groups.push(group);
+                    let node = Arc::new(match &group {
+                        Some(group) => Node::open_group(group, setup)?,
+                        None => Node::open(url, setup)?,
+                    });
                     node.plain_member();
                     identities.node(node.name());
                     node.join(identities.clone(), node.name().into());
-                    // Its address is the master's of the moment: told
+                    // A group's address is its master's of the moment: told
                     // apart from the others' by its server's `run_id`.
-                    (Member::Node(node), Vec::new())
-                }
-                Spec::Node(url) => {
-                    let node = Arc::new(Node::open(url, setup)?);
-                    node.plain_member();
-                    identities.node(node.name());
-                    node.join(identities.clone(), node.name().into());
-                    (Member::Node(node.clone()), vec![node])
+                    let given = match group {
+                        Some(group) => {
+                            groups.push(group);
+                            Vec::new()
+                        }
+                        None => vec![node.clone()],
+                    };
+                    (Member::Node(node), given)
                 }
                 Spec::Cluster(seeds) => {
                     let cluster = RedisCluster::open(seeds, setup, identities.clone())?;

@@ -221,6 +221,38 @@ fn a_sentinel_that_names_another_server_is_outvoted() {
 }
 
 #[test]
+fn sentinels_that_require_a_password_are_asked_with_theirs() {
+    let _heavy = crate::support::heavy();
+    let group = Group::start_with(Some("sentinel-pw")).unwrap();
+    let name = resource("sentinel-auth");
+    let ttl = Duration::from_secs(2);
+    let with = |query: &str| group.url().replace('#', &format!("?{query}#"));
+    // Without their password the Sentinels tell nothing, and that is said.
+    let e = manager(vec![group.url()])
+        .try_lock(&name, ttl)
+        .expect_err("the Sentinels told the master without their password");
+    assert!(e.to_string().contains("NOAUTH"), "{e}");
+    // A wrong one: refused, said, and never shown.
+    let e = manager(vec![with("sentinel_password=wrong-pw")])
+        .try_lock(&name, ttl)
+        .expect_err("the Sentinels took a wrong password");
+    let text = e.to_string();
+    assert!(
+        text.contains("AUTH") && !text.contains("wrong-pw"),
+        "{text}"
+    );
+    // With theirs: the master's lock, and the watchers listen (they
+    // authenticate too), so that a failover is followed.
+    let dlm = manager(vec![with("sentinel_password=sentinel-pw")]);
+    let master = group.agreed_master(Duration::from_secs(5)).unwrap();
+    let mut group = group;
+    let guard = dlm.try_lock(&name, ttl).unwrap();
+    assert!(get(group.server(master), name.as_bytes()).is_some());
+    guard.release().unwrap();
+    group.until_watched();
+}
+
+#[test]
 fn one_group_given_twice_is_refused() {
     for (a, b) in [
         (

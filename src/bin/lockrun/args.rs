@@ -100,6 +100,14 @@ pub(crate) enum Parsed {
     Exit(ExitCode),
 }
 
+/// Whether `url` names a Sentinel group: its scheme ends in `-sentinel`
+/// (`redis-sentinel`, `rediss-sentinel`, `valkey-sentinel`...), in any
+/// case; the library says whether it knows the scheme.
+fn is_group(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(scheme, _)| scheme.to_ascii_lowercase().ends_with("-sentinel"))
+}
+
 /// The URLs of a comma-separated list; an empty entry is an error (a
 /// stray comma, or a variable that expanded to nothing). A Sentinel
 /// group's URL lists its Sentinels with commas too
@@ -109,12 +117,7 @@ fn split_urls(list: &str, name: &str) -> Result<Vec<String>, String> {
     let mut urls: Vec<String> = Vec::new();
     for entry in list.split(',').map(str::trim) {
         match urls.last_mut() {
-            Some(group)
-                if (group.starts_with("redis-sentinel://")
-                    || group.starts_with("valkey-sentinel://"))
-                    && !group.contains('#')
-                    && !entry.is_empty() =>
-            {
+            Some(group) if is_group(group) && !group.contains('#') && !entry.is_empty() => {
                 group.push(',');
                 group.push_str(entry);
             }
@@ -484,8 +487,8 @@ mod tests {
         );
         // Its `#` ends it: what follows is the next member.
         assert_eq!(
-            split_urls("redis-sentinel://s1#m,redis-sentinel://t1,t2#n", "x").unwrap(),
-            ["redis-sentinel://s1#m", "redis-sentinel://t1,t2#n"]
+            split_urls("redis-sentinel://s1#m,Redis-Sentinel://t1,t2#n", "x").unwrap(),
+            ["redis-sentinel://s1#m", "Redis-Sentinel://t1,t2#n"]
         );
         assert!(split_urls("redis-sentinel://s1,,s2#m", "x").is_err());
     }

@@ -32,7 +32,7 @@ impl FairKey {
     }
 
     /// The acquisition: a queued waiter's claim from the queue (see
-    /// [`Fair::claim`]), else the key's own attempt ([`OneKey::set`]);
+    /// [`Fair::claim`]), else the key's own attempt ([`OneKey::take`]);
     /// either way, readers found holding it are named (see
     /// [`OneKey::name_readers`]).
     pub(crate) fn take(
@@ -43,11 +43,13 @@ impl FairKey {
         keep: Option<&str>,
     ) -> Vec<Vote> {
         let one = &self.one;
-        let votes = match self.fair.as_ref().filter(|f| f.queued()) {
-            Some(fair) => fair.claim(engine, &one.key, one.wakes(), token, ttl_ms, keep),
-            None => one.set(engine, token, ttl_ms, keep, None),
-        };
-        one.name_readers(engine, token, votes)
+        match self.fair.as_ref().filter(|f| f.queued()) {
+            Some(fair) => {
+                let votes = fair.claim(engine, &one.key, one.wakes(), token, ttl_ms, keep);
+                one.name_readers(engine, token, votes)
+            }
+            None => one.take(engine, token, ttl_ms, keep, None),
+        }
     }
 
     /// A release, or the clean-up of an attempt, as [`route`] decides: a

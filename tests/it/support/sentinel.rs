@@ -17,6 +17,8 @@ pub struct Sentinel {
     pub port: u16,
     child: Option<Child>,
     dir: std::path::PathBuf,
+    /// Its `requirepass`, if any (also what it gives the other Sentinels).
+    pass: Option<String>,
 }
 
 impl Sentinel {
@@ -24,6 +26,12 @@ impl Sentinel {
     /// down after 1 s: at 300 ms, a freshly promoted master was marked
     /// down before its first replies, and failed over again and again).
     pub fn start(name: &str, master_port: u16) -> io::Result<Sentinel> {
+        Sentinel::start_with(name, master_port, None)
+    }
+
+    /// Starts a Sentinel as [`start`](Self::start) does, that requires
+    /// `pass` of its clients when given.
+    pub fn start_with(name: &str, master_port: u16, pass: Option<&str>) -> io::Result<Sentinel> {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!(
             "redlock-sync-sentinel-{}-{port}",
@@ -39,8 +47,9 @@ impl Sentinel {
                  sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
                  sentinel down-after-milliseconds {name} 1000\n\
                  sentinel failover-timeout {name} 3000\n\
-                 sentinel parallel-syncs {name} 2\n",
-                dir = dir.display()
+                 sentinel parallel-syncs {name} 2\n{auth}",
+                dir = dir.display(),
+                auth = pass.map_or(String::new(), |p| format!("requirepass {p}\n")),
             ),
         )?;
         let child = Command::new(redis_server_bin())
@@ -54,6 +63,7 @@ impl Sentinel {
             port,
             child: Some(child),
             dir,
+            pass: pass.map(str::to_owned),
         };
         let up = wait(Duration::from_secs(10), || sentinel.admin().is_ok());
         up.then_some(sentinel)
@@ -62,7 +72,11 @@ impl Sentinel {
 
     /// A connection to it.
     pub fn admin(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
+        let auth = self
+            .pass
+            .as_ref()
+            .map_or(String::new(), |p| format!(":{p}@"));
+        let client = redis::Client::open(format!("redis://{auth}127.0.0.1:{}", self.port))?;
         let con = client.get_connection_with_timeout(Duration::from_secs(2))?;
         con.set_read_timeout(Some(Duration::from_secs(5)))?;
         Ok(con)
@@ -145,6 +159,12 @@ impl Group {
     /// Starts the group and waits until every Sentinel knows both
     /// replicas and the two other Sentinels (so a failover can run).
     pub fn start() -> io::Result<Group> {
+        Group::start_with(None)
+    }
+
+    /// Starts the group as [`start`](Self::start) does, its Sentinels
+    /// requiring `sentinel_pass` when given.
+    pub fn start_with(sentinel_pass: Option<&str>) -> io::Result<Group> {
         let master = Server::start()?;
         let of = ["--replicaof", "127.0.0.1"];
         let port = master.port().to_string();
@@ -159,7 +179,7 @@ impl Group {
             return Err(io::Error::other("the replicas did not link to the master"));
         }
         let sentinels = (0..3)
-            .map(|_| Sentinel::start(MASTER, servers[0].port()))
+            .map(|_| Sentinel::start_with(MASTER, servers[0].port(), sentinel_pass))
             .collect::<io::Result<Vec<_>>>()?;
         let group = Group { servers, sentinels };
         let ready = wait(Duration::from_secs(20), || {
