@@ -25,7 +25,7 @@ pub use base::keys::{FENCE_SUFFIX, MAX_RESOURCE_LEN, RELEASE_SUFFIX, fence_key, 
 pub use base::node_error::{NodeError, NodeErrorKind, NodeFailures};
 pub use engine::guard::{Guard, LockGuard, Permit, ReadGuard, mode};
 pub use engine::pipeline::MAX_TTL;
-pub use ops::check::{NodeReport, Problem, Verdict};
+pub use ops::check::{NodeReport, Problem, SentinelReport, Verdict};
 pub use ops::operator::{Forced, LockInfo, MemberView};
 pub use shapes::builder::Builder;
 pub use shapes::election::{Election, Leader, Leadership, Observe};

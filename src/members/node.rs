@@ -53,7 +53,7 @@ pub(crate) struct Node {
     /// The failovers its Sentinels announced (see `sentinel::watch`),
     /// counted while `sentinels` lives; none for other nodes.
     switches: Arc<std::sync::atomic::AtomicU64>,
-    sentinels: Option<sentinel::Watch>,
+    sentinels: Option<sentinel::Sentinels>,
 
     /// Sent on every new connection: AUTH and SELECT (the first
     /// `required_names.len()`, which must succeed), then CLIENT SETINFO and
@@ -256,6 +256,11 @@ impl Node {
     /// Whether its address follows a Sentinel group's master.
     pub(crate) fn follows(&self) -> bool {
         self.sentinels.is_some()
+    }
+
+    /// A Sentinel group's Sentinels (none for other nodes).
+    pub(crate) fn sentinels(&self) -> Option<&sentinel::Sentinels> {
+        self.sentinels.as_ref()
     }
 
     /// How many failovers its Sentinels announced (0 for other nodes).

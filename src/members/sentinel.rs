@@ -20,6 +20,13 @@
 //! the member misses that round (a vote missing, never a wrong one), and
 //! the next connection asks again.
 //!
+//! The Sentinels are reached on the crate's own connections
+//! ([`Conn`]): with their own credentials (the group URL's
+//! `sentinel_password`, `sentinel_username`) and, for a
+//! `rediss-sentinel://` group, TLS, each checked against its host as
+//! given; the master's certificate is checked against the address they
+//! announce.
+//!
 //! # Following a failover
 //!
 //! Nothing is cached: each new connection asks again. An old master that
@@ -370,13 +377,16 @@ pub(crate) fn resolver(group: Group, reach: Reach) -> Arc<ResolveFn> {
     Arc::new(move |_: &str, _: u16| master_of(&group, &reach))
 }
 
-/// The Sentinels' announcements of a group, listened for while the
-/// member lives: the threads end when this is dropped.
-pub(crate) struct Watch {
+/// A group's Sentinels as its member keeps them: the group, how they are
+/// reached, and their announcements, listened for while the member
+/// lives (the threads end when this is dropped).
+pub(crate) struct Sentinels {
+    pub(crate) group: Group,
+    reach: Reach,
     stop: Arc<AtomicBool>,
 }
 
-impl Drop for Watch {
+impl Drop for Sentinels {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
@@ -391,7 +401,7 @@ const WATCH_POLL: Duration = Duration::from_millis(500);
 /// generation). Best effort: a Sentinel unreachable is asked again every
 /// [`WATCH_POLL`]; an announcement missed costs the `READONLY` (or
 /// failure) that follows.
-pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> Watch {
+pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> Sentinels {
     let stop = Arc::new(AtomicBool::new(false));
     for (host, port) in &group.sentinels {
         let (host, port, master) = (host.clone(), *port, group.master.clone());
@@ -409,7 +419,98 @@ pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> W
                 }
             });
     }
-    Watch { stop }
+    Sentinels {
+        group: group.clone(),
+        reach: reach.clone(),
+        stop,
+    }
+}
+
+/// What one Sentinel says of its group's master (`SENTINEL MASTER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The master's address.
+    pub(crate) addr: (String, u16),
+    /// How many Sentinels must agree the master is down.
+    pub(crate) quorum: Option<u32>,
+    /// The master's replicas it knows.
+    pub(crate) replicas: Option<u32>,
+    /// The Sentinels it knows of the master, itself included.
+    pub(crate) sentinels: Option<u32>,
+}
+
+impl Sentinels {
+    /// Each Sentinel given (`host:port`), with what it says of the master
+    /// or why it says nothing: all asked at once, each step within the
+    /// timeout. For reports, never for a vote.
+    pub(crate) fn survey(&self) -> Vec<(String, Result<Seen, String>)> {
+        thread::scope(|scope| {
+            let asked: Vec<_> = self
+                .group
+                .sentinels
+                .iter()
+                .map(|(host, port)| {
+                    let spawned = thread::Builder::new()
+                        .name("redlock-sentinel-ask".into())
+                        .spawn_scoped(scope, move || self.seen(host, *port));
+                    (shown(host, *port), spawned)
+                })
+                .collect();
+            asked
+                .into_iter()
+                .map(|(at, spawned)| {
+                    let seen = match spawned {
+                        Ok(handle) => handle
+                            .join()
+                            .unwrap_or_else(|_| Err(format!("{at}: the question panicked"))),
+                        Err(e) => Err(format!("{at}: no thread to ask it ({e})")),
+                    };
+                    (at, seen)
+                })
+                .collect()
+        })
+    }
+
+    /// One Sentinel's `SENTINEL MASTER <name>`, read.
+    fn seen(&self, host: &str, port: u16) -> Result<Seen, String> {
+        let at = shown(host, port);
+        let mut con = self.reach.connect(host, port)?;
+        let deadline = Instant::now() + self.reach.timeout;
+        let asked = pack(&[b"SENTINEL", b"MASTER", self.group.master.as_bytes()]);
+        let said = con
+            .write(&asked, deadline)
+            .and_then(|()| con.read(deadline))
+            .map_err(|e| format!("{at}: {e}"))?;
+        let Value::Array(flat) = said else {
+            return Err(format!(
+                "{at}: an answer that is not a field list: {said:?}"
+            ));
+        };
+        let field = |name: &str| {
+            flat.chunks(2)
+                .find(|kv| text(&kv[0]).as_deref() == Some(name))
+                .and_then(|kv| text(kv.get(1)?))
+        };
+        let number = |name: &str| field(name).and_then(|v| v.parse::<u32>().ok());
+        let addr = field("ip")
+            .zip(number("port").and_then(|p| u16::try_from(p).ok()))
+            .ok_or_else(|| format!("{at}: no master address in {flat:?}"))?;
+        Ok(Seen {
+            addr,
+            quorum: number("quorum"),
+            replicas: number("num-slaves"),
+            sentinels: number("num-other-sentinels").map(|n| n + 1),
+        })
+    }
+}
+
+/// A bulk or simple string's text, if it is UTF-8.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// A watcher's connection is opened anew this often, so that one that
@@ -554,10 +655,6 @@ fn ask(reach: &Reach, host: &str, port: u16, master: &str) -> Told {
         .write(&asked, deadline)
         .and_then(|()| con.read(deadline))
         .map_err(|e| format!("{at}: {e}"))?;
-    let text = |v: &Value| match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        _ => None,
-    };
     match said {
         Value::Nil => Ok(None),
         Value::Array(parts) => match &parts[..] {

@@ -50,6 +50,30 @@ pub struct Problem {
     pub detail: Option<String>,
 }
 
+/// What [`LockManager::check`](crate::LockManager::check) found of a
+/// Sentinel group's member beside its master (see the crate docs,
+/// "Redis Sentinel").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SentinelReport {
+    /// The Sentinels its URL gives.
+    pub given: usize,
+    /// Those that answered `SENTINEL MASTER`.
+    pub answered: usize,
+    /// The most Sentinels one of them knows for the master, itself
+    /// included: more than given means some are missing from the URL.
+    pub known: Option<u32>,
+    /// The Sentinels' quorum for the master: how many must find it down
+    /// before a failover (which a majority of them must then authorize).
+    pub quorum: Option<u32>,
+    /// The replicas linked to the master (`connected_slaves`).
+    pub replicas: Option<u32>,
+    /// The master's `min-replicas-to-write`, where `CONFIG GET` is allowed.
+    pub min_replicas_to_write: Option<u32>,
+    /// The master's `min-replicas-max-lag` (seconds).
+    pub min_replicas_max_lag: Option<u32>,
+}
+
 /// What [`LockManager::check`](crate::LockManager::check) found on one
 /// server (a node, or one master of a Redis Cluster member).
 #[derive(Debug, Clone)]
@@ -81,6 +105,9 @@ pub struct NodeReport {
     pub missing_permissions: Vec<String>,
     /// Why it does not vote now, if it is kept out after a restart.
     pub quarantine: Option<String>,
+    /// A Sentinel group's member: its Sentinels and its master's
+    /// replication (this report is its master's).
+    pub sentinels: Option<SentinelReport>,
     /// Which forms of the lock's commands this server gets, by its
     /// version: `SET ... NX GET` or plain `NX` with the keep script
     /// (before Redis 7.0, or unknown), extends by script (every server:
@@ -111,6 +138,7 @@ impl NodeReport {
             cluster_enabled: None,
             missing_permissions: Vec::new(),
             quarantine: None,
+            sentinels: None,
             problems: Vec::new(),
             verdict: Verdict::Ok,
         }
@@ -160,6 +188,15 @@ impl fmt::Display for NodeReport {
         }
         if let Some(role) = &self.role {
             write!(line, " {role}")?;
+        }
+        if let Some(group) = &self.sentinels {
+            write!(line, ", sentinels {}/{}", group.answered, group.given)?;
+            if let Some(quorum) = group.quorum {
+                write!(line, " (quorum {quorum})")?;
+            }
+            if let Some(replicas) = group.replicas {
+                write!(line, ", {replicas} replicas")?;
+            }
         }
         if let Some(up) = self.uptime {
             write!(line, ", up {}", human(up))?;
@@ -223,7 +260,11 @@ pub(crate) fn run(members: &[Member], resource: &[u8], trying: Trying) -> Vec<No
         match member {
             Member::Node(node) => {
                 let key = [resource, b":redlock-check"].concat();
-                reports.push(check_node(node, &key, true, trying));
+                let mut report = check_node(node, &key, true, trying);
+                if let Some(sentinels) = node.sentinels() {
+                    group::check_group(node, sentinels, &mut report);
+                }
+                reports.push(report);
             }
             Member::Cluster(cluster) => {
                 let deadline = Instant::now() + cluster.timeout() * 4;
@@ -601,6 +642,7 @@ fn command_path(identity: &crate::members::restart::Identity) -> String {
     format!("{acquire}; {extend}; {release}")
 }
 
+mod group;
 mod trial;
 
 use trial::{cause, trial};

@@ -125,9 +125,16 @@ fn a_majority_of_the_sentinels_decides_and_a_minority_is_not_enough() {
     group.sentinels[2].kill();
     let dlm = manager(vec![group.url()]);
     drop(dlm.try_lock(&name, Duration::from_secs(1)).unwrap());
+    let report = &dlm.check()[0];
+    assert_eq!(report.verdict, redlock_sync::Verdict::Warning, "{report:#}");
+    let full = format!("{report:#}");
+    assert!(full.contains("1 of 3 Sentinels do not answer"), "{full}");
     // Two down: one Sentinel's word is not the group's. A new manager
     // must ask (the first one's connection is still open).
     group.sentinels[1].kill();
+    let report = &dlm.check()[0];
+    assert_eq!(report.verdict, redlock_sync::Verdict::Unsafe, "{report:#}");
+    assert!(report.to_string().contains("no majority"), "{report}");
     let fresh = manager(vec![group.url()]);
     let e = fresh
         .try_lock(&name, Duration::from_secs(1))
@@ -161,21 +168,69 @@ fn every_shape_and_lockrun_work_on_a_sentinel_member() {
     let leader = election.try_campaign(ttl).unwrap();
     assert!(leader.term() > 0);
     drop(leader);
-    // `check()` reports the group as its master, by the group's name.
+    // `check()` reports the group as its master, by the group's name,
+    // with its Sentinels and its master's replication.
     let report = dlm.check();
     assert_eq!(report.len(), 1);
     assert!(report[0].reachable, "{:?}", report[0]);
     assert!(report[0].node.starts_with(MASTER), "{}", report[0].node);
     assert_eq!(report[0].role.as_deref(), Some("master"));
+    let found = report[0].sentinels.clone().expect("the group's report");
+    let read = (found.given, found.answered, found.known, found.quorum);
+    assert_eq!(read, (3, 3, Some(3), Some(2)), "{found:?}");
+    assert_eq!(found.replicas, Some(2), "{found:?}");
+    assert_eq!(found.min_replicas_to_write, Some(0), "{found:?}");
+    let line = report[0].to_string();
+    assert!(
+        line.contains("sentinels 3/3 (quorum 2), 2 replicas"),
+        "{line}"
+    );
+    let full = format!("{:#}", report[0]);
+    assert!(full.contains("min-replicas-to-write 0"), "{full}");
+    // Two of the three Sentinels given: their majority may be the group's
+    // minority, which is said.
+    let two = group
+        .url()
+        .replacen(&format!("127.0.0.1:{},", group.sentinels[0].port), "", 1);
+    let report = manager(vec![two]).check();
+    let full = format!("{:#}", report[0]);
+    assert!(
+        full.contains("2 of the group's 3 Sentinels given"),
+        "{full}"
+    );
     // lockrun takes the group in --nodes, its commas and all.
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_lockrun"))
-        .arg("--nodes")
-        .arg(group.url())
-        .args(["--node-timeout", "500ms", &name, "--", "true"])
-        .env_remove("REDLOCK_NODES")
-        .status()
+    let lockrun = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockrun"))
+            .arg("--nodes")
+            .arg(group.url())
+            .args(["--node-timeout", "500ms"])
+            .args(args)
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap()
+    };
+    let ran = lockrun(&[&name, "--", "true"]);
+    assert!(
+        ran.status.success(),
+        "lockrun on a Sentinel member: {ran:?}"
+    );
+    let checked = lockrun(&["--check"]);
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(said.contains("sentinels 3/3"), "{said}");
+    // An operator's --inspect and --force-unlock reach the group's master.
+    let held = dlm.try_lock(&name, Duration::from_secs(30)).unwrap();
+    let inspected = lockrun(&["--inspect", &name]);
+    assert_eq!(inspected.status.code(), Some(0), "{inspected:?}");
+    let forced = lockrun(&["--force-unlock", &name]);
+    assert_eq!(forced.status.code(), Some(0), "{forced:?}");
+    let inspected = lockrun(&["--inspect", &name]);
+    assert_eq!(inspected.status.code(), Some(1), "{inspected:?}");
+    manager(vec![group.url()])
+        .try_lock(&name, ttl)
+        .expect("free after --force-unlock")
+        .release()
         .unwrap();
-    assert!(status.success(), "lockrun on a Sentinel member: {status}");
+    drop(held);
 }
 
 #[test]

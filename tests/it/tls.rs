@@ -11,6 +11,7 @@ use redis::Commands;
 use redlock_sync::{Error, LockManager, NodeErrorKind, release_channel};
 use support::proxy::{Mode, Proxy};
 use support::redis_cluster::{RedisCluster, keyslot, shard_subscribers};
+use support::sentinel::tls_group;
 use support::tls::{Certs, tls_cluster, tls_redis_cluster, tls_server, tls_url};
 use support::{Nodes, admin, assert_woken, get, resource, timed, wait_for};
 
@@ -372,4 +373,36 @@ fn a_redis_cluster_over_tls_from_one_seed() {
         || guard.release().unwrap(),
     );
     assert!(got.is_ok(), "{got:?}");
+}
+
+#[test]
+fn a_sentinel_group_over_tls_is_asked_watched_and_locked_over_tls() {
+    let _heavy = support::heavy();
+    let certs = Certs::make();
+    let Some((group, url)) = tls_group(&certs) else {
+        return;
+    };
+    let name = resource("tls-sentinel");
+    let manager = |root: &str| {
+        LockManager::builder()
+            .node(&url)
+            .node_timeout(Duration::from_secs(1))
+            .tls_root_cert(certs.read(root))
+            .build()
+            .unwrap()
+    };
+    // The Sentinels' certificates are checked: under another root they
+    // are not believed, and that is said.
+    let e = manager("other-ca.pem")
+        .try_lock(&name, TTL)
+        .expect_err("Sentinels believed under an untrusted root");
+    assert!(e.to_string().contains("TLS"), "{e}");
+    // Under the right root: asked over TLS, their answer (the master's
+    // TLS port) dialled over TLS, the master's certificate naming the
+    // address announced (127.0.0.1).
+    let dlm = manager("ca.pem");
+    let guard = dlm.try_lock(&name, TTL).unwrap();
+    assert!(get(&group.servers[0], name.as_bytes()).is_some());
+    guard.release().unwrap();
+    group.until_watched();
 }

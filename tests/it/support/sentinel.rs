@@ -32,6 +32,17 @@ impl Sentinel {
     /// Starts a Sentinel as [`start`](Self::start) does, that requires
     /// `pass` of its clients when given.
     pub fn start_with(name: &str, master_port: u16, pass: Option<&str>) -> io::Result<Sentinel> {
+        Sentinel::start_conf(name, master_port, pass, "")
+    }
+
+    /// Starts a Sentinel as [`start_with`](Self::start_with) does, with
+    /// `extra` lines in its configuration (TLS).
+    pub fn start_conf(
+        name: &str,
+        master_port: u16,
+        pass: Option<&str>,
+        extra: &str,
+    ) -> io::Result<Sentinel> {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!(
             "redlock-sync-sentinel-{}-{port}",
@@ -47,7 +58,7 @@ impl Sentinel {
                  sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
                  sentinel down-after-milliseconds {name} 1000\n\
                  sentinel failover-timeout {name} 3000\n\
-                 sentinel parallel-syncs {name} 2\n{auth}",
+                 sentinel parallel-syncs {name} 2\n{auth}{extra}",
                 dir = dir.display(),
                 auth = pass.map_or(String::new(), |p| format!("requirepass {p}\n")),
             ),
@@ -172,6 +183,20 @@ impl Group {
         for _ in 0..2 {
             servers.push(Server::start_with(&[of[0], of[1], &port])?);
         }
+        let monitored = servers[0].port();
+        Group::assemble(servers, monitored, sentinel_pass, String::new)
+    }
+
+    /// A group of `servers` (the first the master, the others its
+    /// replicas), whose master three new Sentinels monitor at `monitored`,
+    /// each with the configuration lines `extra` gives, once the replicas
+    /// are linked.
+    pub fn assemble(
+        servers: Vec<Server>,
+        monitored: u16,
+        sentinel_pass: Option<&str>,
+        mut extra: impl FnMut() -> String,
+    ) -> io::Result<Group> {
         let linked = wait(Duration::from_secs(10), || {
             role_field(&servers[0], "connected_slaves").as_deref() == Some("2")
         });
@@ -179,7 +204,7 @@ impl Group {
             return Err(io::Error::other("the replicas did not link to the master"));
         }
         let sentinels = (0..3)
-            .map(|_| Sentinel::start_with(MASTER, servers[0].port(), sentinel_pass))
+            .map(|_| Sentinel::start_conf(MASTER, monitored, sentinel_pass, &extra()))
             .collect::<io::Result<Vec<_>>>()?;
         let group = Group { servers, sentinels };
         let ready = wait(Duration::from_secs(20), || {
@@ -288,4 +313,50 @@ pub fn role_field(server: &Server, field: &str) -> Option<String> {
     super::info_field(&mut super::admin(server), "replication", field)
         .ok()
         .flatten()
+}
+
+/// A group whose master, replicas and
+/// Sentinels serve TLS beside their plain ports, replication and the
+/// Sentinels' links over TLS (`tls-replication yes`), so that the
+/// Sentinels announce the master's TLS port; and its
+/// `rediss-sentinel://` URL (the Sentinels' TLS ports). `None`, saying
+/// why, when this `redis-server` has no TLS.
+#[cfg(feature = "tls")]
+pub fn tls_group(certs: &super::tls::Certs) -> Option<(Group, String)> {
+    use super::tls::{tls_args, tls_server};
+    tls_server(certs, false)?;
+    let tls = |port: u16| {
+        let mut args = tls_args(certs, port, "no");
+        args.extend(["--tls-replication", "yes"].map(str::to_owned));
+        args
+    };
+    let master_tls = super::server::free_port().unwrap();
+    let args = tls(master_tls);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut servers = vec![Server::start_with(&args).unwrap()];
+    for _ in 0..2 {
+        let mut args = tls(super::server::free_port().unwrap());
+        args.extend(["--replicaof", "127.0.0.1", &master_tls.to_string()].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        servers.push(Server::start_with(&args).unwrap());
+    }
+    let mut sentinel_ports = Vec::new();
+    let group = Group::assemble(servers, master_tls, None, || {
+        let port = super::server::free_port().unwrap();
+        sentinel_ports.push(port);
+        format!(
+            "tls-port {port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+             tls-auth-clients no\ntls-replication yes\n",
+            certs.path("server.pem"),
+            certs.path("server.key"),
+            certs.path("ca.pem"),
+        )
+    })
+    .unwrap();
+    let hosts: Vec<String> = sentinel_ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let url = format!("rediss-sentinel://{}#{}", hosts.join(","), MASTER);
+    Some((group, url))
 }

@@ -154,7 +154,7 @@ impl Drop for Certs {
 
 /// The arguments that open a TLS port with the test certificates;
 /// `auth_clients` is `tls-auth-clients` (`yes`, `no`, `optional`).
-fn tls_args(certs: &Certs, port: u16, auth_clients: &str) -> Vec<String> {
+pub fn tls_args(certs: &Certs, port: u16, auth_clients: &str) -> Vec<String> {
     [
         "--tls-port",
         &port.to_string(),
