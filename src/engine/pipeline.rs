@@ -377,17 +377,34 @@ impl Engine {
             .map(|v| std::mem::take(&mut v.held))
             .collect();
         let forgetful = decide::forgetful(&yes, &servers, &held);
-        for (i, vote) in votes.iter_mut().enumerate().filter(|(i, _)| forgetful[*i]) {
+        // A member's server is read as its last connection's (`servers`,
+        // read after the votes came), which need not be the connection
+        // that said yes (a Sentinel group's, while its connections reach
+        // two servers). A server other than the one read since that
+        // connection was made is a change of `run_id` seen, which keeps
+        // the member out from then on: kept out now, its yes may be
+        // another server's, and is not counted either.
+        let kept_out = self.kept_out(&shape.resources());
+        let moved = |i: usize| yes[i] && kept_out[i];
+        for (i, vote) in votes.iter_mut().enumerate() {
+            if !(forgetful[i] || moved(i)) {
+                continue;
+            }
             let runs: Vec<String> = servers[i]
                 .iter()
                 .map(|d| String::from_utf8_lossy(d).into_owned())
                 .collect();
-            let why = format!(
-                "its yes is not counted: its server (run_id {}...) is not among those that a \
-                 holder's value, found on another member, names: it may have restarted since it \
-                 granted that holder, and forgotten the grant",
-                runs.join(", ")
-            );
+            let why = match forgetful[i] {
+                true => format!(
+                    "its yes is not counted: its server (run_id {}...) is not among those that \
+                     a holder's value, found on another member, names: it may have restarted \
+                     since it granted that holder, and forgotten the grant",
+                    runs.join(", ")
+                ),
+                false => "its yes is not counted: its server changed while it answered (a new \
+                          run_id seen), and is kept out as a restarted one"
+                    .to_owned(),
+            };
             vote.yes = None;
             vote.low = 0;
             vote.dirty = true;

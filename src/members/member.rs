@@ -126,6 +126,13 @@ impl Member {
         self.target(slot)?.run_digest()
     }
 
+    /// Whether the server that answers for `slot` is kept out now after a
+    /// restart (or a change of server seen behind its address).
+    pub(crate) fn kept_out(&self, slot: u16) -> bool {
+        self.target(slot)
+            .is_some_and(|node| node.quarantine().is_some())
+    }
+
     /// The failure that stands for a yes not counted: `why` says why.
     /// Not settled: the yes may have left the attempt's key there, which
     /// the attempt's clean-up removes.

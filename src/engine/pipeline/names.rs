@@ -80,4 +80,14 @@ impl Engine {
             })
             .collect()
     }
+
+    /// For each member, whether a server that answers for `names` is
+    /// kept out now (see `Member::kept_out`).
+    pub(crate) fn kept_out(&self, names: &[&[u8]]) -> Vec<bool> {
+        let slots = self.slots_of(names);
+        self.members
+            .iter()
+            .map(|m| slots.iter().any(|&s| m.kept_out(s)))
+            .collect()
+    }
 }
