@@ -172,6 +172,15 @@ pub(crate) struct Size {
     /// only fault, as with one restart among three servers whose others
     /// answer.
     pub(crate) patient: bool,
+    /// A Sentinel group's failover, once: a member's address leads new
+    /// connections to a promoted replica (its state a snapshot of the
+    /// master's taken at any earlier moment: a lagging replica; another
+    /// run, up for long), while the old master stays up and writable for
+    /// the connections still open to it, and for requests in flight
+    /// there, however late. A client that never reached the member
+    /// reaches the new master; one that did moves there at any moment
+    /// (an announcement heard, a failure), never necessarily.
+    pub(crate) failover: bool,
 }
 
 /// Every set of servers.
@@ -244,7 +253,7 @@ impl LockModel {
     ) {
         for (node, _) in to.iter().enumerate().filter(|(_, on)| **on) {
             meet(s, c, node);
-            let run = s.servers[node].run;
+            let run = reached(s, c, node).run;
             s.net.push(Message {
                 node: node as u8,
                 client: c as u8,
@@ -283,11 +292,12 @@ impl LockModel {
             }
             return;
         }
-        if s.servers[n].run != m.run {
+        let promoted = promoted(s, &m);
+        if !promoted && s.servers[n].run != m.run {
             // Its connection died with the server's run.
             return;
         }
-        let server = match s.moved == Some((m.client, m.node)) {
+        let server = match promoted || s.moved == Some((m.client, m.node)) {
             true => &mut s.spare,
             false => &mut s.servers[n],
         };
@@ -577,4 +587,4 @@ mod steps;
 pub(crate) use server::{Answer, Names, Request, Server, Store, Value};
 use server::{as_said, unanswered};
 pub(crate) use state::{Action, Client, Message, Phase, Seen, State};
-use state::{awaits, meet};
+use state::{awaits, meet, promoted, reached};

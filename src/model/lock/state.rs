@@ -117,6 +117,11 @@ pub(crate) struct State {
     /// the servers (the spare not counted) held a counter that high, and
     /// how many did.
     pub(crate) thin: Option<(u64, usize)>,
+    /// In runs with a failover: the member failed over, once it is (its
+    /// new master is `spare`), and which clients' connections to it
+    /// reach the new master.
+    pub(crate) failover: Option<u8>,
+    pub(crate) on_new: [bool; CLIENTS],
 }
 
 /// A step.
@@ -153,14 +158,36 @@ pub(crate) enum Action {
     Snapshot(usize),
     /// Server `n` restarts from its snapshot.
     RestartOlder(usize),
+    /// Member `n` fails over to a replica promoted with its snapshot's
+    /// state; its old master stays up.
+    Failover(usize),
+    /// Client `c`'s connection to the member failed over now reaches its
+    /// new master.
+    Reconnect(usize),
     /// Time moves on a tick.
     Tick,
+}
+
+/// The server client `c`'s connection to member `n` reaches: the member's
+/// new master once the client's connection moved there after a failover,
+/// else its server.
+pub(crate) fn reached(s: &State, c: usize, n: usize) -> &Server {
+    match s.failover == Some(n as u8) && s.on_new[c] {
+        true => &s.spare,
+        false => &s.servers[n],
+    }
+}
+
+/// Whether `m` goes to a failed-over member's new master (a connection
+/// to its run).
+pub(crate) fn promoted(s: &State, m: &Message) -> bool {
+    s.failover == Some(m.node) && s.spare.run == m.run
 }
 
 /// Client `c` reaches server `n` and learns its run (a restart cut its
 /// connections: it reconnects and reads the new one).
 pub(crate) fn meet(s: &mut State, c: usize, n: usize) {
-    let server = &s.servers[n];
+    let server = reached(s, c, n);
     let run = server.run;
     // The uptime it reports, on its own clock (fast by the drift).
     let rate = if server.fast { 1.0 + FACTOR } else { 1.0 };
@@ -185,7 +212,7 @@ pub(crate) fn awaits(s: &State, c: usize) -> bool {
         usize::from(m.client) == c
             && m.current
             && usize::from(m.node) < NODES
-            && s.servers[usize::from(m.node)].run == m.run
+            && (s.servers[usize::from(m.node)].run == m.run || promoted(s, m))
     })
 }
 
@@ -203,6 +230,7 @@ impl State {
         if let Some((c, _)) = &mut s.moved {
             *c = 1 - *c;
         }
+        s.on_new.swap(0, 1);
         for m in &mut s.net {
             m.client = 1 - m.client;
             m.request = m.request.swapped();

@@ -57,6 +57,23 @@ impl LockModel {
             Action::Restart(n, keeps) => restart(&mut s, n, keeps),
             Action::Snapshot(n) => s.snapshots[n] = Some(s.servers[n].clone()),
             Action::RestartOlder(n) => restart_older(&mut s, n)?,
+            Action::Failover(n) => {
+                let replica = s.snapshots[n].clone()?;
+                s.spare = Server {
+                    // Another server, up for long (a replica until now).
+                    run: s.servers[n].run + 1,
+                    started: None,
+                    fast: false,
+                    ..replica
+                };
+                s.failover = Some(n as u8);
+                // A client that never reached the member asks where its
+                // master is now.
+                for c in 0..CLIENTS {
+                    s.on_new[c] = s.clients[c].seen[n].run.is_none();
+                }
+            }
+            Action::Reconnect(c) => s.on_new[c] = true,
             Action::Move(c, n) => {
                 s.moved = Some((c as u8, n as u8));
                 s.spare = Server {
@@ -219,6 +236,8 @@ impl Model for LockModel {
             spare: Server::default(),
             thin: None,
             snapshots: Default::default(),
+            failover: None,
+            on_new: [false; CLIENTS],
         }
     }
 
@@ -291,17 +310,34 @@ impl Model for LockModel {
                 }
             }
         }
-        if s.restarts < self.size.restarts {
+        let restarts = s.restarts < self.size.restarts;
+        let failover = self.size.failover && s.failover.is_none();
+        if restarts {
             out.extend((0..NODES).map(|n| Action::Restart(n, false)));
             out.extend((0..NODES).map(|n| Action::Restart(n, true)));
-            if self.size.snapshots {
-                for n in 0..NODES {
-                    match s.snapshots[n] {
-                        None => out.push(Action::Snapshot(n)),
-                        Some(_) => out.push(Action::RestartOlder(n)),
+        }
+        for n in 0..NODES {
+            match s.snapshots[n] {
+                None if (restarts && self.size.snapshots) || failover => {
+                    out.push(Action::Snapshot(n))
+                }
+                None => {}
+                Some(_) => {
+                    if restarts && self.size.snapshots {
+                        out.push(Action::RestartOlder(n));
+                    }
+                    if failover {
+                        out.push(Action::Failover(n));
                     }
                 }
             }
+        }
+        if s.failover.is_some() {
+            out.extend(
+                (0..CLIENTS)
+                    .filter(|&c| !s.on_new[c])
+                    .map(Action::Reconnect),
+            );
         }
         if s.now < self.size.horizon {
             out.push(Action::Tick);
@@ -383,17 +419,22 @@ impl Model for LockModel {
                     _ => "runs LATE (its round is over)",
                 };
                 let spare = s.moved == Some((m.client, m.node));
-                let mut server = match spare {
+                let promoted = state::promoted(s, &m);
+                let mut server = match spare || promoted {
                     true => s.spare.clone(),
                     false => s.servers[usize::from(m.node)].clone(),
                 };
                 let answer = server.run(m.request, s.now, self.rules);
+                let reaching = match (spare, promoted, s.failover == Some(m.node)) {
+                    (true, _, _) => " (reaching the spare)",
+                    (_, true, _) => " (reaching its new master)",
+                    (_, _, true) => " (reaching its old master)",
+                    _ => "",
+                };
                 write!(
                     line,
-                    "client {c}'s {:?} to server {}{}: {what}, answers {answer:?}",
-                    m.request,
-                    m.node,
-                    if spare { " (reaching the spare)" } else { "" }
+                    "client {c}'s {:?} to server {}{reaching}: {what}, answers {answer:?}",
+                    m.request, m.node,
                 )
             }
             Action::Start(c, now) => {
@@ -421,6 +462,15 @@ impl Model for LockModel {
             Action::Restart(n, true) => write!(line, "server {n} restarts with its data"),
             Action::Snapshot(n) => write!(line, "server {n} is snapshotted"),
             Action::RestartOlder(n) => write!(line, "server {n} restarts from its snapshot"),
+            Action::Failover(n) => write!(
+                line,
+                "member {n} fails over to a replica promoted with its snapshot (its old master \
+                 stays up, writable)"
+            ),
+            Action::Reconnect(c) => write!(
+                line,
+                "client {c}'s connection to the member failed over now reaches its new master"
+            ),
             Action::Tick => write!(line, "{} ms pass", TICK_MS),
         };
         line
