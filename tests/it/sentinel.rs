@@ -117,6 +117,47 @@ fn a_promoted_replica_that_lacks_a_grant_gives_no_second_holder() {
 }
 
 #[test]
+fn with_replica_acks_a_failover_keeps_the_holders_key_on_the_promoted_master() {
+    let _heavy = crate::support::heavy();
+    let mut group = Group::start().unwrap();
+    // The group alone (replica_acks applies to every member: plain nodes
+    // have no replica to acknowledge). Both replicas acknowledge every
+    // grant: whichever is promoted has it.
+    let urls = vec![group.url()];
+    let a = LockManager::builder()
+        .nodes(urls.clone())
+        .node_timeout(Duration::from_secs(1))
+        .replica_acks(2)
+        .build()
+        .unwrap();
+    let name = resource("sentinel-acked");
+    let first = group.agreed_master(Duration::from_secs(5)).unwrap();
+    // (Right after the start the replicas may still be syncing: WAIT then
+    // counts none, and the attempt fails until they are.)
+    let held = a
+        .lock_with(
+            &name,
+            Duration::from_secs(30),
+            Wait::For(Duration::from_secs(20)),
+        )
+        .unwrap();
+    group.until_watched();
+    let promoted = group.fail_over(first).expect("a failover");
+    assert!(
+        get(group.server(promoted), name.as_bytes()).is_some(),
+        "the acknowledged grant is not on the promoted master"
+    );
+    // A manager that never met the group is refused by the promoted
+    // master itself, which has A's key.
+    let b = manager(urls);
+    let e = b
+        .try_lock(&name, Duration::from_secs(30))
+        .expect_err("a second holder");
+    assert!(e.is_taken(), "{e}");
+    assert!(held.is_valid());
+}
+
+#[test]
 fn a_majority_of_the_sentinels_decides_and_a_minority_is_not_enough() {
     let _heavy = crate::support::heavy();
     let mut group = Group::start().unwrap();
