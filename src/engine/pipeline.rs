@@ -365,7 +365,11 @@ impl Engine {
     /// The restart rule (see [`decide::forgetful`] and the crate docs,
     /// "Restarts"): a yes from a server that a holder's value, found in
     /// the same round on another member, does not name is that member's
-    /// failure (its key, if it set one, is cleaned up with the attempt's).
+    /// failure (its key, if it set one, is cleaned up with the attempt's);
+    /// so is, when such a value was found, the yes of a member kept out
+    /// by then (its server changed while it answered). Without a holder's
+    /// value found, who said yes is not weighed, and a member's yes
+    /// stands as the quarantine read it.
     fn forget_restarted(&self, shape: &dyn Shape, mut votes: Vec<Vote>) -> Vec<Vote> {
         if votes.iter().all(|v| v.held.is_empty()) {
             return votes;

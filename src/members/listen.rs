@@ -130,6 +130,10 @@ fn listen(member: &Member, i: usize, listening: &dyn Listening) {
                 link.dirty = true;
             }
         }
+        // A Sentinel group's failover: its links may reach the old
+        // master, which hears no release published on the new one until
+        // it is demoted; made again at once, on the new master.
+        links.retain(|l| !l.node.switched_since(l.conn.switches()));
         connect(member, &wanted, &mut links, &mut retry_at, now);
         if links.is_empty() {
             thread::sleep(POLL);

@@ -241,8 +241,9 @@ impl Node {
         setup.resolve = sentinel::resolver(group.clone(), reach.clone());
         let mut node = Node::open(&group.data_url, &setup)?;
         node.name = group.name().into();
-        // The master's certificate names the address its Sentinels
-        // announce.
+        // The master's certificate is checked against the IP address
+        // dialled (the one the Sentinels announce, or one their name
+        // resolves to).
         #[cfg(feature = "tls")]
         if let Some(tls) = &mut node.tls {
             tls.name = None;
@@ -266,6 +267,12 @@ impl Node {
     /// How many failovers its Sentinels announced (0 for other nodes).
     fn switches(&self) -> u64 {
         self.switches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether its Sentinels announced a failover since `switches` were
+    /// counted (a connection opened then may reach the old master).
+    pub(crate) fn switched_since(&self, switches: u64) -> bool {
+        self.switches() != switches
     }
 
     /// Makes this node tell `identities` which server it reaches (its
@@ -494,10 +501,12 @@ impl Node {
             "CLUSTERDOWN",
         ];
         let code = error.code();
-        // A demoted master (READONLY), one cut off from its replicas or
-        // its master (MASTERDOWN), or one reloading as a replica (LOADING):
-        // the next connection asks the Sentinels where the master is now.
-        let moved = ["READONLY", "MASTERDOWN", "LOADING"];
+        // A demoted master (READONLY), a replica whose link to its master
+        // is down (MASTERDOWN), one reloading as a replica (LOADING), a
+        // master cut off from its replicas under `min-replicas-to-write`
+        // (NOREPLICAS: an old master after a failover, maybe): the next
+        // connection asks the Sentinels where the master is now.
+        let moved = ["READONLY", "MASTERDOWN", "LOADING", "NOREPLICAS"];
         if self.follows() && code.is_some_and(|code| moved.contains(&code)) {
             pooled.demoted = true;
             self.idle.lock().clear();

@@ -188,8 +188,9 @@ pub(crate) struct Pooled {
     /// The forms of the requests last written, in order (see
     /// [`send`](Self::send)).
     pub(crate) written: Vec<Kind>,
-    /// Its server answered `READONLY` (or `MASTERDOWN`, `LOADING`) to a
-    /// node that follows its group's master: not pooled again.
+    /// Its server answered `READONLY` (or `MASTERDOWN`, `LOADING`,
+    /// `NOREPLICAS`) to a node that follows its group's master: not
+    /// pooled again.
     pub(crate) demoted: bool,
     /// The node's switches (a Sentinel group's failovers) counted when
     /// it was opened: one opened before the last goes back to no pool.

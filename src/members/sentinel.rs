@@ -24,8 +24,9 @@
 //! ([`Conn`]): with their own credentials (the group URL's
 //! `sentinel_password`, `sentinel_username`) and, for a
 //! `rediss-sentinel://` group, TLS, each checked against its host as
-//! given; the master's certificate is checked against the address they
-//! announce.
+//! given; the master's certificate is checked against the IP address
+//! dialled (the one they announce, or one the name they announce
+//! resolves to).
 //!
 //! # Following a failover
 //!
@@ -57,16 +58,19 @@ use crate::base::node_error::{CallStep, Cause};
 use crate::members::conn::Tls;
 use crate::members::conn::{Conn, pack};
 use crate::members::resolve::{ResolveFn, Resolver, literal};
-use crate::members::url::redact;
+use crate::members::url::{GROUP_PARAMS, redact};
 
 /// The URL schemes of a Sentinel group: plain, and over TLS (to the
 /// Sentinels and to the master alike).
 pub(crate) const SCHEMES: [&str; 4] = [
     "redis-sentinel",
     "valkey-sentinel",
-    "rediss-sentinel",
-    "valkeys-sentinel",
+    TLS_SCHEMES[0],
+    TLS_SCHEMES[1],
 ];
+
+/// Those of [`SCHEMES`] over TLS.
+const TLS_SCHEMES: [&str; 2] = ["rediss-sentinel", "valkeys-sentinel"];
 
 /// Whether `url` names a Sentinel group (see [`Group::parse`]).
 pub(crate) fn is_group(url: &str) -> bool {
@@ -125,6 +129,13 @@ impl Group {
         if master.is_empty() {
             return Err(bad("the master name after # is empty"));
         }
+        if master.contains(['?', '&', '=', '@']) {
+            // A query written after the `#` (the URL's order is
+            // `...?query#master`): read as a name, shown in messages.
+            return Err(bad(
+                "the master name after # holds ?, &, = or @: the query comes before the #",
+            ));
+        }
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let auth = sentinel_auth(query).map_err(|why| bad(&why))?;
         let before_path = rest.find('/').unwrap_or(rest.len());
@@ -165,7 +176,7 @@ impl Group {
             && !master.starts_with(['-', '.']);
         let host = if plain { master } else { "sentinel.invalid" };
         let tls = url.split_once("://").is_some_and(|(scheme, _)| {
-            ["rediss-sentinel", "valkeys-sentinel"]
+            TLS_SCHEMES
                 .iter()
                 .any(|tls| tls.eq_ignore_ascii_case(scheme))
         });
@@ -203,13 +214,23 @@ fn sentinel_auth(query: &str) -> Result<Option<(Option<String>, String)>, String
     let (mut user, mut password) = (None, None);
     for param in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = param.split_once('=').unwrap_or((param, ""));
-        let slot = match name {
-            "sentinel_username" => &mut user,
-            "sentinel_password" => &mut password,
-            _ => {
+        let known = GROUP_PARAMS
+            .into_iter()
+            .position(|known| known.eq_ignore_ascii_case(name));
+        let slot = match known {
+            Some(0) => &mut user,
+            Some(_) => &mut password,
+            // Not echoed unless it looks like a misspelt name: it may be
+            // the tail of a password holding a raw `&`.
+            None => {
+                let shown = match name.to_ascii_lowercase().starts_with("sentinel_") {
+                    true => format!(" {name:?}"),
+                    false => String::new(),
+                };
                 return Err(format!(
-                    "unknown query parameter {name:?} (known: sentinel_username, \
-                     sentinel_password)"
+                    "an unknown query parameter{shown} (known: {}; write a `&` inside a \
+                     value as %26)",
+                    GROUP_PARAMS.join(", ")
                 ));
             }
         };
@@ -221,11 +242,9 @@ fn sentinel_auth(query: &str) -> Result<Option<(Option<String>, String)>, String
         })?);
     }
     match (user, password) {
-        (_, None) if query.contains("sentinel_username") => {
-            Err("sentinel_username without sentinel_password".to_owned())
-        }
+        (Some(_), None) => Err("sentinel_username without sentinel_password".to_owned()),
         (user, Some(password)) => Ok(Some((user, password))),
-        (_, None) => Ok(None),
+        (None, None) => Ok(None),
     }
 }
 
@@ -307,14 +326,20 @@ pub(crate) type TlsConfig = Arc<rustls::ClientConfig>;
 pub(crate) type TlsConfig = std::convert::Infallible;
 
 /// How a group's Sentinels are reached: each step's timeout, the
-/// manager's resolver for their names, TLS, and their own credentials.
+/// manager's resolver, TLS, and their own credentials.
 #[derive(Clone)]
 pub(crate) struct Reach {
     pub(crate) timeout: Duration,
-    pub(crate) dns: Arc<ResolveFn>,
-    pub(crate) tls: Option<TlsConfig>,
+    /// The manager's resolver (for the master's host, when the
+    /// Sentinels announce a name).
+    dns: Arc<ResolveFn>,
+    tls: Option<TlsConfig>,
     /// `AUTH [user] password`, packed: sent first on every connection.
-    pub(crate) auth: Option<Vec<u8>>,
+    auth: Option<Vec<u8>>,
+    /// Each Sentinel (in the group's order) and its resolver: one per
+    /// Sentinel, so that a name whose resolution hangs holds one thread
+    /// however often it is asked (see `resolve.rs`).
+    sentinels: Arc<[((String, u16), Resolver)]>,
 }
 
 impl Reach {
@@ -330,19 +355,36 @@ impl Reach {
             Some(user) => pack(&[b"AUTH", user.as_bytes(), password.as_bytes()]),
             None => pack(&[b"AUTH", password.as_bytes()]),
         });
+        let sentinels = group
+            .sentinels
+            .iter()
+            .map(|(host, port)| {
+                (
+                    (host.clone(), *port),
+                    Resolver::new(host, *port, dns.clone()),
+                )
+            })
+            .collect();
         Reach {
             timeout,
             dns,
             tls,
             auth,
+            sentinels,
         }
     }
 
-    /// A connection to the Sentinel at `host:port`, authenticated, its
-    /// every step within the timeout; what failed otherwise, for
-    /// messages.
-    fn connect(&self, host: &str, port: u16) -> Result<Conn, String> {
-        let at = shown(host, port);
+    /// Sentinel `i` as messages show it.
+    fn at(&self, i: usize) -> String {
+        let (host, port) = &self.sentinels[i].0;
+        shown(host, *port)
+    }
+
+    /// A connection to Sentinel `i`, authenticated, its every step within
+    /// the timeout; what failed otherwise, for messages.
+    fn connect(&self, i: usize) -> Result<Conn, String> {
+        let ((host, port), resolver) = &self.sentinels[i];
+        let at = self.at(i);
         let deadline = Instant::now() + self.timeout;
         let tls = match &self.tls {
             None => None,
@@ -356,9 +398,8 @@ impl Reach {
             #[cfg(not(feature = "tls"))]
             Some(never) => match *never {},
         };
-        let resolver = Resolver::new(host, port, self.dns.clone());
-        let addr = ConnectionAddr::Tcp(host.to_owned(), port);
-        let mut con = Conn::open(&addr, Some(&resolver), tls.as_ref(), deadline, self.timeout)
+        let addr = ConnectionAddr::Tcp(host.clone(), *port);
+        let mut con = Conn::open(&addr, Some(resolver), tls.as_ref(), deadline, self.timeout)
             .map_err(|(step, e)| match step {
                 CallStep::Tls => format!("{at}: TLS: {e}"),
                 _ => format!("{at}: {e}"),
@@ -369,6 +410,43 @@ impl Reach {
                 .map_err(|e| format!("{at}: AUTH: {e}"))?;
         }
         Ok(con)
+    }
+
+    /// Sentinel `i`'s answer to the packed command `asked`, on a new
+    /// connection: connecting takes at most the timeout, and so does the
+    /// answer.
+    fn query(&self, i: usize, asked: &[u8]) -> Result<Value, String> {
+        let mut con = self.connect(i)?;
+        let deadline = Instant::now() + self.timeout;
+        con.write(asked, deadline)
+            .and_then(|()| con.read(deadline))
+            .map_err(|e| format!("{}: {e}", self.at(i)))
+    }
+
+    /// Asks every Sentinel at once, each on a thread of its own, what
+    /// `ask` says of it (by its index); the answers come on the channel
+    /// as they come, those of Sentinels no thread could be had for at
+    /// once, as `failed` makes them.
+    fn ask_all<T: Send + 'static>(
+        &self,
+        ask: impl Fn(&Reach, usize) -> T + Send + Sync + 'static,
+        failed: impl Fn(usize, String) -> T,
+    ) -> std::sync::mpsc::Receiver<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ask = Arc::new(ask);
+        for i in 0..self.sentinels.len() {
+            let (sender, reach, ask) = (tx.clone(), self.clone(), ask.clone());
+            let spawned = thread::Builder::new()
+                .name("redlock-sentinel-ask".into())
+                .spawn(move || {
+                    let _ = sender.send(ask(&reach, i));
+                });
+            if let Err(e) = spawned {
+                let why = format!("{}: no thread to ask it ({e})", self.at(i));
+                let _ = tx.send(failed(i, why));
+            }
+        }
+        rx
     }
 }
 
@@ -403,8 +481,8 @@ const WATCH_POLL: Duration = Duration::from_millis(500);
 /// failure) that follows.
 pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> Sentinels {
     let stop = Arc::new(AtomicBool::new(false));
-    for (host, port) in &group.sentinels {
-        let (host, port, master) = (host.clone(), *port, group.master.clone());
+    for i in 0..group.sentinels.len() {
+        let master = group.master.clone();
         let (stop, switches, reach) = (stop.clone(), switches.clone(), reach.clone());
         // Without a thread to be had, failovers are followed by failures.
         let _ = thread::Builder::new()
@@ -412,7 +490,7 @@ pub(crate) fn watch(group: &Group, reach: &Reach, switches: Arc<AtomicU64>) -> S
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let began = Instant::now();
-                    let _ = listen(&reach, (&host, port), &master, &stop, &switches);
+                    let _ = listen(&reach, i, &master, &stop, &switches);
                     if let Some(left) = WATCH_POLL.checked_sub(began.elapsed()) {
                         thread::sleep(left);
                     }
@@ -444,64 +522,43 @@ impl Sentinels {
     /// or why it says nothing: all asked at once, each step within the
     /// timeout. For reports, never for a vote.
     pub(crate) fn survey(&self) -> Vec<(String, Result<Seen, String>)> {
-        thread::scope(|scope| {
-            let asked: Vec<_> = self
-                .group
-                .sentinels
-                .iter()
-                .map(|(host, port)| {
-                    let spawned = thread::Builder::new()
-                        .name("redlock-sentinel-ask".into())
-                        .spawn_scoped(scope, move || self.seen(host, *port));
-                    (shown(host, *port), spawned)
-                })
-                .collect();
-            asked
-                .into_iter()
-                .map(|(at, spawned)| {
-                    let seen = match spawned {
-                        Ok(handle) => handle
-                            .join()
-                            .unwrap_or_else(|_| Err(format!("{at}: the question panicked"))),
-                        Err(e) => Err(format!("{at}: no thread to ask it ({e})")),
-                    };
-                    (at, seen)
-                })
-                .collect()
-        })
+        let master = self.group.master.clone();
+        let rx = self.reach.ask_all(
+            move |reach, i| (i, seen(reach, i, &master)),
+            |i, why| (i, Err(why)),
+        );
+        let mut said: Vec<(usize, Result<Seen, String>)> = rx.iter().collect();
+        said.sort_by_key(|(i, _)| *i);
+        said.into_iter()
+            .map(|(i, seen)| (self.reach.at(i), seen))
+            .collect()
     }
+}
 
-    /// One Sentinel's `SENTINEL MASTER <name>`, read.
-    fn seen(&self, host: &str, port: u16) -> Result<Seen, String> {
-        let at = shown(host, port);
-        let mut con = self.reach.connect(host, port)?;
-        let deadline = Instant::now() + self.reach.timeout;
-        let asked = pack(&[b"SENTINEL", b"MASTER", self.group.master.as_bytes()]);
-        let said = con
-            .write(&asked, deadline)
-            .and_then(|()| con.read(deadline))
-            .map_err(|e| format!("{at}: {e}"))?;
-        let Value::Array(flat) = said else {
-            return Err(format!(
-                "{at}: an answer that is not a field list: {said:?}"
-            ));
-        };
-        let field = |name: &str| {
-            flat.chunks(2)
-                .find(|kv| text(&kv[0]).as_deref() == Some(name))
-                .and_then(|kv| text(kv.get(1)?))
-        };
-        let number = |name: &str| field(name).and_then(|v| v.parse::<u32>().ok());
-        let addr = field("ip")
-            .zip(number("port").and_then(|p| u16::try_from(p).ok()))
-            .ok_or_else(|| format!("{at}: no master address in {flat:?}"))?;
-        Ok(Seen {
-            addr,
-            quorum: number("quorum"),
-            replicas: number("num-slaves"),
-            sentinels: number("num-other-sentinels").map(|n| n + 1),
-        })
-    }
+/// Sentinel `i`'s `SENTINEL MASTER <master>`, read.
+fn seen(reach: &Reach, i: usize, master: &str) -> Result<Seen, String> {
+    let at = reach.at(i);
+    let said = reach.query(i, &pack(&[b"SENTINEL", b"MASTER", master.as_bytes()]))?;
+    let Value::Array(flat) = said else {
+        return Err(format!(
+            "{at}: an answer that is not a field list: {said:?}"
+        ));
+    };
+    let field = |name: &str| {
+        flat.chunks(2)
+            .find(|kv| text(&kv[0]).as_deref() == Some(name))
+            .and_then(|kv| text(kv.get(1)?))
+    };
+    let number = |name: &str| field(name).and_then(|v| v.parse::<u32>().ok());
+    let addr = field("ip")
+        .zip(number("port").and_then(|p| u16::try_from(p).ok()))
+        .ok_or_else(|| format!("{at}: no master address in {flat:?}"))?;
+    Ok(Seen {
+        addr,
+        quorum: number("quorum"),
+        replicas: number("num-slaves"),
+        sentinels: number("num-other-sentinels").map(|n| n + 1),
+    })
 }
 
 /// A bulk or simple string's text, if it is UTF-8.
@@ -518,17 +575,17 @@ fn text(v: &Value) -> Option<String> {
 /// announcements for this long at most.
 const WATCH_FOR: Duration = Duration::from_secs(30);
 
-/// One Sentinel's announcements, until it fails, [`WATCH_FOR`] passes or
+/// Sentinel `i`'s announcements, until it fails, [`WATCH_FOR`] passes or
 /// `stop` is set.
 fn listen(
     reach: &Reach,
-    (host, port): (&str, u16),
+    i: usize,
     master: &str,
     stop: &AtomicBool,
     switches: &AtomicU64,
 ) -> Result<(), String> {
-    let mut con = reach.connect(host, port)?;
-    let failed = |e: Cause| format!("{}: {e}", shown(host, port));
+    let mut con = reach.connect(i)?;
+    let failed = |e: Cause| format!("{}: {e}", reach.at(i));
     let subscribe = pack(&[b"SUBSCRIBE", b"+switch-master"]);
     con.write(&subscribe, Instant::now() + reach.timeout)
         .map_err(failed)?;
@@ -556,22 +613,9 @@ type Told = Result<Option<(String, u16)>, String>;
 /// does not resolve, costs nothing while the others agree.
 fn master_of(group: &Group, reach: &Reach) -> io::Result<Vec<SocketAddr>> {
     let given = group.sentinels.len();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let master = group.master.clone();
+    let rx = reach.ask_all(move |reach, i| ask(reach, i, &master), |_, why| Err(why));
     let mut told: Vec<Told> = Vec::new();
-    for (host, port) in &group.sentinels {
-        let at = shown(host, *port);
-        let (tx, host, port) = (tx.clone(), host.clone(), *port);
-        let (master, reach) = (group.master.clone(), reach.clone());
-        let spawned = thread::Builder::new()
-            .name("redlock-sentinel-ask".into())
-            .spawn(move || {
-                let _ = tx.send(ask(&reach, &host, port, &master));
-            });
-        if let Err(e) = spawned {
-            told.push(Err(format!("{at}: no thread to ask it ({e})")));
-        }
-    }
-    drop(tx);
     // Each ask takes a timeout to connect and one to answer; the answers
     // are awaited no longer.
     let deadline = Instant::now() + reach.timeout.saturating_mul(2);
@@ -599,10 +643,13 @@ fn master_of(group: &Group, reach: &Reach) -> io::Result<Vec<SocketAddr>> {
     }
 }
 
-/// Each address the Sentinels reported, with how many reported it.
-fn counts(told: &[Told]) -> Vec<(&(String, u16), usize)> {
+/// Each address reported, with how many reported it, in the order first
+/// reported.
+pub(crate) fn counts<'a>(
+    addrs: impl IntoIterator<Item = &'a (String, u16)>,
+) -> Vec<(&'a (String, u16), usize)> {
     let mut counts: Vec<(&(String, u16), usize)> = Vec::new();
-    for addr in told.iter().filter_map(|t| t.as_ref().ok()?.as_ref()) {
+    for addr in addrs {
         match counts.iter_mut().find(|(a, _)| *a == addr) {
             Some((_, n)) => *n += 1,
             None => counts.push((addr, 1)),
@@ -611,24 +658,38 @@ fn counts(told: &[Told]) -> Vec<(&(String, u16), usize)> {
     counts
 }
 
+/// The addresses among answers.
+fn addrs(told: &[Told]) -> impl Iterator<Item = &(String, u16)> {
+    told.iter().filter_map(|t| t.as_ref().ok()?.as_ref())
+}
+
+/// `h:p (n), ...`: counted addresses, for messages.
+pub(crate) fn counted(counts: &[(&(String, u16), usize)]) -> Vec<String> {
+    counts
+        .iter()
+        .map(|((h, p), n)| format!("{} ({n})", shown(h, *p)))
+        .collect()
+}
+
 /// Whether the answers not in yet could still make a majority.
 fn possible(told: &[Told], given: usize) -> bool {
     let left = given.saturating_sub(told.len());
-    let best = counts(told).iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let best = counts(addrs(told))
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap_or(0);
     best + left > given / 2
 }
 
 /// The address that more than half of `given` Sentinels reported, or
 /// why there is none.
 fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
-    let counts = counts(told);
+    let counts = counts(addrs(told));
     if let Some((addr, _)) = counts.iter().find(|(_, n)| *n > given / 2) {
         return Ok((*addr).clone());
     }
-    let mut said: Vec<String> = counts
-        .iter()
-        .map(|((h, p), n)| format!("{h}:{p} ({n})"))
-        .collect();
+    let mut said = counted(&counts);
     let unknown = told.iter().filter(|t| matches!(t, Ok(None))).count();
     if unknown > 0 {
         said.push(format!("master unknown ({unknown})"));
@@ -643,19 +704,12 @@ fn agreed(told: &[Told], given: usize) -> Result<(String, u16), String> {
     ))
 }
 
-/// One Sentinel's answer: the master's address, `None` when it does not
-/// know the name. Connecting takes at most the timeout, and so does the
-/// answer.
-fn ask(reach: &Reach, host: &str, port: u16, master: &str) -> Told {
-    let at = shown(host, port);
-    let mut con = reach.connect(host, port)?;
-    let deadline = Instant::now() + reach.timeout;
+/// Sentinel `i`'s answer: the master's address, `None` when it does not
+/// know the name.
+fn ask(reach: &Reach, i: usize, master: &str) -> Told {
+    let at = reach.at(i);
     let asked = pack(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
-    let said = con
-        .write(&asked, deadline)
-        .and_then(|()| con.read(deadline))
-        .map_err(|e| format!("{at}: {e}"))?;
-    match said {
+    match reach.query(i, &asked)? {
         Value::Nil => Ok(None),
         Value::Array(parts) => match &parts[..] {
             [ip, told] => match (text(ip), text(told).and_then(|p| p.parse::<u16>().ok())) {
@@ -733,12 +787,22 @@ mod tests {
         assert_eq!(g.auth, Some((Some("ops".to_owned()), "p&w#".to_owned())));
         assert_eq!(g.data_url, "redis://:data@m:1/0");
         assert_eq!(g.sentinels.len(), 2);
+        let g = Group::parse("redis-sentinel://s1?Sentinel_Password=pw#m").unwrap();
+        assert_eq!(g.auth, Some((None, "pw".to_owned())));
         let g = Group::parse("redis-sentinel://s1/3?sentinel_password=pw#m").unwrap();
         assert_eq!((g.auth, g.db), (Some((None, "pw".to_owned())), 3));
         for (url, says) in [
             (
                 "redis-sentinel://s1?password=x#m",
-                "unknown query parameter \"password\"",
+                "an unknown query parameter (known",
+            ),
+            (
+                "redis-sentinel://s1?sentinel_pasword=x#m",
+                "parameter \"sentinel_pasword\"",
+            ),
+            (
+                "redis-sentinel://s1#m?sentinel_password=x",
+                "the query comes before",
             ),
             (
                 "redis-sentinel://s1?sentinel_password=a&sentinel_password=b#m",

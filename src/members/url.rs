@@ -115,10 +115,20 @@ fn misspelt_scheme(url: &str) -> Option<String> {
     })
 }
 
+/// The query parameters a Sentinel group's URL takes (see
+/// `sentinel::Group::parse`).
+pub(crate) const GROUP_PARAMS: [&str; 2] = ["sentinel_username", "sentinel_password"];
+
 /// The URL with any credentials replaced by `***`, for error messages:
 /// its userinfo, and the value of any query parameter whose name ends in
-/// `password` (a Sentinel group's `sentinel_password`).
+/// `password`; in a Sentinel group's URL, every query value (see
+/// [`redact_group`]).
 pub(crate) fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://")
+        && scheme.to_ascii_lowercase().ends_with("-sentinel")
+    {
+        return redact_group(scheme, rest);
+    }
     let url = match url_parts(url) {
         Some(UrlParts {
             scheme,
@@ -145,6 +155,67 @@ pub(crate) fn redact(url: &str) -> String {
         })
         .collect();
     format!("{before}?{}{fragment}", params.join("&"))
+}
+
+/// A Sentinel group's URL (`rest` after `scheme://`) read as
+/// `Group::parse` reads it (the master's name after the last `#`, the
+/// query from the first `?` before it, the userinfo up to the last `@`
+/// before the path), shown with the userinfo and every query value as
+/// `***`, a parameter's name only where it is one the URL takes, and the
+/// master's name only where it holds no `?`, `&`, `=` or `@`. An `@` in
+/// the query may end a userinfo that holds a raw `?`: then the hosts are
+/// hidden too.
+fn redact_group(scheme: &str, rest: &str) -> String {
+    let (body, master) = match rest.rsplit_once('#') {
+        Some((body, master)) => (body, Some(master)),
+        None => (rest, None),
+    };
+    let (pre, query) = match body.split_once('?') {
+        Some((pre, query)) => (pre, Some(query)),
+        None => (body, None),
+    };
+    let before_path = pre.find('/').unwrap_or(pre.len());
+    let (creds, hosts) = match pre[..before_path].rfind('@') {
+        Some(at) => (true, &pre[at + 1..]),
+        None => (false, pre),
+    };
+    let mut out = format!("{scheme}://");
+    if creds {
+        out.push_str("***@");
+    }
+    match query.is_some_and(|q| q.contains('@')) {
+        true => out.push_str("***"),
+        false => out.push_str(hosts),
+    }
+    if let Some(query) = query {
+        let params: Vec<&str> = query
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((name, _)) => GROUP_PARAMS
+                    .into_iter()
+                    .find(|known| known.eq_ignore_ascii_case(name))
+                    .map_or("***", |_| name),
+                None => "***",
+            })
+            .collect();
+        let shown: Vec<String> = params
+            .iter()
+            .map(|name| match *name {
+                "***" => "***".to_owned(),
+                name => format!("{name}=***"),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&shown.join("&"));
+    }
+    if let Some(master) = master {
+        out.push('#');
+        out.push_str(match master.contains(['?', '&', '=', '@']) {
+            true => "***",
+            false => master,
+        });
+    }
+    out
 }
 
 /// Splits a TLS URL (`rediss://`, `valkeys://`) into the plain URL the
@@ -221,15 +292,35 @@ mod tests {
             redact("rediss://u:p@h:6380#insecure"),
             "rediss://***@h:6380#insecure"
         );
-        // A Sentinel group's own password, in its query.
+        // A Sentinel group's own credentials, in its query: every value
+        // hidden, a name shown only where the URL takes it.
         assert_eq!(
-            redact("redis-sentinel://:pw@s1,s2?sentinel_username=u&sentinel_password=top#m"),
-            "redis-sentinel://***@s1,s2?sentinel_username=u&sentinel_password=***#m"
+            redact("redis-sentinel://:pw@s1,s2/1?sentinel_username=u&sentinel_password=top#m"),
+            "redis-sentinel://***@s1,s2/1?sentinel_username=***&sentinel_password=***#m"
         );
         assert_eq!(
-            redact("redis-sentinel://s1?sentinel_password=top"),
-            "redis-sentinel://s1?sentinel_password=***"
+            redact("Redis-Sentinel://s1?SENTINEL_PASSWORD=top"),
+            "Redis-Sentinel://s1?SENTINEL_PASSWORD=***"
         );
+        for (url, hidden) in [
+            // An `@` in the query: no userinfo to find, nothing shown.
+            (
+                "redis-sentinel://s1?sentinel_username=ops@corp&sentinel_password=pw#m",
+                "pw",
+            ),
+            ("redis-sentinel://s1?sentinel_password=p@ss#m", "@ss"),
+            // A raw `&` in a password, a misspelt name.
+            ("redis-sentinel://s1?sentinel_password=ab&cd=ef#m", "cd"),
+            ("redis-sentinel://s1?sentinel_pasword=secret#m", "secret"),
+            // `#` inside the query's value, a query after the `#`.
+            ("redis-sentinel://s1?sentinel_password=a#b#m", "#b"),
+            ("redis-sentinel://s1#m?sentinel_password=secret", "secret"),
+            // A raw `?` in the master's password, `@` after it.
+            ("redis-sentinel://:p?w@s1#m", "p?w"),
+        ] {
+            let shown = redact(url);
+            assert!(!shown.contains(hidden), "{url} -> {shown}");
+        }
     }
 
     #[test]

@@ -196,6 +196,13 @@ pub(crate) struct LockModel {
 
 impl LockModel {
     pub(crate) fn new(size: Size, rules: Rules) -> LockModel {
+        // The promoted replica is the spare, its run one past the old
+        // master's: no restart (which would take that run) and no moved
+        // address (which uses the spare) beside a failover.
+        assert!(
+            !(size.failover && (size.restarts > 0 || size.moves)),
+            "a failover run has no restarts and no moves"
+        );
         LockModel {
             size,
             rules,

@@ -21,6 +21,8 @@ pub(crate) struct Listener {
     con: Box<Conn>,
     node: Arc<str>,
     timeout: Duration,
+    /// The node's switches when it was opened (see `Pooled::switches`).
+    switches: u64,
 }
 
 impl Listener {
@@ -35,6 +37,12 @@ impl Listener {
     /// (a refused `SUBSCRIBE`) is an `Err` too.
     pub(crate) fn next(&mut self, wait: Duration) -> Result<Option<Value>, NodeError> {
         self.con.read_within(wait).map_err(|e| self.error(e))
+    }
+
+    /// The node's switches (a Sentinel group's failovers) counted when
+    /// it was opened.
+    pub(crate) fn switches(&self) -> u64 {
+        self.switches
     }
 
     /// The failure of a connection that stopped answering.
@@ -161,6 +169,7 @@ impl Node {
             con: pooled.con,
             node: self.name.clone(),
             timeout: self.timeout,
+            switches: pooled.switches,
         })
     }
 

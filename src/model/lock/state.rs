@@ -222,7 +222,8 @@ impl State {
     pub(crate) fn swapped(&self) -> State {
         let mut s = self.clone();
         s.clients.swap(0, 1);
-        for server in s.servers.iter_mut().chain([&mut s.spare]) {
+        let snapshots = s.snapshots.iter_mut().flatten();
+        for server in s.servers.iter_mut().chain([&mut s.spare]).chain(snapshots) {
             if let Some((value, until)) = server.key {
                 server.key = Some((value.swapped(), until));
             }

@@ -130,7 +130,7 @@ impl LockModel {
         let counted = s.clients[c].counted;
         let by_incr: [bool; NODES] =
             std::array::from_fn(|n| match self.rules.incr_in_the_counted_run {
-                true => counted[n] == Some(s.servers[n].run),
+                true => counted[n] == Some(reached(s, c, n).run),
                 false => counted[n].is_some(),
             });
         self.send(s, c, [true; NODES], now, |n| Request::Take {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::members::conn::pack;
 use crate::members::node::Node;
 use crate::members::restart::{config_pairs, field, text};
-use crate::members::sentinel::{Seen, Sentinels};
+use crate::members::sentinel::{Seen, Sentinels, counted, counts};
 
 use super::{NodeReport, SentinelReport, Verdict};
 
@@ -75,18 +75,9 @@ fn sentinels_found(
             detail,
         );
     }
-    let mut addrs: Vec<(&(String, u16), usize)> = Vec::new();
-    for s in seen {
-        match addrs.iter_mut().find(|(a, _)| **a == s.addr) {
-            Some((_, n)) => *n += 1,
-            None => addrs.push((&s.addr, 1)),
-        }
-    }
+    let addrs = counts(seen.iter().map(|s| &s.addr));
     if addrs.len() > 1 {
-        let said: Vec<String> = addrs
-            .iter()
-            .map(|((h, p), n)| format!("{h}:{p} ({n})"))
-            .collect();
+        let said = counted(&addrs);
         report.problem(
             Verdict::Warning,
             format!(
