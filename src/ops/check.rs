@@ -408,18 +408,9 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
     }
     // The configuration, where allowed: INFO says aof_enabled:0 while a
     // server loads its append-only file.
-    let config = node
-        .query(&pack(&[b"CONFIG", b"GET", b"append*"]), deadline())
-        .map(|reply| config_pairs(&reply))
-        .unwrap_or_default();
-    let setting = |name: &str| {
-        config
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    report.appendfsync = setting("appendfsync");
-    if let Some(on) = setting("appendonly") {
+    let config = config_of(node, b"append*", deadline());
+    report.appendfsync = setting(&config, "appendfsync").map(str::to_owned);
+    if let Some(on) = setting(&config, "appendonly") {
         report.aof = Some(on == "yes");
     }
     // A Sentinel group's node dials what its Sentinels name: its URL's
@@ -449,6 +440,22 @@ fn check_node(node: &Node, key: &[u8], plain: bool, trying: Trying) -> NodeRepor
         .problems
         .sort_by_key(|p| std::cmp::Reverse(p.verdict));
     report
+}
+
+/// The server's settings matching `pattern`, where `CONFIG GET` is
+/// allowed (none otherwise).
+fn config_of(node: &Node, pattern: &[u8], deadline: Instant) -> Vec<(String, String)> {
+    node.query(&pack(&[b"CONFIG", b"GET", pattern]), deadline)
+        .map(|reply| config_pairs(&reply))
+        .unwrap_or_default()
+}
+
+/// The value of the setting `name` among `config`.
+fn setting<'a>(config: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    config
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// The report's reading of the server's `INFO`: version, role, uptime,

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use crate::members::conn::pack;
 use crate::members::node::Node;
-use crate::members::restart::{config_pairs, field, text};
+use crate::members::restart::{field, text};
 use crate::members::sentinel::{Seen, Sentinels, counted, counts};
 
-use super::{NodeReport, SentinelReport, Verdict};
+use super::{NodeReport, SentinelReport, Verdict, config_of, setting};
 
 /// Adds the group's findings to its master's `report`.
 pub(super) fn check_group(node: &Node, sentinels: &Sentinels, report: &mut NodeReport) {
@@ -119,18 +119,10 @@ fn master_replication(node: &Node, group: &mut SentinelReport, report: &mut Node
         .as_deref()
         .and_then(|i| field(i, "connected_slaves"))
         .and_then(|n| n.parse().ok());
-    let config = node
-        .query(&pack(&[b"CONFIG", b"GET", b"min-replicas-*"]), deadline())
-        .map(|reply| config_pairs(&reply))
-        .unwrap_or_default();
-    let setting = |name: &str| {
-        config
-            .iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.parse().ok())
-    };
-    group.min_replicas_to_write = setting("min-replicas-to-write");
-    group.min_replicas_max_lag = setting("min-replicas-max-lag");
+    let config = config_of(node, b"min-replicas-*", deadline());
+    let number = |name: &str| setting(&config, name).and_then(|v| v.parse().ok());
+    group.min_replicas_to_write = number("min-replicas-to-write");
+    group.min_replicas_max_lag = number("min-replicas-max-lag");
     if group.replicas == Some(0) {
         report.problem(
             Verdict::Warning,
