@@ -58,6 +58,7 @@ use crate::base::node_error::{CallStep, Cause};
 use crate::members::conn::Tls;
 use crate::members::conn::{Conn, pack};
 use crate::members::resolve::{ResolveFn, Resolver, literal};
+use crate::members::restart::{config_pairs, text};
 use crate::members::url::{GROUP_PARAMS, redact};
 
 /// The URL schemes of a Sentinel group: plain, and over TLS (to the
@@ -83,7 +84,7 @@ pub(crate) fn is_group(url: &str) -> bool {
 
 /// A Sentinel group as given: its Sentinels, the master's name, and the
 /// URL its data connections take (credentials and database).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Group {
     /// Each Sentinel's host and port.
     pub(crate) sentinels: Vec<(String, u16)>,
@@ -100,6 +101,21 @@ pub(crate) struct Group {
     /// The Sentinels' own credentials (`sentinel_username`,
     /// `sentinel_password`): user, if any, and password.
     pub(crate) auth: Option<(Option<String>, String)>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print credentials: the master's (in the data URL) or the
+        // Sentinels'.
+        f.debug_struct("Group")
+            .field("sentinels", &self.sentinels)
+            .field("master", &self.master)
+            .field("db", &self.db)
+            .field("data_url", &redact(&self.data_url))
+            .field("tls", &self.tls)
+            .field("auth", &self.auth.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl Group {
@@ -329,7 +345,7 @@ pub(crate) type TlsConfig = std::convert::Infallible;
 /// manager's resolver, TLS, and their own credentials.
 #[derive(Clone)]
 pub(crate) struct Reach {
-    pub(crate) timeout: Duration,
+    timeout: Duration,
     /// The manager's resolver (for the master's host, when the
     /// Sentinels announce a name).
     dns: Arc<ResolveFn>,
@@ -539,35 +555,20 @@ impl Sentinels {
 fn seen(reach: &Reach, i: usize, master: &str) -> Result<Seen, String> {
     let at = reach.at(i);
     let said = reach.query(i, &pack(&[b"SENTINEL", b"MASTER", master.as_bytes()]))?;
-    let Value::Array(flat) = said else {
-        return Err(format!(
-            "{at}: an answer that is not a field list: {said:?}"
-        ));
-    };
-    let field = |name: &str| {
-        flat.chunks(2)
-            .find(|kv| text(&kv[0]).as_deref() == Some(name))
-            .and_then(|kv| text(kv.get(1)?))
-    };
+    // Field names and values, as `CONFIG GET` answers them.
+    let fields = config_pairs(&said);
+    let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let number = |name: &str| field(name).and_then(|v| v.parse::<u32>().ok());
     let addr = field("ip")
+        .cloned()
         .zip(number("port").and_then(|p| u16::try_from(p).ok()))
-        .ok_or_else(|| format!("{at}: no master address in {flat:?}"))?;
+        .ok_or_else(|| format!("{at}: no master address in {said:?}"))?;
     Ok(Seen {
         addr,
         quorum: number("quorum"),
         replicas: number("num-slaves"),
         sentinels: number("num-other-sentinels").map(|n| n + 1),
     })
-}
-
-/// A bulk or simple string's text, if it is UTF-8.
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
 }
 
 /// A watcher's connection is opened anew this often, so that one that
@@ -711,17 +712,16 @@ fn ask(reach: &Reach, i: usize, master: &str) -> Told {
     let asked = pack(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
     match reach.query(i, &asked)? {
         Value::Nil => Ok(None),
-        Value::Array(parts) => match &parts[..] {
-            [ip, told] => match (text(ip), text(told).and_then(|p| p.parse::<u16>().ok())) {
-                (Some(ip), Some(told)) if !ip.is_empty() => Ok(Some((ip, told))),
-                _ => Err(format!(
-                    "{at}: an address that is not host and port: {parts:?}"
-                )),
-            },
-            _ => Err(format!(
-                "{at}: an address that is not host and port: {parts:?}"
-            )),
-        },
+        Value::Array(parts) => {
+            let addr = match &parts[..] {
+                [ip, port] => text(ip)
+                    .filter(|ip| !ip.is_empty())
+                    .zip(text(port).and_then(|p| p.parse::<u16>().ok())),
+                _ => None,
+            };
+            addr.map(Some)
+                .ok_or_else(|| format!("{at}: an address that is not host and port: {parts:?}"))
+        }
         other => Err(format!("{at}: an answer that is not an address: {other:?}")),
     }
 }
@@ -787,8 +787,10 @@ mod tests {
         assert_eq!(g.auth, Some((Some("ops".to_owned()), "p&w#".to_owned())));
         assert_eq!(g.data_url, "redis://:data@m:1/0");
         assert_eq!(g.sentinels.len(), 2);
-        let g = Group::parse("redis-sentinel://s1?Sentinel_Password=pw#m").unwrap();
+        let g = Group::parse("redis-sentinel://:data@s1?Sentinel_Password=pw#m").unwrap();
         assert_eq!(g.auth, Some((None, "pw".to_owned())));
+        let shown = format!("{g:?}");
+        assert!(!shown.contains("pw") && !shown.contains("data@"), "{shown}");
         let g = Group::parse("redis-sentinel://s1/3?sentinel_password=pw#m").unwrap();
         assert_eq!((g.auth, g.db), (Some((None, "pw".to_owned())), 3));
         for (url, says) in [
